@@ -1,0 +1,1 @@
+//! Qwen3-TTS 12Hz models.

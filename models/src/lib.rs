@@ -1,1 +1,27 @@
-//! Qwen3-TTS 12Hz models.
+//! Qwen3-TTS 12Hz in Rust: checkpoint loading, text tokenizer, talker,
+//! code predictor and code2wav.
+//!
+//! # Layout
+//! - [`config`]: `config.json`, `generation_config.json`,
+//!   `speech_tokenizer/config.json`, parsed and validated up front.
+//! - [`checkpoint`]: memory-mapped (sharded) safetensors with per-tensor
+//!   name/shape/dtype checks.
+//! - [`tokenizer`]: Qwen2 byte-level BPE and the official chat templates.
+//! - [`lm`]: the Qwen3 decoder stack shared by the talker and the code
+//!   predictor, with an explicit per-session KV cache.
+//! - [`talker`], [`code_predictor`]: the two LMs; [`sampling`]: the official
+//!   logits-processor pipeline and a seedable RNG.
+//! - [`codec`]: code2wav (one-shot, official 300/25 chunked, and a stateful
+//!   streaming decoder).
+//! - [`synth`]: prompt construction and the per-frame generation loop.
+//! - [`gen`]: random-weight checkpoints in the hub layout.
+//!
+//! Every size, id, rate and frame length comes from the checkpoint's configs.
+#![deny(unsafe_code)]
+
+pub mod checkpoint;
+pub mod config;
+pub mod error;
+mod mmap;
+
+pub use error::{ModelError, Result};

@@ -1,0 +1,315 @@
+//! Safetensors checkpoints: memory-mapped, possibly sharded, validated.
+//!
+//! A [`TensorStore`] maps every file of one checkpoint and indexes its
+//! tensors. Model constructors take tensors by name with the shape their
+//! config implies ([`TensorStore::weight`], [`TensorStore::vector`]); each
+//! take is recorded so that [`TensorStore::finish`] can report tensors the
+//! config does not describe. Nothing here panics on a malformed file: a bad
+//! header, a truncated file or a wrong shape is a [`ModelError`].
+
+use std::collections::{BTreeMap, HashMap, HashSet};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use tts_kernels::{bf16_to_f32, Mat};
+
+use crate::error::{ModelError, Result};
+use crate::mmap::MappedFile;
+
+/// Storage dtype of a tensor in a checkpoint.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DType {
+    F32,
+    F16,
+    BF16,
+}
+
+struct Entry {
+    file: usize,
+    dtype: DType,
+    shape: Vec<usize>,
+    /// Byte range inside the mapped file.
+    start: usize,
+    end: usize,
+}
+
+/// All tensors of one checkpoint (one file or a sharded set).
+pub struct TensorStore {
+    files: Vec<Arc<MappedFile>>,
+    entries: HashMap<String, Entry>,
+    taken: Mutex<HashSet<String>>,
+}
+
+/// A weight matrix `[rows, cols]` ready for [`tts_kernels::matmul`]: f32 or
+/// bf16, either borrowed from the memory map (zero copy) or owned.
+pub struct Weight {
+    rows: usize,
+    cols: usize,
+    data: WeightData,
+}
+
+enum WeightData {
+    MappedF32(Arc<MappedFile>, usize),
+    MappedBf16(Arc<MappedFile>, usize),
+    OwnedF32(Vec<f32>),
+    OwnedBf16(Vec<u16>),
+}
+
+impl Weight {
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    pub fn mat(&self) -> Mat<'_> {
+        let (rows, cols, n) = (self.rows, self.cols, self.rows * self.cols);
+        match &self.data {
+            WeightData::MappedF32(f, off) => Mat::F32 { data: f.f32s(*off, n), rows, cols },
+            WeightData::MappedBf16(f, off) => Mat::Bf16 { data: f.u16s(*off, n), rows, cols },
+            WeightData::OwnedF32(v) => Mat::F32 { data: v, rows, cols },
+            WeightData::OwnedBf16(v) => Mat::Bf16 { data: v, rows, cols },
+        }
+    }
+    /// Bytes of weight data (resident when touched).
+    pub fn bytes(&self) -> usize {
+        match &self.data {
+            WeightData::MappedF32(..) | WeightData::OwnedF32(_) => self.rows * self.cols * 4,
+            WeightData::MappedBf16(..) | WeightData::OwnedBf16(_) => self.rows * self.cols * 2,
+        }
+    }
+    /// Row `r` as f32 (embedding look-up).
+    pub fn row_into(&self, r: usize, out: &mut [f32]) {
+        self.mat().row_to_f32(r, out)
+    }
+    /// Adds row `r` into `out` (summing embeddings without a temporary).
+    pub fn add_row_into(&self, r: usize, out: &mut [f32]) {
+        match self.mat() {
+            Mat::F32 { data, cols, .. } => {
+                for (o, &v) in out.iter_mut().zip(&data[r * cols..(r + 1) * cols]) {
+                    *o += v;
+                }
+            }
+            Mat::Bf16 { data, cols, .. } => {
+                for (o, &v) in out.iter_mut().zip(&data[r * cols..(r + 1) * cols]) {
+                    *o += bf16_to_f32(v);
+                }
+            }
+        }
+    }
+    /// An owned f32 weight (tests, generated checkpoints).
+    pub fn from_f32(rows: usize, cols: usize, data: Vec<f32>) -> Self {
+        assert_eq!(data.len(), rows * cols);
+        Weight { rows, cols, data: WeightData::OwnedF32(data) }
+    }
+}
+
+impl std::fmt::Debug for Weight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Weight[{}x{}]", self.rows, self.cols)
+    }
+}
+
+impl TensorStore {
+    /// Opens `dir/model.safetensors`, or the shards listed by
+    /// `dir/model.safetensors.index.json` when that exists.
+    pub fn open_dir(dir: &Path, stem: &str) -> Result<Self> {
+        let index = dir.join(format!("{stem}.safetensors.index.json"));
+        let single = dir.join(format!("{stem}.safetensors"));
+        if index.exists() {
+            let text = read_text(&index)?;
+            let v: serde_json::Value =
+                serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index.clone(), source })?;
+            let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::Config {
+                path: index.clone(),
+                message: "missing object `weight_map`".into(),
+            })?;
+            let mut shards: Vec<String> = Vec::new();
+            for (tensor, file) in map {
+                let file = file.as_str().ok_or_else(|| ModelError::Config {
+                    path: index.clone(),
+                    message: format!("weight_map[{tensor:?}] is not a file name"),
+                })?;
+                if file.contains('/') || file.contains("..") {
+                    return Err(ModelError::Config {
+                        path: index.clone(),
+                        message: format!("weight_map[{tensor:?}] = {file:?} is not a file in the checkpoint directory"),
+                    });
+                }
+                if !shards.iter().any(|s| s == file) {
+                    shards.push(file.to_string());
+                }
+            }
+            shards.sort();
+            let paths: Vec<PathBuf> = shards.iter().map(|s| dir.join(s)).collect();
+            let store = Self::open_files(&paths)?;
+            // The index must agree with the shards' own headers.
+            for (tensor, file) in map {
+                match store.entries.get(tensor) {
+                    None => {
+                        return Err(ModelError::Config {
+                            path: index.clone(),
+                            message: format!("lists tensor `{tensor}` in {file}, but that shard does not contain it"),
+                        })
+                    }
+                    Some(e) if paths[e.file].file_name().and_then(|n| n.to_str()) != file.as_str() => {
+                        return Err(ModelError::Config {
+                            path: index.clone(),
+                            message: format!("lists tensor `{tensor}` in {file}, but it is in another shard"),
+                        })
+                    }
+                    _ => {}
+                }
+            }
+            Ok(store)
+        } else if single.exists() {
+            Self::open_files(&[single])
+        } else {
+            Err(ModelError::Io {
+                path: single,
+                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file (nor a sharded index)"),
+            })
+        }
+    }
+
+    /// Maps and indexes the given safetensors files.
+    pub fn open_files(paths: &[PathBuf]) -> Result<Self> {
+        let mut files = Vec::new();
+        let mut entries = HashMap::new();
+        for (fi, path) in paths.iter().enumerate() {
+            let file = MappedFile::open(path).map_err(|source| ModelError::Io { path: path.clone(), source })?;
+            let bytes = file.bytes();
+            let bad = |message: String| ModelError::Safetensors { path: path.clone(), message };
+            let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| bad(describe_st_error(e, bytes.len())))?;
+            let data_start = 8 + header_len;
+            for (name, info) in meta.tensors() {
+                let dtype = match info.dtype {
+                    safetensors::Dtype::F32 => DType::F32,
+                    safetensors::Dtype::F16 => DType::F16,
+                    safetensors::Dtype::BF16 => DType::BF16,
+                    other => {
+                        return Err(ModelError::UnsupportedDtype { tensor: name, dtype: format!("{other:?}") });
+                    }
+                };
+                let (s, e) = info.data_offsets;
+                if entries.contains_key(&name) {
+                    return Err(ModelError::DuplicateTensor { tensor: name });
+                }
+                entries.insert(
+                    name,
+                    Entry { file: fi, dtype, shape: info.shape.clone(), start: data_start + s, end: data_start + e },
+                );
+            }
+            files.push(Arc::new(file));
+        }
+        Ok(TensorStore { files, entries, taken: Mutex::new(HashSet::new()) })
+    }
+
+    pub fn contains(&self, name: &str) -> bool {
+        self.entries.contains_key(name)
+    }
+
+    /// Names and shapes of all tensors (sorted), for diagnostics.
+    pub fn shapes(&self) -> BTreeMap<&str, &[usize]> {
+        self.entries.iter().map(|(k, e)| (k.as_str(), e.shape.as_slice())).collect()
+    }
+
+    fn entry(&self, name: &str, shape: &[usize]) -> Result<&Entry> {
+        let e = self
+            .entries
+            .get(name)
+            .ok_or_else(|| ModelError::MissingTensor { tensor: name.to_string(), expected: shape.to_vec() })?;
+        if e.shape != shape {
+            return Err(ModelError::ShapeMismatch {
+                tensor: name.to_string(),
+                expected: shape.to_vec(),
+                actual: e.shape.clone(),
+            });
+        }
+        self.taken.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string());
+        Ok(e)
+    }
+
+    /// A matrix; `shape` may have more than two dims (conv kernels): the
+    /// first is rows, the rest are flattened into columns.
+    pub fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight> {
+        let e = self.entry(name, shape)?;
+        let rows = shape.first().copied().unwrap_or(1);
+        let cols: usize = shape.iter().skip(1).product();
+        let n = rows * cols;
+        let file = &self.files[e.file];
+        let data = match e.dtype {
+            DType::F32 if file.f32_aligned(e.start) => WeightData::MappedF32(file.clone(), e.start),
+            DType::BF16 if file.u16_aligned(e.start) => WeightData::MappedBf16(file.clone(), e.start),
+            DType::F32 => WeightData::OwnedF32(decode_f32(&file.bytes()[e.start..e.end], DType::F32)),
+            DType::BF16 => WeightData::OwnedBf16(
+                file.bytes()[e.start..e.end].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+            ),
+            DType::F16 => WeightData::OwnedF32(decode_f32(&file.bytes()[e.start..e.end], DType::F16)),
+        };
+        debug_assert_eq!(e.end - e.start, n * if e.dtype == DType::F32 { 4 } else { 2 });
+        Ok(Weight { rows, cols, data })
+    }
+
+    /// Any tensor widened to an owned f32 vector (norms, biases, conv kernels).
+    pub fn vector(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
+        let e = self.entry(name, shape)?;
+        Ok(decode_f32(&self.files[e.file].bytes()[e.start..e.end], e.dtype))
+    }
+
+    /// Like [`Self::vector`] for a tensor that may be absent.
+    pub fn optional_vector(&self, name: &str, shape: &[usize]) -> Result<Option<Vec<f32>>> {
+        if self.contains(name) {
+            self.vector(name, shape).map(Some)
+        } else {
+            Ok(None)
+        }
+    }
+
+    /// Marks tensors under `prefix` as known but unused (e.g. the speech
+    /// tokenizer's encoder, which CustomVoice synthesis never runs).
+    pub fn ignore_prefix(&self, prefix: &str) {
+        let mut taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        for k in self.entries.keys().filter(|k| k.starts_with(prefix)) {
+            taken.insert(k.clone());
+        }
+    }
+
+    /// Fails if the checkpoint holds tensors nobody took: a checkpoint of
+    /// another architecture or size must not load silently.
+    pub fn finish(&self) -> Result<()> {
+        let taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
+        let mut extra: Vec<&String> = self.entries.keys().filter(|k| !taken.contains(*k)).collect();
+        if extra.is_empty() {
+            return Ok(());
+        }
+        extra.sort();
+        Err(ModelError::UnexpectedTensors { count: extra.len(), first: extra[0].clone() })
+    }
+}
+
+fn decode_f32(bytes: &[u8], dtype: DType) -> Vec<f32> {
+    match dtype {
+        DType::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
+        DType::BF16 => bytes.chunks_exact(2).map(|b| bf16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
+        DType::F16 => {
+            bytes.chunks_exact(2).map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()).collect()
+        }
+    }
+}
+
+fn describe_st_error(e: safetensors::SafeTensorError, len: usize) -> String {
+    use safetensors::SafeTensorError as E;
+    match e {
+        E::HeaderTooSmall => format!("file is {len} bytes, too short for a safetensors header (truncated?)"),
+        E::MetadataIncompleteBuffer => {
+            "data section is shorter or longer than the header declares (truncated or corrupt file)".into()
+        }
+        E::InvalidHeaderLength => "header length field is larger than the file (truncated or not safetensors)".into(),
+        other => format!("{other}"),
+    }
+}
+
+pub(crate) fn read_text(path: &Path) -> Result<String> {
+    std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })
+}

@@ -1,0 +1,500 @@
+//! Checkpoint configuration: `config.json`, `generation_config.json` and
+//! `speech_tokenizer/config.json`, parsed and validated in one pass so that
+//! every later stage can trust the numbers. Errors name the file and key.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use serde_json::Value;
+
+use crate::checkpoint::read_text;
+use crate::error::{ModelError, Result};
+
+/// Reads keys out of a JSON object, naming `file` and the dotted key path in
+/// every error.
+struct Obj<'a> {
+    file: &'a Path,
+    prefix: String,
+    v: &'a Value,
+}
+
+impl<'a> Obj<'a> {
+    fn err(&self, key: &str, message: impl std::fmt::Display) -> ModelError {
+        ModelError::Config { path: self.file.to_path_buf(), message: format!("`{}{key}` {message}", self.prefix) }
+    }
+    fn get(&self, key: &str) -> Option<&'a Value> {
+        self.v.get(key).filter(|v| !v.is_null())
+    }
+    fn sub(&self, key: &str) -> Result<Obj<'a>> {
+        match self.get(key) {
+            Some(v) if v.is_object() => Ok(Obj { file: self.file, prefix: format!("{}{key}.", self.prefix), v }),
+            Some(_) => Err(self.err(key, "must be an object")),
+            None => Err(self.err(key, "is missing")),
+        }
+    }
+    fn usize(&self, key: &str) -> Result<usize> {
+        let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
+        v.as_u64().map(|x| x as usize).ok_or_else(|| self.err(key, format!("must be a non-negative integer, found {v}")))
+    }
+    fn usize_or(&self, key: &str, default: usize) -> Result<usize> {
+        if self.get(key).is_some() {
+            self.usize(key)
+        } else {
+            Ok(default)
+        }
+    }
+    fn positive(&self, key: &str) -> Result<usize> {
+        let x = self.usize(key)?;
+        if x == 0 {
+            return Err(self.err(key, "must be positive"));
+        }
+        Ok(x)
+    }
+    fn u32(&self, key: &str) -> Result<u32> {
+        let x = self.usize(key)?;
+        u32::try_from(x).map_err(|_| self.err(key, "is too large"))
+    }
+    fn f64(&self, key: &str) -> Result<f64> {
+        let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
+        v.as_f64().ok_or_else(|| self.err(key, format!("must be a number, found {v}")))
+    }
+    fn f64_or(&self, key: &str, default: f64) -> Result<f64> {
+        if self.get(key).is_some() {
+            self.f64(key)
+        } else {
+            Ok(default)
+        }
+    }
+    fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
+        match self.get(key) {
+            None => Ok(default),
+            Some(v) => v.as_bool().ok_or_else(|| self.err(key, format!("must be true or false, found {v}"))),
+        }
+    }
+    fn str(&self, key: &str) -> Result<&'a str> {
+        let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
+        v.as_str().ok_or_else(|| self.err(key, format!("must be a string, found {v}")))
+    }
+    fn usize_list(&self, key: &str) -> Result<Vec<usize>> {
+        let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
+        let arr = v.as_array().ok_or_else(|| self.err(key, "must be a list of integers"))?;
+        arr.iter()
+            .map(|x| x.as_u64().map(|x| x as usize).ok_or_else(|| self.err(key, "must be a list of non-negative integers")))
+            .collect()
+    }
+    fn id_map(&self, key: &str) -> Result<BTreeMap<String, u32>> {
+        let Some(v) = self.get(key) else { return Ok(BTreeMap::new()) };
+        let obj = v.as_object().ok_or_else(|| self.err(key, "must be an object of name -> id"))?;
+        obj.iter()
+            .map(|(k, x)| {
+                let id = x.as_u64().and_then(|x| u32::try_from(x).ok());
+                id.map(|id| (k.to_lowercase(), id)).ok_or_else(|| self.err(&format!("{key}.{k}"), "must be an integer id"))
+            })
+            .collect()
+    }
+}
+
+/// One Qwen3 decoder stack (the talker's or the code predictor's).
+#[derive(Clone, Debug, PartialEq)]
+pub struct LmConfig {
+    pub hidden_size: usize,
+    pub intermediate_size: usize,
+    pub num_layers: usize,
+    pub num_heads: usize,
+    pub num_kv_heads: usize,
+    pub head_dim: usize,
+    pub rms_norm_eps: f32,
+    pub rope_theta: f64,
+    pub max_position_embeddings: usize,
+    pub vocab_size: usize,
+    /// Per-layer sliding window (None: full causal attention).
+    pub layer_windows: Vec<Option<usize>>,
+}
+
+impl LmConfig {
+    fn parse(o: &Obj<'_>) -> Result<Self> {
+        let hidden_size = o.positive("hidden_size")?;
+        let num_heads = o.positive("num_attention_heads")?;
+        let num_kv_heads = o.usize_or("num_key_value_heads", num_heads)?;
+        if num_kv_heads == 0 || num_heads % num_kv_heads != 0 {
+            return Err(o.err("num_key_value_heads", format!("({num_kv_heads}) must divide num_attention_heads ({num_heads})")));
+        }
+        let head_dim = o.usize_or("head_dim", hidden_size / num_heads)?;
+        if head_dim == 0 || head_dim % 2 != 0 {
+            return Err(o.err("head_dim", "must be a positive even number (rotary embedding)"));
+        }
+        let act = o.get("hidden_act").and_then(|v| v.as_str()).unwrap_or("silu");
+        if act != "silu" {
+            return Err(o.err("hidden_act", format!("is {act:?}; only \"silu\" is implemented")));
+        }
+        if o.bool_or("attention_bias", false)? {
+            return Err(o.err("attention_bias", "is true; the Qwen3 blocks here have no attention bias"));
+        }
+        let num_layers = o.positive("num_hidden_layers")?;
+        let window = if o.bool_or("use_sliding_window", false)? { Some(o.positive("sliding_window")?) } else { None };
+        let layer_windows = match o.get("layer_types").and_then(|v| v.as_array()) {
+            Some(types) => {
+                if types.len() != num_layers {
+                    return Err(o.err("layer_types", format!("has {} entries for {num_layers} layers", types.len())));
+                }
+                types
+                    .iter()
+                    .map(|t| match t.as_str() {
+                        Some("full_attention") => Ok(None),
+                        Some("sliding_attention") => window.map(Some).ok_or_else(|| {
+                            o.err("layer_types", "names sliding_attention but use_sliding_window is false")
+                        }),
+                        _ => Err(o.err("layer_types", format!("has unknown entry {t}"))),
+                    })
+                    .collect::<Result<Vec<_>>>()?
+            }
+            None => {
+                let max_window_layers = o.usize_or("max_window_layers", 28)?;
+                (0..num_layers).map(|i| if i >= max_window_layers { window } else { None }).collect()
+            }
+        };
+        Ok(LmConfig {
+            hidden_size,
+            intermediate_size: o.positive("intermediate_size")?,
+            num_layers,
+            num_heads,
+            num_kv_heads,
+            head_dim,
+            rms_norm_eps: o.f64_or("rms_norm_eps", 1e-6)? as f32,
+            rope_theta: o.f64_or("rope_theta", 10000.0)?,
+            max_position_embeddings: o.usize_or("max_position_embeddings", 32768)?,
+            vocab_size: o.positive("vocab_size")?,
+            layer_windows,
+        })
+    }
+}
+
+/// What a speaker is: its codec id and, for dialect speakers, the language
+/// entry that replaces Chinese/auto.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Speaker {
+    pub id: u32,
+    pub dialect: Option<String>,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct CodecIds {
+    pub pad: u32,
+    pub bos: u32,
+    pub eos: u32,
+    pub think: u32,
+    pub nothink: u32,
+    pub think_bos: u32,
+    pub think_eos: u32,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TalkerConfig {
+    pub lm: LmConfig,
+    pub text_vocab_size: usize,
+    pub text_hidden_size: usize,
+    pub num_code_groups: usize,
+    pub codec: CodecIds,
+    pub speakers: BTreeMap<String, Speaker>,
+    pub languages: BTreeMap<String, u32>,
+    pub code_predictor: LmConfig,
+}
+
+/// The model family variants (`tts_model_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ModelKind {
+    CustomVoice,
+    VoiceDesign,
+    Base,
+}
+
+#[derive(Clone, Debug, PartialEq)]
+pub struct TtsConfig {
+    pub path: PathBuf,
+    pub kind: ModelKind,
+    /// `tts_model_size`, e.g. "0b6" or "1b7".
+    pub size: String,
+    pub im_start_token_id: u32,
+    pub im_end_token_id: u32,
+    pub tts_pad_token_id: u32,
+    pub tts_bos_token_id: u32,
+    pub tts_eos_token_id: u32,
+    pub talker: TalkerConfig,
+}
+
+impl TtsConfig {
+    pub fn load(path: &Path) -> Result<Self> {
+        let v = read_json(path)?;
+        Self::from_value(path, &v)
+    }
+
+    pub fn from_value(path: &Path, v: &Value) -> Result<Self> {
+        let root = Obj { file: path, prefix: String::new(), v };
+        if !v.is_object() {
+            return Err(ModelError::Config { path: path.into(), message: "must be a JSON object".into() });
+        }
+        let model_type = root.str("model_type")?;
+        if model_type != "qwen3_tts" {
+            return Err(ModelError::UnknownModelType { path: path.into(), found: model_type.into(), expected: "qwen3_tts" });
+        }
+        let kind = match root.str("tts_model_type")? {
+            "custom_voice" => ModelKind::CustomVoice,
+            "voice_design" => ModelKind::VoiceDesign,
+            "base" => ModelKind::Base,
+            other => return Err(root.err("tts_model_type", format!("is {other:?}; expected custom_voice, voice_design or base"))),
+        };
+        let t = root.sub("talker_config")?;
+        let lm = LmConfig::parse(&t)?;
+        let cp_obj = t.sub("code_predictor_config")?;
+        let code_predictor = LmConfig::parse(&cp_obj)?;
+        let num_code_groups = t.positive("num_code_groups")?;
+        if num_code_groups < 2 {
+            return Err(t.err("num_code_groups", "must be at least 2 (codebook 0 plus predicted codebooks)"));
+        }
+        let cp_groups = cp_obj.usize_or("num_code_groups", num_code_groups)?;
+        if cp_groups != num_code_groups {
+            return Err(cp_obj.err("num_code_groups", format!("({cp_groups}) differs from talker_config.num_code_groups ({num_code_groups})")));
+        }
+        let codec = CodecIds {
+            pad: t.u32("codec_pad_id")?,
+            bos: t.u32("codec_bos_id")?,
+            eos: t.u32("codec_eos_token_id")?,
+            think: t.u32("codec_think_id")?,
+            nothink: t.u32("codec_nothink_id")?,
+            think_bos: t.u32("codec_think_bos_id")?,
+            think_eos: t.u32("codec_think_eos_id")?,
+        };
+        let languages = t.id_map("codec_language_id")?;
+        let spk_ids = t.id_map("spk_id")?;
+        let dialects = t.get("spk_is_dialect").and_then(|d| d.as_object());
+        let mut speakers = BTreeMap::new();
+        for (name, id) in spk_ids {
+            let dialect = match dialects.and_then(|d| d.iter().find(|(k, _)| k.to_lowercase() == name)).map(|(_, v)| v) {
+                None | Some(Value::Bool(false)) | Some(Value::Null) => None,
+                Some(Value::String(s)) => {
+                    let s = s.to_lowercase();
+                    if !languages.contains_key(&s) {
+                        return Err(t.err(&format!("spk_is_dialect.{name}"), format!("names {s:?}, which is not in codec_language_id")));
+                    }
+                    Some(s)
+                }
+                Some(other) => return Err(t.err(&format!("spk_is_dialect.{name}"), format!("must be false or a language name, found {other}"))),
+            };
+            speakers.insert(name, Speaker { id, dialect });
+        }
+        let talker = TalkerConfig {
+            text_vocab_size: t.positive("text_vocab_size")?,
+            text_hidden_size: t.positive("text_hidden_size")?,
+            num_code_groups,
+            codec,
+            speakers,
+            languages,
+            code_predictor,
+            lm,
+        };
+        let cfg = TtsConfig {
+            path: path.into(),
+            kind,
+            size: root.get("tts_model_size").and_then(|s| s.as_str()).unwrap_or("").to_string(),
+            im_start_token_id: root.u32("im_start_token_id")?,
+            im_end_token_id: root.u32("im_end_token_id")?,
+            tts_pad_token_id: root.u32("tts_pad_token_id")?,
+            tts_bos_token_id: root.u32("tts_bos_token_id")?,
+            tts_eos_token_id: root.u32("tts_eos_token_id")?,
+            talker,
+        };
+        cfg.validate(&root, &t)?;
+        Ok(cfg)
+    }
+
+    fn validate(&self, root: &Obj<'_>, t: &Obj<'_>) -> Result<()> {
+        let tv = self.talker.text_vocab_size as u32;
+        for (key, id) in [
+            ("im_start_token_id", self.im_start_token_id),
+            ("im_end_token_id", self.im_end_token_id),
+            ("tts_pad_token_id", self.tts_pad_token_id),
+            ("tts_bos_token_id", self.tts_bos_token_id),
+            ("tts_eos_token_id", self.tts_eos_token_id),
+        ] {
+            if id >= tv {
+                return Err(root.err(key, format!("({id}) is outside the text vocabulary ({tv})")));
+            }
+        }
+        let v = self.talker.lm.vocab_size as u32;
+        let c = &self.talker.codec;
+        for (key, id) in [
+            ("codec_pad_id", c.pad),
+            ("codec_bos_id", c.bos),
+            ("codec_eos_token_id", c.eos),
+            ("codec_think_id", c.think),
+            ("codec_nothink_id", c.nothink),
+            ("codec_think_bos_id", c.think_bos),
+            ("codec_think_eos_id", c.think_eos),
+        ] {
+            if id >= v {
+                return Err(t.err(key, format!("({id}) is outside the codec vocabulary ({v})")));
+            }
+        }
+        for (name, s) in &self.talker.speakers {
+            if s.id >= v {
+                return Err(t.err(&format!("spk_id.{name}"), format!("({}) is outside the codec vocabulary ({v})", s.id)));
+            }
+        }
+        for (name, &id) in &self.talker.languages {
+            if id >= v {
+                return Err(t.err(&format!("codec_language_id.{name}"), format!("({id}) is outside the codec vocabulary ({v})")));
+            }
+        }
+        if self.talker.lm.vocab_size < 1024 {
+            // The official suppression range is the top 1024 ids (see sampling).
+            return Err(t.err("vocab_size", "must be at least 1024"));
+        }
+        Ok(())
+    }
+
+    /// Whether the checkpoint uses instruct text (the official code ignores it
+    /// for the 0.6B size: `tts_model_size in "0b6"`).
+    pub fn supports_instruct(&self) -> bool {
+        let s = self.size.as_str();
+        !(s.is_empty() || "0b6".contains(s))
+    }
+}
+
+/// `generation_config.json`: the official sampling defaults.
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenerationConfig {
+    pub do_sample: bool,
+    pub temperature: f32,
+    pub top_k: usize,
+    pub top_p: f32,
+    pub repetition_penalty: f32,
+    pub subtalker_do_sample: bool,
+    pub subtalker_temperature: f32,
+    pub subtalker_top_k: usize,
+    pub subtalker_top_p: f32,
+    pub max_new_tokens: usize,
+}
+
+impl Default for GenerationConfig {
+    /// The official hard defaults (`_merge_generate_kwargs`).
+    fn default() -> Self {
+        GenerationConfig {
+            do_sample: true,
+            temperature: 0.9,
+            top_k: 50,
+            top_p: 1.0,
+            repetition_penalty: 1.05,
+            subtalker_do_sample: true,
+            subtalker_temperature: 0.9,
+            subtalker_top_k: 50,
+            subtalker_top_p: 1.0,
+            max_new_tokens: 2048,
+        }
+    }
+}
+
+impl GenerationConfig {
+    /// Reads the file if present; missing keys keep the official defaults.
+    pub fn load(path: &Path) -> Result<Self> {
+        let d = Self::default();
+        if !path.exists() {
+            return Ok(d);
+        }
+        let v = read_json(path)?;
+        let o = Obj { file: path, prefix: String::new(), v: &v };
+        Ok(GenerationConfig {
+            do_sample: o.bool_or("do_sample", d.do_sample)?,
+            temperature: o.f64_or("temperature", d.temperature as f64)? as f32,
+            top_k: o.usize_or("top_k", d.top_k)?,
+            top_p: o.f64_or("top_p", d.top_p as f64)? as f32,
+            repetition_penalty: o.f64_or("repetition_penalty", d.repetition_penalty as f64)? as f32,
+            subtalker_do_sample: o.bool_or("subtalker_dosample", d.subtalker_do_sample)?,
+            subtalker_temperature: o.f64_or("subtalker_temperature", d.subtalker_temperature as f64)? as f32,
+            subtalker_top_k: o.usize_or("subtalker_top_k", d.subtalker_top_k)?,
+            subtalker_top_p: o.f64_or("subtalker_top_p", d.subtalker_top_p as f64)? as f32,
+            max_new_tokens: o.usize_or("max_new_tokens", d.max_new_tokens)?,
+        })
+    }
+}
+
+/// `speech_tokenizer/config.json`, decoder part.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CodecConfig {
+    pub path: PathBuf,
+    pub output_sample_rate: u32,
+    /// Samples per codec frame (`decode_upsample_rate`).
+    pub samples_per_frame: usize,
+    pub codebook_size: usize,
+    pub codebook_dim: usize,
+    pub vq_hidden_dim: usize,
+    pub num_quantizers: usize,
+    pub num_semantic_quantizers: usize,
+    pub latent_dim: usize,
+    pub decoder_dim: usize,
+    pub transformer: LmConfig,
+    pub sliding_window: usize,
+    pub upsample_rates: Vec<usize>,
+    pub upsampling_ratios: Vec<usize>,
+}
+
+impl CodecConfig {
+    pub fn load(path: &Path) -> Result<Self> {
+        let v = read_json(path)?;
+        let root = Obj { file: path, prefix: String::new(), v: &v };
+        let model_type = root.str("model_type")?;
+        if model_type != "qwen3_tts_tokenizer_12hz" {
+            return Err(ModelError::UnknownModelType {
+                path: path.into(),
+                found: model_type.into(),
+                expected: "qwen3_tts_tokenizer_12hz",
+            });
+        }
+        let d = root.sub("decoder_config")?;
+        let mut transformer = LmConfig::parse(&Obj { file: path, prefix: "decoder_config.".into(), v: d.v })
+            .or_else(|_| {
+                // The codec transformer has no vocab; parse with a placeholder.
+                let mut v2 = d.v.clone();
+                v2["vocab_size"] = Value::from(1u64);
+                LmConfig::parse(&Obj { file: path, prefix: "decoder_config.".into(), v: &v2 })
+            })?;
+        let sliding_window = d.positive("sliding_window")?;
+        transformer.layer_windows = vec![Some(sliding_window); transformer.num_layers];
+        let upsample_rates = d.usize_list("upsample_rates")?;
+        let upsampling_ratios = d.usize_list("upsampling_ratios")?;
+        let samples_per_frame = root.positive("decode_upsample_rate")?;
+        let product: usize = upsample_rates.iter().chain(&upsampling_ratios).product();
+        if product != samples_per_frame || upsample_rates.iter().chain(&upsampling_ratios).any(|&r| r == 0) {
+            return Err(root.err(
+                "decode_upsample_rate",
+                format!("({samples_per_frame}) must equal the product of decoder upsample_rates and upsampling_ratios ({product})"),
+            ));
+        }
+        let sr = root.usize("output_sample_rate")?;
+        Ok(CodecConfig {
+            path: path.into(),
+            output_sample_rate: u32::try_from(sr).map_err(|_| root.err("output_sample_rate", "is too large"))?,
+            samples_per_frame,
+            codebook_size: d.positive("codebook_size")?,
+            codebook_dim: d.positive("codebook_dim")?,
+            vq_hidden_dim: d.usize_or("vector_quantization_hidden_dimension", d.usize("codebook_dim")?)?,
+            num_quantizers: d.positive("num_quantizers")?,
+            num_semantic_quantizers: d.usize_or("num_semantic_quantizers", 1)?,
+            latent_dim: d.positive("latent_dim")?,
+            decoder_dim: d.positive("decoder_dim")?,
+            transformer,
+            sliding_window,
+            upsample_rates,
+            upsampling_ratios,
+        })
+    }
+
+    /// Codec frames per second (12.5 for the 12Hz tokenizer).
+    pub fn frame_rate(&self) -> f64 {
+        self.output_sample_rate as f64 / self.samples_per_frame as f64
+    }
+}
+
+pub(crate) fn read_json(path: &Path) -> Result<Value> {
+    let text = read_text(path)?;
+    serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.into(), source })
+}

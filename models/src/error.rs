@@ -1,0 +1,54 @@
+use std::path::PathBuf;
+
+/// Errors of the models layer. Construction (loading, validation) errors name
+/// the file, key or tensor at fault; runtime errors name the request field.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ModelError {
+    #[error("cannot read {path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: invalid JSON: {source}")]
+    Json {
+        path: PathBuf,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("{path}: {message}")]
+    Config { path: PathBuf, message: String },
+    #[error("{path}: unsupported model_type {found:?} (expected {expected:?})")]
+    UnknownModelType {
+        path: PathBuf,
+        found: String,
+        expected: &'static str,
+    },
+    #[error("{path}: not a valid safetensors file: {message}")]
+    Safetensors { path: PathBuf, message: String },
+    #[error("checkpoint is missing tensor `{tensor}` (expected shape {expected:?}); is the checkpoint complete and of the configured size?")]
+    MissingTensor { tensor: String, expected: Vec<usize> },
+    #[error("tensor `{tensor}` has shape {actual:?}, but the config implies {expected:?}")]
+    ShapeMismatch {
+        tensor: String,
+        expected: Vec<usize>,
+        actual: Vec<usize>,
+    },
+    #[error("tensor `{tensor}` has dtype {dtype}; only F32, F16 and BF16 are supported")]
+    UnsupportedDtype { tensor: String, dtype: String },
+    #[error("checkpoint has {count} unexpected tensor(s), e.g. `{first}`; the config does not describe them")]
+    UnexpectedTensors { count: usize, first: String },
+    #[error("tensor `{tensor}` appears in more than one shard")]
+    DuplicateTensor { tensor: String },
+    #[error("tokenizer: {0}")]
+    Tokenizer(String),
+    #[error("unknown speaker {name:?}; this checkpoint offers: {}", .valid.join(", "))]
+    UnknownSpeaker { name: String, valid: Vec<String> },
+    #[error("unknown language {name:?}; this checkpoint offers: {}", .valid.join(", "))]
+    UnknownLanguage { name: String, valid: Vec<String> },
+    #[error("invalid request: {0}")]
+    InvalidRequest(String),
+}
+
+pub type Result<T, E = ModelError> = std::result::Result<T, E>;

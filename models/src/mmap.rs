@@ -1,0 +1,62 @@
+//! The one place in this crate that needs `unsafe`: mapping checkpoint files
+//! and viewing their bytes as the little-endian numbers they hold.
+#![allow(unsafe_code)]
+
+use std::fs::File;
+use std::path::Path;
+
+use memmap2::Mmap;
+
+/// A read-only memory-mapped file (or, for empty files, an empty buffer:
+/// mapping zero bytes is an error on Linux).
+pub struct MappedFile {
+    map: Option<Mmap>,
+}
+
+impl MappedFile {
+    pub fn open(path: &Path) -> std::io::Result<Self> {
+        let file = File::open(path)?;
+        if file.metadata()?.len() == 0 {
+            return Ok(MappedFile { map: None });
+        }
+        // SAFETY: the map is read-only and private to this process. If another
+        // process truncates the file while it is mapped, reads may fault;
+        // checkpoints are treated as immutable inputs (as every mmap-based
+        // loader does), and the file's size was checked against its header.
+        let map = unsafe { Mmap::map(&file)? };
+        Ok(MappedFile { map: Some(map) })
+    }
+
+    pub fn bytes(&self) -> &[u8] {
+        self.map.as_deref().unwrap_or(&[])
+    }
+
+    pub fn f32_aligned(&self, offset: usize) -> bool {
+        cfg!(target_endian = "little") && (self.bytes().as_ptr() as usize + offset) % 4 == 0
+    }
+
+    pub fn u16_aligned(&self, offset: usize) -> bool {
+        cfg!(target_endian = "little") && (self.bytes().as_ptr() as usize + offset) % 2 == 0
+    }
+
+    /// `n` f32 values starting at byte `offset`.
+    ///
+    /// Panics if out of range or misaligned (callers check [`Self::f32_aligned`]).
+    pub fn f32s(&self, offset: usize, n: usize) -> &[f32] {
+        let b = &self.bytes()[offset..offset + n * 4];
+        assert!(self.f32_aligned(offset));
+        // SAFETY: `b` is in bounds (sliced above), 4-byte aligned (asserted),
+        // every bit pattern is a valid f32, the host is little-endian like
+        // safetensors data (asserted through f32_aligned), and the returned
+        // slice borrows `self`, which owns the map.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<f32>(), n) }
+    }
+
+    /// `n` u16 values starting at byte `offset`.
+    pub fn u16s(&self, offset: usize, n: usize) -> &[u16] {
+        let b = &self.bytes()[offset..offset + n * 2];
+        assert!(self.u16_aligned(offset));
+        // SAFETY: as for `f32s`, with 2-byte alignment and u16 values.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u16>(), n) }
+    }
+}

@@ -1,7 +1,7 @@
 use std::sync::OnceLock;
 
 /// Instruction-set path, chosen once per process.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Isa {
     Scalar,
     Avx2,
@@ -9,6 +9,9 @@ pub enum Isa {
 }
 
 impl Isa {
+    /// Every path, slowest first.
+    pub const ALL: [Isa; 3] = [Isa::Scalar, Isa::Avx2, Isa::Avx512];
+
     pub fn name(self) -> &'static str {
         match self {
             Isa::Scalar => "scalar",
@@ -16,10 +19,75 @@ impl Isa {
             Isa::Avx512 => "avx512f",
         }
     }
+
+    /// Parses the `TTS_RT_ISA` spelling (`scalar`, `avx2`, `avx512`; the
+    /// [`Isa::name`] spellings are accepted too).
+    pub fn from_name(s: &str) -> Option<Isa> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "scalar" => Some(Isa::Scalar),
+            "avx2" | "avx2+fma" => Some(Isa::Avx2),
+            "avx512" | "avx512f" => Some(Isa::Avx512),
+            _ => None,
+        }
+    }
+
+    /// Whether this CPU can run the path.
+    pub fn is_supported(self) -> bool {
+        match self {
+            Isa::Scalar => true,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => crate::simd::avx2::Avx2::new().is_some(),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => crate::simd::avx512::Avx512::new().is_some(),
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => false,
+        }
+    }
+
+    /// The fastest path this CPU supports.
+    pub fn detect() -> Isa {
+        Isa::ALL.into_iter().rev().find(|i| i.is_supported()).unwrap_or(Isa::Scalar)
+    }
+
+    /// Every path this CPU supports, slowest first (what differential tests
+    /// iterate over).
+    pub fn available() -> Vec<Isa> {
+        Isa::ALL.into_iter().filter(|i| i.is_supported()).collect()
+    }
 }
 
-/// The path in use: detected at first call, `TTS_RT_ISA` may force a lower one.
+/// The choice `isa()` makes for a given `TTS_RT_ISA` value: a supported
+/// forced path wins; an unknown name or a path the CPU lacks falls back to
+/// detection (silently: kernels do not log, the caller can print `isa()`).
+pub(crate) fn select(forced: Option<&str>) -> Isa {
+    match forced.and_then(Isa::from_name) {
+        Some(i) if i.is_supported() => i,
+        _ => Isa::detect(),
+    }
+}
+
+/// The path in use: detected at first call, `TTS_RT_ISA` may force another.
 pub fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(|| Isa::Scalar)
+    *ISA.get_or_init(|| select(std::env::var("TTS_RT_ISA").ok().as_deref()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn forced_path_is_used_only_when_supported() {
+        assert_eq!(select(Some("scalar")), Isa::Scalar);
+        assert_eq!(select(None), Isa::detect());
+        assert_eq!(select(Some("sse9")), Isa::detect());
+        for i in Isa::ALL {
+            let forced = select(Some(i.name()));
+            if i.is_supported() {
+                assert_eq!(forced, i);
+            } else {
+                assert_eq!(forced, Isa::detect());
+            }
+        }
+    }
 }

@@ -6,59 +6,225 @@
 //! - [`Isa`] / [`isa()`]: the instruction set chosen once at run time
 //!   (AVX-512, AVX2+FMA, or portable scalar). `TTS_RT_ISA=scalar|avx2|avx512`
 //!   forces a path (a path the CPU lacks is refused, falling back to detection).
+//! - [`Kernels`]: every kernel as a method, bound to one path. Built for the
+//!   selected path ([`Kernels::selected`]) or a named one ([`Kernels::new`],
+//!   `None` when the CPU lacks it), which is how tests and benches compare
+//!   paths whatever `TTS_RT_ISA` says.
 //! - The free functions at the crate root ([`matmul`], [`rms_norm`], ...) are
-//!   the dispatching entry points the models call.
+//!   the dispatching entry points the models call: `Kernels::selected()`.
+//! - `simd` (private): a `Simd` token trait with one implementation per ISA
+//!   file (`avx2.rs`, `avx512.rs`) and the vector maths (exp, sin, GELU);
+//!   `fast` (private): the optimised kernels, generic over the token, with
+//!   rayon over output rows / channels / heads when the work is large.
+//!
+//! Paths: matmul, conv1d (incl. grouped/depthwise), conv_transpose1d,
+//! attention, rms_norm, silu_mul, gelu and snake_beta have SIMD versions;
+//! layer_norm and rope (a few thousand flops per call) use the reference on
+//! every path. Results are deterministic: the same bits for every run and
+//! thread count on one path (see `fast`).
 //!
 //! Layout conventions: activations are row-major `[rows, features]` for the
 //! transformer parts and channel-major `[channels, time]` for convolutions
 //! (the PyTorch layouts of the checkpoint). Linear weights are `[out, in]`.
 
-pub mod reference;
 mod dispatch;
+mod fast;
 mod mat;
+pub mod reference;
+mod simd;
 
 pub use dispatch::{isa, Isa};
 pub use mat::{bf16_to_f32, f32_to_bf16, Mat};
+
+#[cfg(target_arch = "x86_64")]
+use simd::{avx2::Avx2, avx512::Avx512};
+
+/// The kernels of one instruction-set path. `Copy` and free to build; the
+/// path is a closed enum so each call is one predictable branch.
+#[derive(Clone, Copy, Debug)]
+pub struct Kernels {
+    path: Path,
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Path {
+    Scalar,
+    #[cfg(target_arch = "x86_64")]
+    Avx2(Avx2),
+    #[cfg(target_arch = "x86_64")]
+    Avx512(Avx512),
+}
+
+/// `dispatch!(self, reference_call, |s| fast_call_using_token_s)`.
+macro_rules! dispatch {
+    ($self:expr, $scalar:expr, |$s:ident| $fast:expr) => {
+        match $self.path {
+            Path::Scalar => $scalar,
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2($s) => $fast,
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512($s) => $fast,
+        }
+    };
+}
+
+impl Kernels {
+    /// The kernels for `isa`, or `None` when this CPU lacks its features.
+    pub fn new(isa: Isa) -> Option<Kernels> {
+        let path = match isa {
+            Isa::Scalar => Path::Scalar,
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx2 => Path::Avx2(Avx2::new()?),
+            #[cfg(target_arch = "x86_64")]
+            Isa::Avx512 => Path::Avx512(Avx512::new()?),
+            #[cfg(not(target_arch = "x86_64"))]
+            Isa::Avx2 | Isa::Avx512 => return None,
+        };
+        Some(Kernels { path })
+    }
+
+    /// The kernels of the process-wide path [`isa()`].
+    pub fn selected() -> Kernels {
+        static SELECTED: std::sync::OnceLock<Kernels> = std::sync::OnceLock::new();
+        *SELECTED.get_or_init(|| Kernels::new(isa()).unwrap_or(Kernels { path: Path::Scalar }))
+    }
+
+    pub fn isa(&self) -> Isa {
+        match self.path {
+            Path::Scalar => Isa::Scalar,
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2(_) => Isa::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512(_) => Isa::Avx512,
+        }
+    }
+
+    /// See [`matmul`].
+    pub fn matmul(&self, x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
+        dispatch!(self, reference::matmul(x, m, w, bias, out), |s| fast::matmul::matmul(s, x, m, w, bias, out))
+    }
+
+    /// See [`rms_norm`].
+    pub fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
+        dispatch!(self, reference::rms_norm(x, weight, eps, out), |s| fast::elementwise::rms_norm(
+            s, x, weight, eps, out
+        ))
+    }
+
+    /// See [`layer_norm`] (reference on every path).
+    pub fn layer_norm(&self, x: &[f32], weight: &[f32], bias: &[f32], eps: f32, out: &mut [f32]) {
+        reference::layer_norm(x, weight, bias, eps, out)
+    }
+
+    /// See [`rope`] (reference on every path).
+    pub fn rope(&self, x: &mut [f32], head_dim: usize, cos: &[f32], sin: &[f32]) {
+        reference::rope(x, head_dim, cos, sin)
+    }
+
+    /// See [`silu_mul`].
+    pub fn silu_mul(&self, gate: &[f32], up: &[f32], out: &mut [f32]) {
+        dispatch!(self, reference::silu_mul(gate, up, out), |s| fast::elementwise::silu_mul(s, gate, up, out))
+    }
+
+    /// See [`gelu`].
+    pub fn gelu(&self, x: &mut [f32]) {
+        dispatch!(self, reference::gelu(x), |s| fast::elementwise::gelu(s, x))
+    }
+
+    /// See [`snake_beta`].
+    pub fn snake_beta(&self, x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
+        dispatch!(self, reference::snake_beta(x, t, alpha, inv_beta), |s| fast::elementwise::snake_beta(
+            s, x, t, alpha, inv_beta
+        ))
+    }
+
+    /// See [`attention`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn attention(
+        &self,
+        q: &[f32],
+        n_q: usize,
+        q_pos0: usize,
+        k: &[f32],
+        v: &[f32],
+        n_kv: usize,
+        kv_pos0: usize,
+        shape: AttnShape,
+        out: &mut [f32],
+    ) {
+        dispatch!(self, reference::attention(q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out), |s| {
+            fast::attention::attention(s, q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out)
+        })
+    }
+
+    /// See [`conv1d`].
+    pub fn conv1d(&self, x: &[f32], t_in: usize, w: &[f32], bias: Option<&[f32]>, s: Conv1dShape, out: &mut [f32]) {
+        dispatch!(self, reference::conv1d(x, t_in, w, bias, s, out), |tok| fast::conv::conv1d(
+            tok, x, t_in, w, bias, s, out
+        ))
+    }
+
+    /// See [`conv_transpose1d`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn conv_transpose1d(
+        &self,
+        x: &[f32],
+        t_in: usize,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        c_in: usize,
+        c_out: usize,
+        kernel: usize,
+        stride: usize,
+        out: &mut [f32],
+    ) {
+        dispatch!(
+            self,
+            reference::conv_transpose1d(x, t_in, w, bias, c_in, c_out, kernel, stride, out),
+            |s| fast::conv::conv_transpose1d(s, x, t_in, w, bias, c_in, c_out, kernel, stride, out)
+        )
+    }
+}
 
 /// `out[m, n] = sum_k x[m, k] * w[n, k] + bias[n]`: `y = x W^T + b` for a
 /// row-major `x` of `m` rows and a weight `w` stored `[n, k]` (PyTorch Linear).
 /// Accumulation is f32 whatever the weight storage.
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
-    reference::matmul(x, m, w, bias, out)
+    Kernels::selected().matmul(x, m, w, bias, out)
 }
 
 /// Row-wise RMSNorm over rows of `weight.len()` features:
 /// `out = x * rsqrt(mean(x^2) + eps) * weight`.
 pub fn rms_norm(x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
-    reference::rms_norm(x, weight, eps, out)
+    Kernels::selected().rms_norm(x, weight, eps, out)
 }
 
 /// Row-wise LayerNorm with affine weight and bias.
 pub fn layer_norm(x: &[f32], weight: &[f32], bias: &[f32], eps: f32, out: &mut [f32]) {
-    reference::layer_norm(x, weight, bias, eps, out)
+    Kernels::selected().layer_norm(x, weight, bias, eps, out)
 }
 
 /// Rotate-half RoPE applied in place to `x = [n_heads, head_dim]` for one
 /// position, with `cos`/`sin` of length `head_dim / 2` for that position.
 pub fn rope(x: &mut [f32], head_dim: usize, cos: &[f32], sin: &[f32]) {
-    reference::rope(x, head_dim, cos, sin)
+    Kernels::selected().rope(x, head_dim, cos, sin)
 }
 
 /// SwiGLU gate: `out[i] = silu(gate[i]) * up[i]`.
 pub fn silu_mul(gate: &[f32], up: &[f32], out: &mut [f32]) {
-    reference::silu_mul(gate, up, out)
+    Kernels::selected().silu_mul(gate, up, out)
 }
 
 /// Exact (erf) GELU in place.
 pub fn gelu(x: &mut [f32]) {
-    reference::gelu(x)
+    Kernels::selected().gelu(x)
 }
 
 /// SnakeBeta in place on channel-major `x = [channels, t]`:
 /// `x + inv_beta[c] * sin(x * alpha[c])^2`, with `alpha = exp(log_alpha)` and
 /// `inv_beta = 1 / (exp(log_beta) + 1e-9)` precomputed by the caller.
 pub fn snake_beta(x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
-    reference::snake_beta(x, t, alpha, inv_beta)
+    Kernels::selected().snake_beta(x, t, alpha, inv_beta)
 }
 
 /// Attention parameters shared by [`attention`] calls of one layer.
@@ -97,7 +263,7 @@ pub fn attention(
     shape: AttnShape,
     out: &mut [f32],
 ) {
-    reference::attention(q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out)
+    Kernels::selected().attention(q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out)
 }
 
 /// Parameters of a 1-D convolution.
@@ -116,7 +282,7 @@ pub struct Conv1dShape {
 /// streaming history are the caller's business (it prepends the left
 /// context), which is what lets one kernel serve one-shot and streaming use.
 pub fn conv1d(x: &[f32], t_in: usize, w: &[f32], bias: Option<&[f32]>, s: Conv1dShape, out: &mut [f32]) {
-    reference::conv1d(x, t_in, w, bias, s, out)
+    Kernels::selected().conv1d(x, t_in, w, bias, s, out)
 }
 
 /// Full transposed 1-D convolution (PyTorch `ConvTranspose1d`, no padding)
@@ -134,5 +300,5 @@ pub fn conv_transpose1d(
     stride: usize,
     out: &mut [f32],
 ) {
-    reference::conv_transpose1d(x, t_in, w, bias, c_in, c_out, kernel, stride, out)
+    Kernels::selected().conv_transpose1d(x, t_in, w, bias, c_in, c_out, kernel, stride, out)
 }

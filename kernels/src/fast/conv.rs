@@ -1,0 +1,298 @@
+//! `conv1d` and `conv_transpose1d`.
+//!
+//! Both reduce to one register tile: `C` output channels x `TV` vectors of
+//! time, accumulating `sum_ci sum_tap w[c, ci, tap] * x[ci, t + x_off(tap)]`
+//! with the weight broadcast and `x` loaded unaligned. With AVX-512 a 4 x 4
+//! tile is 16 accumulators and costs 4 loads + 4 broadcasts per 16 FMAs, so
+//! the FMA ports, not the loads, are the limit. Tasks own blocks of output
+//! channels, which are contiguous rows of the channel-major output.
+//!
+//! The transposed convolution is split into its `stride` phases: outputs
+//! `t = q * stride + r` only see taps `r, r + stride, ...`, which is a valid
+//! convolution with unit dilation over `x` zero-padded by `J - 1` on both
+//! sides (`J = ceil(kernel / stride)` taps per phase). Weights are read in
+//! place (`[c_in, c_out, kernel]` strides), never repacked: the vocoder's
+//! upsampling weights are tens of MB.
+
+use super::{for_blocks, Simd};
+use crate::Conv1dShape;
+
+/// Output channels per register tile.
+const CO: usize = 4;
+
+/// One kernel tap: `x` is read at time offset `x_off`, the weight at element
+/// offset `w_off` within a `(c_out, c_in)` pair.
+#[derive(Clone, Copy, Debug)]
+struct Tap {
+    x_off: usize,
+    w_off: usize,
+}
+
+/// A block of output channels sharing one input slice.
+struct Block<'a> {
+    /// `[cin, x_cs]` input rows.
+    x: &'a [f32],
+    x_cs: usize,
+    cin: usize,
+    /// Weight of (block channel `c`, input `ci`, tap) at `c * w_co + ci * w_ci + tap.w_off`.
+    w: &'a [f32],
+    w_co: usize,
+    w_ci: usize,
+    taps: &'a [Tap],
+    bias: Option<&'a [f32]>,
+}
+
+impl Block<'_> {
+    /// Computes `out = [nco, t_len]` (rows contiguous, `nco = out.len() / t_len`).
+    fn run<S: Simd>(&self, s: S, out: &mut [f32], t_len: usize) {
+        if t_len == 0 {
+            return;
+        }
+        let nco = out.len() / t_len;
+        assert_eq!(out.len(), nco * t_len);
+        if nco == 0 {
+            return;
+        }
+        let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
+        let max_w = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
+        // The bounds every unchecked access below relies on.
+        if self.cin > 0 && !self.taps.is_empty() {
+            assert!((self.cin - 1) * self.x_cs + t_len + max_x <= self.x.len(), "conv: x too short");
+            assert!((nco - 1) * self.w_co + (self.cin - 1) * self.w_ci + max_w < self.w.len(), "conv: w too short");
+        }
+        if let Some(b) = self.bias {
+            assert!(b.len() >= nco);
+        }
+        s.vectorize(|| {
+            let tv_max = if S::LANES >= 16 { 4 } else { 2 };
+            let mut c0 = 0;
+            while c0 < nco {
+                let c = if nco - c0 >= CO { CO } else { 1 };
+                // SAFETY: the asserts above bound every x read
+                // (ci * x_cs + t + x_off < x.len() for t < t_len) and weight
+                // read; out rows c0..c0 + c lie inside `out`.
+                unsafe {
+                    let o = out.as_mut_ptr().add(c0 * t_len);
+                    let w = self.w.as_ptr().add(c0 * self.w_co);
+                    let b = |i: usize| self.bias.map_or(0.0, |b| b[c0 + i]);
+                    match (c, tv_max) {
+                        (CO, 4) => self.rows::<S, CO, 4>(s, w, [b(0), b(1), b(2), b(3)], o, t_len),
+                        (CO, _) => self.rows::<S, CO, 2>(s, w, [b(0), b(1), b(2), b(3)], o, t_len),
+                        (_, 4) => self.rows::<S, 1, 4>(s, w, [b(0)], o, t_len),
+                        _ => self.rows::<S, 1, 2>(s, w, [b(0)], o, t_len),
+                    }
+                }
+                c0 += c;
+            }
+        })
+    }
+
+    /// # Safety
+    /// `w` and `out` point at the block's first channel, with the bounds
+    /// `run` asserts.
+    #[inline(always)]
+    unsafe fn rows<S: Simd, const C: usize, const TV: usize>(
+        &self,
+        s: S,
+        w: *const f32,
+        bias: [f32; C],
+        out: *mut f32,
+        t_len: usize,
+    ) {
+        let l = S::LANES;
+        let mut t = 0;
+        while t + TV * l <= t_len {
+            self.tile::<S, C, TV, false>(s, w, &bias, out, t_len, t, l);
+            t += TV * l;
+        }
+        while t + l <= t_len {
+            self.tile::<S, C, 1, false>(s, w, &bias, out, t_len, t, l);
+            t += l;
+        }
+        if t < t_len {
+            self.tile::<S, C, 1, true>(s, w, &bias, out, t_len, t, t_len - t);
+        }
+    }
+
+    /// Times `t0 .. t0 + TV * LANES` (only `nl` lanes when `PART`) of `C`
+    /// channels. Per element: bias, then `ci` and tap in order, one FMA each.
+    ///
+    /// # Safety
+    /// As for `rows`, with the tile inside `0..t_len`.
+    #[allow(clippy::too_many_arguments)]
+    #[inline(always)]
+    unsafe fn tile<S: Simd, const C: usize, const TV: usize, const PART: bool>(
+        &self,
+        s: S,
+        w: *const f32,
+        bias: &[f32; C],
+        out: *mut f32,
+        out_cs: usize,
+        t0: usize,
+        nl: usize,
+    ) {
+        let mut acc = [[s.splat(0.0); TV]; C];
+        for (a, &b) in acc.iter_mut().zip(bias) {
+            *a = [s.splat(b); TV];
+        }
+        let x = self.x.as_ptr();
+        for ci in 0..self.cin {
+            let xr = x.add(ci * self.x_cs + t0);
+            let wr = w.add(ci * self.w_ci);
+            for tap in self.taps {
+                let mut xv = [s.splat(0.0); TV];
+                for (v, xv) in xv.iter_mut().enumerate() {
+                    let p = xr.add(tap.x_off + v * S::LANES);
+                    *xv = if PART { s.load_part(p, nl) } else { s.load(p) };
+                }
+                for (c, a) in acc.iter_mut().enumerate() {
+                    let wv = s.splat(*wr.add(c * self.w_co + tap.w_off));
+                    for (av, &xv) in a.iter_mut().zip(&xv) {
+                        *av = s.fma(wv, xv, *av);
+                    }
+                }
+            }
+        }
+        for (c, a) in acc.iter().enumerate() {
+            for (v, &av) in a.iter().enumerate() {
+                let p = out.add(c * out_cs + t0 + v * S::LANES);
+                if PART {
+                    s.store_part(p, nl, av)
+                } else {
+                    s.store(p, av)
+                }
+            }
+        }
+    }
+}
+
+pub(crate) fn conv1d<S: Simd>(
+    s: S,
+    x: &[f32],
+    t_in: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    sh: Conv1dShape,
+    out: &mut [f32],
+) {
+    assert!(sh.kernel > 0 && sh.groups > 0, "conv1d: kernel and groups must be >= 1");
+    assert!(sh.c_in % sh.groups == 0 && sh.c_out % sh.groups == 0, "conv1d: groups must divide channels");
+    let span = (sh.kernel - 1) * sh.dilation;
+    let t_out = t_in.saturating_sub(span);
+    let (cin_g, cout_g) = (sh.c_in / sh.groups, sh.c_out / sh.groups);
+    assert_eq!(x.len(), sh.c_in * t_in, "conv1d: x is not [c_in, t_in]");
+    assert_eq!(w.len(), sh.c_out * cin_g * sh.kernel, "conv1d: weight shape");
+    assert_eq!(out.len(), sh.c_out * t_out, "conv1d: out is not [c_out, t_out]");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), sh.c_out, "conv1d: bias is not [c_out]");
+    }
+    if t_out == 0 || sh.c_out == 0 {
+        return;
+    }
+    let taps: Vec<Tap> = (0..sh.kernel).map(|kk| Tap { x_off: kk * sh.dilation, w_off: kk }).collect();
+    // A block must not straddle groups; depthwise (cout_g == 1) gets one
+    // channel per block, reading its own input row.
+    let block = if cout_g % CO == 0 { CO } else { 1 };
+    let wpc = cin_g * sh.kernel; // weights per output channel
+    for_blocks(out, block * t_out, block * wpc * t_out, |bi, o| {
+        let co0 = bi * block;
+        let g = co0 / cout_g;
+        let nco = o.len() / t_out;
+        Block {
+            x: &x[g * cin_g * t_in..(g + 1) * cin_g * t_in],
+            x_cs: t_in,
+            cin: cin_g,
+            w: &w[co0 * wpc..(co0 + nco) * wpc],
+            w_co: wpc,
+            w_ci: sh.kernel,
+            taps: &taps,
+            bias: bias.map(|b| &b[co0..co0 + nco]),
+        }
+        .run(s, o, t_out);
+    });
+}
+
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn conv_transpose1d<S: Simd>(
+    s: S,
+    x: &[f32],
+    t_in: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    c_in: usize,
+    c_out: usize,
+    kernel: usize,
+    stride: usize,
+    out: &mut [f32],
+) {
+    assert!(kernel > 0 && stride > 0, "conv_transpose1d: kernel and stride must be >= 1");
+    let t_out = if t_in == 0 { 0 } else { (t_in - 1) * stride + kernel };
+    assert_eq!(x.len(), c_in * t_in, "conv_transpose1d: x is not [c_in, t_in]");
+    assert_eq!(w.len(), c_in * c_out * kernel, "conv_transpose1d: weight shape");
+    assert_eq!(out.len(), c_out * t_out, "conv_transpose1d: out is not [c_out, t_out]");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), c_out, "conv_transpose1d: bias is not [c_out]");
+    }
+    if t_out == 0 || c_out == 0 {
+        return;
+    }
+    let j = kernel.div_ceil(stride);
+    let pad = j - 1;
+    let x_cs = t_in + 2 * pad;
+    let xp_owned;
+    let xp: &[f32] = if pad == 0 {
+        x
+    } else {
+        let mut v = vec![0f32; c_in * x_cs];
+        for (d, r) in v.chunks_exact_mut(x_cs).zip(x.chunks_exact(t_in)) {
+            d[pad..pad + t_in].copy_from_slice(r);
+        }
+        xp_owned = v;
+        &xp_owned
+    };
+    // Phase r: taps kk = r + jp * stride read x[q - jp] = xp[q + pad - jp].
+    let phases: Vec<(usize, Vec<Tap>)> = (0..stride)
+        .map(|r| {
+            let n_r = if r >= t_out { 0 } else { (t_out - r).div_ceil(stride) };
+            let taps = (0..j)
+                .map(|jp| (jp, r + jp * stride))
+                .filter(|&(_, kk)| kk < kernel)
+                .map(|(jp, kk)| Tap { x_off: pad - jp, w_off: kk })
+                .collect();
+            (n_r, taps)
+        })
+        .collect();
+    let block = CO;
+    for_blocks(out, block * t_out, block * c_in * j * t_in * stride, |bi, o| {
+        let co0 = bi * block;
+        let nco = o.len() / t_out;
+        let max_nr = phases.iter().map(|p| p.0).max().unwrap_or(0);
+        let mut tmp = if stride == 1 { Vec::new() } else { vec![0f32; nco * max_nr] };
+        for (r, (n_r, taps)) in phases.iter().enumerate() {
+            let blk = Block {
+                x: xp,
+                x_cs,
+                cin: c_in,
+                w: &w[co0 * kernel..],
+                w_co: kernel,
+                w_ci: c_out * kernel,
+                taps,
+                bias: bias.map(|b| &b[co0..co0 + nco]),
+            };
+            if stride == 1 {
+                blk.run(s, o, t_out);
+                continue;
+            }
+            if *n_r == 0 {
+                continue;
+            }
+            let y = &mut tmp[..nco * n_r];
+            blk.run(s, y, *n_r);
+            for (orow, yrow) in o.chunks_exact_mut(t_out).zip(y.chunks_exact(*n_r)) {
+                for (q, &v) in yrow.iter().enumerate() {
+                    orow[q * stride + r] = v;
+                }
+            }
+        }
+    });
+}

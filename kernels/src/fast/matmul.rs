@@ -1,0 +1,210 @@
+//! `y = x W^T + b` with f32 or bf16 weights.
+//!
+//! Decode is a matvec over weights far larger than cache, so it is bound by
+//! weight bandwidth: every weight byte is read once per call. A task owns a
+//! range of output features (weight rows); it walks them `NR = 4` rows at a
+//! time and, for `m > 1`, streams all `x` rows past each 4-row block
+//! (`MR` at a time) while the block sits in L1/L2, so weights are still read
+//! from memory once whatever `m` is.
+
+use super::{Simd, SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
+use crate::mat::{bf16_to_f32, Mat};
+use rayon::prelude::*;
+
+/// Weight element types the kernel reads.
+pub(crate) trait WElem: Copy + Send + Sync {
+    /// # Safety
+    /// `p` must be valid for reading `S::LANES` elements.
+    unsafe fn vload<S: Simd>(s: S, p: *const Self) -> S::V;
+    fn to_f32(self) -> f32;
+}
+
+impl WElem for f32 {
+    #[inline(always)]
+    unsafe fn vload<S: Simd>(s: S, p: *const f32) -> S::V {
+        s.load(p)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self
+    }
+}
+
+impl WElem for u16 {
+    #[inline(always)]
+    unsafe fn vload<S: Simd>(s: S, p: *const u16) -> S::V {
+        s.load_bf16(p)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        bf16_to_f32(self)
+    }
+}
+
+const NR: usize = 4;
+
+pub(crate) fn matmul<S: Simd>(s: S, x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
+    let (n, k) = (w.rows(), w.cols());
+    assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
+    assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n, "matmul: bias is not [n]");
+    }
+    match *w {
+        Mat::F32 { data, .. } => {
+            assert!(data.len() >= n * k, "matmul: weight data shorter than [n, k]");
+            run(s, x, m, data, n, k, bias, out)
+        }
+        Mat::Bf16 { data, .. } => {
+            assert!(data.len() >= n * k, "matmul: weight data shorter than [n, k]");
+            run(s, x, m, data, n, k, bias, out)
+        }
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn run<S: Simd, W: WElem>(
+    s: S,
+    x: &[f32],
+    m: usize,
+    w: &[W],
+    n: usize,
+    k: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    if m == 0 || n == 0 {
+        return;
+    }
+    let dst = SharedOut::new(out);
+    let rows = |j0: usize, j1: usize| {
+        s.vectorize(|| {
+                // SAFETY: the asserts in `matmul` give x = [m, k],
+                // w >= [n, k], out = [m, n], and j0 <= j1 <= n; tasks get
+                // disjoint row ranges, so their writes to `dst` are disjoint.
+                unsafe {
+                    // 16 lanes: 4 x rows x 4 weight rows = 16 of 32 zmm
+                    // accumulators; AVX2 has 16 ymm, so 2 x 4.
+                    if S::LANES >= 16 {
+                        rows_kernel::<S, W, 4>(s, x, m, w, n, k, bias, j0, j1, dst)
+                    } else {
+                        rows_kernel::<S, W, 2>(s, x, m, w, n, k, bias, j0, j1, dst)
+                    }
+                }
+            })
+    };
+    let work = m * n * k;
+    if work < PAR_MIN_WORK || n <= NR {
+        rows(0, n);
+        return;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    // ~4 tasks per thread for balance, each at least TASK_MIN_WORK.
+    let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
+    let per = n.div_ceil(4 * threads).max(min_rows).next_multiple_of(NR);
+    let tasks = n.div_ceil(per);
+    (0..tasks).into_par_iter().for_each(|t| rows(t * per, ((t + 1) * per).min(n)));
+}
+
+/// Output features `j0..j1` for all `m` rows.
+///
+/// # Safety
+/// `x` is `[m, k]`, `w` at least `[n, k]`, `dst` points at a live `[m, n]`
+/// buffer of which this call alone writes columns `j0..j1 <= n`.
+#[allow(clippy::too_many_arguments)]
+#[inline(always)]
+unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
+    s: S,
+    x: &[f32],
+    m: usize,
+    w: &[W],
+    n: usize,
+    k: usize,
+    bias: Option<&[f32]>,
+    j0: usize,
+    j1: usize,
+    dst: SharedOut,
+) {
+    let out = dst.ptr();
+    let put = |i: usize, j: usize, v: f32| {
+        *out.add(i * n + j) = v + bias.map_or(0.0, |b| b[j]);
+    };
+    let mut j = j0;
+    while j < j1 {
+        let nr = (j1 - j).min(NR);
+        let wp = w.as_ptr().add(j * k);
+        let mut i = 0;
+        while i < m {
+            let mr = (m - i).min(MR);
+            let xp = x.as_ptr().add(i * k);
+            if mr == MR && nr == NR {
+                let r = dot_block::<S, W, MR, NR>(s, xp, wp, k);
+                for (ii, row) in r.iter().enumerate() {
+                    for (jj, &v) in row.iter().enumerate() {
+                        put(i + ii, j + jj, v);
+                    }
+                }
+            } else if nr == NR {
+                for ii in 0..mr {
+                    let r = dot_block::<S, W, 1, NR>(s, xp.add(ii * k), wp, k);
+                    for (jj, &v) in r[0].iter().enumerate() {
+                        put(i + ii, j + jj, v);
+                    }
+                }
+            } else {
+                for ii in 0..mr {
+                    for jj in 0..nr {
+                        let r = dot_block::<S, W, 1, 1>(s, xp.add(ii * k), wp.add(jj * k), k);
+                        put(i + ii, j + jj, r[0][0]);
+                    }
+                }
+            }
+            i += mr;
+        }
+        j += nr;
+    }
+}
+
+/// `r[i][j] = x_i . w_j` for `MR` rows of `x` and `NR` rows of `w` (both with
+/// row stride `k`). Each element is one lane-wise FMA chain over the full
+/// vectors, a fixed horizontal sum, then the scalar tail in order: the same
+/// arithmetic in every `MR`/`NR` instantiation, so blocking never changes a
+/// bit of the result.
+///
+/// # Safety
+/// `x` valid for `MR * k` reads, `w` for `NR * k`.
+#[inline(always)]
+unsafe fn dot_block<S: Simd, W: WElem, const MR: usize, const NR: usize>(
+    s: S,
+    x: *const f32,
+    w: *const W,
+    k: usize,
+) -> [[f32; NR]; MR] {
+    let mut acc = [[s.splat(0.0); NR]; MR];
+    let kv = k - k % S::LANES;
+    let mut p = 0;
+    while p < kv {
+        let mut wv = [s.splat(0.0); NR];
+        for (jj, v) in wv.iter_mut().enumerate() {
+            *v = W::vload(s, w.add(jj * k + p));
+        }
+        for (ii, a) in acc.iter_mut().enumerate() {
+            let xv = s.load(x.add(ii * k + p));
+            for (aj, &wj) in a.iter_mut().zip(&wv) {
+                *aj = s.fma(xv, wj, *aj);
+            }
+        }
+        p += S::LANES;
+    }
+    let mut r = [[0f32; NR]; MR];
+    for ii in 0..MR {
+        for jj in 0..NR {
+            let mut v = s.reduce_add(acc[ii][jj]);
+            for q in kv..k {
+                v += *x.add(ii * k + q) * (*w.add(jj * k + q)).to_f32();
+            }
+            r[ii][jj] = v;
+        }
+    }
+    r
+}

@@ -1,0 +1,65 @@
+//! Optimised kernels, generic over a [`Simd`] token and compiled per ISA by
+//! monomorphisation. Each has the same contract as its namesake in
+//! [`crate::reference`] and a differential test against it.
+//!
+//! Determinism: every output element is reduced in an order fixed by the
+//! problem shape alone (one lane-wise FMA chain, a fixed horizontal sum, then
+//! the scalar tail). Blocking and rayon's splitting decide only *which thread*
+//! computes an element, never how, so results are bit-identical run to run
+//! and for any thread count.
+
+pub(crate) mod attention;
+pub(crate) mod conv;
+pub(crate) mod elementwise;
+pub(crate) mod matmul;
+
+use rayon::prelude::*;
+
+#[allow(unused_imports)]
+pub(crate) use crate::simd::Simd;
+
+/// Below this many multiply-adds a call runs on the calling thread: a rayon
+/// fork-join costs a few microseconds, ~50k FMAs of one core.
+pub(crate) const PAR_MIN_WORK: usize = 1 << 16;
+/// Multiply-adds a rayon task should at least carry.
+pub(crate) const TASK_MIN_WORK: usize = 1 << 15;
+
+/// Runs `f(block_index, block)` over `out` split into blocks of `block`
+/// elements (the last may be shorter), in parallel when the total work is
+/// worth it. `work_per_block` is in multiply-adds.
+pub(crate) fn for_blocks<F>(out: &mut [f32], block: usize, work_per_block: usize, f: F)
+where
+    F: Fn(usize, &mut [f32]) + Sync + Send,
+{
+    if out.is_empty() {
+        return;
+    }
+    let n_blocks = out.len().div_ceil(block);
+    if n_blocks == 1 || n_blocks.saturating_mul(work_per_block) < PAR_MIN_WORK {
+        out.chunks_mut(block).enumerate().for_each(|(i, b)| f(i, b));
+    } else {
+        let min_len = TASK_MIN_WORK.div_ceil(work_per_block.max(1));
+        out.par_chunks_mut(block).with_min_len(min_len).enumerate().for_each(|(i, b)| f(i, b));
+    }
+}
+
+/// A raw output pointer shared by tasks that write disjoint elements.
+#[derive(Clone, Copy)]
+pub(crate) struct SharedOut(*mut f32);
+
+// SAFETY: a `SharedOut` is only handed to tasks that write pairwise disjoint
+// elements of one live `&mut [f32]`, which outlives the parallel section.
+unsafe impl Send for SharedOut {}
+// SAFETY: as above; no task reads what another writes.
+unsafe impl Sync for SharedOut {}
+
+impl SharedOut {
+    pub(crate) fn new(out: &mut [f32]) -> Self {
+        SharedOut(out.as_mut_ptr())
+    }
+    /// A method, not a field access, so closures capture the `Sync` wrapper.
+    #[inline(always)]
+    pub(crate) fn ptr(self) -> *mut f32 {
+        self.0
+    }
+}

@@ -1,0 +1,377 @@
+//! Every kernel on every path this CPU has, against `reference`, over awkward
+//! sizes: 0 where meaningful, 1, lane counts +-1 (8 and 16), 15/17/33,
+//! inputs offset by one element (unaligned), and sizes large enough to take
+//! the rayon path.
+//!
+//! Tolerances, and why:
+//! - `DOT_REL = 2e-5` of `sum |a_i b_i|`, for dot-product shaped results
+//!   (matmul, conv): reordering an f32 sum of n terms moves it by at most
+//!   ~n * 6e-8 * sum|terms| and in practice ~sqrt(n) of that; the scale is
+//!   the sum of magnitudes so cancellation to ~0 does not blow up a relative
+//!   test.
+//! - `ATTN_ABS = 2e-5` of `max |v|`: outputs are convex combinations of `v`;
+//!   the SIMD exp is ~2 ulp and the sums reorder.
+//! - `EW_REL = 2e-6` for exp-based element-wise kernels (silu, GELU): a few
+//!   ulp from exp and the division; GELU's erfc is specified to 1.2e-7.
+//! - snake: `2e-6 * inv_beta + 2.4e-7 * |x|`: the vector sin is accurate to
+//!   3e-7 absolute (sin^2 doubles it) plus one rounding of the sum.
+
+use tts_kernels::{f32_to_bf16, reference, AttnShape, Conv1dShape, Isa, Kernels, Mat};
+
+const DOT_REL: f32 = 2e-5;
+const ATTN_ABS: f32 = 2e-5;
+const EW_REL: f32 = 2e-6;
+const GELU_REL: f32 = 1e-6;
+const GELU_ABS: f32 = 1e-14;
+
+/// splitmix64: tiny, deterministic, good enough for test data.
+struct Rng(u64);
+impl Rng {
+    fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9e37_79b9_7f4a_7c15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
+        z ^ (z >> 31)
+    }
+    /// Uniform in [-1, 1).
+    fn f(&mut self) -> f32 {
+        (self.next_u64() >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+    }
+    /// `n` values uniform in `[-scale, scale)`.
+    fn vec(&mut self, n: usize, scale: f32) -> Vec<f32> {
+        (0..n).map(|_| self.f() * scale).collect()
+    }
+}
+
+/// A copy of `v` starting one element into its allocation, so SIMD loads
+/// are misaligned w.r.t. vector width whatever the allocator returned.
+fn unaligned(v: &[f32]) -> Vec<f32> {
+    let mut b = Vec::with_capacity(v.len() + 1);
+    b.push(0.0);
+    b.extend_from_slice(v);
+    b
+}
+
+/// The SIMD paths to test; prints why a path is skipped.
+fn paths() -> Vec<Kernels> {
+    let mut ks = Vec::new();
+    for isa in [Isa::Avx2, Isa::Avx512] {
+        match Kernels::new(isa) {
+            Some(k) => ks.push(k),
+            None => eprintln!("skipping {}: this CPU lacks it", isa.name()),
+        }
+    }
+    // The scalar path must be the reference itself.
+    ks.push(Kernels::new(Isa::Scalar).expect("scalar is always available"));
+    ks
+}
+
+fn check_close(what: &str, got: &[f32], want: &[f32], tol: impl Fn(usize) -> f32) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for i in 0..got.len() {
+        let (g, w) = (got[i], want[i]);
+        let ok = (g - w).abs() <= tol(i) || (g.is_nan() && w.is_nan());
+        assert!(ok, "{what}: element {i}: got {g}, want {w}, tol {}", tol(i));
+    }
+}
+
+#[test]
+fn matmul_f32_and_bf16() {
+    let mut rng = Rng(1);
+    let mut shapes = vec![];
+    for m in [1, 2, 3, 4, 5, 9] {
+        for n in [1, 3, 4, 5, 9] {
+            for k in [0, 1, 7, 8, 9, 15, 16, 17, 33] {
+                shapes.push((m, n, k));
+            }
+        }
+    }
+    // Parallel path, odd row counts and a k that is no lane multiple.
+    shapes.extend([(1, 301, 1024), (5, 131, 517), (16, 64, 256), (3, 1030, 100)]);
+    for ks in paths() {
+        for &(m, n, k) in &shapes {
+            let x = unaligned(&rng.vec(m * k, 1.0));
+            let x = &x[1..];
+            let wf = unaligned(&rng.vec(n * k, 1.0));
+            let wb: Vec<u16> = std::iter::once(0).chain(wf[1..].iter().map(|&v| f32_to_bf16(v))).collect();
+            let bias = rng.vec(n, 1.0);
+            for (label, w) in [
+                ("f32", Mat::F32 { data: &wf[1..], rows: n, cols: k }),
+                ("bf16", Mat::Bf16 { data: &wb[1..], rows: n, cols: k }),
+            ] {
+                for b in [None, Some(&bias[..])] {
+                    let mut want = vec![0f32; m * n];
+                    reference::matmul(x, m, &w, b, &mut want);
+                    let mut got = vec![f32::NAN; m * n];
+                    ks.matmul(x, m, &w, b, &mut got);
+                    let scale = |idx: usize| {
+                        let (i, j) = (idx / n, idx % n);
+                        let mut row2 = vec![0f32; k];
+                        w.row_to_f32(j, &mut row2);
+                        let s: f32 = x[i * k..(i + 1) * k].iter().zip(&row2).map(|(a, b)| (a * b).abs()).sum();
+                        DOT_REL * s + 1e-6
+                    };
+                    let what = format!("{} matmul {label} m={m} n={n} k={k} bias={}", ks.isa().name(), b.is_some());
+                    check_close(&what, &got, &want, scale);
+                }
+            }
+        }
+    }
+}
+
+#[test]
+fn matmul_is_deterministic_across_thread_counts() {
+    let mut rng = Rng(2);
+    let (m, n, k) = (3, 517, 777);
+    let x = rng.vec(m * k, 1.0);
+    let w = rng.vec(n * k, 1.0);
+    let w = Mat::F32 { data: &w, rows: n, cols: k };
+    for ks in paths() {
+        let run = |threads: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let mut out = vec![0f32; m * n];
+            pool.install(|| ks.matmul(&x, m, &w, None, &mut out));
+            out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+        };
+        let one = run(1);
+        assert_eq!(one, run(1), "{}: differs run to run", ks.isa().name());
+        assert_eq!(one, run(3), "{}: differs with thread count", ks.isa().name());
+        // Row blocking must not matter either: a 1-row problem gives the
+        // same bits as that row inside the big one.
+        let mut single = vec![0f32; n];
+        ks.matmul(&x[k..2 * k], 1, &w, None, &mut single);
+        let single: Vec<u32> = single.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(&one[n..2 * n], &single[..], "{}: m-blocking changes bits", ks.isa().name());
+    }
+}
+
+#[test]
+fn conv1d_all_shapes() {
+    let mut rng = Rng(3);
+    // (c_in, c_out, kernel, dilation, groups, t_in)
+    let shapes: [(usize, usize, usize, usize, usize, usize); 15] = [
+        (1, 1, 1, 1, 1, 1),
+        (1, 1, 1, 1, 1, 0),
+        (3, 5, 3, 1, 1, 20),
+        (4, 8, 7, 3, 1, 50),
+        (8, 8, 7, 1, 8, 40),   // depthwise
+        (16, 16, 7, 9, 16, 70), // depthwise, dilation 9
+        (4, 8, 3, 1, 4, 33),   // channel multiplier 2
+        (6, 4, 3, 2, 2, 33),
+        (6, 12, 5, 1, 3, 37), // groups with 4 channels out per group
+        (5, 3, 7, 1, 1, 6),   // t_out = 0
+        (17, 9, 7, 1, 1, 23), // t_out = 17
+        (9, 4, 2, 1, 1, 16),  // t_out = 15
+        (2, 4, 1, 1, 1, 33),
+        (64, 36, 7, 3, 1, 300), // parallel
+        (96, 96, 7, 1, 96, 401), // parallel depthwise
+    ];
+    for ks in paths() {
+        for &(c_in, c_out, kernel, dilation, groups, t_in) in &shapes {
+            let sh = Conv1dShape { c_in, c_out, kernel, dilation, groups };
+            let t_out = t_in.saturating_sub((kernel - 1) * dilation);
+            let x = unaligned(&rng.vec(c_in * t_in, 1.0));
+            let w = unaligned(&rng.vec(c_out * (c_in / groups) * kernel, 1.0));
+            let bias = rng.vec(c_out, 1.0);
+            for b in [None, Some(&bias[..])] {
+                let mut want = vec![0f32; c_out * t_out];
+                reference::conv1d(&x[1..], t_in, &w[1..], b, sh, &mut want);
+                let mut got = vec![f32::NAN; c_out * t_out];
+                ks.conv1d(&x[1..], t_in, &w[1..], b, sh, &mut got);
+                // Terms per output: c_in/groups * kernel products of |x|,|w| <= 1.
+                let terms = ((c_in / groups) * kernel) as f32;
+                let what = format!("{} conv1d {sh:?} t_in={t_in}", ks.isa().name());
+                check_close(&what, &got, &want, |_| DOT_REL * (terms + 1.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_transpose1d_all_shapes() {
+    let mut rng = Rng(4);
+    // (c_in, c_out, kernel, stride, t_in)
+    let shapes = [
+        (1, 1, 1, 1, 1),
+        (1, 1, 1, 1, 0),
+        (3, 5, 4, 2, 7),
+        (4, 4, 16, 8, 5),
+        (6, 5, 10, 5, 9),
+        (3, 2, 3, 5, 4), // kernel < stride: some phases have no taps
+        (2, 3, 5, 1, 10),
+        (5, 7, 6, 3, 17),
+        (64, 32, 8, 4, 100), // parallel
+    ];
+    for ks in paths() {
+        for &(c_in, c_out, kernel, stride, t_in) in &shapes {
+            let t_out = if t_in == 0 { 0 } else { (t_in - 1) * stride + kernel };
+            let x = unaligned(&rng.vec(c_in * t_in, 1.0));
+            let w = unaligned(&rng.vec(c_in * c_out * kernel, 1.0));
+            let bias = rng.vec(c_out, 1.0);
+            for b in [None, Some(&bias[..])] {
+                let mut want = vec![0f32; c_out * t_out];
+                reference::conv_transpose1d(&x[1..], t_in, &w[1..], b, c_in, c_out, kernel, stride, &mut want);
+                let mut got = vec![f32::NAN; c_out * t_out];
+                ks.conv_transpose1d(&x[1..], t_in, &w[1..], b, c_in, c_out, kernel, stride, &mut got);
+                let terms = (c_in * kernel.div_ceil(stride)) as f32;
+                let what = format!("{} conv_transpose1d c_in={c_in} c_out={c_out} k={kernel} s={stride} t_in={t_in}", ks.isa().name());
+                check_close(&what, &got, &want, |_| DOT_REL * (terms + 1.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn attention_all_shapes() {
+    let mut rng = Rng(5);
+    // (n_q, q_pos0, n_kv, kv_pos0, heads, kv_heads, head_dim, window)
+    let cases = [
+        (1, 0, 1, 0, 1, 1, 1, None),
+        (1, 0, 1, 0, 2, 1, 16, None),
+        (3, 5, 8, 0, 4, 2, 15, None),
+        (4, 4, 8, 0, 4, 4, 17, Some(3)),
+        (2, 20, 17, 5, 2, 1, 33, Some(8)),
+        (1, 5, 4, 10, 2, 2, 8, None), // query before every key: zeros
+        (2, 3, 4, 0, 1, 1, 8, Some(0)), // empty window: zeros
+        (5, 60, 64, 0, 8, 2, 64, Some(16)),
+        (1, 511, 512, 0, 16, 8, 128, None), // decode shape, parallel
+        (7, 100, 107, 0, 4, 1, 24, None),
+    ];
+    for ks in paths() {
+        for &(n_q, q_pos0, n_kv, kv_pos0, n_heads, n_kv_heads, head_dim, window) in &cases {
+            let sh = AttnShape { n_heads, n_kv_heads, head_dim, scale: (head_dim as f32).powf(-0.5), window };
+            let q = unaligned(&rng.vec(n_q * n_heads * head_dim, 2.0));
+            let k = unaligned(&rng.vec(n_kv * n_kv_heads * head_dim, 2.0));
+            let v = unaligned(&rng.vec(n_kv * n_kv_heads * head_dim, 1.0));
+            let mut want = vec![0f32; q.len() - 1];
+            reference::attention(&q[1..], n_q, q_pos0, &k[1..], &v[1..], n_kv, kv_pos0, sh, &mut want);
+            let mut got = vec![f32::NAN; q.len() - 1];
+            ks.attention(&q[1..], n_q, q_pos0, &k[1..], &v[1..], n_kv, kv_pos0, sh, &mut got);
+            let what = format!("{} attention {sh:?} n_q={n_q}@{q_pos0} n_kv={n_kv}@{kv_pos0}", ks.isa().name());
+            check_close(&what, &got, &want, |_| ATTN_ABS);
+        }
+    }
+}
+
+#[test]
+fn rms_norm_rows() {
+    let mut rng = Rng(6);
+    for ks in paths() {
+        for (rows, d) in [(0, 8), (1, 1), (3, 7), (2, 8), (2, 9), (4, 15), (1, 16), (3, 17), (2, 33), (5, 1024), (70, 1000)] {
+            let x = unaligned(&rng.vec(rows * d, 3.0));
+            let w = rng.vec(d, 1.0);
+            let mut want = vec![0f32; rows * d];
+            reference::rms_norm(&x[1..], &w, 1e-6, &mut want);
+            let mut got = vec![f32::NAN; rows * d];
+            ks.rms_norm(&x[1..], &w, 1e-6, &mut got);
+            // One reduction (1e-5 relative to the result) per row.
+            check_close(&format!("{} rms_norm {rows}x{d}", ks.isa().name()), &got, &want, |i| {
+                1e-5 * want[i].abs() + 1e-7
+            });
+        }
+    }
+}
+
+/// Element-wise inputs: random, plus edges (0, +-tiny, large magnitudes).
+fn ew_inputs(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
+    let mut v = rng.vec(n, scale);
+    let edges = [0.0, -0.0, 1e-30, -1e-30, 1e-3, -1e-3, 5.0, -5.0, 10.0, -10.0, 13.0, -13.0, 20.0, -20.0, 88.0, -88.0];
+    for (d, e) in v.iter_mut().zip(edges) {
+        *d = e;
+    }
+    v
+}
+
+const EW_SIZES: [usize; 12] = [0, 1, 7, 8, 9, 15, 16, 17, 33, 100, 4097, 70_000];
+
+#[test]
+fn silu_mul_elementwise() {
+    let mut rng = Rng(7);
+    for ks in paths() {
+        for n in EW_SIZES {
+            let g = unaligned(&ew_inputs(&mut rng, n, 12.0));
+            let u = unaligned(&rng.vec(n, 2.0));
+            let mut want = vec![0f32; n];
+            reference::silu_mul(&g[1..], &u[1..], &mut want);
+            let mut got = vec![f32::NAN; n];
+            ks.silu_mul(&g[1..], &u[1..], &mut got);
+            check_close(&format!("{} silu_mul n={n}", ks.isa().name()), &got, &want, |i| {
+                EW_REL * want[i].abs() + 1e-30
+            });
+        }
+    }
+}
+
+#[test]
+fn gelu_elementwise() {
+    let mut rng = Rng(8);
+    for ks in paths() {
+        for n in EW_SIZES {
+            let x = unaligned(&ew_inputs(&mut rng, n, 8.0));
+            let mut want = x[1..].to_vec();
+            reference::gelu(&mut want);
+            let mut got = x.clone();
+            ks.gelu(&mut got[1..]);
+            // GELU_ABS below: the reference's f64 `1 + erf` is itself only
+            // good to ~1e-16 absolute (it returns -0 from x ~ -8.5 where the
+            // fast path still gives the true ~1e-17).
+            check_close(&format!("{} gelu n={n}", ks.isa().name()), &got[1..], &want, |i| {
+                GELU_REL * want[i].abs() + GELU_ABS
+            });
+        }
+        // A dense sweep of the interesting range [-14, 14].
+        let x: Vec<f32> = (0..28_001).map(|i| -14.0 + i as f32 * 1e-3).collect();
+        let mut want = x.clone();
+        reference::gelu(&mut want);
+        let mut got = x.clone();
+        ks.gelu(&mut got);
+        check_close(&format!("{} gelu sweep", ks.isa().name()), &got, &want, |i| GELU_REL * want[i].abs() + GELU_ABS);
+    }
+}
+
+#[test]
+fn snake_beta_rows() {
+    let mut rng = Rng(9);
+    for ks in paths() {
+        for (c, t) in [(0, 5), (1, 1), (3, 7), (2, 8), (2, 9), (4, 15), (3, 16), (3, 17), (2, 33), (96, 1000)] {
+            let x = unaligned(&rng.vec(c * t, 30.0));
+            let alpha: Vec<f32> = (0..c).map(|_| (rng.f() * 3.0).exp()).collect();
+            let inv_beta: Vec<f32> = (0..c).map(|_| 1.0 / ((rng.f() * 2.0).exp() + 1e-9)).collect();
+            let mut want = x[1..].to_vec();
+            reference::snake_beta(&mut want, t, &alpha, &inv_beta);
+            let mut got = x.clone();
+            ks.snake_beta(&mut got[1..], t, &alpha, &inv_beta);
+            check_close(&format!("{} snake_beta {c}x{t}", ks.isa().name()), &got[1..], &want, |i| {
+                2e-6 * inv_beta[i / t] + 2.4e-7 * x[1 + i].abs()
+            });
+        }
+    }
+}
+
+#[test]
+fn layer_norm_and_rope_match_reference() {
+    let mut rng = Rng(10);
+    for ks in paths() {
+        let x = rng.vec(3 * 17, 2.0);
+        let (w, b) = (rng.vec(17, 1.0), rng.vec(17, 1.0));
+        let (mut want, mut got) = (vec![0f32; 51], vec![0f32; 51]);
+        reference::layer_norm(&x, &w, &b, 1e-5, &mut want);
+        ks.layer_norm(&x, &w, &b, 1e-5, &mut got);
+        assert_eq!(want, got);
+        let (cos, sin) = (rng.vec(8, 1.0), rng.vec(8, 1.0));
+        let mut a = rng.vec(4 * 16, 1.0);
+        let mut bb = a.clone();
+        reference::rope(&mut a, 16, &cos, &sin);
+        ks.rope(&mut bb, 16, &cos, &sin);
+        assert_eq!(a, bb);
+    }
+}
+
+#[test]
+fn free_functions_use_the_selected_path() {
+    let sel = Kernels::selected();
+    assert_eq!(sel.isa(), tts_kernels::isa());
+    assert!(sel.isa().is_supported());
+    assert_eq!(Isa::available()[0], Isa::Scalar);
+}

@@ -1,2 +1,132 @@
 #![forbid(unsafe_code)]
-//! Audio output for tts-rt.
+//! Audio output for tts-rt: WAV encoding (16-bit PCM or 32-bit float).
+//! Resampling and device playback join this crate with the serving work.
+
+use std::io::{Seek, Write};
+
+/// Sample encoding of a WAV file.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WavFormat {
+    /// 16-bit integer PCM (what players expect; default).
+    Pcm16,
+    /// 32-bit IEEE float (lossless copy of the model output; comparisons).
+    F32,
+}
+
+impl std::str::FromStr for WavFormat {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        match s {
+            "pcm16" => Ok(WavFormat::Pcm16),
+            "f32" => Ok(WavFormat::F32),
+            other => Err(format!("unknown WAV format {other:?}; use pcm16 or f32")),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum AudioError {
+    #[error("writing WAV: {0}")]
+    Wav(#[from] hound::Error),
+    #[error("writing audio: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+/// Incremental mono WAV writer: samples are appended as they are produced and
+/// the header is finalised on [`WavSink::finish`].
+pub struct WavSink<W: Write + Seek> {
+    writer: hound::WavWriter<W>,
+    format: WavFormat,
+    samples: u64,
+}
+
+impl<W: Write + Seek> WavSink<W> {
+    pub fn new(out: W, sample_rate: u32, format: WavFormat) -> Result<Self, AudioError> {
+        let spec = hound::WavSpec {
+            channels: 1,
+            sample_rate,
+            bits_per_sample: match format {
+                WavFormat::Pcm16 => 16,
+                WavFormat::F32 => 32,
+            },
+            sample_format: match format {
+                WavFormat::Pcm16 => hound::SampleFormat::Int,
+                WavFormat::F32 => hound::SampleFormat::Float,
+            },
+        };
+        Ok(WavSink { writer: hound::WavWriter::new(out, spec)?, format, samples: 0 })
+    }
+
+    pub fn write(&mut self, samples: &[f32]) -> Result<(), AudioError> {
+        match self.format {
+            WavFormat::F32 => {
+                for &s in samples {
+                    self.writer.write_sample(s)?;
+                }
+            }
+            WavFormat::Pcm16 => {
+                for &s in samples {
+                    self.writer.write_sample(f32_to_i16(s))?;
+                }
+            }
+        }
+        self.samples += samples.len() as u64;
+        Ok(())
+    }
+
+    pub fn samples(&self) -> u64 {
+        self.samples
+    }
+
+    pub fn finish(self) -> Result<(), AudioError> {
+        self.writer.finalize()?;
+        Ok(())
+    }
+}
+
+/// Float sample in [-1, 1] to 16-bit PCM, rounding to nearest and clamping.
+pub fn f32_to_i16(s: f32) -> i16 {
+    let s = if s.is_nan() { 0.0 } else { s.clamp(-1.0, 1.0) };
+    (s * 32767.0).round() as i16
+}
+
+/// Encodes a whole utterance to WAV bytes.
+pub fn wav_bytes(samples: &[f32], sample_rate: u32, format: WavFormat) -> Result<Vec<u8>, AudioError> {
+    let mut buf = std::io::Cursor::new(Vec::with_capacity(samples.len() * 4 + 64));
+    let mut sink = WavSink::new(&mut buf, sample_rate, format)?;
+    sink.write(samples)?;
+    sink.finish()?;
+    Ok(buf.into_inner())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wav_round_trips_in_both_formats() {
+        let x: Vec<f32> = (0..1000).map(|i| ((i as f32) * 0.01).sin() * 0.9).collect();
+        for fmt in [WavFormat::Pcm16, WavFormat::F32] {
+            let bytes = wav_bytes(&x, 24000, fmt).unwrap();
+            let mut r = hound::WavReader::new(std::io::Cursor::new(bytes)).unwrap();
+            assert_eq!(r.spec().sample_rate, 24000);
+            let back: Vec<f32> = match fmt {
+                WavFormat::F32 => r.samples::<f32>().map(|s| s.unwrap()).collect(),
+                WavFormat::Pcm16 => r.samples::<i16>().map(|s| s.unwrap() as f32 / 32767.0).collect(),
+            };
+            assert_eq!(back.len(), x.len());
+            let tol = if fmt == WavFormat::F32 { 0.0 } else { 1.0 / 32767.0 };
+            for (a, b) in x.iter().zip(&back) {
+                assert!((a - b).abs() <= tol, "{a} vs {b}");
+            }
+        }
+    }
+
+    #[test]
+    fn pcm16_clamps_and_maps_nan_to_silence() {
+        assert_eq!(f32_to_i16(2.0), 32767);
+        assert_eq!(f32_to_i16(-2.0), -32767);
+        assert_eq!(f32_to_i16(f32::NAN), 0);
+    }
+}

@@ -18,6 +18,7 @@
 //!
 //! Every size, id, rate and frame length comes from the checkpoint's configs.
 #![deny(unsafe_code)]
+#![recursion_limit = "256"]
 
 pub mod checkpoint;
 pub mod config;
@@ -25,3 +26,13 @@ pub mod error;
 mod mmap;
 
 pub use error::{ModelError, Result};
+pub mod code_predictor;
+pub mod codec;
+pub mod gen;
+pub mod lm;
+pub mod sampling;
+pub mod synth;
+pub mod talker;
+pub mod tokenizer;
+
+pub use synth::{FrameGenerator, GenOptions, Qwen3Tts, Request};

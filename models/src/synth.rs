@@ -1,0 +1,458 @@
+//! Prompt construction and the per-frame generation loop (CustomVoice).
+//!
+//! [`Qwen3Tts::load`] opens a checkpoint directory in the hub layout;
+//! [`Qwen3Tts::start`] builds the official prompt for a [`Request`] and
+//! returns a [`FrameGenerator`], which yields one frame of `num_code_groups`
+//! codes per [`FrameGenerator::next_frame`] call — the unit the streaming
+//! runtime schedules.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use crate::checkpoint::TensorStore;
+use crate::code_predictor::CodePredictor;
+use crate::codec::Code2Wav;
+use crate::config::{GenerationConfig, ModelKind, TtsConfig};
+use crate::error::{ModelError, Result};
+use crate::lm::KvCache;
+use crate::sampling::{pick, Rng, SamplerConfig, TalkerRules};
+use crate::talker::Talker;
+use crate::tokenizer::{template, TextTokenizer};
+
+/// A loaded checkpoint: configs, tokenizer, the two LMs and code2wav.
+pub struct Qwen3Tts {
+    pub dir: PathBuf,
+    pub config: TtsConfig,
+    pub generation: GenerationConfig,
+    pub tokenizer: TextTokenizer,
+    pub talker: Talker,
+    pub code_predictor: CodePredictor,
+    pub code2wav: Code2Wav,
+}
+
+/// Generation options (the official `generate` keyword arguments).
+#[derive(Clone, Debug, PartialEq)]
+pub struct GenOptions {
+    pub talker: SamplerConfig,
+    pub code_predictor: SamplerConfig,
+    pub repetition_penalty: f32,
+    /// Frames at most (the official `max_new_tokens` minus one).
+    pub max_frames: usize,
+    pub seed: u64,
+}
+
+impl GenOptions {
+    /// The checkpoint's `generation_config.json` defaults.
+    pub fn from_config(g: &GenerationConfig) -> Self {
+        GenOptions {
+            talker: SamplerConfig { do_sample: g.do_sample, temperature: g.temperature, top_k: g.top_k, top_p: g.top_p },
+            code_predictor: SamplerConfig {
+                do_sample: g.subtalker_do_sample,
+                temperature: g.subtalker_temperature,
+                top_k: g.subtalker_top_k,
+                top_p: g.subtalker_top_p,
+            },
+            repetition_penalty: g.repetition_penalty,
+            max_frames: g.max_new_tokens.saturating_sub(1),
+            seed: 0,
+        }
+    }
+
+    /// Greedy for both LMs (parity tests).
+    pub fn greedy(mut self) -> Self {
+        self.talker.do_sample = false;
+        self.code_predictor.do_sample = false;
+        self
+    }
+}
+
+/// One synthesis request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Request {
+    pub text: String,
+    /// Required for CustomVoice (case-insensitive).
+    pub speaker: Option<String>,
+    /// A `codec_language_id` key or "auto" (case-insensitive).
+    pub language: String,
+    /// Style instruction; ignored for 0.6B checkpoints, like the official code.
+    pub instruct: Option<String>,
+    /// Feed the text alongside the frames (official `non_streaming_mode=False`)
+    /// instead of all up front (the `generate_custom_voice` default).
+    pub text_streaming: bool,
+    pub options: GenOptions,
+}
+
+/// The embeddings the talker is fed: prefill rows, per-frame trailing text
+/// rows (then `tts_pad` forever).
+#[derive(Clone, Debug)]
+pub struct Prompt {
+    pub hidden: usize,
+    pub prefill: Vec<f32>,
+    pub trailing: Vec<f32>,
+    pub tts_pad: Vec<f32>,
+    /// Token ids of the templated text and instruction (diagnostics, tests).
+    pub input_ids: Vec<u32>,
+    pub instruct_ids: Option<Vec<u32>>,
+}
+
+impl Prompt {
+    pub fn prefill_rows(&self) -> usize {
+        self.prefill.len() / self.hidden
+    }
+    pub fn trailing_rows(&self) -> usize {
+        self.trailing.len() / self.hidden
+    }
+}
+
+/// Largest request the runtime accepts: frames and text tokens. Beyond the
+/// talker's position table the model is outside what it was trained on.
+pub const MAX_TEXT_TOKENS: usize = 8192;
+
+impl Qwen3Tts {
+    pub fn load(dir: &Path) -> Result<Self> {
+        let config = TtsConfig::load(&dir.join("config.json"))?;
+        if config.kind != ModelKind::CustomVoice {
+            return Err(ModelError::Config {
+                path: dir.join("config.json"),
+                message: format!("tts_model_type {:?} is not supported yet; use a CustomVoice checkpoint", config.kind),
+            });
+        }
+        let generation = GenerationConfig::load(&dir.join("generation_config.json"))?;
+        let tokenizer = TextTokenizer::load(dir)?;
+        if tokenizer.vocab_size() > config.talker.text_vocab_size {
+            return Err(ModelError::Config {
+                path: dir.join("vocab.json"),
+                message: format!(
+                    "tokenizer has ids up to {} but talker_config.text_vocab_size is {}",
+                    tokenizer.vocab_size() - 1,
+                    config.talker.text_vocab_size
+                ),
+            });
+        }
+        let store = TensorStore::open_dir(dir, "model")?;
+        let talker = Talker::load(&store, &config.talker)?;
+        let code_predictor = CodePredictor::load(&store, &config.talker)?;
+        // The speaker encoder (Base checkpoints) is not used by CustomVoice.
+        store.ignore_prefix("speaker_encoder.");
+        store.finish()?;
+        let code2wav = Code2Wav::load(&dir.join("speech_tokenizer"))?;
+        if code2wav.num_quantizers() != config.talker.num_code_groups {
+            return Err(ModelError::Config {
+                path: dir.join("speech_tokenizer/config.json"),
+                message: format!(
+                    "decoder has {} quantizers but the talker produces {} code groups",
+                    code2wav.num_quantizers(),
+                    config.talker.num_code_groups
+                ),
+            });
+        }
+        Ok(Qwen3Tts { dir: dir.to_path_buf(), config, generation, tokenizer, talker, code_predictor, code2wav })
+    }
+
+    /// Speaker names (lower-case, sorted).
+    pub fn speakers(&self) -> Vec<String> {
+        self.config.talker.speakers.keys().cloned().collect()
+    }
+
+    /// Language names (lower-case, sorted), plus "auto".
+    pub fn languages(&self) -> Vec<String> {
+        let mut v: Vec<String> = vec!["auto".into()];
+        v.extend(self.config.talker.languages.keys().cloned());
+        v
+    }
+
+    pub fn default_options(&self) -> GenOptions {
+        GenOptions::from_config(&self.generation)
+    }
+
+    /// Checks a request and builds its prompt (the official
+    /// `Qwen3TTSForConditionalGeneration.generate` prefill).
+    pub fn build_prompt(&self, req: &Request) -> Result<Prompt> {
+        let cfg = &self.config;
+        let t = &cfg.talker;
+        let h = self.talker.hidden_size();
+        if req.text.trim().is_empty() {
+            return Err(ModelError::InvalidRequest("text is empty".into()));
+        }
+        req.options.talker.validate("talker").map_err(ModelError::InvalidRequest)?;
+        req.options.code_predictor.validate("code predictor").map_err(ModelError::InvalidRequest)?;
+        if !(req.options.repetition_penalty.is_finite() && req.options.repetition_penalty > 0.0) {
+            return Err(ModelError::InvalidRequest(format!(
+                "repetition penalty must be a positive number, got {}",
+                req.options.repetition_penalty
+            )));
+        }
+        let speaker = match &req.speaker {
+            None => None,
+            Some(s) if s.is_empty() => None,
+            Some(s) => Some(
+                t.speakers
+                    .get(&s.to_lowercase())
+                    .ok_or_else(|| ModelError::UnknownSpeaker { name: s.clone(), valid: self.speakers() })?,
+            ),
+        };
+        if speaker.is_none() && cfg.kind == ModelKind::CustomVoice {
+            return Err(ModelError::UnknownSpeaker { name: String::new(), valid: self.speakers() });
+        }
+        let lang = req.language.to_lowercase();
+        let mut language_id = if lang == "auto" {
+            None
+        } else {
+            Some(
+                *t.languages
+                    .get(&lang)
+                    .ok_or_else(|| ModelError::UnknownLanguage { name: req.language.clone(), valid: self.languages() })?,
+            )
+        };
+        if lang == "chinese" || lang == "auto" {
+            if let Some(d) = speaker.and_then(|s| s.dialect.as_ref()) {
+                language_id = t.languages.get(d).copied();
+            }
+        }
+
+        let input_ids = self.tokenizer.encode(&template::assistant(&req.text))?;
+        if input_ids.len() < 9 {
+            return Err(ModelError::Tokenizer(format!(
+                "templated text tokenized to {} ids; the chat template alone needs 8 — is tokenizer_config.json missing <|im_start|>/<|im_end|>?",
+                input_ids.len()
+            )));
+        }
+        if input_ids.len() > MAX_TEXT_TOKENS {
+            return Err(ModelError::InvalidRequest(format!(
+                "text is {} tokens; at most {MAX_TEXT_TOKENS} are accepted per request (split it)",
+                input_ids.len()
+            )));
+        }
+        let instruct_ids = match &req.instruct {
+            Some(s) if !s.is_empty() && cfg.supports_instruct() => Some(self.tokenizer.encode(&template::instruct(s))?),
+            _ => None,
+        };
+        for &id in input_ids.iter().chain(instruct_ids.iter().flatten()) {
+            if id as usize >= self.talker.text_vocab_size() {
+                return Err(ModelError::Tokenizer(format!("token id {id} is outside text_vocab_size")));
+            }
+        }
+
+        let specials = self.talker.project_text(&[cfg.tts_bos_token_id, cfg.tts_eos_token_id, cfg.tts_pad_token_id]);
+        let (tts_bos, rest) = specials.split_at(h);
+        let (tts_eos, tts_pad) = rest.split_at(h);
+
+        // Codec prefix K: think/nothink tags, language, speaker, pad, bos.
+        let c = &t.codec;
+        let mut codec: Vec<u32> = match language_id {
+            None => vec![c.nothink, c.think_bos, c.think_eos],
+            Some(l) => vec![c.think, c.think_bos, l, c.think_eos],
+        };
+        if let Some(s) = speaker {
+            codec.push(s.id);
+        }
+        codec.extend([c.pad, c.bos]);
+        let kl = codec.len();
+
+        let mut prefill = Vec::new();
+        if let Some(ids) = &instruct_ids {
+            prefill.extend(self.talker.project_text(ids));
+        }
+        prefill.extend(self.talker.project_text(&input_ids[..3]));
+        // (L-2) x tts_pad + tts_bos, each plus C(K[i]) for i < L-1.
+        for (i, &cid) in codec[..kl - 1].iter().enumerate() {
+            let mut row = if i < kl - 2 { tts_pad.to_vec() } else { tts_bos.to_vec() };
+            self.talker.add_codec_embedding(cid, &mut row);
+            prefill.extend(row);
+        }
+        let text = &input_ids[3..input_ids.len() - 5];
+        let trailing;
+        if !req.text_streaming {
+            // All text up front: P(text) ++ P(tts_eos), each + C(pad); then
+            // P(tts_pad) + C(bos).
+            let mut rows = self.talker.project_text(text);
+            rows.extend_from_slice(tts_eos);
+            for row in rows.chunks_exact_mut(h) {
+                self.talker.add_codec_embedding(c.pad, row);
+            }
+            prefill.extend(rows);
+            let mut last = tts_pad.to_vec();
+            self.talker.add_codec_embedding(c.bos, &mut last);
+            prefill.extend(last);
+            trailing = tts_pad.to_vec();
+        } else {
+            // First text token with C(bos); the rest trail one per frame.
+            let mut first = self.talker.project_text(&text[..1]);
+            self.talker.add_codec_embedding(codec[kl - 1], &mut first);
+            prefill.extend(first);
+            let mut rows = self.talker.project_text(&text[1..]);
+            rows.extend_from_slice(tts_eos);
+            trailing = rows;
+        }
+        Ok(Prompt { hidden: h, prefill, trailing, tts_pad: tts_pad.to_vec(), input_ids, instruct_ids })
+    }
+
+    /// Starts generating a request.
+    pub fn start(self: &Arc<Self>, req: &Request) -> Result<FrameGenerator> {
+        let prompt = self.build_prompt(req)?;
+        Ok(FrameGenerator::new(self.clone(), prompt, &req.options))
+    }
+
+    /// KV-cache bytes a request of `prompt_rows + frames` positions holds.
+    pub fn session_kv_bytes(&self, positions: usize) -> usize {
+        self.talker.lm.kv_bytes_per_position() * positions
+    }
+}
+
+/// Per-request generation state: the talker's KV cache, the code
+/// predictor's scratch cache, the sampler and what has been generated.
+pub struct FrameGenerator {
+    model: Arc<Qwen3Tts>,
+    prompt: Prompt,
+    options: GenOptions,
+    rules: TalkerRules,
+    rng: Rng,
+    talker_cache: KvCache,
+    cp_cache: KvCache,
+    /// Hidden state and processed-logits choice for the pending codebook 0.
+    pending: Option<(Vec<f32>, u32)>,
+    history: Vec<u32>,
+    frames: usize,
+    finished: Option<StopReason>,
+    seen: Vec<bool>,
+    scratch: Vec<f32>,
+    /// Raw logits observer (tests): talker step logits and predictor logits.
+    pub observer: Option<Box<dyn FnMut(Observed<'_>) + Send>>,
+}
+
+/// What a [`FrameGenerator`] observer sees.
+pub enum Observed<'a> {
+    /// Raw talker logits of one step (before any processor).
+    Talker(&'a [f32]),
+    /// Raw code-predictor logits for predicted codebook `i` of the current frame.
+    CodePredictor(usize, &'a [f32]),
+}
+
+/// Why generation ended.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StopReason {
+    /// The talker produced the codec EOS token.
+    Eos,
+    /// `max_frames` frames were produced.
+    MaxFrames,
+}
+
+impl FrameGenerator {
+    fn new(model: Arc<Qwen3Tts>, prompt: Prompt, options: &GenOptions) -> Self {
+        let t = &model.config.talker;
+        let rules = TalkerRules::official(t.lm.vocab_size, t.codec.eos, options.repetition_penalty);
+        FrameGenerator {
+            talker_cache: model.talker.new_cache(),
+            cp_cache: model.code_predictor.new_cache(),
+            rng: Rng::new(options.seed),
+            model,
+            prompt,
+            options: options.clone(),
+            rules,
+            pending: None,
+            history: Vec::new(),
+            frames: 0,
+            finished: None,
+            seen: Vec::new(),
+            scratch: Vec::new(),
+            observer: None,
+        }
+    }
+
+    pub fn prompt(&self) -> &Prompt {
+        &self.prompt
+    }
+
+    pub fn frames(&self) -> usize {
+        self.frames
+    }
+
+    pub fn stop_reason(&self) -> Option<StopReason> {
+        self.finished
+    }
+
+    pub fn num_code_groups(&self) -> usize {
+        self.model.config.talker.num_code_groups
+    }
+
+    /// Talker KV positions held.
+    pub fn positions(&self) -> usize {
+        self.talker_cache.len()
+    }
+
+    fn choose(&mut self, hidden: Vec<f32>, mut logits: Vec<f32>) {
+        if let Some(obs) = self.observer.as_mut() {
+            obs(Observed::Talker(&logits));
+        }
+        self.rules.apply(&mut logits, &self.history, &mut self.seen);
+        let c0 = pick(&mut logits, &self.options.talker, &mut self.rng, &mut self.scratch);
+        self.history.push(c0);
+        self.pending = Some((hidden, c0));
+    }
+
+    /// Produces the next frame (`num_code_groups` codes), or `None` once the
+    /// talker emitted EOS or `max_frames` is reached.
+    pub fn next_frame(&mut self) -> Option<Vec<u32>> {
+        if self.finished.is_some() {
+            return None;
+        }
+        if self.frames >= self.options.max_frames {
+            self.finished = Some(StopReason::MaxFrames);
+            return None;
+        }
+        if self.pending.is_none() {
+            debug_assert_eq!(self.frames, 0, "only the prefill leaves no pending token");
+            let rows = self.prompt.prefill_rows();
+            let (h, logits) = self.model.talker.forward(&self.prompt.prefill, rows, &mut self.talker_cache);
+            self.choose(h, logits);
+        }
+        let (hidden, c0) = self.pending.take().expect("pending codebook-0 token");
+        if c0 == self.model.config.talker.codec.eos {
+            self.finished = Some(StopReason::Eos);
+            return None;
+        }
+        let model = self.model.clone();
+        let (talker, cp) = (&model.talker, &model.code_predictor);
+        let hsz = talker.hidden_size();
+        let mut c0_emb = vec![0f32; hsz];
+        talker.add_codec_embedding(c0, &mut c0_emb);
+        let groups = cp.num_predicted() + 1;
+        let mut frame = vec![0u32; groups];
+        frame[0] = c0;
+        let (observer, rng, scratch) = (&mut self.observer, &mut self.rng, &mut self.scratch);
+        let sampler = self.options.code_predictor;
+        cp.predict(&hidden, &c0_emb, &mut self.cp_cache, &mut frame[1..], |i, l| {
+            if let Some(obs) = observer.as_mut() {
+                obs(Observed::CodePredictor(i, l));
+            }
+            pick(l, &sampler, rng, scratch)
+        });
+        self.frames += 1;
+        // Next talker input: C(c0) + sum E_i(c_i) + trailing text (or pad).
+        let mut x = c0_emb;
+        for (i, &code) in frame[1..].iter().enumerate() {
+            cp.add_embedding(i, code, &mut x);
+        }
+        let step = self.frames - 1;
+        let add = if step < self.prompt.trailing_rows() {
+            &self.prompt.trailing[step * hsz..(step + 1) * hsz]
+        } else {
+            &self.prompt.tts_pad[..]
+        };
+        x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
+        if self.frames < self.options.max_frames {
+            let (h, logits) = talker.forward(&x, 1, &mut self.talker_cache);
+            self.choose(h, logits);
+        }
+        Some(frame)
+    }
+
+    /// Runs to the end, returning all frames flattened `[frames, groups]`.
+    pub fn run_to_end(&mut self) -> Vec<u32> {
+        let mut out = Vec::new();
+        while let Some(f) = self.next_frame() {
+            out.extend(f);
+        }
+        out
+    }
+}

@@ -1,0 +1,85 @@
+//! The talker: a Qwen3 decoder over summed text/codec embeddings that emits
+//! codebook 0, plus the text embedding and its projection MLP.
+
+use tts_kernels::{matmul, reference::silu};
+
+use crate::checkpoint::{TensorStore, Weight};
+use crate::config::TalkerConfig;
+use crate::error::Result;
+use crate::lm::{KvCache, Qwen3Lm};
+
+pub struct Talker {
+    pub(crate) lm: Qwen3Lm,
+    text_embedding: Weight,
+    fc1: Weight,
+    fc1_b: Vec<f32>,
+    fc2: Weight,
+    fc2_b: Vec<f32>,
+    codec_embedding: Weight,
+    codec_head: Weight,
+    hidden: usize,
+}
+
+impl Talker {
+    pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
+        let (h, th) = (cfg.lm.hidden_size, cfg.text_hidden_size);
+        Ok(Talker {
+            lm: Qwen3Lm::load(store, "talker.model", &cfg.lm)?,
+            text_embedding: store.weight("talker.model.text_embedding.weight", &[cfg.text_vocab_size, th])?,
+            fc1: store.weight("talker.text_projection.linear_fc1.weight", &[th, th])?,
+            fc1_b: store.vector("talker.text_projection.linear_fc1.bias", &[th])?,
+            fc2: store.weight("talker.text_projection.linear_fc2.weight", &[h, th])?,
+            fc2_b: store.vector("talker.text_projection.linear_fc2.bias", &[h])?,
+            codec_embedding: store.weight("talker.model.codec_embedding.weight", &[cfg.lm.vocab_size, h])?,
+            codec_head: store.weight("talker.codec_head.weight", &[cfg.lm.vocab_size, h])?,
+            hidden: h,
+        })
+    }
+
+    pub fn hidden_size(&self) -> usize {
+        self.hidden
+    }
+
+    pub fn vocab_size(&self) -> usize {
+        self.codec_head.rows()
+    }
+
+    pub fn text_vocab_size(&self) -> usize {
+        self.text_embedding.rows()
+    }
+
+    /// `P(ids)`: text embedding → fc1 → SiLU → fc2, rows `[ids.len(), hidden]`.
+    pub fn project_text(&self, ids: &[u32]) -> Vec<f32> {
+        let n = ids.len();
+        let th = self.text_embedding.cols();
+        let mut e = vec![0f32; n * th];
+        for (row, &id) in e.chunks_exact_mut(th).zip(ids) {
+            self.text_embedding.row_into(id as usize, row);
+        }
+        let mut a = vec![0f32; n * th];
+        matmul(&e, n, &self.fc1.mat(), Some(&self.fc1_b), &mut a);
+        a.iter_mut().for_each(|v| *v = silu(*v));
+        let mut out = vec![0f32; n * self.hidden];
+        matmul(&a, n, &self.fc2.mat(), Some(&self.fc2_b), &mut out);
+        out
+    }
+
+    /// `out += C(id)`.
+    pub fn add_codec_embedding(&self, id: u32, out: &mut [f32]) {
+        self.codec_embedding.add_row_into(id as usize, out)
+    }
+
+    /// Runs `n` rows through the decoder; returns the last row's final-normed
+    /// hidden state and its codebook-0 logits.
+    pub fn forward(&self, x: &[f32], n: usize, cache: &mut KvCache) -> (Vec<f32>, Vec<f32>) {
+        let hs = self.lm.forward(x, n, cache);
+        let last = hs[(n - 1) * self.hidden..].to_vec();
+        let mut logits = vec![0f32; self.vocab_size()];
+        matmul(&last, 1, &self.codec_head.mat(), None, &mut logits);
+        (last, logits)
+    }
+
+    pub fn new_cache(&self) -> KvCache {
+        self.lm.new_cache()
+    }
+}

@@ -1,0 +1,364 @@
+//! Argument parsing and the subcommands.
+
+use std::fs::File;
+use std::io::{IsTerminal, Read, Write};
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::{Args, Parser, Subcommand};
+use tts_audio::{WavFormat, WavSink};
+use tts_models::{GenOptions, Qwen3Tts, Request};
+
+use crate::model_path;
+
+#[derive(Parser)]
+#[command(name = "tts-rt", version, about = "Real-time Qwen3-TTS on ordinary CPUs")]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// Synthesize TEXT (or stdin) to a WAV file.
+    Speak(SpeakArgs),
+    /// Decode codes (JSON array of frames) to a WAV file with code2wav only.
+    Decode(DecodeArgs),
+    /// List the speakers and languages a checkpoint offers.
+    Voices(ModelArg),
+    /// Write a random-weight checkpoint in the Hugging Face layout.
+    GenCheckpoint(GenArgs),
+}
+
+#[derive(Args)]
+struct ModelArg {
+    /// Checkpoint directory (default: $TTS_RT_MODEL, else the Hugging Face
+    /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
+    #[arg(long)]
+    model: Option<PathBuf>,
+}
+
+#[derive(Args)]
+struct OutArgs {
+    /// Output WAV path, or `-` for stdout.
+    #[arg(long)]
+    out: PathBuf,
+    /// pcm16 (default) or f32 (exact model output).
+    #[arg(long, default_value = "pcm16")]
+    wav_format: WavFormat,
+    /// Decode with the stateful streaming decoder instead of the official
+    /// 300/25-frame chunked decode (identical up to 300 frames; beyond that
+    /// the streaming decoder equals a whole-utterance decode).
+    #[arg(long)]
+    stream: bool,
+}
+
+#[derive(Args)]
+struct SpeakArgs {
+    /// Text to speak; omitted or `-`: read stdin.
+    text: Option<String>,
+    #[command(flatten)]
+    model: ModelArg,
+    /// Speaker (see `tts-rt voices`); default: the checkpoint's first.
+    #[arg(long)]
+    speaker: Option<String>,
+    /// Language (see `tts-rt voices`) or auto.
+    #[arg(long, default_value = "auto")]
+    language: String,
+    /// Style instruction (used by 1.7B checkpoints; 0.6B ignores it, as upstream).
+    #[arg(long)]
+    instruct: Option<String>,
+    /// RNG seed for sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Greedy decoding for both the talker and the code predictor.
+    #[arg(long)]
+    greedy: bool,
+    /// Frames to generate at most (12.5 per second of audio for 12Hz
+    /// checkpoints); default from generation_config.json (max_new_tokens - 1).
+    #[arg(long)]
+    max_frames: Option<usize>,
+    #[arg(long)]
+    temperature: Option<f32>,
+    #[arg(long)]
+    top_k: Option<usize>,
+    #[arg(long)]
+    top_p: Option<f32>,
+    #[arg(long)]
+    repetition_penalty: Option<f32>,
+    #[arg(long)]
+    cp_temperature: Option<f32>,
+    #[arg(long)]
+    cp_top_k: Option<usize>,
+    #[arg(long)]
+    cp_top_p: Option<f32>,
+    /// Feed the text alongside the frames (official non_streaming_mode=False).
+    #[arg(long)]
+    text_streaming: bool,
+    /// Also write the generated codes as JSON (array of frames).
+    #[arg(long)]
+    codes_out: Option<PathBuf>,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+#[derive(Args)]
+struct DecodeArgs {
+    #[command(flatten)]
+    model: ModelArg,
+    /// JSON array of frames, each an array of num_code_groups integers.
+    #[arg(long)]
+    codes: PathBuf,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+#[derive(Args)]
+struct GenArgs {
+    /// tiny, 0.6b or 1.7b.
+    #[arg(long)]
+    preset: String,
+    #[arg(long)]
+    out: PathBuf,
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+}
+
+pub fn run() -> Result<()> {
+    let cli = Cli::parse();
+    match cli.command {
+        Command::Speak(a) => speak(a),
+        Command::Decode(a) => decode(a),
+        Command::Voices(a) => voices(a),
+        Command::GenCheckpoint(a) => gen_checkpoint(a),
+    }
+}
+
+fn load(model: &ModelArg) -> Result<Arc<Qwen3Tts>> {
+    let dir = model_path::resolve(model.model.as_deref())?;
+    let t = Instant::now();
+    let m = Qwen3Tts::load(&dir).with_context(|| format!("loading checkpoint {}", dir.display()))?;
+    if std::io::stderr().is_terminal() {
+        eprintln!("loaded {} in {:.1} s", dir.display(), t.elapsed().as_secs_f64());
+    }
+    Ok(Arc::new(m))
+}
+
+/// Where audio goes: a file (opened before the model loads, so an unwritable
+/// path fails fast) or stdout (buffered: WAV needs a seekable header).
+enum Output {
+    File(PathBuf, File),
+    Stdout,
+}
+
+impl Output {
+    fn open(path: &Path) -> Result<Self> {
+        if path == Path::new("-") {
+            return Ok(Output::Stdout);
+        }
+        let f = File::create(path).with_context(|| format!("cannot write output {}", path.display()))?;
+        Ok(Output::File(path.to_path_buf(), f))
+    }
+
+    fn write(self, samples: &[f32], rate: u32, format: WavFormat) -> Result<()> {
+        match self {
+            Output::File(path, f) => {
+                let mut sink = WavSink::new(std::io::BufWriter::new(f), rate, format)?;
+                sink.write(samples)?;
+                sink.finish().with_context(|| format!("writing {}", path.display()))?;
+            }
+            Output::Stdout => {
+                let bytes = tts_audio::wav_bytes(samples, rate, format)?;
+                let mut out = std::io::stdout().lock();
+                out.write_all(&bytes)?;
+                out.flush()?;
+            }
+        }
+        Ok(())
+    }
+}
+
+fn read_text(arg: Option<String>) -> Result<String> {
+    let text = match arg.as_deref() {
+        None | Some("-") => {
+            if std::io::stdin().is_terminal() {
+                bail!("no text given: pass TEXT or pipe it on stdin");
+            }
+            let mut s = String::new();
+            std::io::stdin().read_to_string(&mut s).context("reading text from stdin")?;
+            s
+        }
+        Some(t) => t.to_string(),
+    };
+    let text = text.trim().to_string();
+    if text.is_empty() {
+        bail!("text is empty: nothing to say");
+    }
+    Ok(text)
+}
+
+fn decode_audio(model: &Qwen3Tts, codes: &[u32], frames: usize, stream: bool) -> Result<Vec<f32>> {
+    let c2w = &model.code2wav;
+    Ok(if stream {
+        let mut dec = c2w.streaming();
+        dec.step(codes, frames)?
+    } else {
+        c2w.decode_chunked(codes, frames, 300, 25)?
+    })
+}
+
+fn speak(a: SpeakArgs) -> Result<()> {
+    let text = read_text(a.text)?;
+    let out = Output::open(&a.out.out)?;
+    let model = load(&a.model)?;
+    let mut opts: GenOptions = model.default_options();
+    if let Some(v) = a.temperature {
+        opts.talker.temperature = v;
+    }
+    if let Some(v) = a.top_k {
+        opts.talker.top_k = v;
+    }
+    if let Some(v) = a.top_p {
+        opts.talker.top_p = v;
+    }
+    if let Some(v) = a.repetition_penalty {
+        opts.repetition_penalty = v;
+    }
+    if let Some(v) = a.cp_temperature {
+        opts.code_predictor.temperature = v;
+    }
+    if let Some(v) = a.cp_top_k {
+        opts.code_predictor.top_k = v;
+    }
+    if let Some(v) = a.cp_top_p {
+        opts.code_predictor.top_p = v;
+    }
+    if a.greedy {
+        opts = opts.greedy();
+    }
+    opts.seed = a.seed;
+    let max_positions = model.config.talker.lm.max_position_embeddings;
+    if let Some(n) = a.max_frames {
+        if n == 0 {
+            bail!("--max-frames must be at least 1");
+        }
+        if n >= max_positions {
+            bail!(
+                "--max-frames {n} is beyond what this checkpoint can attend to ({max_positions} positions ≈ {:.0} min of audio)",
+                max_positions as f64 / model.code2wav.config().frame_rate() / 60.0
+            );
+        }
+        opts.max_frames = n;
+    }
+    let speaker = match a.speaker {
+        Some(s) => s,
+        None => model.speakers().into_iter().next().context("checkpoint has no speakers (spk_id is empty)")?,
+    };
+    let req = Request {
+        text,
+        speaker: Some(speaker),
+        language: a.language,
+        instruct: a.instruct,
+        text_streaming: a.text_streaming,
+        options: opts,
+    };
+    let mut gen = model.start(&req)?;
+    let prompt_rows = gen.prompt().prefill_rows();
+    let frames_cap = req.options.max_frames.min(max_positions.saturating_sub(prompt_rows + 1));
+    let groups = gen.num_code_groups();
+    let show = std::io::stderr().is_terminal();
+    let t0 = Instant::now();
+    let fps = model.code2wav.config().frame_rate();
+    let mut codes: Vec<u32> = Vec::new();
+    let mut n = 0usize;
+    while n < frames_cap {
+        let Some(frame) = gen.next_frame() else { break };
+        codes.extend(frame);
+        n += 1;
+        if show && n % 5 == 0 {
+            eprint!("\rgenerating: {n} frames ({:.1} s of audio) in {:.1} s", n as f64 / fps, t0.elapsed().as_secs_f64());
+        }
+    }
+    if show {
+        eprintln!(
+            "\rgenerated {n} frames ({:.2} s of audio) in {:.2} s{}",
+            n as f64 / fps,
+            t0.elapsed().as_secs_f64(),
+            match gen.stop_reason() {
+                Some(tts_models::synth::StopReason::Eos) => "",
+                _ => " (stopped at --max-frames, no end-of-speech token)",
+            }
+        );
+    }
+    if let Some(p) = &a.codes_out {
+        write_codes(p, &codes, groups)?;
+    }
+    let wav = decode_audio(&model, &codes, n, a.out.stream)?;
+    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+}
+
+fn write_codes(path: &Path, codes: &[u32], groups: usize) -> Result<()> {
+    let frames: Vec<&[u32]> = codes.chunks(groups).collect();
+    let json = serde_json::to_string(&frames)?;
+    std::fs::write(path, json + "\n").with_context(|| format!("writing codes to {}", path.display()))
+}
+
+fn decode(a: DecodeArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.codes).with_context(|| format!("reading {}", a.codes.display()))?;
+    let frames: Vec<Vec<i64>> = serde_json::from_str(&text)
+        .with_context(|| format!("{}: expected a JSON array of frames (arrays of integers)", a.codes.display()))?;
+    let out = Output::open(&a.out.out)?;
+    let model = load(&a.model)?;
+    let groups = model.code2wav.num_quantizers();
+    let book = model.code2wav.codebook_size() as i64;
+    let mut codes = Vec::with_capacity(frames.len() * groups);
+    for (i, f) in frames.iter().enumerate() {
+        if f.len() != groups {
+            bail!("{}: frame {i} has {} codes; this checkpoint needs {groups} per frame", a.codes.display(), f.len());
+        }
+        for (q, &c) in f.iter().enumerate() {
+            if !(0..book).contains(&c) {
+                bail!("{}: frame {i}, codebook {q}: code {c} is outside 0..{book}", a.codes.display());
+            }
+            codes.push(c as u32);
+        }
+    }
+    if frames.is_empty() {
+        bail!("{}: no frames to decode", a.codes.display());
+    }
+    let wav = decode_audio(&model, &codes, frames.len(), a.out.stream)?;
+    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+}
+
+fn voices(a: ModelArg) -> Result<()> {
+    let model = load(&a)?;
+    let mut out = std::io::stdout().lock();
+    writeln!(out, "speakers:")?;
+    for (name, s) in &model.config.talker.speakers {
+        match &s.dialect {
+            Some(d) => writeln!(out, "  {name} (speaks {d} when the language is chinese or auto)")?,
+            None => writeln!(out, "  {name}")?,
+        }
+    }
+    writeln!(out, "languages:")?;
+    for l in model.languages() {
+        writeln!(out, "  {l}")?;
+    }
+    writeln!(
+        out,
+        "instruct: {}",
+        if model.config.supports_instruct() { "supported" } else { "ignored by this model size" }
+    )?;
+    Ok(())
+}
+
+fn gen_checkpoint(a: GenArgs) -> Result<()> {
+    let preset = tts_models::gen::Preset::parse(&a.preset).map_err(anyhow::Error::msg)?;
+    let t = Instant::now();
+    tts_models::gen::write_checkpoint(&a.out, preset, a.seed)
+        .with_context(|| format!("writing checkpoint to {}", a.out.display()))?;
+    eprintln!("wrote {} checkpoint to {} in {:.1} s", a.preset, a.out.display(), t.elapsed().as_secs_f64());
+    Ok(())
+}

@@ -1,0 +1,268 @@
+//! Code2wav: the speech tokenizer's decoder, codes `[T, Q]` -> 24 kHz PCM.
+//!
+//! The graph is the official `Qwen3TTSTokenizerV2Decoder` (reference notes
+//! §3.1): split-RVQ dequantization, a causal conv, an 8-layer sliding-window
+//! transformer, two ×2 upsamplers with ConvNeXt blocks, and four SnakeBeta
+//! vocoder blocks. Every stage is causal, which gives three ways to decode
+//! that share one forward ([`forward`]):
+//!
+//! - [`Code2Wav::decode`]: the whole utterance in one forward.
+//! - [`Code2Wav::decode_chunked`]: the official `chunked_decode` (independent
+//!   300-frame windows with 25 frames of re-decoded left context). This is
+//!   what the official `Qwen3TTSTokenizer.decode` runs, so it reproduces
+//!   official audio; beyond 300 frames it differs slightly from `decode`
+//!   because 25 frames of context are fewer than the 72-frame attention
+//!   window. [`Code2Wav::decode_padded`] adds the official `-1` padding rule.
+//! - [`StreamingDecoder`] / [`DecoderState`]: frame-by-frame decoding whose
+//!   concatenated output equals [`Code2Wav::decode`] of the whole sequence for
+//!   any chunking. Each step's samples are final: there is nothing to flush.
+
+mod forward;
+mod weights;
+
+#[cfg(test)]
+mod tests;
+
+use std::path::Path;
+
+pub use forward::DecoderState;
+
+use crate::checkpoint::TensorStore;
+use crate::config::CodecConfig;
+use crate::error::{ModelError, Result};
+
+/// `chunk_size` of the official `chunked_decode` as called by
+/// `Qwen3TTSTokenizerV2Model.decode` (not in any config file).
+pub const OFFICIAL_CHUNK_FRAMES: usize = 300;
+/// `left_context_size` of the same call.
+pub const OFFICIAL_LEFT_CONTEXT_FRAMES: usize = 25;
+
+/// The decoder's weights and config. Immutable and `Sync`: share it (by
+/// reference or `Arc`) between any number of streams, each with its own
+/// [`DecoderState`].
+pub struct Code2Wav {
+    cfg: CodecConfig,
+    w: weights::Weights,
+}
+
+impl std::fmt::Debug for Code2Wav {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Code2Wav")
+            .field("config", &self.cfg)
+            .finish_non_exhaustive()
+    }
+}
+
+impl Code2Wav {
+    /// Loads `dir/config.json` and `dir/model.safetensors` (the checkpoint's
+    /// `speech_tokenizer/` directory). Every `decoder.*` tensor is checked by
+    /// name and shape; the Mimi `encoder.*` is skipped (synthesis never
+    /// encodes); anything else is an error.
+    pub fn load(dir: &Path) -> Result<Self> {
+        let cfg = CodecConfig::load(&dir.join("config.json"))?;
+        let store = TensorStore::open_dir(dir, "model")?;
+        let c2w = Self::from_store(cfg, &store)?;
+        store.ignore_prefix("encoder.");
+        store.finish()?;
+        Ok(c2w)
+    }
+
+    /// Takes the `decoder.*` tensors from an open store without calling
+    /// [`TensorStore::finish`], for loaders that own the store's other parts.
+    pub fn from_store(cfg: CodecConfig, store: &TensorStore) -> Result<Self> {
+        let w = weights::Weights::load(&cfg, store)?;
+        Ok(Code2Wav { cfg, w })
+    }
+
+    pub fn config(&self) -> &CodecConfig {
+        &self.cfg
+    }
+    pub fn sample_rate(&self) -> u32 {
+        self.cfg.output_sample_rate
+    }
+    pub fn samples_per_frame(&self) -> usize {
+        self.cfg.samples_per_frame
+    }
+    pub fn num_quantizers(&self) -> usize {
+        self.cfg.num_quantizers
+    }
+    pub fn codebook_size(&self) -> usize {
+        self.cfg.codebook_size
+    }
+
+    /// Checks `codes` is `[n_frames, num_quantizers]` with every code inside
+    /// the codebook.
+    fn validate(&self, codes: &[u32], n_frames: usize) -> Result<()> {
+        let q = self.cfg.num_quantizers;
+        if Some(codes.len()) != n_frames.checked_mul(q) {
+            return Err(ModelError::InvalidRequest(format!(
+                "code2wav: {} codes for {n_frames} frames; expected frames x {q} quantizers = {} \
+                 (codes are frame-major: all {q} codebooks of frame 0, then frame 1, ...)",
+                codes.len(),
+                n_frames.saturating_mul(q)
+            )));
+        }
+        if let Some(i) = codes
+            .iter()
+            .position(|&c| c as usize >= self.cfg.codebook_size)
+        {
+            return Err(ModelError::InvalidRequest(format!(
+                "code2wav: code {} at frame {}, codebook {} is outside the codebook (size {}); \
+                 control tokens such as codec EOS must be stripped before decoding",
+                codes[i],
+                i / q,
+                i % q,
+                self.cfg.codebook_size
+            )));
+        }
+        Ok(())
+    }
+
+    /// A fresh per-stream state for [`Self::decode_step`].
+    pub fn new_state(&self) -> DecoderState {
+        DecoderState::new(&self.w)
+    }
+
+    /// Decodes the next `n_frames` of a stream and appends exactly
+    /// `n_frames * samples_per_frame()` samples to `out`. The lower-level
+    /// form of [`StreamingDecoder::step`] for callers that keep states apart
+    /// from the model (several sessions over one shared `Code2Wav`).
+    pub fn decode_step(
+        &self,
+        state: &mut DecoderState,
+        codes: &[u32],
+        n_frames: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        self.validate(codes, n_frames)?;
+        out.reserve(n_frames * self.cfg.samples_per_frame);
+        forward::step(&self.w, state, codes, n_frames, out);
+        Ok(())
+    }
+
+    /// One whole-utterance forward (the official `decoder(codes)`):
+    /// `n_frames * samples_per_frame()` samples in [-1, 1]. Memory grows with
+    /// the length (about 2 GB of activations per 300 frames at the official
+    /// size, as in PyTorch); prefer [`Self::decode_chunked`] or a
+    /// [`StreamingDecoder`] for long inputs.
+    pub fn decode(&self, codes: &[u32], n_frames: usize) -> Result<Vec<f32>> {
+        let mut out = Vec::new();
+        self.decode_step(&mut self.new_state(), codes, n_frames, &mut out)?;
+        Ok(out)
+    }
+
+    /// The official `chunked_decode(codes, chunk_size, left_context_size)`:
+    /// windows start every `chunk` frames; each is decoded from scratch
+    /// (zero padding, positions from 0) with `min(start, left_context)`
+    /// earlier frames prepended, whose samples are then dropped. With
+    /// [`OFFICIAL_CHUNK_FRAMES`] / [`OFFICIAL_LEFT_CONTEXT_FRAMES`] this is the
+    /// official decode of an unpadded sequence.
+    pub fn decode_chunked(
+        &self,
+        codes: &[u32],
+        n_frames: usize,
+        chunk: usize,
+        left_context: usize,
+    ) -> Result<Vec<f32>> {
+        if chunk == 0 {
+            return Err(ModelError::InvalidRequest(
+                "code2wav: chunk size must be at least one frame".into(),
+            ));
+        }
+        self.validate(codes, n_frames)?;
+        let (q, spf) = (self.cfg.num_quantizers, self.cfg.samples_per_frame);
+        let mut out = Vec::with_capacity(n_frames * spf);
+        let mut state = self.new_state();
+        let mut wav = Vec::new();
+        let mut start = 0;
+        while start < n_frames {
+            let end = (start + chunk).min(n_frames);
+            let ctx = left_context.min(start);
+            state.reset();
+            wav.clear();
+            forward::step(
+                &self.w,
+                &mut state,
+                &codes[(start - ctx) * q..end * q],
+                end - start + ctx,
+                &mut wav,
+            );
+            out.extend_from_slice(&wav[ctx * spf..]);
+            start = end;
+        }
+        Ok(out)
+    }
+
+    /// The official `Qwen3TTSTokenizerV2Model.decode` for one batch row of
+    /// `i64` codes `[n_frames, Q]` as the official wrapper pads them: the
+    /// output is trimmed to `spf ×` the number of frames whose codebook-0
+    /// code is not negative, negative codes are decoded as 0, and decoding
+    /// is [`Self::decode_chunked`] with the official 300/25 windows.
+    pub fn decode_padded(&self, codes: &[i64], n_frames: usize) -> Result<Vec<f32>> {
+        let q = self.cfg.num_quantizers;
+        let valid = codes.chunks(q).take(n_frames).filter(|f| f[0] > -1).count();
+        let clamped = codes
+            .iter()
+            .map(|&c| u32::try_from(c.max(0)).unwrap_or(u32::MAX))
+            .collect::<Vec<u32>>();
+        let mut wav = self.decode_chunked(
+            &clamped,
+            n_frames,
+            OFFICIAL_CHUNK_FRAMES,
+            OFFICIAL_LEFT_CONTEXT_FRAMES,
+        )?;
+        wav.truncate(valid * self.cfg.samples_per_frame);
+        Ok(wav)
+    }
+
+    /// A stateful frame-by-frame decoder borrowing these weights.
+    pub fn streaming(&self) -> StreamingDecoder<'_> {
+        StreamingDecoder {
+            model: self,
+            state: self.new_state(),
+        }
+    }
+}
+
+/// Streaming code2wav: feed frames as they are generated, get their audio at
+/// once. `step` outputs concatenate to exactly [`Code2Wav::decode`] of all
+/// frames fed so far (up to float rounding), whatever the step sizes.
+pub struct StreamingDecoder<'a> {
+    model: &'a Code2Wav,
+    state: DecoderState,
+}
+
+impl StreamingDecoder<'_> {
+    /// Decodes `n_new_frames` more frames (`[n, Q]` frame-major) and returns
+    /// their `n * samples_per_frame` samples. Zero frames give no samples.
+    pub fn step(&mut self, new_codes: &[u32], n_new_frames: usize) -> Result<Vec<f32>> {
+        let mut out = Vec::new();
+        self.step_into(new_codes, n_new_frames, &mut out)?;
+        Ok(out)
+    }
+
+    /// Like [`Self::step`], appending to a caller-owned buffer.
+    pub fn step_into(
+        &mut self,
+        new_codes: &[u32],
+        n_new_frames: usize,
+        out: &mut Vec<f32>,
+    ) -> Result<()> {
+        self.model
+            .decode_step(&mut self.state, new_codes, n_new_frames, out)
+    }
+
+    /// Starts a new utterance (keeps buffer capacity).
+    pub fn reset(&mut self) {
+        self.state.reset();
+    }
+
+    /// Frames decoded since the start or the last reset.
+    pub fn frames(&self) -> usize {
+        self.state.frames()
+    }
+
+    pub fn model(&self) -> &Code2Wav {
+        self.model
+    }
+}

@@ -1,0 +1,610 @@
+//! The decoder's weights, taken from the checkpoint by name with the shape the
+//! config implies, plus what can be precomputed once (codebooks divided by
+//! their usage, SnakeBeta exponentials, RoPE inverse frequencies).
+
+use tts_kernels::{AttnShape, Conv1dShape, Mat};
+
+use crate::checkpoint::{TensorStore, Weight};
+use crate::config::CodecConfig;
+use crate::error::Result;
+
+/// `EuclideanCodebook.epsilon` in the official decoder: usage is clamped to
+/// at least this before dividing (1e-5; one port uses 1e-7, which differs on
+/// rarely used entries).
+pub(crate) const CODEBOOK_USAGE_EPS: f32 = 1e-5;
+/// `ConvNeXtBlock.norm` is `nn.LayerNorm(dim, eps=1e-6)`, not configurable.
+pub(crate) const CONVNEXT_LN_EPS: f32 = 1e-6;
+/// `ConvNeXtBlock.dwconv` kernel size, not configurable.
+pub(crate) const CONVNEXT_KERNEL: usize = 7;
+/// Kernel of `decoder.0`, the residual units' first conv and the output conv.
+pub(crate) const VOCODER_KERNEL: usize = 7;
+/// Dilations of the three residual units of every vocoder block.
+pub(crate) const RESIDUAL_DILATIONS: [usize; 3] = [1, 3, 9];
+/// `pre_conv` kernel size.
+pub(crate) const PRE_CONV_KERNEL: usize = 3;
+/// `SnakeBeta.no_div_by_zero`.
+const SNAKE_EPS: f32 = 1e-9;
+
+/// An f32 tensor borrowed from the memory map when the checkpoint stores f32
+/// (the real speech tokenizer does), else widened once at load. Conv kernels
+/// take plain `&[f32]`.
+pub(crate) struct F32Tensor(Weight);
+
+impl F32Tensor {
+    fn load(store: &TensorStore, name: &str, shape: &[usize]) -> Result<Self> {
+        let w = store.weight(name, shape)?;
+        if matches!(w.mat(), Mat::F32 { .. }) {
+            return Ok(F32Tensor(w));
+        }
+        let (rows, cols) = (w.rows(), w.cols());
+        Ok(F32Tensor(Weight::from_f32(
+            rows,
+            cols,
+            store.vector(name, shape)?,
+        )))
+    }
+
+    pub(crate) fn data(&self) -> &[f32] {
+        match self.0.mat() {
+            Mat::F32 { data, .. } => data,
+            // `load` only ever builds F32 storage.
+            Mat::Bf16 { .. } => unreachable!("F32Tensor holds f32 data by construction"),
+        }
+    }
+}
+
+/// A causal (left-zero-padded), stride-1 `Conv1d`.
+pub(crate) struct CausalConv {
+    pub w: F32Tensor,
+    pub bias: Option<Vec<f32>>,
+    pub shape: Conv1dShape,
+}
+
+impl CausalConv {
+    #[allow(clippy::too_many_arguments)]
+    fn load(
+        store: &TensorStore,
+        prefix: &str,
+        c_in: usize,
+        c_out: usize,
+        kernel: usize,
+        dilation: usize,
+        groups: usize,
+        bias: bool,
+    ) -> Result<Self> {
+        let w = F32Tensor::load(
+            store,
+            &format!("{prefix}.weight"),
+            &[c_out, c_in / groups, kernel],
+        )?;
+        let bias = if bias {
+            Some(store.vector(&format!("{prefix}.bias"), &[c_out])?)
+        } else {
+            None
+        };
+        Ok(CausalConv {
+            w,
+            bias,
+            shape: Conv1dShape {
+                c_in,
+                c_out,
+                kernel,
+                dilation,
+                groups,
+            },
+        })
+    }
+
+    /// Input samples of left context one output sample needs beyond its own.
+    pub fn history(&self) -> usize {
+        (self.shape.kernel - 1) * self.shape.dilation
+    }
+
+    /// `out = conv(x)` for `x = [c_in, t_in]` already carrying `history()`
+    /// columns of left context; `out` becomes `[c_out, t_in - history()]`.
+    pub fn run(&self, x: &[f32], t_in: usize, out: &mut Vec<f32>) {
+        let t_out = t_in - self.history();
+        out.clear();
+        out.resize(self.shape.c_out * t_out, 0.0);
+        tts_kernels::conv1d(
+            x,
+            t_in,
+            self.w.data(),
+            self.bias.as_deref(),
+            self.shape,
+            out,
+        );
+    }
+}
+
+/// `CausalTransConvNet`: `ConvTranspose1d(kernel, stride)` with the last
+/// `kernel - stride` outputs dropped, so `t` inputs give `t * stride` outputs.
+/// With `kernel = m * stride`, output sample `p` depends on inputs
+/// `p / stride - (m - 1) ..= p / stride`: it is final as soon as its own input
+/// frame is known, and a stream needs `m - 1` input columns of history.
+pub(crate) struct CausalTransConv {
+    pub w: F32Tensor,
+    pub bias: Vec<f32>,
+    pub c_in: usize,
+    pub c_out: usize,
+    pub kernel: usize,
+    pub stride: usize,
+}
+
+impl CausalTransConv {
+    fn load(
+        store: &TensorStore,
+        prefix: &str,
+        c_in: usize,
+        c_out: usize,
+        kernel: usize,
+        stride: usize,
+    ) -> Result<Self> {
+        debug_assert!(kernel.is_multiple_of(stride) && kernel >= stride);
+        Ok(CausalTransConv {
+            w: F32Tensor::load(store, &format!("{prefix}.weight"), &[c_in, c_out, kernel])?,
+            bias: store.vector(&format!("{prefix}.bias"), &[c_out])?,
+            c_in,
+            c_out,
+            kernel,
+            stride,
+        })
+    }
+
+    /// Input columns of history a stream keeps.
+    pub fn history(&self) -> usize {
+        self.kernel / self.stride - 1
+    }
+
+    /// `x = [c_in, t_in]` with `history()` leading context columns; `out`
+    /// becomes `[c_out, (t_in - history()) * stride]`, the outputs of the new
+    /// columns only. `full` is scratch for the untrimmed transposed conv.
+    pub fn run(&self, x: &[f32], t_in: usize, full: &mut Vec<f32>, out: &mut Vec<f32>) {
+        let h = self.history();
+        let n = t_in - h;
+        let t_full = (t_in - 1) * self.stride + self.kernel;
+        let t_out = n * self.stride;
+        if h == 0 && self.kernel == self.stride {
+            // No overlap, no trim: the full output is the answer.
+            out.clear();
+            out.resize(self.c_out * t_out, 0.0);
+            tts_kernels::conv_transpose1d(
+                x,
+                t_in,
+                self.w.data(),
+                Some(&self.bias),
+                self.c_in,
+                self.c_out,
+                self.kernel,
+                self.stride,
+                out,
+            );
+            return;
+        }
+        full.clear();
+        full.resize(self.c_out * t_full, 0.0);
+        tts_kernels::conv_transpose1d(
+            x,
+            t_in,
+            self.w.data(),
+            Some(&self.bias),
+            self.c_in,
+            self.c_out,
+            self.kernel,
+            self.stride,
+            full,
+        );
+        // Drop the `h * stride` outputs that belong to the history columns and
+        // the trailing `kernel - stride` the official module trims.
+        let skip = h * self.stride;
+        out.clear();
+        out.reserve(self.c_out * t_out);
+        for row in full.chunks_exact(t_full) {
+            out.extend_from_slice(&row[skip..skip + t_out]);
+        }
+    }
+}
+
+/// SnakeBeta with `exp` of the stored log-parameters precomputed.
+pub(crate) struct Snake {
+    pub alpha: Vec<f32>,
+    pub inv_beta: Vec<f32>,
+}
+
+impl Snake {
+    fn load(store: &TensorStore, prefix: &str, channels: usize) -> Result<Self> {
+        let alpha = store
+            .vector(&format!("{prefix}.alpha"), &[channels])?
+            .iter()
+            .map(|a| a.exp())
+            .collect();
+        let inv_beta = store
+            .vector(&format!("{prefix}.beta"), &[channels])?
+            .iter()
+            .map(|b| 1.0 / (b.exp() + SNAKE_EPS))
+            .collect();
+        Ok(Snake { alpha, inv_beta })
+    }
+
+    pub fn apply(&self, x: &mut [f32], t: usize) {
+        tts_kernels::snake_beta(x, t, &self.alpha, &self.inv_beta)
+    }
+}
+
+/// A bias-carrying Linear.
+pub(crate) struct Linear {
+    pub w: Weight,
+    pub bias: Option<Vec<f32>>,
+}
+
+impl Linear {
+    fn load(
+        store: &TensorStore,
+        prefix: &str,
+        d_in: usize,
+        d_out: usize,
+        bias: bool,
+    ) -> Result<Self> {
+        let w = store.weight(&format!("{prefix}.weight"), &[d_out, d_in])?;
+        let bias = if bias {
+            Some(store.vector(&format!("{prefix}.bias"), &[d_out])?)
+        } else {
+            None
+        };
+        Ok(Linear { w, bias })
+    }
+
+    pub fn d_out(&self) -> usize {
+        self.w.rows()
+    }
+
+    /// `out = x W^T + b` for `m` rows.
+    pub fn run(&self, x: &[f32], m: usize, out: &mut Vec<f32>) {
+        out.clear();
+        out.resize(m * self.d_out(), 0.0);
+        tts_kernels::matmul(x, m, &self.w.mat(), self.bias.as_deref(), out);
+    }
+}
+
+/// Split RVQ dequantizer: codebook 0 through `rvq_first`, the rest summed and
+/// projected through `rvq_rest`; both projections are bias-free 1x1 convs.
+pub(crate) struct Quantizer {
+    /// `[num_quantizers][codebook_size * vector_dim]`, already divided by
+    /// the clamped cluster usage.
+    pub codebooks: Vec<Vec<f32>>,
+    pub vector_dim: usize,
+    pub first_proj: Weight,
+    pub rest_proj: Weight,
+}
+
+pub(crate) struct AttnLayer {
+    pub input_norm: Vec<f32>,
+    pub q: Linear,
+    pub k: Linear,
+    pub v: Linear,
+    pub o: Linear,
+    pub attn_scale: Vec<f32>,
+    pub post_norm: Vec<f32>,
+    pub gate: Linear,
+    pub up: Linear,
+    pub down: Linear,
+    pub mlp_scale: Vec<f32>,
+}
+
+pub(crate) struct Transformer {
+    pub input_proj: Linear,
+    pub layers: Vec<AttnLayer>,
+    pub norm: Vec<f32>,
+    pub output_proj: Linear,
+    pub attn: AttnShape,
+    pub eps: f32,
+    /// `1 / theta^(2i / head_dim)`, rounded to f32 like the official buffer.
+    pub inv_freq: Vec<f32>,
+    pub window: usize,
+}
+
+pub(crate) struct ConvNeXt {
+    pub dwconv: CausalConv,
+    pub norm_w: Vec<f32>,
+    pub norm_b: Vec<f32>,
+    pub pw1: Linear,
+    pub pw2: Linear,
+    pub gamma: Vec<f32>,
+}
+
+pub(crate) struct Upsample {
+    pub trans: CausalTransConv,
+    pub convnext: ConvNeXt,
+}
+
+pub(crate) struct ResidualUnit {
+    pub act1: Snake,
+    pub conv1: CausalConv,
+    pub act2: Snake,
+    pub conv2: CausalConv,
+}
+
+pub(crate) struct VocoderBlock {
+    pub act: Snake,
+    pub trans: CausalTransConv,
+    pub units: Vec<ResidualUnit>,
+}
+
+/// Everything the forward reads; immutable after load.
+pub(crate) struct Weights {
+    pub quantizer: Quantizer,
+    pub pre_conv: CausalConv,
+    pub transformer: Transformer,
+    pub upsample: Vec<Upsample>,
+    pub conv_in: CausalConv,
+    pub blocks: Vec<VocoderBlock>,
+    pub final_act: Snake,
+    pub conv_out: CausalConv,
+}
+
+impl Weights {
+    /// Takes every `decoder.*` tensor from `store` (names and shapes of the
+    /// hub checkpoint). The caller decides what else the store may hold.
+    pub(crate) fn load(cfg: &CodecConfig, store: &TensorStore) -> Result<Self> {
+        let p = "decoder";
+        let vd = cfg.codebook_vector_dim;
+        let cs = cfg.codebook_size;
+
+        // Quantizer. `input_proj`s exist but only the encoder side uses them.
+        let mut codebooks = Vec::with_capacity(cfg.num_quantizers);
+        for q in 0..cfg.num_quantizers {
+            let cb = if q < cfg.num_semantic_quantizers {
+                format!("{p}.quantizer.rvq_first.vq.layers.{q}._codebook")
+            } else {
+                format!(
+                    "{p}.quantizer.rvq_rest.vq.layers.{}._codebook",
+                    q - cfg.num_semantic_quantizers
+                )
+            };
+            let sum = store.vector(&format!("{cb}.embedding_sum"), &[cs, vd])?;
+            let usage = store.vector(&format!("{cb}.cluster_usage"), &[cs])?;
+            let table = sum
+                .chunks_exact(vd)
+                .zip(&usage)
+                .flat_map(|(row, &u)| {
+                    let d = u.max(CODEBOOK_USAGE_EPS);
+                    row.iter().map(move |&x| x / d)
+                })
+                .collect();
+            codebooks.push(table);
+        }
+        for side in ["rvq_first", "rvq_rest"] {
+            store.weight(
+                &format!("{p}.quantizer.{side}.input_proj.weight"),
+                &[vd, cfg.codebook_dim, 1],
+            )?;
+        }
+        let quantizer = Quantizer {
+            codebooks,
+            vector_dim: vd,
+            first_proj: store.weight(
+                &format!("{p}.quantizer.rvq_first.output_proj.weight"),
+                &[cfg.codebook_dim, vd, 1],
+            )?,
+            rest_proj: store.weight(
+                &format!("{p}.quantizer.rvq_rest.output_proj.weight"),
+                &[cfg.codebook_dim, vd, 1],
+            )?,
+        };
+
+        let pre_conv = CausalConv::load(
+            store,
+            &format!("{p}.pre_conv.conv"),
+            cfg.codebook_dim,
+            cfg.latent_dim,
+            PRE_CONV_KERNEL,
+            1,
+            1,
+            true,
+        )?;
+
+        let t = &cfg.transformer;
+        let tp = format!("{p}.pre_transformer");
+        let (hs, qd, kvd) = (
+            t.hidden_size,
+            t.num_heads * t.head_dim,
+            t.num_kv_heads * t.head_dim,
+        );
+        let mut layers = Vec::with_capacity(t.num_layers);
+        for l in 0..t.num_layers {
+            let lp = format!("{tp}.layers.{l}");
+            layers.push(AttnLayer {
+                input_norm: store.vector(&format!("{lp}.input_layernorm.weight"), &[hs])?,
+                q: Linear::load(
+                    store,
+                    &format!("{lp}.self_attn.q_proj"),
+                    hs,
+                    qd,
+                    t.attention_bias,
+                )?,
+                k: Linear::load(
+                    store,
+                    &format!("{lp}.self_attn.k_proj"),
+                    hs,
+                    kvd,
+                    t.attention_bias,
+                )?,
+                v: Linear::load(
+                    store,
+                    &format!("{lp}.self_attn.v_proj"),
+                    hs,
+                    kvd,
+                    t.attention_bias,
+                )?,
+                o: Linear::load(
+                    store,
+                    &format!("{lp}.self_attn.o_proj"),
+                    qd,
+                    hs,
+                    t.attention_bias,
+                )?,
+                attn_scale: store.vector(&format!("{lp}.self_attn_layer_scale.scale"), &[hs])?,
+                post_norm: store.vector(&format!("{lp}.post_attention_layernorm.weight"), &[hs])?,
+                gate: Linear::load(
+                    store,
+                    &format!("{lp}.mlp.gate_proj"),
+                    hs,
+                    t.intermediate_size,
+                    false,
+                )?,
+                up: Linear::load(
+                    store,
+                    &format!("{lp}.mlp.up_proj"),
+                    hs,
+                    t.intermediate_size,
+                    false,
+                )?,
+                down: Linear::load(
+                    store,
+                    &format!("{lp}.mlp.down_proj"),
+                    t.intermediate_size,
+                    hs,
+                    false,
+                )?,
+                mlp_scale: store.vector(&format!("{lp}.mlp_layer_scale.scale"), &[hs])?,
+            });
+        }
+        // As the official buffer: exponent, power and reciprocal each rounded
+        // to f32 (`1.0 / (base ** (arange(0, d, 2).float() / d))`).
+        let inv_freq = (0..t.head_dim / 2)
+            .map(|i| {
+                let e = (2 * i) as f32 / t.head_dim as f32;
+                1.0 / (t.rope_theta.powf(e as f64) as f32)
+            })
+            .collect();
+        let transformer = Transformer {
+            input_proj: Linear::load(store, &format!("{tp}.input_proj"), cfg.latent_dim, hs, true)?,
+            layers,
+            norm: store.vector(&format!("{tp}.norm.weight"), &[hs])?,
+            output_proj: Linear::load(
+                store,
+                &format!("{tp}.output_proj"),
+                hs,
+                cfg.latent_dim,
+                true,
+            )?,
+            attn: AttnShape {
+                n_heads: t.num_heads,
+                n_kv_heads: t.num_kv_heads,
+                head_dim: t.head_dim,
+                scale: (t.head_dim as f32).powf(-0.5),
+                window: Some(t.sliding_window),
+            },
+            eps: t.rms_norm_eps,
+            inv_freq,
+            window: t.sliding_window,
+        };
+
+        let ld = cfg.latent_dim;
+        let mut upsample = Vec::new();
+        for (i, &r) in cfg.upsampling_ratios.iter().enumerate() {
+            let up = format!("{p}.upsample.{i}");
+            upsample.push(Upsample {
+                trans: CausalTransConv::load(store, &format!("{up}.0.conv"), ld, ld, r, r)?,
+                convnext: ConvNeXt {
+                    dwconv: CausalConv::load(
+                        store,
+                        &format!("{up}.1.dwconv.conv"),
+                        ld,
+                        ld,
+                        CONVNEXT_KERNEL,
+                        1,
+                        ld,
+                        true,
+                    )?,
+                    norm_w: store.vector(&format!("{up}.1.norm.weight"), &[ld])?,
+                    norm_b: store.vector(&format!("{up}.1.norm.bias"), &[ld])?,
+                    pw1: Linear::load(store, &format!("{up}.1.pwconv1"), ld, 4 * ld, true)?,
+                    pw2: Linear::load(store, &format!("{up}.1.pwconv2"), 4 * ld, ld, true)?,
+                    gamma: store.vector(&format!("{up}.1.gamma"), &[ld])?,
+                },
+            });
+        }
+
+        let dp = format!("{p}.decoder");
+        let conv_in = CausalConv::load(
+            store,
+            &format!("{dp}.0.conv"),
+            ld,
+            cfg.decoder_dim,
+            VOCODER_KERNEL,
+            1,
+            1,
+            true,
+        )?;
+        let mut blocks = Vec::new();
+        for (i, &rate) in cfg.upsample_rates.iter().enumerate() {
+            let (c_in, c_out) = (cfg.decoder_dim >> i, cfg.decoder_dim >> (i + 1));
+            let bp = format!("{dp}.{}.block", i + 1);
+            let mut units = Vec::new();
+            for (u, &dil) in RESIDUAL_DILATIONS.iter().enumerate() {
+                let up = format!("{bp}.{}", u + 2);
+                units.push(ResidualUnit {
+                    act1: Snake::load(store, &format!("{up}.act1"), c_out)?,
+                    conv1: CausalConv::load(
+                        store,
+                        &format!("{up}.conv1.conv"),
+                        c_out,
+                        c_out,
+                        VOCODER_KERNEL,
+                        dil,
+                        1,
+                        true,
+                    )?,
+                    act2: Snake::load(store, &format!("{up}.act2"), c_out)?,
+                    conv2: CausalConv::load(
+                        store,
+                        &format!("{up}.conv2.conv"),
+                        c_out,
+                        c_out,
+                        1,
+                        1,
+                        1,
+                        true,
+                    )?,
+                });
+            }
+            blocks.push(VocoderBlock {
+                act: Snake::load(store, &format!("{bp}.0"), c_in)?,
+                trans: CausalTransConv::load(
+                    store,
+                    &format!("{bp}.1.conv"),
+                    c_in,
+                    c_out,
+                    2 * rate,
+                    rate,
+                )?,
+                units,
+            });
+        }
+        let n = cfg.upsample_rates.len();
+        let out_dim = cfg.decoder_dim >> n;
+        let final_act = Snake::load(store, &format!("{dp}.{}", n + 1), out_dim)?;
+        let conv_out = CausalConv::load(
+            store,
+            &format!("{dp}.{}.conv", n + 2),
+            out_dim,
+            1,
+            VOCODER_KERNEL,
+            1,
+            1,
+            true,
+        )?;
+
+        Ok(Weights {
+            quantizer,
+            pre_conv,
+            transformer,
+            upsample,
+            conv_in,
+            blocks,
+            final_act,
+            conv_out,
+        })
+    }
+}

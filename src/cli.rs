@@ -97,6 +97,9 @@ struct SpeakArgs {
     /// Feed the text alongside the frames (official non_streaming_mode=False).
     #[arg(long)]
     text_streaming: bool,
+    /// Print per-stage timings as one JSON line on stderr.
+    #[arg(long)]
+    timings: bool,
     /// Also write the generated codes as JSON (array of frames).
     #[arg(long)]
     codes_out: Option<PathBuf>,
@@ -295,7 +298,25 @@ fn speak(a: SpeakArgs) -> Result<()> {
     if let Some(p) = &a.codes_out {
         write_codes(p, &codes, groups)?;
     }
+    let t_dec = Instant::now();
     let wav = decode_audio(&model, &codes, n, a.out.stream)?;
+    let dec = t_dec.elapsed();
+    if a.timings {
+        let st = gen.stats;
+        let per = |d: std::time::Duration, k: usize| if k == 0 { serde_json::Value::Null } else { (d.as_secs_f64() * 1e3 / k as f64).into() };
+        let line = serde_json::json!({
+            "frames": n,
+            "prompt_rows": prompt_rows,
+            "prefill_ms": st.prefill.as_secs_f64() * 1e3,
+            "talker_ms_per_frame": per(st.talker, n.saturating_sub(1)),
+            "code_predictor_ms_per_frame": per(st.code_predictor, n),
+            "code2wav_ms_per_frame": per(dec, n),
+            "decode": if a.out.stream { "streaming" } else { "chunked-300/25" },
+            "isa": tts_kernels::isa().name(),
+            "threads": rayon::current_num_threads(),
+        });
+        eprintln!("{line}");
+    }
     out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
 }
 

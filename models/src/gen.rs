@@ -380,7 +380,9 @@ fn codec_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
     }
     v.push(("decoder.decoder.5.alpha".into(), vec![cin], SMALL));
     v.push(("decoder.decoder.5.beta".into(), vec![cin], SMALL));
-    v.push(("decoder.decoder.6.conv.weight".into(), vec![1, cin, 7], 7 * cin));
+    // The last conv maps to the waveform: a smaller gain keeps the random
+    // decoder's output mostly inside the [-1, 1] clamp.
+    v.push(("decoder.decoder.6.conv.weight".into(), vec![1, cin, 7], 7 * cin * 400));
     v.push(("decoder.decoder.6.conv.bias".into(), vec![1], 7 * cin));
     v
 }

@@ -8,6 +8,7 @@
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use crate::checkpoint::TensorStore;
 use crate::code_predictor::CodePredictor;
@@ -316,6 +317,8 @@ pub struct FrameGenerator {
     finished: Option<StopReason>,
     seen: Vec<bool>,
     scratch: Vec<f32>,
+    /// Wall time spent per stage so far.
+    pub stats: GenStats,
     /// Raw logits observer (tests): talker step logits and predictor logits.
     pub observer: Option<Box<dyn FnMut(Observed<'_>) + Send>>,
 }
@@ -326,6 +329,17 @@ pub enum Observed<'a> {
     Talker(&'a [f32]),
     /// Raw code-predictor logits for predicted codebook `i` of the current frame.
     CodePredictor(usize, &'a [f32]),
+}
+
+/// Time spent in each LM stage of one request.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct GenStats {
+    /// Talker prefill over the prompt (including the first codebook-0 pick).
+    pub prefill: Duration,
+    /// Talker decode steps (one per frame after the first).
+    pub talker: Duration,
+    /// Code predictor (G-1 steps per frame).
+    pub code_predictor: Duration,
 }
 
 /// Why generation ended.
@@ -355,6 +369,7 @@ impl FrameGenerator {
             finished: None,
             seen: Vec::new(),
             scratch: Vec::new(),
+            stats: GenStats::default(),
             observer: None,
         }
     }
@@ -402,9 +417,11 @@ impl FrameGenerator {
         }
         if self.pending.is_none() {
             debug_assert_eq!(self.frames, 0, "only the prefill leaves no pending token");
+            let t = Instant::now();
             let rows = self.prompt.prefill_rows();
             let (h, logits) = self.model.talker.forward(&self.prompt.prefill, rows, &mut self.talker_cache);
             self.choose(h, logits);
+            self.stats.prefill += t.elapsed();
         }
         let (hidden, c0) = self.pending.take().expect("pending codebook-0 token");
         if c0 == self.model.config.talker.codec.eos {
@@ -419,6 +436,7 @@ impl FrameGenerator {
         let groups = cp.num_predicted() + 1;
         let mut frame = vec![0u32; groups];
         frame[0] = c0;
+        let t_cp = Instant::now();
         let (observer, rng, scratch) = (&mut self.observer, &mut self.rng, &mut self.scratch);
         let sampler = self.options.code_predictor;
         cp.predict(&hidden, &c0_emb, &mut self.cp_cache, &mut frame[1..], |i, l| {
@@ -427,6 +445,7 @@ impl FrameGenerator {
             }
             pick(l, &sampler, rng, scratch)
         });
+        self.stats.code_predictor += t_cp.elapsed();
         self.frames += 1;
         // Next talker input: C(c0) + sum E_i(c_i) + trailing text (or pad).
         let mut x = c0_emb;
@@ -441,8 +460,10 @@ impl FrameGenerator {
         };
         x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
         if self.frames < self.options.max_frames {
+            let t = Instant::now();
             let (h, logits) = talker.forward(&x, 1, &mut self.talker_cache);
             self.choose(h, logits);
+            self.stats.talker += t.elapsed();
         }
         Some(frame)
     }

@@ -9,6 +9,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tts_audio::{WavFormat, WavSink};
+use tts_models::codec::{OFFICIAL_CHUNK_FRAMES, OFFICIAL_LEFT_CONTEXT_FRAMES};
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
 use crate::model_path;
@@ -208,7 +209,7 @@ fn decode_audio(model: &Qwen3Tts, codes: &[u32], frames: usize, stream: bool) ->
         let mut dec = c2w.streaming();
         dec.step(codes, frames)?
     } else {
-        c2w.decode_chunked(codes, frames, 300, 25)?
+        c2w.decode_chunked(codes, frames, OFFICIAL_CHUNK_FRAMES, OFFICIAL_LEFT_CONTEXT_FRAMES)?
     })
 }
 

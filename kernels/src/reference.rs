@@ -211,6 +211,7 @@ pub fn conv_transpose1d(
 
 // erf from FreeBSD's s_erf.c (as in musl/libm), f64. Public-domain-style
 // algorithm, rewritten here so the kernels crate has no libm dependency.
+#[allow(clippy::excessive_precision)]
 fn libm_erf(x: f64) -> f64 {
     const ERX: f64 = 8.45062911510467529297e-01;
     const EFX8: f64 = 1.02703333676410069053e+00;
@@ -275,6 +276,7 @@ fn libm_erf(x: f64) -> f64 {
     }
 }
 
+#[allow(clippy::excessive_precision)]
 fn erfc_tail(x: f64) -> f64 {
     const RA: [f64; 8] = [
         -9.86494403484714822705e-03,

@@ -150,7 +150,7 @@ fn matmul_is_deterministic_across_thread_counts() {
 fn conv1d_all_shapes() {
     let mut rng = Rng(3);
     // (c_in, c_out, kernel, dilation, groups, t_in)
-    let shapes: [(usize, usize, usize, usize, usize, usize); 15] = [
+    let shapes: [(usize, usize, usize, usize, usize, usize); 16] = [
         (1, 1, 1, 1, 1, 1),
         (1, 1, 1, 1, 1, 0),
         (3, 5, 3, 1, 1, 20),
@@ -166,6 +166,7 @@ fn conv1d_all_shapes() {
         (2, 4, 1, 1, 1, 33),
         (64, 36, 7, 3, 1, 300), // parallel
         (96, 96, 7, 1, 96, 401), // parallel depthwise
+        (130, 9, 3, 1, 1, 75),   // 3 input-channel chunks
     ];
     for ks in paths() {
         for &(c_in, c_out, kernel, dilation, groups, t_in) in &shapes {
@@ -202,6 +203,8 @@ fn conv_transpose1d_all_shapes() {
         (2, 3, 5, 1, 10),
         (5, 7, 6, 3, 17),
         (64, 32, 8, 4, 100), // parallel
+        (130, 6, 10, 5, 9),  // 3 input-channel chunks
+        (70, 5, 16, 8, 2),
     ];
     for ks in paths() {
         for &(c_in, c_out, kernel, stride, t_in) in &shapes {

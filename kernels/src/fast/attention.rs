@@ -49,7 +49,7 @@ pub(crate) fn attention<S: Simd>(
         let kvh = h / group;
         let qv = &q[idx * hd..(idx + 1) * hd];
         let mut scores = vec![0f32; hi - lo];
-        s.vectorize(|| {
+        s.vectorize(#[inline(always)] || {
             // SAFETY: every key/value row read is `(j * n_kv_heads + kvh) *
             // hd .. + hd` with j < hi <= n_kv, inside k and v (asserted);
             // qv, o and scores are slices of the lengths passed.

@@ -42,10 +42,22 @@ struct Block<'a> {
     bias: Option<&'a [f32]>,
 }
 
+/// Input channels per pass over a block's outputs: the block's weights for
+/// one pass (4 ch x 64 x 16 taps x 4 B = 16 KB at most here) stay in L1
+/// while every time tile and transposed phase reuses them. Without it the
+/// transposed convolution re-fetched each weight from DRAM once per time
+/// tile (its `c_in` stride is tens of KB, beyond the prefetchers) and ran
+/// 10x slower than the dense one. Partial sums live in `out` between
+/// passes; storing an f32 and loading it back is exact, so the per-element
+/// arithmetic (and the bits) do not depend on the chunking.
+const CI_CHUNK: usize = 64;
+
 impl Block<'_> {
-    /// Computes `out = [nco, t_len]` (rows contiguous, `nco = out.len() / t_len`).
-    fn run<S: Simd>(&self, s: S, out: &mut [f32], t_len: usize) {
-        if t_len == 0 {
+    /// Adds input channels `ci0..ci1` into `out = [nco, t_len]` (rows
+    /// contiguous, `nco = out.len() / t_len`), which holds the bias or the
+    /// partial sums of earlier channels.
+    fn accumulate<S: Simd>(&self, s: S, out: &mut [f32], t_len: usize, ci0: usize, ci1: usize) {
+        if t_len == 0 || ci0 >= ci1 || self.taps.is_empty() {
             return;
         }
         let nco = out.len() / t_len;
@@ -56,30 +68,23 @@ impl Block<'_> {
         let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
         let max_w = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
         // The bounds every unchecked access below relies on.
-        if self.cin > 0 && !self.taps.is_empty() {
-            assert!((self.cin - 1) * self.x_cs + t_len + max_x <= self.x.len(), "conv: x too short");
-            assert!((nco - 1) * self.w_co + (self.cin - 1) * self.w_ci + max_w < self.w.len(), "conv: w too short");
-        }
-        if let Some(b) = self.bias {
-            assert!(b.len() >= nco);
-        }
-        s.vectorize(|| {
-            let tv_max = if S::LANES >= 16 { 4 } else { 2 };
+        assert!(ci1 <= self.cin);
+        assert!((ci1 - 1) * self.x_cs + t_len + max_x <= self.x.len(), "conv: x too short");
+        assert!((nco - 1) * self.w_co + (ci1 - 1) * self.w_ci + max_w < self.w.len(), "conv: w too short");
+        s.vectorize(#[inline(always)] || {
             let mut c0 = 0;
             while c0 < nco {
                 let c = if nco - c0 >= CO { CO } else { 1 };
                 // SAFETY: the asserts above bound every x read
-                // (ci * x_cs + t + x_off < x.len() for t < t_len) and weight
-                // read; out rows c0..c0 + c lie inside `out`.
+                // (ci * x_cs + t + x_off < x.len() for ci < ci1, t < t_len)
+                // and weight read; out rows c0..c0 + c lie inside `out`.
                 unsafe {
                     let o = out.as_mut_ptr().add(c0 * t_len);
                     let w = self.w.as_ptr().add(c0 * self.w_co);
-                    let b = |i: usize| self.bias.map_or(0.0, |b| b[c0 + i]);
-                    match (c, tv_max) {
-                        (CO, 4) => self.rows::<S, CO, 4>(s, w, [b(0), b(1), b(2), b(3)], o, t_len),
-                        (CO, _) => self.rows::<S, CO, 2>(s, w, [b(0), b(1), b(2), b(3)], o, t_len),
-                        (_, 4) => self.rows::<S, 1, 4>(s, w, [b(0)], o, t_len),
-                        _ => self.rows::<S, 1, 2>(s, w, [b(0)], o, t_len),
+                    if c == CO {
+                        self.rows::<S, CO>(s, w, o, t_len, ci0, ci1)
+                    } else {
+                        self.rows::<S, 1>(s, w, o, t_len, ci0, ci1)
                     }
                 }
                 c0 += c;
@@ -87,35 +92,54 @@ impl Block<'_> {
         })
     }
 
+    /// Whole register tiles of `TVMAX` vectors, then one tile of the
+    /// remaining (1..TVMAX) vectors whose last may be partial: a short row
+    /// (transposed phases of a few dozen samples) is a single tile, so each
+    /// weight is loaded once per pass.
+    ///
     /// # Safety
     /// `w` and `out` point at the block's first channel, with the bounds
-    /// `run` asserts.
+    /// `accumulate` asserts.
     #[inline(always)]
-    unsafe fn rows<S: Simd, const C: usize, const TV: usize>(
+    unsafe fn rows<S: Simd, const C: usize>(
         &self,
         s: S,
         w: *const f32,
-        bias: [f32; C],
         out: *mut f32,
         t_len: usize,
+        ci0: usize,
+        ci1: usize,
     ) {
         let l = S::LANES;
+        // 16 lanes: 4 ch x 4 vectors = 16 of 32 zmm accumulators; AVX2 has
+        // 16 ymm registers, so 4 x 2.
+        let tv_max = if l >= 16 { 4 } else { 2 };
         let mut t = 0;
-        while t + TV * l <= t_len {
-            self.tile::<S, C, TV, false>(s, w, &bias, out, t_len, t, l);
-            t += TV * l;
+        while t + tv_max * l <= t_len {
+            if l >= 16 {
+                self.tile::<S, C, 4, false>(s, w, out, t_len, t, l, ci0, ci1);
+            } else {
+                self.tile::<S, C, 2, false>(s, w, out, t_len, t, l, ci0, ci1);
+            }
+            t += tv_max * l;
         }
-        while t + l <= t_len {
-            self.tile::<S, C, 1, false>(s, w, &bias, out, t_len, t, l);
-            t += l;
-        }
-        if t < t_len {
-            self.tile::<S, C, 1, true>(s, w, &bias, out, t_len, t, t_len - t);
+        let rem = t_len - t;
+        let nl = if rem % l == 0 { l } else { rem % l };
+        match (rem.div_ceil(l), rem % l != 0) {
+            (0, _) => {}
+            (1, false) => self.tile::<S, C, 1, false>(s, w, out, t_len, t, nl, ci0, ci1),
+            (1, true) => self.tile::<S, C, 1, true>(s, w, out, t_len, t, nl, ci0, ci1),
+            (2, false) => self.tile::<S, C, 2, false>(s, w, out, t_len, t, nl, ci0, ci1),
+            (2, true) => self.tile::<S, C, 2, true>(s, w, out, t_len, t, nl, ci0, ci1),
+            (3, false) => self.tile::<S, C, 3, false>(s, w, out, t_len, t, nl, ci0, ci1),
+            (3, true) => self.tile::<S, C, 3, true>(s, w, out, t_len, t, nl, ci0, ci1),
+            _ => self.tile::<S, C, 4, true>(s, w, out, t_len, t, nl, ci0, ci1),
         }
     }
 
-    /// Times `t0 .. t0 + TV * LANES` (only `nl` lanes when `PART`) of `C`
-    /// channels. Per element: bias, then `ci` and tap in order, one FMA each.
+    /// `TV` vectors of time from `t0` for `C` channels; with `PART` the last
+    /// vector has only `nl` lanes. Per element: the value in `out`, then one
+    /// FMA per (`ci`, tap) in order.
     ///
     /// # Safety
     /// As for `rows`, with the tile inside `0..t_len`.
@@ -125,25 +149,38 @@ impl Block<'_> {
         &self,
         s: S,
         w: *const f32,
-        bias: &[f32; C],
         out: *mut f32,
         out_cs: usize,
         t0: usize,
         nl: usize,
+        ci0: usize,
+        ci1: usize,
     ) {
+        // (No closure here: closures in vector code are not reliably
+        // inlined into the `#[target_feature]` trampoline.)
+        macro_rules! ld {
+            ($p:expr, $v:expr) => {
+                if PART && $v == TV - 1 {
+                    s.load_part($p, nl)
+                } else {
+                    s.load($p)
+                }
+            };
+        }
         let mut acc = [[s.splat(0.0); TV]; C];
-        for (a, &b) in acc.iter_mut().zip(bias) {
-            *a = [s.splat(b); TV];
+        for (c, a) in acc.iter_mut().enumerate() {
+            for (v, av) in a.iter_mut().enumerate() {
+                *av = ld!(out.add(c * out_cs + t0 + v * S::LANES), v);
+            }
         }
         let x = self.x.as_ptr();
-        for ci in 0..self.cin {
+        for ci in ci0..ci1 {
             let xr = x.add(ci * self.x_cs + t0);
             let wr = w.add(ci * self.w_ci);
             for tap in self.taps {
                 let mut xv = [s.splat(0.0); TV];
                 for (v, xv) in xv.iter_mut().enumerate() {
-                    let p = xr.add(tap.x_off + v * S::LANES);
-                    *xv = if PART { s.load_part(p, nl) } else { s.load(p) };
+                    *xv = ld!(xr.add(tap.x_off + v * S::LANES), v);
                 }
                 for (c, a) in acc.iter_mut().enumerate() {
                     let wv = s.splat(*wr.add(c * self.w_co + tap.w_off));
@@ -156,13 +193,31 @@ impl Block<'_> {
         for (c, a) in acc.iter().enumerate() {
             for (v, &av) in a.iter().enumerate() {
                 let p = out.add(c * out_cs + t0 + v * S::LANES);
-                if PART {
+                if PART && v == TV - 1 {
                     s.store_part(p, nl, av)
                 } else {
                     s.store(p, av)
                 }
             }
         }
+    }
+
+    /// `out = bias + conv`, all input channels, in `CI_CHUNK` passes.
+    fn run<S: Simd>(&self, s: S, out: &mut [f32], t_len: usize) {
+        fill_bias(out, t_len, self.bias);
+        for ci0 in (0..self.cin).step_by(CI_CHUNK) {
+            self.accumulate(s, out, t_len, ci0, (ci0 + CI_CHUNK).min(self.cin));
+        }
+    }
+}
+
+/// Each `t_len` row of `out` set to its bias (or 0).
+fn fill_bias(out: &mut [f32], t_len: usize, bias: Option<&[f32]>) {
+    if t_len == 0 {
+        return;
+    }
+    for (c, row) in out.chunks_mut(t_len).enumerate() {
+        row.fill(bias.map_or(0.0, |b| b[c]));
     }
 }
 
@@ -266,31 +321,51 @@ pub(crate) fn conv_transpose1d<S: Simd>(
     for_blocks(out, block * t_out, block * c_in * j * t_in * stride, |bi, o| {
         let co0 = bi * block;
         let nco = o.len() / t_out;
-        let max_nr = phases.iter().map(|p| p.0).max().unwrap_or(0);
-        let mut tmp = if stride == 1 { Vec::new() } else { vec![0f32; nco * max_nr] };
-        for (r, (n_r, taps)) in phases.iter().enumerate() {
-            let blk = Block {
-                x: xp,
-                x_cs,
-                cin: c_in,
-                w: &w[co0 * kernel..],
-                w_co: kernel,
-                w_ci: c_out * kernel,
-                taps,
-                bias: bias.map(|b| &b[co0..co0 + nco]),
-            };
-            if stride == 1 {
-                blk.run(s, o, t_out);
-                continue;
+        // One bias-initialised [nco, n_r] buffer per phase (the output
+        // itself when stride == 1), filled ci-chunk by ci-chunk across all
+        // phases so a chunk's weights are reused from cache by every phase.
+        let mut tmp: Vec<Vec<f32>> = if stride == 1 {
+            Vec::new()
+        } else {
+            phases.iter().map(|(n_r, _)| vec![0f32; nco * n_r]).collect()
+        };
+        let bias = bias.map(|b| &b[co0..co0 + nco]);
+        if stride == 1 {
+            fill_bias(o, t_out, bias);
+        } else {
+            for (y, (n_r, _)) in tmp.iter_mut().zip(&phases) {
+                fill_bias(y, *n_r, bias);
             }
-            if *n_r == 0 {
-                continue;
+        }
+        for ci0 in (0..c_in).step_by(CI_CHUNK) {
+            let ci1 = (ci0 + CI_CHUNK).min(c_in);
+            for (r, (n_r, taps)) in phases.iter().enumerate() {
+                let blk = Block {
+                    x: xp,
+                    x_cs,
+                    cin: c_in,
+                    w: &w[co0 * kernel..],
+                    w_co: kernel,
+                    w_ci: c_out * kernel,
+                    taps,
+                    bias,
+                };
+                if stride == 1 {
+                    blk.accumulate(s, o, t_out, ci0, ci1);
+                } else {
+                    blk.accumulate(s, &mut tmp[r], *n_r, ci0, ci1);
+                }
             }
-            let y = &mut tmp[..nco * n_r];
-            blk.run(s, y, *n_r);
-            for (orow, yrow) in o.chunks_exact_mut(t_out).zip(y.chunks_exact(*n_r)) {
-                for (q, &v) in yrow.iter().enumerate() {
-                    orow[q * stride + r] = v;
+        }
+        if stride > 1 {
+            for (r, (y, (n_r, _))) in tmp.iter().zip(&phases).enumerate() {
+                if *n_r == 0 {
+                    continue;
+                }
+                for (orow, yrow) in o.chunks_exact_mut(t_out).zip(y.chunks_exact(*n_r)) {
+                    for (q, &v) in yrow.iter().enumerate() {
+                        orow[q * stride + r] = v;
+                    }
                 }
             }
         }

@@ -3,20 +3,51 @@
 use super::{for_blocks, Simd};
 use crate::simd;
 
+/// A lane-wise map. A trait with an `#[inline(always)]` method rather than
+/// a closure: LLVM declined to inline the (large) GELU/sin closures into the
+/// `#[target_feature]` trampoline, which left every intrinsic an
+/// out-of-line call and the "SIMD" path 3x slower than scalar.
+trait Unary: Copy {
+    fn apply<S: Simd>(self, s: S, v: S::V) -> S::V;
+}
+
+#[derive(Clone, Copy)]
+struct Gelu;
+impl Unary for Gelu {
+    #[inline(always)]
+    fn apply<S: Simd>(self, s: S, v: S::V) -> S::V {
+        simd::gelu(s, v)
+    }
+}
+
+/// `x + inv_beta * sin(alpha x)^2`.
+#[derive(Clone, Copy)]
+struct Snake {
+    alpha: f32,
+    inv_beta: f32,
+}
+impl Unary for Snake {
+    #[inline(always)]
+    fn apply<S: Simd>(self, s: S, v: S::V) -> S::V {
+        let y = simd::sin(s, s.mul(v, s.splat(self.alpha)));
+        s.fma(s.mul(s.splat(self.inv_beta), y), y, v)
+    }
+}
+
 /// Applies `f` to every vector of `x` in place; the tail is one partial
 /// vector (masked load/store), so every element sees identical arithmetic.
 #[inline(always)]
-fn map_inplace<S: Simd>(s: S, x: &mut [f32], f: impl Fn(S::V) -> S::V) {
+fn map_inplace<S: Simd, F: Unary>(s: S, x: &mut [f32], f: F) {
     let (n, l, p) = (x.len(), S::LANES, x.as_mut_ptr());
     let mut i = 0;
     // SAFETY: full vectors cover i..i + l <= n, the last partial one i..n.
     unsafe {
         while i + l <= n {
-            s.store(p.add(i), f(s.load(p.add(i))));
+            s.store(p.add(i), f.apply(s, s.load(p.add(i))));
             i += l;
         }
         if i < n {
-            s.store_part(p.add(i), n - i, f(s.load_part(p.add(i), n - i)));
+            s.store_part(p.add(i), n - i, f.apply(s, s.load_part(p.add(i), n - i)));
         }
     }
 }
@@ -27,7 +58,7 @@ const EW_BLOCK: usize = 4096;
 
 pub(crate) fn gelu<S: Simd>(s: S, x: &mut [f32]) {
     // ~40 flops per element: count it as 16 FMAs of work.
-    for_blocks(x, EW_BLOCK, EW_BLOCK * 16, |_, b| s.vectorize(|| map_inplace(s, b, |v| simd::gelu(s, v))));
+    for_blocks(x, EW_BLOCK, EW_BLOCK * 16, |_, b| s.vectorize(#[inline(always)] || map_inplace(s, b, Gelu)));
 }
 
 pub(crate) fn silu_mul<S: Simd>(s: S, gate: &[f32], up: &[f32], out: &mut [f32]) {
@@ -35,7 +66,7 @@ pub(crate) fn silu_mul<S: Simd>(s: S, gate: &[f32], up: &[f32], out: &mut [f32])
     for_blocks(out, EW_BLOCK, EW_BLOCK * 8, |bi, o| {
         let r = bi * EW_BLOCK..bi * EW_BLOCK + o.len();
         let (g, u) = (&gate[r.clone()], &up[r]);
-        s.vectorize(|| {
+        s.vectorize(#[inline(always)] || {
             let (n, l) = (o.len(), S::LANES);
             let (gp, up, op) = (g.as_ptr(), u.as_ptr(), o.as_mut_ptr());
             let mut i = 0;
@@ -66,13 +97,8 @@ pub(crate) fn snake_beta<S: Simd>(s: S, x: &mut [f32], t: usize, alpha: &[f32], 
     assert!(alpha.len() >= c && inv_beta.len() >= c, "snake_beta: alpha/beta shorter than channels");
     // ~20 flops per element (sin polynomial).
     for_blocks(x, t, t * 10, |ch, row| {
-        let (a, ib) = (s.splat(alpha[ch]), s.splat(inv_beta[ch]));
-        s.vectorize(|| {
-            map_inplace(s, row, |v| {
-                let y = simd::sin(s, s.mul(v, a));
-                s.fma(s.mul(ib, y), y, v)
-            })
-        })
+        let f = Snake { alpha: alpha[ch], inv_beta: inv_beta[ch] };
+        s.vectorize(#[inline(always)] || map_inplace(s, row, f))
     });
 }
 
@@ -85,7 +111,7 @@ pub(crate) fn rms_norm<S: Simd>(s: S, x: &[f32], weight: &[f32], eps: f32, out: 
     assert_eq!(x.len() % d, 0, "rms_norm: x is not [rows, weight.len()]");
     for_blocks(out, d, 2 * d, |r, o| {
         let xr = &x[r * d..(r + 1) * d];
-        s.vectorize(|| {
+        s.vectorize(#[inline(always)] || {
             let (l, xp, wp, op) = (S::LANES, xr.as_ptr(), weight.as_ptr(), o.as_mut_ptr());
             let dv = d - d % l;
             // SAFETY: xr, weight and o all have d elements; vectors cover

@@ -78,7 +78,7 @@ fn run<S: Simd, W: WElem>(
     }
     let dst = SharedOut::new(out);
     let rows = |j0: usize, j1: usize| {
-        s.vectorize(|| {
+        s.vectorize(#[inline(always)] || {
                 // SAFETY: the asserts in `matmul` give x = [m, k],
                 // w >= [n, k], out = [m, n], and j0 <= j1 <= n; tasks get
                 // disjoint row ranges, so their writes to `dst` are disjoint.

@@ -157,7 +157,7 @@ mod tests {
     /// `f` over `xs`, one vector at a time (partial tail).
     fn apply<S: Simd>(s: S, xs: &[f32], f: impl Fn(S, S::V) -> S::V) -> Vec<f32> {
         let mut out = xs.to_vec();
-        s.vectorize(|| {
+        s.vectorize(#[inline(always)] || {
             for c in out.chunks_mut(S::LANES) {
                 // SAFETY: `c` has `c.len() <= LANES` elements.
                 unsafe { s.store_part(c.as_mut_ptr(), c.len(), f(s, s.load_part(c.as_ptr(), c.len()))) }

@@ -46,7 +46,11 @@ impl Isa {
 
     /// The fastest path this CPU supports.
     pub fn detect() -> Isa {
-        Isa::ALL.into_iter().rev().find(|i| i.is_supported()).unwrap_or(Isa::Scalar)
+        Isa::ALL
+            .into_iter()
+            .rev()
+            .find(|i| i.is_supported())
+            .unwrap_or(Isa::Scalar)
     }
 
     /// Every path this CPU supports, slowest first (what differential tests

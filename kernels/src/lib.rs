@@ -101,14 +101,16 @@ impl Kernels {
 
     /// See [`matmul`].
     pub fn matmul(&self, x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
-        dispatch!(self, reference::matmul(x, m, w, bias, out), |s| fast::matmul::matmul(s, x, m, w, bias, out))
+        dispatch!(self, reference::matmul(x, m, w, bias, out), |s| {
+            fast::matmul::matmul(s, x, m, w, bias, out)
+        })
     }
 
     /// See [`rms_norm`].
     pub fn rms_norm(&self, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
-        dispatch!(self, reference::rms_norm(x, weight, eps, out), |s| fast::elementwise::rms_norm(
-            s, x, weight, eps, out
-        ))
+        dispatch!(self, reference::rms_norm(x, weight, eps, out), |s| {
+            fast::elementwise::rms_norm(s, x, weight, eps, out)
+        })
     }
 
     /// See [`layer_norm`] (reference on every path).
@@ -123,7 +125,9 @@ impl Kernels {
 
     /// See [`silu_mul`].
     pub fn silu_mul(&self, gate: &[f32], up: &[f32], out: &mut [f32]) {
-        dispatch!(self, reference::silu_mul(gate, up, out), |s| fast::elementwise::silu_mul(s, gate, up, out))
+        dispatch!(self, reference::silu_mul(gate, up, out), |s| {
+            fast::elementwise::silu_mul(s, gate, up, out)
+        })
     }
 
     /// See [`gelu`].
@@ -133,9 +137,9 @@ impl Kernels {
 
     /// See [`snake_beta`].
     pub fn snake_beta(&self, x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
-        dispatch!(self, reference::snake_beta(x, t, alpha, inv_beta), |s| fast::elementwise::snake_beta(
-            s, x, t, alpha, inv_beta
-        ))
+        dispatch!(self, reference::snake_beta(x, t, alpha, inv_beta), |s| {
+            fast::elementwise::snake_beta(s, x, t, alpha, inv_beta)
+        })
     }
 
     /// See [`attention`].
@@ -152,16 +156,26 @@ impl Kernels {
         shape: AttnShape,
         out: &mut [f32],
     ) {
-        dispatch!(self, reference::attention(q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out), |s| {
-            fast::attention::attention(s, q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out)
-        })
+        dispatch!(
+            self,
+            reference::attention(q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out),
+            |s| { fast::attention::attention(s, q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out) }
+        )
     }
 
     /// See [`conv1d`].
-    pub fn conv1d(&self, x: &[f32], t_in: usize, w: &[f32], bias: Option<&[f32]>, s: Conv1dShape, out: &mut [f32]) {
-        dispatch!(self, reference::conv1d(x, t_in, w, bias, s, out), |tok| fast::conv::conv1d(
-            tok, x, t_in, w, bias, s, out
-        ))
+    pub fn conv1d(
+        &self,
+        x: &[f32],
+        t_in: usize,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        s: Conv1dShape,
+        out: &mut [f32],
+    ) {
+        dispatch!(self, reference::conv1d(x, t_in, w, bias, s, out), |tok| {
+            fast::conv::conv1d(tok, x, t_in, w, bias, s, out)
+        })
     }
 
     /// See [`conv_transpose1d`].
@@ -281,7 +295,14 @@ pub struct Conv1dShape {
 /// `out = [c_out, t_in - (kernel - 1) * dilation]`. Causal padding and
 /// streaming history are the caller's business (it prepends the left
 /// context), which is what lets one kernel serve one-shot and streaming use.
-pub fn conv1d(x: &[f32], t_in: usize, w: &[f32], bias: Option<&[f32]>, s: Conv1dShape, out: &mut [f32]) {
+pub fn conv1d(
+    x: &[f32],
+    t_in: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    s: Conv1dShape,
+    out: &mut [f32],
+) {
     Kernels::selected().conv1d(x, t_in, w, bias, s, out)
 }
 

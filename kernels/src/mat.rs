@@ -3,9 +3,17 @@
 /// [`crate::matmul`] do not change.
 #[derive(Clone, Copy, Debug)]
 pub enum Mat<'a> {
-    F32 { data: &'a [f32], rows: usize, cols: usize },
+    F32 {
+        data: &'a [f32],
+        rows: usize,
+        cols: usize,
+    },
     /// bf16 bit patterns (upper half of an f32).
-    Bf16 { data: &'a [u16], rows: usize, cols: usize },
+    Bf16 {
+        data: &'a [u16],
+        rows: usize,
+        cols: usize,
+    },
 }
 
 impl Mat<'_> {

@@ -151,14 +151,25 @@ pub fn attention(
     }
 }
 
-pub fn conv1d(x: &[f32], t_in: usize, w: &[f32], bias: Option<&[f32]>, s: Conv1dShape, out: &mut [f32]) {
+pub fn conv1d(
+    x: &[f32],
+    t_in: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    s: Conv1dShape,
+    out: &mut [f32],
+) {
     let span = (s.kernel - 1) * s.dilation;
     let t_out = t_in.saturating_sub(span);
     let cin_g = s.c_in / s.groups;
     let cout_g = s.c_out / s.groups;
     assert_eq!(x.len(), s.c_in * t_in, "conv1d: x is not [c_in, t_in]");
     assert_eq!(w.len(), s.c_out * cin_g * s.kernel, "conv1d: weight shape");
-    assert_eq!(out.len(), s.c_out * t_out, "conv1d: out is not [c_out, t_out]");
+    assert_eq!(
+        out.len(),
+        s.c_out * t_out,
+        "conv1d: out is not [c_out, t_out]"
+    );
     for co in 0..s.c_out {
         let g = co / cout_g;
         let o = &mut out[co * t_out..(co + 1) * t_out];
@@ -188,7 +199,11 @@ pub fn conv_transpose1d(
     stride: usize,
     out: &mut [f32],
 ) {
-    let t_out = if t_in == 0 { 0 } else { (t_in - 1) * stride + kernel };
+    let t_out = if t_in == 0 {
+        0
+    } else {
+        (t_in - 1) * stride + kernel
+    };
     assert_eq!(x.len(), c_in * t_in);
     assert_eq!(w.len(), c_in * c_out * kernel);
     assert_eq!(out.len(), c_out * t_out);
@@ -261,8 +276,10 @@ fn libm_erf(x: f64) -> f64 {
         return x + x * (r / s);
     } else if ax < 1.25 {
         let s = ax - 1.0;
-        let p = PA[0] + s * (PA[1] + s * (PA[2] + s * (PA[3] + s * (PA[4] + s * (PA[5] + s * PA[6])))));
-        let q = 1.0 + s * (QA[0] + s * (QA[1] + s * (QA[2] + s * (QA[3] + s * (QA[4] + s * QA[5])))));
+        let p =
+            PA[0] + s * (PA[1] + s * (PA[2] + s * (PA[3] + s * (PA[4] + s * (PA[5] + s * PA[6])))));
+        let q =
+            1.0 + s * (QA[0] + s * (QA[1] + s * (QA[2] + s * (QA[3] + s * (QA[4] + s * QA[5])))));
         ERX + p / q
     } else if ax >= 6.0 {
         1.0
@@ -319,13 +336,23 @@ fn erfc_tail(x: f64) -> f64 {
     let s = 1.0 / (x * x);
     let (r, ss) = if x < 1.0 / 0.35 {
         (
-            RA[0] + s * (RA[1] + s * (RA[2] + s * (RA[3] + s * (RA[4] + s * (RA[5] + s * (RA[6] + s * RA[7])))))),
-            1.0 + s * (SA[0] + s * (SA[1] + s * (SA[2] + s * (SA[3] + s * (SA[4] + s * (SA[5] + s * (SA[6] + s * SA[7]))))))),
+            RA[0]
+                + s * (RA[1]
+                    + s * (RA[2]
+                        + s * (RA[3] + s * (RA[4] + s * (RA[5] + s * (RA[6] + s * RA[7])))))),
+            1.0 + s
+                * (SA[0]
+                    + s * (SA[1]
+                        + s * (SA[2]
+                            + s * (SA[3] + s * (SA[4] + s * (SA[5] + s * (SA[6] + s * SA[7]))))))),
         )
     } else {
         (
             RB[0] + s * (RB[1] + s * (RB[2] + s * (RB[3] + s * (RB[4] + s * (RB[5] + s * RB[6]))))),
-            1.0 + s * (SB[0] + s * (SB[1] + s * (SB[2] + s * (SB[3] + s * (SB[4] + s * (SB[5] + s * SB[6])))))),
+            1.0 + s
+                * (SB[0]
+                    + s * (SB[1]
+                        + s * (SB[2] + s * (SB[3] + s * (SB[4] + s * (SB[5] + s * SB[6])))))),
         )
     };
     let z = f64::from_bits(x.to_bits() & 0xffff_ffff_0000_0000);

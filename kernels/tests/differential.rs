@@ -94,11 +94,27 @@ fn matmul_f32_and_bf16() {
             let x = unaligned(&rng.vec(m * k, 1.0));
             let x = &x[1..];
             let wf = unaligned(&rng.vec(n * k, 1.0));
-            let wb: Vec<u16> = std::iter::once(0).chain(wf[1..].iter().map(|&v| f32_to_bf16(v))).collect();
+            let wb: Vec<u16> = std::iter::once(0)
+                .chain(wf[1..].iter().map(|&v| f32_to_bf16(v)))
+                .collect();
             let bias = rng.vec(n, 1.0);
             for (label, w) in [
-                ("f32", Mat::F32 { data: &wf[1..], rows: n, cols: k }),
-                ("bf16", Mat::Bf16 { data: &wb[1..], rows: n, cols: k }),
+                (
+                    "f32",
+                    Mat::F32 {
+                        data: &wf[1..],
+                        rows: n,
+                        cols: k,
+                    },
+                ),
+                (
+                    "bf16",
+                    Mat::Bf16 {
+                        data: &wb[1..],
+                        rows: n,
+                        cols: k,
+                    },
+                ),
             ] {
                 for b in [None, Some(&bias[..])] {
                     let mut want = vec![0f32; m * n];
@@ -109,10 +125,18 @@ fn matmul_f32_and_bf16() {
                         let (i, j) = (idx / n, idx % n);
                         let mut row2 = vec![0f32; k];
                         w.row_to_f32(j, &mut row2);
-                        let s: f32 = x[i * k..(i + 1) * k].iter().zip(&row2).map(|(a, b)| (a * b).abs()).sum();
+                        let s: f32 = x[i * k..(i + 1) * k]
+                            .iter()
+                            .zip(&row2)
+                            .map(|(a, b)| (a * b).abs())
+                            .sum();
                         DOT_REL * s + 1e-6
                     };
-                    let what = format!("{} matmul {label} m={m} n={n} k={k} bias={}", ks.isa().name(), b.is_some());
+                    let what = format!(
+                        "{} matmul {label} m={m} n={n} k={k} bias={}",
+                        ks.isa().name(),
+                        b.is_some()
+                    );
                     check_close(&what, &got, &want, scale);
                 }
             }
@@ -126,23 +150,40 @@ fn matmul_is_deterministic_across_thread_counts() {
     let (m, n, k) = (3, 517, 777);
     let x = rng.vec(m * k, 1.0);
     let w = rng.vec(n * k, 1.0);
-    let w = Mat::F32 { data: &w, rows: n, cols: k };
+    let w = Mat::F32 {
+        data: &w,
+        rows: n,
+        cols: k,
+    };
     for ks in paths() {
         let run = |threads: usize| {
-            let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().unwrap();
+            let pool = rayon::ThreadPoolBuilder::new()
+                .num_threads(threads)
+                .build()
+                .unwrap();
             let mut out = vec![0f32; m * n];
             pool.install(|| ks.matmul(&x, m, &w, None, &mut out));
             out.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
         };
         let one = run(1);
         assert_eq!(one, run(1), "{}: differs run to run", ks.isa().name());
-        assert_eq!(one, run(3), "{}: differs with thread count", ks.isa().name());
+        assert_eq!(
+            one,
+            run(3),
+            "{}: differs with thread count",
+            ks.isa().name()
+        );
         // Row blocking must not matter either: a 1-row problem gives the
         // same bits as that row inside the big one.
         let mut single = vec![0f32; n];
         ks.matmul(&x[k..2 * k], 1, &w, None, &mut single);
         let single: Vec<u32> = single.iter().map(|v| v.to_bits()).collect();
-        assert_eq!(&one[n..2 * n], &single[..], "{}: m-blocking changes bits", ks.isa().name());
+        assert_eq!(
+            &one[n..2 * n],
+            &single[..],
+            "{}: m-blocking changes bits",
+            ks.isa().name()
+        );
     }
 }
 
@@ -155,22 +196,28 @@ fn conv1d_all_shapes() {
         (1, 1, 1, 1, 1, 0),
         (3, 5, 3, 1, 1, 20),
         (4, 8, 7, 3, 1, 50),
-        (8, 8, 7, 1, 8, 40),   // depthwise
+        (8, 8, 7, 1, 8, 40),    // depthwise
         (16, 16, 7, 9, 16, 70), // depthwise, dilation 9
-        (4, 8, 3, 1, 4, 33),   // channel multiplier 2
+        (4, 8, 3, 1, 4, 33),    // channel multiplier 2
         (6, 4, 3, 2, 2, 33),
         (6, 12, 5, 1, 3, 37), // groups with 4 channels out per group
         (5, 3, 7, 1, 1, 6),   // t_out = 0
         (17, 9, 7, 1, 1, 23), // t_out = 17
         (9, 4, 2, 1, 1, 16),  // t_out = 15
         (2, 4, 1, 1, 1, 33),
-        (64, 36, 7, 3, 1, 300), // parallel
+        (64, 36, 7, 3, 1, 300),  // parallel
         (96, 96, 7, 1, 96, 401), // parallel depthwise
         (130, 9, 3, 1, 1, 75),   // 3 input-channel chunks
     ];
     for ks in paths() {
         for &(c_in, c_out, kernel, dilation, groups, t_in) in &shapes {
-            let sh = Conv1dShape { c_in, c_out, kernel, dilation, groups };
+            let sh = Conv1dShape {
+                c_in,
+                c_out,
+                kernel,
+                dilation,
+                groups,
+            };
             let t_out = t_in.saturating_sub((kernel - 1) * dilation);
             let x = unaligned(&rng.vec(c_in * t_in, 1.0));
             let w = unaligned(&rng.vec(c_out * (c_in / groups) * kernel, 1.0));
@@ -208,15 +255,39 @@ fn conv_transpose1d_all_shapes() {
     ];
     for ks in paths() {
         for &(c_in, c_out, kernel, stride, t_in) in &shapes {
-            let t_out = if t_in == 0 { 0 } else { (t_in - 1) * stride + kernel };
+            let t_out = if t_in == 0 {
+                0
+            } else {
+                (t_in - 1) * stride + kernel
+            };
             let x = unaligned(&rng.vec(c_in * t_in, 1.0));
             let w = unaligned(&rng.vec(c_in * c_out * kernel, 1.0));
             let bias = rng.vec(c_out, 1.0);
             for b in [None, Some(&bias[..])] {
                 let mut want = vec![0f32; c_out * t_out];
-                reference::conv_transpose1d(&x[1..], t_in, &w[1..], b, c_in, c_out, kernel, stride, &mut want);
+                reference::conv_transpose1d(
+                    &x[1..],
+                    t_in,
+                    &w[1..],
+                    b,
+                    c_in,
+                    c_out,
+                    kernel,
+                    stride,
+                    &mut want,
+                );
                 let mut got = vec![f32::NAN; c_out * t_out];
-                ks.conv_transpose1d(&x[1..], t_in, &w[1..], b, c_in, c_out, kernel, stride, &mut got);
+                ks.conv_transpose1d(
+                    &x[1..],
+                    t_in,
+                    &w[1..],
+                    b,
+                    c_in,
+                    c_out,
+                    kernel,
+                    stride,
+                    &mut got,
+                );
                 let terms = (c_in * kernel.div_ceil(stride)) as f32;
                 let what = format!("{} conv_transpose1d c_in={c_in} c_out={c_out} k={kernel} s={stride} t_in={t_in}", ks.isa().name());
                 check_close(&what, &got, &want, |_| DOT_REL * (terms + 1.0));
@@ -235,7 +306,7 @@ fn attention_all_shapes() {
         (3, 5, 8, 0, 4, 2, 15, None),
         (4, 4, 8, 0, 4, 4, 17, Some(3)),
         (2, 20, 17, 5, 2, 1, 33, Some(8)),
-        (1, 5, 4, 10, 2, 2, 8, None), // query before every key: zeros
+        (1, 5, 4, 10, 2, 2, 8, None),   // query before every key: zeros
         (2, 3, 4, 0, 1, 1, 8, Some(0)), // empty window: zeros
         (5, 60, 64, 0, 8, 2, 64, Some(16)),
         (1, 511, 512, 0, 16, 8, 128, None), // decode shape, parallel
@@ -243,15 +314,44 @@ fn attention_all_shapes() {
     ];
     for ks in paths() {
         for &(n_q, q_pos0, n_kv, kv_pos0, n_heads, n_kv_heads, head_dim, window) in &cases {
-            let sh = AttnShape { n_heads, n_kv_heads, head_dim, scale: (head_dim as f32).powf(-0.5), window };
+            let sh = AttnShape {
+                n_heads,
+                n_kv_heads,
+                head_dim,
+                scale: (head_dim as f32).powf(-0.5),
+                window,
+            };
             let q = unaligned(&rng.vec(n_q * n_heads * head_dim, 2.0));
             let k = unaligned(&rng.vec(n_kv * n_kv_heads * head_dim, 2.0));
             let v = unaligned(&rng.vec(n_kv * n_kv_heads * head_dim, 1.0));
             let mut want = vec![0f32; q.len() - 1];
-            reference::attention(&q[1..], n_q, q_pos0, &k[1..], &v[1..], n_kv, kv_pos0, sh, &mut want);
+            reference::attention(
+                &q[1..],
+                n_q,
+                q_pos0,
+                &k[1..],
+                &v[1..],
+                n_kv,
+                kv_pos0,
+                sh,
+                &mut want,
+            );
             let mut got = vec![f32::NAN; q.len() - 1];
-            ks.attention(&q[1..], n_q, q_pos0, &k[1..], &v[1..], n_kv, kv_pos0, sh, &mut got);
-            let what = format!("{} attention {sh:?} n_q={n_q}@{q_pos0} n_kv={n_kv}@{kv_pos0}", ks.isa().name());
+            ks.attention(
+                &q[1..],
+                n_q,
+                q_pos0,
+                &k[1..],
+                &v[1..],
+                n_kv,
+                kv_pos0,
+                sh,
+                &mut got,
+            );
+            let what = format!(
+                "{} attention {sh:?} n_q={n_q}@{q_pos0} n_kv={n_kv}@{kv_pos0}",
+                ks.isa().name()
+            );
             check_close(&what, &got, &want, |_| ATTN_ABS);
         }
     }
@@ -261,7 +361,19 @@ fn attention_all_shapes() {
 fn rms_norm_rows() {
     let mut rng = Rng(6);
     for ks in paths() {
-        for (rows, d) in [(0, 8), (1, 1), (3, 7), (2, 8), (2, 9), (4, 15), (1, 16), (3, 17), (2, 33), (5, 1024), (70, 1000)] {
+        for (rows, d) in [
+            (0, 8),
+            (1, 1),
+            (3, 7),
+            (2, 8),
+            (2, 9),
+            (4, 15),
+            (1, 16),
+            (3, 17),
+            (2, 33),
+            (5, 1024),
+            (70, 1000),
+        ] {
             let x = unaligned(&rng.vec(rows * d, 3.0));
             let w = rng.vec(d, 1.0);
             let mut want = vec![0f32; rows * d];
@@ -269,9 +381,12 @@ fn rms_norm_rows() {
             let mut got = vec![f32::NAN; rows * d];
             ks.rms_norm(&x[1..], &w, 1e-6, &mut got);
             // One reduction (1e-5 relative to the result) per row.
-            check_close(&format!("{} rms_norm {rows}x{d}", ks.isa().name()), &got, &want, |i| {
-                1e-5 * want[i].abs() + 1e-7
-            });
+            check_close(
+                &format!("{} rms_norm {rows}x{d}", ks.isa().name()),
+                &got,
+                &want,
+                |i| 1e-5 * want[i].abs() + 1e-7,
+            );
         }
     }
 }
@@ -279,7 +394,10 @@ fn rms_norm_rows() {
 /// Element-wise inputs: random, plus edges (0, +-tiny, large magnitudes).
 fn ew_inputs(rng: &mut Rng, n: usize, scale: f32) -> Vec<f32> {
     let mut v = rng.vec(n, scale);
-    let edges = [0.0, -0.0, 1e-30, -1e-30, 1e-3, -1e-3, 5.0, -5.0, 10.0, -10.0, 13.0, -13.0, 20.0, -20.0, 88.0, -88.0];
+    let edges = [
+        0.0, -0.0, 1e-30, -1e-30, 1e-3, -1e-3, 5.0, -5.0, 10.0, -10.0, 13.0, -13.0, 20.0, -20.0,
+        88.0, -88.0,
+    ];
     for (d, e) in v.iter_mut().zip(edges) {
         *d = e;
     }
@@ -299,9 +417,12 @@ fn silu_mul_elementwise() {
             reference::silu_mul(&g[1..], &u[1..], &mut want);
             let mut got = vec![f32::NAN; n];
             ks.silu_mul(&g[1..], &u[1..], &mut got);
-            check_close(&format!("{} silu_mul n={n}", ks.isa().name()), &got, &want, |i| {
-                EW_REL * want[i].abs() + 1e-30
-            });
+            check_close(
+                &format!("{} silu_mul n={n}", ks.isa().name()),
+                &got,
+                &want,
+                |i| EW_REL * want[i].abs() + 1e-30,
+            );
         }
     }
 }
@@ -319,9 +440,12 @@ fn gelu_elementwise() {
             // GELU_ABS below: the reference's f64 `1 + erf` is itself only
             // good to ~1e-16 absolute (it returns -0 from x ~ -8.5 where the
             // fast path still gives the true ~1e-17).
-            check_close(&format!("{} gelu n={n}", ks.isa().name()), &got[1..], &want, |i| {
-                GELU_REL * want[i].abs() + GELU_ABS
-            });
+            check_close(
+                &format!("{} gelu n={n}", ks.isa().name()),
+                &got[1..],
+                &want,
+                |i| GELU_REL * want[i].abs() + GELU_ABS,
+            );
         }
         // A dense sweep of the interesting range [-14, 14].
         let x: Vec<f32> = (0..28_001).map(|i| -14.0 + i as f32 * 1e-3).collect();
@@ -329,7 +453,12 @@ fn gelu_elementwise() {
         reference::gelu(&mut want);
         let mut got = x.clone();
         ks.gelu(&mut got);
-        check_close(&format!("{} gelu sweep", ks.isa().name()), &got, &want, |i| GELU_REL * want[i].abs() + GELU_ABS);
+        check_close(
+            &format!("{} gelu sweep", ks.isa().name()),
+            &got,
+            &want,
+            |i| GELU_REL * want[i].abs() + GELU_ABS,
+        );
     }
 }
 
@@ -337,17 +466,33 @@ fn gelu_elementwise() {
 fn snake_beta_rows() {
     let mut rng = Rng(9);
     for ks in paths() {
-        for (c, t) in [(0, 5), (1, 1), (3, 7), (2, 8), (2, 9), (4, 15), (3, 16), (3, 17), (2, 33), (96, 1000)] {
+        for (c, t) in [
+            (0, 5),
+            (1, 1),
+            (3, 7),
+            (2, 8),
+            (2, 9),
+            (4, 15),
+            (3, 16),
+            (3, 17),
+            (2, 33),
+            (96, 1000),
+        ] {
             let x = unaligned(&rng.vec(c * t, 30.0));
             let alpha: Vec<f32> = (0..c).map(|_| (rng.f() * 3.0).exp()).collect();
-            let inv_beta: Vec<f32> = (0..c).map(|_| 1.0 / ((rng.f() * 2.0).exp() + 1e-9)).collect();
+            let inv_beta: Vec<f32> = (0..c)
+                .map(|_| 1.0 / ((rng.f() * 2.0).exp() + 1e-9))
+                .collect();
             let mut want = x[1..].to_vec();
             reference::snake_beta(&mut want, t, &alpha, &inv_beta);
             let mut got = x.clone();
             ks.snake_beta(&mut got[1..], t, &alpha, &inv_beta);
-            check_close(&format!("{} snake_beta {c}x{t}", ks.isa().name()), &got[1..], &want, |i| {
-                2e-6 * inv_beta[i / t] + 2.4e-7 * x[1 + i].abs()
-            });
+            check_close(
+                &format!("{} snake_beta {c}x{t}", ks.isa().name()),
+                &got[1..],
+                &want,
+                |i| 2e-6 * inv_beta[i / t] + 2.4e-7 * x[1 + i].abs(),
+            );
         }
     }
 }

@@ -21,11 +21,25 @@ pub(crate) fn attention<S: Simd>(
     out: &mut [f32],
 ) {
     let hd = sh.head_dim;
-    assert!(sh.n_kv_heads > 0 && sh.n_heads % sh.n_kv_heads == 0, "attention: n_heads % n_kv_heads != 0");
-    assert_eq!(q.len(), n_q * sh.n_heads * hd, "attention: q is not [n_q, n_heads, head_dim]");
-    assert_eq!(out.len(), n_q * sh.n_heads * hd, "attention: out is not [n_q, n_heads, head_dim]");
+    assert!(
+        sh.n_kv_heads > 0 && sh.n_heads.is_multiple_of(sh.n_kv_heads),
+        "attention: n_heads % n_kv_heads != 0"
+    );
+    assert_eq!(
+        q.len(),
+        n_q * sh.n_heads * hd,
+        "attention: q is not [n_q, n_heads, head_dim]"
+    );
+    assert_eq!(
+        out.len(),
+        n_q * sh.n_heads * hd,
+        "attention: out is not [n_q, n_heads, head_dim]"
+    );
     let kv_stride = sh.n_kv_heads * hd;
-    assert!(k.len() >= n_kv * kv_stride && v.len() >= n_kv * kv_stride, "attention: k/v shorter than [n_kv, n_kv_heads, head_dim]");
+    assert!(
+        k.len() >= n_kv * kv_stride && v.len() >= n_kv * kv_stride,
+        "attention: k/v shorter than [n_kv, n_kv_heads, head_dim]"
+    );
     if hd == 0 || out.is_empty() {
         return;
     }
@@ -34,7 +48,9 @@ pub(crate) fn attention<S: Simd>(
     // window w, kv_pos0 + j > pos - w.
     let range = |pos: usize| {
         let hi = (pos + 1).saturating_sub(kv_pos0).min(n_kv);
-        let lo = sh.window.map_or(0, |w| (pos + 1).saturating_sub(w).saturating_sub(kv_pos0));
+        let lo = sh
+            .window
+            .map_or(0, |w| (pos + 1).saturating_sub(w).saturating_sub(kv_pos0));
         (lo.min(hi), hi)
     };
     let (lo0, hi0) = range(q_pos0 + n_q - 1);
@@ -49,12 +65,28 @@ pub(crate) fn attention<S: Simd>(
         let kvh = h / group;
         let qv = &q[idx * hd..(idx + 1) * hd];
         let mut scores = vec![0f32; hi - lo];
-        s.vectorize(#[inline(always)] || {
-            // SAFETY: every key/value row read is `(j * n_kv_heads + kvh) *
-            // hd .. + hd` with j < hi <= n_kv, inside k and v (asserted);
-            // qv, o and scores are slices of the lengths passed.
-            unsafe { head::<S>(s, qv, k, v, lo, kv_stride, kvh * hd, sh.scale, &mut scores, o) }
-        });
+        s.vectorize(
+            #[inline(always)]
+            || {
+                // SAFETY: every key/value row read is `(j * n_kv_heads + kvh) *
+                // hd .. + hd` with j < hi <= n_kv, inside k and v (asserted);
+                // qv, o and scores are slices of the lengths passed.
+                unsafe {
+                    head::<S>(
+                        s,
+                        qv,
+                        k,
+                        v,
+                        lo,
+                        kv_stride,
+                        kvh * hd,
+                        sh.scale,
+                        &mut scores,
+                        o,
+                    )
+                }
+            },
+        );
     });
 }
 

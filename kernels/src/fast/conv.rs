@@ -69,27 +69,36 @@ impl Block<'_> {
         let max_w = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
         // The bounds every unchecked access below relies on.
         assert!(ci1 <= self.cin);
-        assert!((ci1 - 1) * self.x_cs + t_len + max_x <= self.x.len(), "conv: x too short");
-        assert!((nco - 1) * self.w_co + (ci1 - 1) * self.w_ci + max_w < self.w.len(), "conv: w too short");
-        s.vectorize(#[inline(always)] || {
-            let mut c0 = 0;
-            while c0 < nco {
-                let c = if nco - c0 >= CO { CO } else { 1 };
-                // SAFETY: the asserts above bound every x read
-                // (ci * x_cs + t + x_off < x.len() for ci < ci1, t < t_len)
-                // and weight read; out rows c0..c0 + c lie inside `out`.
-                unsafe {
-                    let o = out.as_mut_ptr().add(c0 * t_len);
-                    let w = self.w.as_ptr().add(c0 * self.w_co);
-                    if c == CO {
-                        self.rows::<S, CO>(s, w, o, t_len, ci0, ci1)
-                    } else {
-                        self.rows::<S, 1>(s, w, o, t_len, ci0, ci1)
+        assert!(
+            (ci1 - 1) * self.x_cs + t_len + max_x <= self.x.len(),
+            "conv: x too short"
+        );
+        assert!(
+            (nco - 1) * self.w_co + (ci1 - 1) * self.w_ci + max_w < self.w.len(),
+            "conv: w too short"
+        );
+        s.vectorize(
+            #[inline(always)]
+            || {
+                let mut c0 = 0;
+                while c0 < nco {
+                    let c = if nco - c0 >= CO { CO } else { 1 };
+                    // SAFETY: the asserts above bound every x read
+                    // (ci * x_cs + t + x_off < x.len() for ci < ci1, t < t_len)
+                    // and weight read; out rows c0..c0 + c lie inside `out`.
+                    unsafe {
+                        let o = out.as_mut_ptr().add(c0 * t_len);
+                        let w = self.w.as_ptr().add(c0 * self.w_co);
+                        if c == CO {
+                            self.rows::<S, CO>(s, w, o, t_len, ci0, ci1)
+                        } else {
+                            self.rows::<S, 1>(s, w, o, t_len, ci0, ci1)
+                        }
                     }
+                    c0 += c;
                 }
-                c0 += c;
-            }
-        })
+            },
+        )
     }
 
     /// Whole register tiles of `TVMAX` vectors, then one tile of the
@@ -124,8 +133,8 @@ impl Block<'_> {
             t += tv_max * l;
         }
         let rem = t_len - t;
-        let nl = if rem % l == 0 { l } else { rem % l };
-        match (rem.div_ceil(l), rem % l != 0) {
+        let nl = if rem.is_multiple_of(l) { l } else { rem % l };
+        match (rem.div_ceil(l), !rem.is_multiple_of(l)) {
             (0, _) => {}
             (1, false) => self.tile::<S, C, 1, false>(s, w, out, t_len, t, nl, ci0, ci1),
             (1, true) => self.tile::<S, C, 1, true>(s, w, out, t_len, t, nl, ci0, ci1),
@@ -230,21 +239,40 @@ pub(crate) fn conv1d<S: Simd>(
     sh: Conv1dShape,
     out: &mut [f32],
 ) {
-    assert!(sh.kernel > 0 && sh.groups > 0, "conv1d: kernel and groups must be >= 1");
-    assert!(sh.c_in % sh.groups == 0 && sh.c_out % sh.groups == 0, "conv1d: groups must divide channels");
+    assert!(
+        sh.kernel > 0 && sh.groups > 0,
+        "conv1d: kernel and groups must be >= 1"
+    );
+    assert!(
+        sh.c_in.is_multiple_of(sh.groups) && sh.c_out.is_multiple_of(sh.groups),
+        "conv1d: groups must divide channels"
+    );
     let span = (sh.kernel - 1) * sh.dilation;
     let t_out = t_in.saturating_sub(span);
     let (cin_g, cout_g) = (sh.c_in / sh.groups, sh.c_out / sh.groups);
     assert_eq!(x.len(), sh.c_in * t_in, "conv1d: x is not [c_in, t_in]");
-    assert_eq!(w.len(), sh.c_out * cin_g * sh.kernel, "conv1d: weight shape");
-    assert_eq!(out.len(), sh.c_out * t_out, "conv1d: out is not [c_out, t_out]");
+    assert_eq!(
+        w.len(),
+        sh.c_out * cin_g * sh.kernel,
+        "conv1d: weight shape"
+    );
+    assert_eq!(
+        out.len(),
+        sh.c_out * t_out,
+        "conv1d: out is not [c_out, t_out]"
+    );
     if let Some(b) = bias {
         assert_eq!(b.len(), sh.c_out, "conv1d: bias is not [c_out]");
     }
     if t_out == 0 || sh.c_out == 0 {
         return;
     }
-    let taps: Vec<Tap> = (0..sh.kernel).map(|kk| Tap { x_off: kk * sh.dilation, w_off: kk }).collect();
+    let taps: Vec<Tap> = (0..sh.kernel)
+        .map(|kk| Tap {
+            x_off: kk * sh.dilation,
+            w_off: kk,
+        })
+        .collect();
     // A block must not straddle groups; depthwise (cout_g == 1) gets one
     // channel per block, reading its own input row.
     let block = if cout_g % CO == 0 { CO } else { 1 };
@@ -280,11 +308,30 @@ pub(crate) fn conv_transpose1d<S: Simd>(
     stride: usize,
     out: &mut [f32],
 ) {
-    assert!(kernel > 0 && stride > 0, "conv_transpose1d: kernel and stride must be >= 1");
-    let t_out = if t_in == 0 { 0 } else { (t_in - 1) * stride + kernel };
-    assert_eq!(x.len(), c_in * t_in, "conv_transpose1d: x is not [c_in, t_in]");
-    assert_eq!(w.len(), c_in * c_out * kernel, "conv_transpose1d: weight shape");
-    assert_eq!(out.len(), c_out * t_out, "conv_transpose1d: out is not [c_out, t_out]");
+    assert!(
+        kernel > 0 && stride > 0,
+        "conv_transpose1d: kernel and stride must be >= 1"
+    );
+    let t_out = if t_in == 0 {
+        0
+    } else {
+        (t_in - 1) * stride + kernel
+    };
+    assert_eq!(
+        x.len(),
+        c_in * t_in,
+        "conv_transpose1d: x is not [c_in, t_in]"
+    );
+    assert_eq!(
+        w.len(),
+        c_in * c_out * kernel,
+        "conv_transpose1d: weight shape"
+    );
+    assert_eq!(
+        out.len(),
+        c_out * t_out,
+        "conv_transpose1d: out is not [c_out, t_out]"
+    );
     if let Some(b) = bias {
         assert_eq!(b.len(), c_out, "conv_transpose1d: bias is not [c_out]");
     }
@@ -308,66 +355,81 @@ pub(crate) fn conv_transpose1d<S: Simd>(
     // Phase r: taps kk = r + jp * stride read x[q - jp] = xp[q + pad - jp].
     let phases: Vec<(usize, Vec<Tap>)> = (0..stride)
         .map(|r| {
-            let n_r = if r >= t_out { 0 } else { (t_out - r).div_ceil(stride) };
+            let n_r = if r >= t_out {
+                0
+            } else {
+                (t_out - r).div_ceil(stride)
+            };
             let taps = (0..j)
                 .map(|jp| (jp, r + jp * stride))
                 .filter(|&(_, kk)| kk < kernel)
-                .map(|(jp, kk)| Tap { x_off: pad - jp, w_off: kk })
+                .map(|(jp, kk)| Tap {
+                    x_off: pad - jp,
+                    w_off: kk,
+                })
                 .collect();
             (n_r, taps)
         })
         .collect();
     let block = CO;
-    for_blocks(out, block * t_out, block * c_in * j * t_in * stride, |bi, o| {
-        let co0 = bi * block;
-        let nco = o.len() / t_out;
-        // One bias-initialised [nco, n_r] buffer per phase (the output
-        // itself when stride == 1), filled ci-chunk by ci-chunk across all
-        // phases so a chunk's weights are reused from cache by every phase.
-        let mut tmp: Vec<Vec<f32>> = if stride == 1 {
-            Vec::new()
-        } else {
-            phases.iter().map(|(n_r, _)| vec![0f32; nco * n_r]).collect()
-        };
-        let bias = bias.map(|b| &b[co0..co0 + nco]);
-        if stride == 1 {
-            fill_bias(o, t_out, bias);
-        } else {
-            for (y, (n_r, _)) in tmp.iter_mut().zip(&phases) {
-                fill_bias(y, *n_r, bias);
-            }
-        }
-        for ci0 in (0..c_in).step_by(CI_CHUNK) {
-            let ci1 = (ci0 + CI_CHUNK).min(c_in);
-            for (r, (n_r, taps)) in phases.iter().enumerate() {
-                let blk = Block {
-                    x: xp,
-                    x_cs,
-                    cin: c_in,
-                    w: &w[co0 * kernel..],
-                    w_co: kernel,
-                    w_ci: c_out * kernel,
-                    taps,
-                    bias,
-                };
-                if stride == 1 {
-                    blk.accumulate(s, o, t_out, ci0, ci1);
-                } else {
-                    blk.accumulate(s, &mut tmp[r], *n_r, ci0, ci1);
+    for_blocks(
+        out,
+        block * t_out,
+        block * c_in * j * t_in * stride,
+        |bi, o| {
+            let co0 = bi * block;
+            let nco = o.len() / t_out;
+            // One bias-initialised [nco, n_r] buffer per phase (the output
+            // itself when stride == 1), filled ci-chunk by ci-chunk across all
+            // phases so a chunk's weights are reused from cache by every phase.
+            let mut tmp: Vec<Vec<f32>> = if stride == 1 {
+                Vec::new()
+            } else {
+                phases
+                    .iter()
+                    .map(|(n_r, _)| vec![0f32; nco * n_r])
+                    .collect()
+            };
+            let bias = bias.map(|b| &b[co0..co0 + nco]);
+            if stride == 1 {
+                fill_bias(o, t_out, bias);
+            } else {
+                for (y, (n_r, _)) in tmp.iter_mut().zip(&phases) {
+                    fill_bias(y, *n_r, bias);
                 }
             }
-        }
-        if stride > 1 {
-            for (r, (y, (n_r, _))) in tmp.iter().zip(&phases).enumerate() {
-                if *n_r == 0 {
-                    continue;
-                }
-                for (orow, yrow) in o.chunks_exact_mut(t_out).zip(y.chunks_exact(*n_r)) {
-                    for (q, &v) in yrow.iter().enumerate() {
-                        orow[q * stride + r] = v;
+            for ci0 in (0..c_in).step_by(CI_CHUNK) {
+                let ci1 = (ci0 + CI_CHUNK).min(c_in);
+                for (r, (n_r, taps)) in phases.iter().enumerate() {
+                    let blk = Block {
+                        x: xp,
+                        x_cs,
+                        cin: c_in,
+                        w: &w[co0 * kernel..],
+                        w_co: kernel,
+                        w_ci: c_out * kernel,
+                        taps,
+                        bias,
+                    };
+                    if stride == 1 {
+                        blk.accumulate(s, o, t_out, ci0, ci1);
+                    } else {
+                        blk.accumulate(s, &mut tmp[r], *n_r, ci0, ci1);
                     }
                 }
             }
-        }
-    });
+            if stride > 1 {
+                for (r, (y, (n_r, _))) in tmp.iter().zip(&phases).enumerate() {
+                    if *n_r == 0 {
+                        continue;
+                    }
+                    for (orow, yrow) in o.chunks_exact_mut(t_out).zip(y.chunks_exact(*n_r)) {
+                        for (q, &v) in yrow.iter().enumerate() {
+                            orow[q * stride + r] = v;
+                        }
+                    }
+                }
+            }
+        },
+    );
 }

@@ -58,33 +58,47 @@ const EW_BLOCK: usize = 4096;
 
 pub(crate) fn gelu<S: Simd>(s: S, x: &mut [f32]) {
     // ~40 flops per element: count it as 16 FMAs of work.
-    for_blocks(x, EW_BLOCK, EW_BLOCK * 16, |_, b| s.vectorize(#[inline(always)] || map_inplace(s, b, Gelu)));
+    for_blocks(x, EW_BLOCK, EW_BLOCK * 16, |_, b| {
+        s.vectorize(
+            #[inline(always)]
+            || map_inplace(s, b, Gelu),
+        )
+    });
 }
 
 pub(crate) fn silu_mul<S: Simd>(s: S, gate: &[f32], up: &[f32], out: &mut [f32]) {
-    assert!(gate.len() == out.len() && up.len() == out.len(), "silu_mul: length mismatch");
+    assert!(
+        gate.len() == out.len() && up.len() == out.len(),
+        "silu_mul: length mismatch"
+    );
     for_blocks(out, EW_BLOCK, EW_BLOCK * 8, |bi, o| {
         let r = bi * EW_BLOCK..bi * EW_BLOCK + o.len();
         let (g, u) = (&gate[r.clone()], &up[r]);
-        s.vectorize(#[inline(always)] || {
-            let (n, l) = (o.len(), S::LANES);
-            let (gp, up, op) = (g.as_ptr(), u.as_ptr(), o.as_mut_ptr());
-            let mut i = 0;
-            // SAFETY: g, u and o all have n elements; full vectors cover
-            // i..i + l <= n, the partial one i..n.
-            unsafe {
-                while i + l <= n {
-                    let y = s.mul(simd::silu(s, s.load(gp.add(i))), s.load(up.add(i)));
-                    s.store(op.add(i), y);
-                    i += l;
+        s.vectorize(
+            #[inline(always)]
+            || {
+                let (n, l) = (o.len(), S::LANES);
+                let (gp, up, op) = (g.as_ptr(), u.as_ptr(), o.as_mut_ptr());
+                let mut i = 0;
+                // SAFETY: g, u and o all have n elements; full vectors cover
+                // i..i + l <= n, the partial one i..n.
+                unsafe {
+                    while i + l <= n {
+                        let y = s.mul(simd::silu(s, s.load(gp.add(i))), s.load(up.add(i)));
+                        s.store(op.add(i), y);
+                        i += l;
+                    }
+                    if i < n {
+                        let k = n - i;
+                        let y = s.mul(
+                            simd::silu(s, s.load_part(gp.add(i), k)),
+                            s.load_part(up.add(i), k),
+                        );
+                        s.store_part(op.add(i), k, y);
+                    }
                 }
-                if i < n {
-                    let k = n - i;
-                    let y = s.mul(simd::silu(s, s.load_part(gp.add(i), k)), s.load_part(up.add(i), k));
-                    s.store_part(op.add(i), k, y);
-                }
-            }
-        })
+            },
+        )
     });
 }
 
@@ -94,11 +108,20 @@ pub(crate) fn snake_beta<S: Simd>(s: S, x: &mut [f32], t: usize, alpha: &[f32], 
     }
     assert_eq!(x.len() % t, 0, "snake_beta: x is not [channels, t]");
     let c = x.len() / t;
-    assert!(alpha.len() >= c && inv_beta.len() >= c, "snake_beta: alpha/beta shorter than channels");
+    assert!(
+        alpha.len() >= c && inv_beta.len() >= c,
+        "snake_beta: alpha/beta shorter than channels"
+    );
     // ~20 flops per element (sin polynomial).
     for_blocks(x, t, t * 10, |ch, row| {
-        let f = Snake { alpha: alpha[ch], inv_beta: inv_beta[ch] };
-        s.vectorize(#[inline(always)] || map_inplace(s, row, f))
+        let f = Snake {
+            alpha: alpha[ch],
+            inv_beta: inv_beta[ch],
+        };
+        s.vectorize(
+            #[inline(always)]
+            || map_inplace(s, row, f),
+        )
     });
 }
 
@@ -111,34 +134,40 @@ pub(crate) fn rms_norm<S: Simd>(s: S, x: &[f32], weight: &[f32], eps: f32, out: 
     assert_eq!(x.len() % d, 0, "rms_norm: x is not [rows, weight.len()]");
     for_blocks(out, d, 2 * d, |r, o| {
         let xr = &x[r * d..(r + 1) * d];
-        s.vectorize(#[inline(always)] || {
-            let (l, xp, wp, op) = (S::LANES, xr.as_ptr(), weight.as_ptr(), o.as_mut_ptr());
-            let dv = d - d % l;
-            // SAFETY: xr, weight and o all have d elements; vectors cover
-            // 0..dv <= d, the scalar loops dv..d.
-            unsafe {
-                let mut acc = s.splat(0.0);
-                let mut i = 0;
-                while i < dv {
-                    let v = s.load(xp.add(i));
-                    acc = s.fma(v, v, acc);
-                    i += l;
+        s.vectorize(
+            #[inline(always)]
+            || {
+                let (l, xp, wp, op) = (S::LANES, xr.as_ptr(), weight.as_ptr(), o.as_mut_ptr());
+                let dv = d - d % l;
+                // SAFETY: xr, weight and o all have d elements; vectors cover
+                // 0..dv <= d, the scalar loops dv..d.
+                unsafe {
+                    let mut acc = s.splat(0.0);
+                    let mut i = 0;
+                    while i < dv {
+                        let v = s.load(xp.add(i));
+                        acc = s.fma(v, v, acc);
+                        i += l;
+                    }
+                    let mut ss = s.reduce_add(acc);
+                    for i in dv..d {
+                        ss += *xp.add(i) * *xp.add(i);
+                    }
+                    let r = 1.0 / (ss / d as f32 + eps).sqrt();
+                    let rv = s.splat(r);
+                    let mut i = 0;
+                    while i < dv {
+                        s.store(
+                            op.add(i),
+                            s.mul(s.mul(s.load(xp.add(i)), rv), s.load(wp.add(i))),
+                        );
+                        i += l;
+                    }
+                    for i in dv..d {
+                        *op.add(i) = (*xp.add(i) * r) * *wp.add(i);
+                    }
                 }
-                let mut ss = s.reduce_add(acc);
-                for i in dv..d {
-                    ss += *xp.add(i) * *xp.add(i);
-                }
-                let r = 1.0 / (ss / d as f32 + eps).sqrt();
-                let rv = s.splat(r);
-                let mut i = 0;
-                while i < dv {
-                    s.store(op.add(i), s.mul(s.mul(s.load(xp.add(i)), rv), s.load(wp.add(i))));
-                    i += l;
-                }
-                for i in dv..d {
-                    *op.add(i) = (*xp.add(i) * r) * *wp.add(i);
-                }
-            }
-        })
+            },
+        )
     });
 }

@@ -7,7 +7,7 @@
 //! (`MR` at a time) while the block sits in L1/L2, so weights are still read
 //! from memory once whatever `m` is.
 
-use super::{Simd, SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
+use super::{SharedOut, Simd, PAR_MIN_WORK, TASK_MIN_WORK};
 use crate::mat::{bf16_to_f32, Mat};
 use rayon::prelude::*;
 
@@ -43,7 +43,14 @@ impl WElem for u16 {
 
 const NR: usize = 4;
 
-pub(crate) fn matmul<S: Simd>(s: S, x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
+pub(crate) fn matmul<S: Simd>(
+    s: S,
+    x: &[f32],
+    m: usize,
+    w: &Mat<'_>,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
     let (n, k) = (w.rows(), w.cols());
     assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
     assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
@@ -52,11 +59,17 @@ pub(crate) fn matmul<S: Simd>(s: S, x: &[f32], m: usize, w: &Mat<'_>, bias: Opti
     }
     match *w {
         Mat::F32 { data, .. } => {
-            assert!(data.len() >= n * k, "matmul: weight data shorter than [n, k]");
+            assert!(
+                data.len() >= n * k,
+                "matmul: weight data shorter than [n, k]"
+            );
             run(s, x, m, data, n, k, bias, out)
         }
         Mat::Bf16 { data, .. } => {
-            assert!(data.len() >= n * k, "matmul: weight data shorter than [n, k]");
+            assert!(
+                data.len() >= n * k,
+                "matmul: weight data shorter than [n, k]"
+            );
             run(s, x, m, data, n, k, bias, out)
         }
     }
@@ -78,7 +91,9 @@ fn run<S: Simd, W: WElem>(
     }
     let dst = SharedOut::new(out);
     let rows = |j0: usize, j1: usize| {
-        s.vectorize(#[inline(always)] || {
+        s.vectorize(
+            #[inline(always)]
+            || {
                 // SAFETY: the asserts in `matmul` give x = [m, k],
                 // w >= [n, k], out = [m, n], and j0 <= j1 <= n; tasks get
                 // disjoint row ranges, so their writes to `dst` are disjoint.
@@ -91,7 +106,8 @@ fn run<S: Simd, W: WElem>(
                         rows_kernel::<S, W, 2>(s, x, m, w, n, k, bias, j0, j1, dst)
                     }
                 }
-            })
+            },
+        )
     };
     let work = m * n * k;
     if work < PAR_MIN_WORK || n <= NR {
@@ -103,7 +119,9 @@ fn run<S: Simd, W: WElem>(
     let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
     let per = n.div_ceil(4 * threads).max(min_rows).next_multiple_of(NR);
     let tasks = n.div_ceil(per);
-    (0..tasks).into_par_iter().for_each(|t| rows(t * per, ((t + 1) * per).min(n)));
+    (0..tasks)
+        .into_par_iter()
+        .for_each(|t| rows(t * per, ((t + 1) * per).min(n)));
 }
 
 /// Output features `j0..j1` for all `m` rows.

@@ -39,7 +39,10 @@ where
         out.chunks_mut(block).enumerate().for_each(|(i, b)| f(i, b));
     } else {
         let min_len = TASK_MIN_WORK.div_ceil(work_per_block.max(1));
-        out.par_chunks_mut(block).with_min_len(min_len).enumerate().for_each(|(i, b)| f(i, b));
+        out.par_chunks_mut(block)
+            .with_min_len(min_len)
+            .enumerate()
+            .for_each(|(i, b)| f(i, b));
     }
 }
 

@@ -11,7 +11,8 @@ pub(crate) struct Avx2 {
 
 impl Avx2 {
     pub(crate) fn new() -> Option<Self> {
-        (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma")).then_some(Avx2 { _detected: () })
+        (is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+            .then_some(Avx2 { _detected: () })
     }
 }
 
@@ -111,22 +112,30 @@ impl Simd for Avx2 {
     }
     #[inline(always)]
     fn round(self, a: __m256) -> __m256 {
-        feat!(_mm256_round_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a))
+        feat!(_mm256_round_ps::<
+            { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+        >(a))
     }
     #[inline(always)]
     fn pow2i(self, n: __m256) -> __m256 {
-        feat!(_mm256_castsi256_ps(_mm256_slli_epi32::<23>(_mm256_add_epi32(
-            _mm256_cvtps_epi32(n),
-            _mm256_set1_epi32(127)
-        ))))
+        feat!(_mm256_castsi256_ps(_mm256_slli_epi32::<23>(
+            _mm256_add_epi32(_mm256_cvtps_epi32(n), _mm256_set1_epi32(127))
+        )))
     }
     #[inline(always)]
     fn flip_sign_if_odd(self, v: __m256, n: __m256) -> __m256 {
-        feat!(_mm256_xor_ps(v, _mm256_castsi256_ps(_mm256_slli_epi32::<31>(_mm256_cvtps_epi32(n)))))
+        feat!(_mm256_xor_ps(
+            v,
+            _mm256_castsi256_ps(_mm256_slli_epi32::<31>(_mm256_cvtps_epi32(n)))
+        ))
     }
     #[inline(always)]
     fn select_neg(self, x: __m256, a: __m256, b: __m256) -> __m256 {
-        feat!(_mm256_blendv_ps(b, a, _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_setzero_ps())))
+        feat!(_mm256_blendv_ps(
+            b,
+            a,
+            _mm256_cmp_ps::<_CMP_LT_OQ>(x, _mm256_setzero_ps())
+        ))
     }
     #[inline(always)]
     fn reduce_add(self, v: __m256) -> f32 {

@@ -12,8 +12,10 @@ pub(crate) struct Avx512 {
 
 impl Avx512 {
     pub(crate) fn new() -> Option<Self> {
-        (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
-            .then_some(Avx512 { _detected: () })
+        (is_x86_feature_detected!("avx512f")
+            && is_x86_feature_detected!("avx2")
+            && is_x86_feature_detected!("fma"))
+        .then_some(Avx512 { _detected: () })
     }
 }
 
@@ -107,14 +109,15 @@ impl Simd for Avx512 {
     }
     #[inline(always)]
     fn round(self, a: __m512) -> __m512 {
-        feat!(_mm512_roundscale_ps::<{ _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC }>(a))
+        feat!(_mm512_roundscale_ps::<
+            { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+        >(a))
     }
     #[inline(always)]
     fn pow2i(self, n: __m512) -> __m512 {
-        feat!(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(_mm512_add_epi32(
-            _mm512_cvtps_epi32(n),
-            _mm512_set1_epi32(127)
-        ))))
+        feat!(_mm512_castsi512_ps(_mm512_slli_epi32::<23>(
+            _mm512_add_epi32(_mm512_cvtps_epi32(n), _mm512_set1_epi32(127))
+        )))
     }
     #[inline(always)]
     fn flip_sign_if_odd(self, v: __m512, n: __m512) -> __m512 {
@@ -125,7 +128,11 @@ impl Simd for Avx512 {
     }
     #[inline(always)]
     fn select_neg(self, x: __m512, a: __m512, b: __m512) -> __m512 {
-        feat!(_mm512_mask_blend_ps(_mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps()), b, a))
+        feat!(_mm512_mask_blend_ps(
+            _mm512_cmp_ps_mask::<_CMP_LT_OQ>(x, _mm512_setzero_ps()),
+            b,
+            a
+        ))
     }
     #[inline(always)]
     fn reduce_add(self, v: __m512) -> f32 {

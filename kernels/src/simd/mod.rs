@@ -71,6 +71,8 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
 /// `[-87.33, 88]`, so tiny results come out as ~1e-38 instead of 0 and
 /// `x > 88` saturates at `e^88` instead of overflowing: both harmless where
 /// it is used (softmax, sigmoid).
+// Coefficients as published (Cephes), not trimmed to f32 digits.
+#[allow(clippy::excessive_precision)]
 #[inline(always)]
 pub(crate) fn exp<S: Simd>(s: S, x: S::V) -> S::V {
     let x = s.min(s.max(x, s.splat(-87.336_54)), s.splat(88.0));
@@ -128,13 +130,23 @@ pub(crate) fn silu<S: Simd>(s: S, x: S::V) -> S::V {
 /// an FMA (a rounded `z` would cost `2 z^2 * 6e-8` relative, 1e-5 at x = -13),
 /// and `exp(-z^2)` and `exp(P(t))` are separate exps so the big argument is
 /// never rounded in a sum.
+// Coefficients as published (Numerical Recipes), not trimmed to f32 digits.
+#[allow(clippy::excessive_precision)]
 #[inline(always)]
 pub(crate) fn gelu<S: Simd>(s: S, x: S::V) -> S::V {
     let half = s.splat(0.5);
     let z = s.mul(s.abs(x), s.splat(std::f32::consts::FRAC_1_SQRT_2));
     let t = s.div(s.splat(1.0), s.fma(half, z, s.splat(1.0)));
     let mut p = s.splat(0.170_872_77);
-    for c in [-0.822_152_23, 1.488_515_87, -1.135_203_98, 0.278_868_07, -0.186_288_06, 0.096_784_18, 0.374_091_96] {
+    for c in [
+        -0.822_152_23,
+        1.488_515_87,
+        -1.135_203_98,
+        0.278_868_07,
+        -0.186_288_06,
+        0.096_784_18,
+        0.374_091_96,
+    ] {
         p = s.fma(p, t, s.splat(c));
     }
     p = s.fma(p, t, s.splat(1.000_023_68));
@@ -157,20 +169,35 @@ mod tests {
     /// `f` over `xs`, one vector at a time (partial tail).
     fn apply<S: Simd>(s: S, xs: &[f32], f: impl Fn(S, S::V) -> S::V) -> Vec<f32> {
         let mut out = xs.to_vec();
-        s.vectorize(#[inline(always)] || {
-            for c in out.chunks_mut(S::LANES) {
-                // SAFETY: `c` has `c.len() <= LANES` elements.
-                unsafe { s.store_part(c.as_mut_ptr(), c.len(), f(s, s.load_part(c.as_ptr(), c.len()))) }
-            }
-        });
+        s.vectorize(
+            #[inline(always)]
+            || {
+                for c in out.chunks_mut(S::LANES) {
+                    // SAFETY: `c` has `c.len() <= LANES` elements.
+                    unsafe {
+                        s.store_part(
+                            c.as_mut_ptr(),
+                            c.len(),
+                            f(s, s.load_part(c.as_ptr(), c.len())),
+                        )
+                    }
+                }
+            },
+        );
         out
     }
 
     fn check<S: Simd>(s: S, name: &str) {
         // sin: |x| <= 1e3, abs error vs the f64 sine of the same f32.
-        let xs: Vec<f32> = (0..200_001).map(|i| -1000.0 + i as f32 * 0.01 + 0.003).collect();
+        let xs: Vec<f32> = (0..200_001)
+            .map(|i| -1000.0 + i as f32 * 0.01 + 0.003)
+            .collect();
         let got = apply(s, &xs, sin);
-        let worst = xs.iter().zip(&got).map(|(&x, &g)| ((x as f64).sin() - g as f64).abs()).fold(0.0, f64::max);
+        let worst = xs
+            .iter()
+            .zip(&got)
+            .map(|(&x, &g)| ((x as f64).sin() - g as f64).abs())
+            .fold(0.0, f64::max);
         assert!(worst < 1e-6, "{name}: sin abs error {worst:e}");
         // exp: relative error over the clamp-free range [-87, 87].
         let xs: Vec<f32> = (0..174_001).map(|i| -87.0 + i as f32 * 1e-3).collect();

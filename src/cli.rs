@@ -307,6 +307,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
         let per = |d: std::time::Duration, k: usize| if k == 0 { serde_json::Value::Null } else { (d.as_secs_f64() * 1e3 / k as f64).into() };
         let line = serde_json::json!({
             "frames": n,
+            "frame_ms": 1000.0 / fps,
             "prompt_rows": prompt_rows,
             "prefill_ms": st.prefill.as_secs_f64() * 1e3,
             "talker_ms_per_frame": per(st.talker, n.saturating_sub(1)),

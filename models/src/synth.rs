@@ -294,34 +294,56 @@ impl Qwen3Tts {
         Ok(FrameGenerator::new(self.clone(), prompt, &req.options))
     }
 
+    /// Checks a request and returns its two stage states, for runtimes that
+    /// run the talker and the code predictor on different threads.
+    pub fn sessions(&self, req: &Request) -> Result<(TalkerSession, PredictorSession)> {
+        let prompt = self.build_prompt(req)?;
+        Ok((TalkerSession::new(self, prompt, &req.options), PredictorSession::new(self, &req.options)))
+    }
+
     /// KV-cache bytes a request of `prompt_rows + frames` positions holds.
     pub fn session_kv_bytes(&self, positions: usize) -> usize {
         self.talker.lm.kv_bytes_per_position() * positions
     }
 }
 
-/// Per-request generation state: the talker's KV cache, the code
-/// predictor's scratch cache, the sampler and what has been generated.
-pub struct FrameGenerator {
-    model: Arc<Qwen3Tts>,
+/// Talker-side state of one request: prompt, KV cache, codebook-0 history
+/// and sampler. Stage-separable from [`PredictorSession`], so the runtime can
+/// run the two LMs on different threads (and later batch each across
+/// sessions); [`FrameGenerator`] composes them for single-threaded use.
+pub struct TalkerSession {
     prompt: Prompt,
-    options: GenOptions,
+    sampler: SamplerConfig,
     rules: TalkerRules,
     rng: Rng,
-    talker_cache: KvCache,
-    cp_cache: KvCache,
-    /// Hidden state and processed-logits choice for the pending codebook 0.
-    pending: Option<(Vec<f32>, u32)>,
+    cache: KvCache,
     history: Vec<u32>,
-    frames: usize,
-    finished: Option<StopReason>,
+    /// Frames fed back so far (the index of the next trailing text row).
+    fed: usize,
     seen: Vec<bool>,
     scratch: Vec<f32>,
-    /// Wall time spent per stage so far.
-    pub stats: GenStats,
-    /// Raw logits observer (tests): talker step logits and predictor logits.
-    pub observer: Option<Box<dyn FnMut(Observed<'_>) + Send>>,
 }
+
+/// A chosen codebook-0 token with the talker hidden state that produced it:
+/// the hand-off from the talker to the code predictor.
+#[derive(Clone, Debug)]
+pub struct TalkerOutput {
+    pub hidden: Vec<f32>,
+    pub c0: u32,
+}
+
+/// Code-predictor-side state of one request (its scratch KV cache is reset
+/// every frame; the RNG stream persists).
+pub struct PredictorSession {
+    sampler: SamplerConfig,
+    rng: Rng,
+    cache: KvCache,
+    scratch: Vec<f32>,
+}
+
+/// Seed offset of the code predictor's RNG stream (independent of the
+/// talker's, so the two stages can run apart and stay reproducible).
+const PREDICTOR_STREAM: u64 = 0x5EED_C0DE_0000_0001;
 
 /// What a [`FrameGenerator`] observer sees.
 pub enum Observed<'a> {
@@ -329,6 +351,120 @@ pub enum Observed<'a> {
     Talker(&'a [f32]),
     /// Raw code-predictor logits for predicted codebook `i` of the current frame.
     CodePredictor(usize, &'a [f32]),
+}
+
+type Observer = Option<Box<dyn FnMut(Observed<'_>) + Send>>;
+
+impl TalkerSession {
+    pub fn new(model: &Qwen3Tts, prompt: Prompt, options: &GenOptions) -> Self {
+        let t = &model.config.talker;
+        TalkerSession {
+            rules: TalkerRules::official(t.lm.vocab_size, t.codec.eos, options.repetition_penalty),
+            sampler: options.talker,
+            rng: Rng::new(options.seed),
+            cache: model.talker.new_cache(),
+            prompt,
+            history: Vec::new(),
+            fed: 0,
+            seen: Vec::new(),
+            scratch: Vec::new(),
+        }
+    }
+
+    pub fn prompt(&self) -> &Prompt {
+        &self.prompt
+    }
+
+    /// KV positions held.
+    pub fn positions(&self) -> usize {
+        self.cache.len()
+    }
+
+    /// Bytes of KV cache held (capacity).
+    pub fn cache_bytes(&self) -> usize {
+        self.cache.bytes()
+    }
+
+    fn choose(&mut self, hidden: Vec<f32>, mut logits: Vec<f32>, observer: &mut Observer) -> TalkerOutput {
+        if let Some(obs) = observer.as_mut() {
+            obs(Observed::Talker(&logits));
+        }
+        self.rules.apply(&mut logits, &self.history, &mut self.seen);
+        let c0 = pick(&mut logits, &self.sampler, &mut self.rng, &mut self.scratch);
+        self.history.push(c0);
+        TalkerOutput { hidden, c0 }
+    }
+
+    /// Runs the prompt and picks the first codebook-0 token.
+    pub fn prefill(&mut self, model: &Qwen3Tts) -> TalkerOutput {
+        self.prefill_observed(model, &mut None)
+    }
+
+    fn prefill_observed(&mut self, model: &Qwen3Tts, observer: &mut Observer) -> TalkerOutput {
+        assert!(self.cache.is_empty(), "prefill runs once per request");
+        let rows = self.prompt.prefill_rows();
+        let (h, logits) = model.talker.forward(&self.prompt.prefill, rows, &mut self.cache);
+        self.choose(h, logits, observer)
+    }
+
+    /// Feeds back a finished frame (`num_code_groups` codes) and picks the
+    /// next codebook-0 token.
+    pub fn step(&mut self, model: &Qwen3Tts, frame: &[u32]) -> TalkerOutput {
+        self.step_observed(model, frame, &mut None)
+    }
+
+    fn step_observed(&mut self, model: &Qwen3Tts, frame: &[u32], observer: &mut Observer) -> TalkerOutput {
+        let (talker, cp) = (&model.talker, &model.code_predictor);
+        let h = talker.hidden_size();
+        // C(c0) + sum_i E_i(c_i) + the next trailing text row (or tts_pad).
+        let mut x = vec![0f32; h];
+        talker.add_codec_embedding(frame[0], &mut x);
+        for (i, &code) in frame[1..].iter().enumerate() {
+            cp.add_embedding(i, code, &mut x);
+        }
+        let t = self.fed;
+        let add = if t < self.prompt.trailing_rows() {
+            &self.prompt.trailing[t * h..(t + 1) * h]
+        } else {
+            &self.prompt.tts_pad[..]
+        };
+        x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
+        self.fed += 1;
+        let (hidden, logits) = talker.forward(&x, 1, &mut self.cache);
+        self.choose(hidden, logits, observer)
+    }
+}
+
+impl PredictorSession {
+    pub fn new(model: &Qwen3Tts, options: &GenOptions) -> Self {
+        PredictorSession {
+            sampler: options.code_predictor,
+            rng: Rng::new(options.seed ^ PREDICTOR_STREAM),
+            cache: model.code_predictor.new_cache(),
+            scratch: Vec::new(),
+        }
+    }
+
+    /// Fills codebooks 1..G-1 for a talker output; returns the whole frame.
+    pub fn predict(&mut self, model: &Qwen3Tts, t: &TalkerOutput) -> Vec<u32> {
+        self.predict_observed(model, t, &mut None)
+    }
+
+    fn predict_observed(&mut self, model: &Qwen3Tts, t: &TalkerOutput, observer: &mut Observer) -> Vec<u32> {
+        let (talker, cp) = (&model.talker, &model.code_predictor);
+        let mut c0_emb = vec![0f32; talker.hidden_size()];
+        talker.add_codec_embedding(t.c0, &mut c0_emb);
+        let mut frame = vec![0u32; cp.num_predicted() + 1];
+        frame[0] = t.c0;
+        let (rng, scratch, sampler) = (&mut self.rng, &mut self.scratch, &self.sampler);
+        cp.predict(&t.hidden, &c0_emb, &mut self.cache, &mut frame[1..], |i, l| {
+            if let Some(obs) = observer.as_mut() {
+                obs(Observed::CodePredictor(i, l));
+            }
+            pick(l, sampler, rng, scratch)
+        });
+        frame
+    }
 }
 
 /// Time spent in each LM stage of one request.
@@ -351,31 +487,44 @@ pub enum StopReason {
     MaxFrames,
 }
 
+/// Both stages of one request on the calling thread: one frame per
+/// [`FrameGenerator::next_frame`].
+pub struct FrameGenerator {
+    model: Arc<Qwen3Tts>,
+    talker: TalkerSession,
+    predictor: PredictorSession,
+    max_frames: usize,
+    eos: u32,
+    /// The talker output awaiting the code predictor.
+    pending: Option<TalkerOutput>,
+    started: bool,
+    frames: usize,
+    finished: Option<StopReason>,
+    /// Wall time spent per stage so far.
+    pub stats: GenStats,
+    /// Raw logits observer (tests): talker step logits and predictor logits.
+    pub observer: Observer,
+}
+
 impl FrameGenerator {
     fn new(model: Arc<Qwen3Tts>, prompt: Prompt, options: &GenOptions) -> Self {
-        let t = &model.config.talker;
-        let rules = TalkerRules::official(t.lm.vocab_size, t.codec.eos, options.repetition_penalty);
         FrameGenerator {
-            talker_cache: model.talker.new_cache(),
-            cp_cache: model.code_predictor.new_cache(),
-            rng: Rng::new(options.seed),
+            talker: TalkerSession::new(&model, prompt, options),
+            predictor: PredictorSession::new(&model, options),
+            max_frames: options.max_frames,
+            eos: model.config.talker.codec.eos,
             model,
-            prompt,
-            options: options.clone(),
-            rules,
             pending: None,
-            history: Vec::new(),
+            started: false,
             frames: 0,
             finished: None,
-            seen: Vec::new(),
-            scratch: Vec::new(),
             stats: GenStats::default(),
             observer: None,
         }
     }
 
     pub fn prompt(&self) -> &Prompt {
-        &self.prompt
+        self.talker.prompt()
     }
 
     pub fn frames(&self) -> usize {
@@ -392,17 +541,7 @@ impl FrameGenerator {
 
     /// Talker KV positions held.
     pub fn positions(&self) -> usize {
-        self.talker_cache.len()
-    }
-
-    fn choose(&mut self, hidden: Vec<f32>, mut logits: Vec<f32>) {
-        if let Some(obs) = self.observer.as_mut() {
-            obs(Observed::Talker(&logits));
-        }
-        self.rules.apply(&mut logits, &self.history, &mut self.seen);
-        let c0 = pick(&mut logits, &self.options.talker, &mut self.rng, &mut self.scratch);
-        self.history.push(c0);
-        self.pending = Some((hidden, c0));
+        self.talker.positions()
     }
 
     /// Produces the next frame (`num_code_groups` codes), or `None` once the
@@ -411,58 +550,31 @@ impl FrameGenerator {
         if self.finished.is_some() {
             return None;
         }
-        if self.frames >= self.options.max_frames {
+        if self.frames >= self.max_frames {
             self.finished = Some(StopReason::MaxFrames);
             return None;
         }
-        if self.pending.is_none() {
-            debug_assert_eq!(self.frames, 0, "only the prefill leaves no pending token");
+        let model = self.model.clone();
+        if !self.started {
+            self.started = true;
             let t = Instant::now();
-            let rows = self.prompt.prefill_rows();
-            let (h, logits) = self.model.talker.forward(&self.prompt.prefill, rows, &mut self.talker_cache);
-            self.choose(h, logits);
+            self.pending = Some(self.talker.prefill_observed(&model, &mut self.observer));
             self.stats.prefill += t.elapsed();
         }
-        let (hidden, c0) = self.pending.take().expect("pending codebook-0 token");
-        if c0 == self.model.config.talker.codec.eos {
+        let out = self.pending.take().expect("a pending codebook-0 token");
+        if out.c0 == self.eos {
             self.finished = Some(StopReason::Eos);
             return None;
         }
-        let model = self.model.clone();
-        let (talker, cp) = (&model.talker, &model.code_predictor);
-        let hsz = talker.hidden_size();
-        let mut c0_emb = vec![0f32; hsz];
-        talker.add_codec_embedding(c0, &mut c0_emb);
-        let groups = cp.num_predicted() + 1;
-        let mut frame = vec![0u32; groups];
-        frame[0] = c0;
-        let t_cp = Instant::now();
-        let (observer, rng, scratch) = (&mut self.observer, &mut self.rng, &mut self.scratch);
-        let sampler = self.options.code_predictor;
-        cp.predict(&hidden, &c0_emb, &mut self.cp_cache, &mut frame[1..], |i, l| {
-            if let Some(obs) = observer.as_mut() {
-                obs(Observed::CodePredictor(i, l));
-            }
-            pick(l, &sampler, rng, scratch)
-        });
-        self.stats.code_predictor += t_cp.elapsed();
+        let t = Instant::now();
+        let frame = self.predictor.predict_observed(&model, &out, &mut self.observer);
+        self.stats.code_predictor += t.elapsed();
         self.frames += 1;
-        // Next talker input: C(c0) + sum E_i(c_i) + trailing text (or pad).
-        let mut x = c0_emb;
-        for (i, &code) in frame[1..].iter().enumerate() {
-            cp.add_embedding(i, code, &mut x);
-        }
-        let step = self.frames - 1;
-        let add = if step < self.prompt.trailing_rows() {
-            &self.prompt.trailing[step * hsz..(step + 1) * hsz]
-        } else {
-            &self.prompt.tts_pad[..]
-        };
-        x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
-        if self.frames < self.options.max_frames {
+        // The official loop samples one more codebook-0 token after the last
+        // frame it keeps; skip that talker step when the cap is reached.
+        if self.frames < self.max_frames {
             let t = Instant::now();
-            let (h, logits) = talker.forward(&x, 1, &mut self.talker_cache);
-            self.choose(h, logits);
+            self.pending = Some(self.talker.step_observed(&model, &frame, &mut self.observer));
             self.stats.talker += t.elapsed();
         }
         Some(frame)

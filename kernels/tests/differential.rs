@@ -191,7 +191,7 @@ fn matmul_is_deterministic_across_thread_counts() {
 fn conv1d_all_shapes() {
     let mut rng = Rng(3);
     // (c_in, c_out, kernel, dilation, groups, t_in)
-    let shapes: [(usize, usize, usize, usize, usize, usize); 16] = [
+    let shapes: [(usize, usize, usize, usize, usize, usize); 19] = [
         (1, 1, 1, 1, 1, 1),
         (1, 1, 1, 1, 1, 0),
         (3, 5, 3, 1, 1, 20),
@@ -208,6 +208,9 @@ fn conv1d_all_shapes() {
         (64, 36, 7, 3, 1, 300),  // parallel
         (96, 96, 7, 1, 96, 401), // parallel depthwise
         (130, 9, 3, 1, 1, 75),   // 3 input-channel chunks
+        (5, 5, 3, 2, 5, 21),     // depthwise k3: 17 outputs
+        (3, 3, 5, 1, 3, 20),     // depthwise k5: 16 outputs
+        (7, 7, 4, 1, 7, 12),     // depthwise, even kernel: block path
     ];
     for ks in paths() {
         for &(c_in, c_out, kernel, dilation, groups, t_in) in &shapes {

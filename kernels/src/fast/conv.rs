@@ -273,8 +273,11 @@ pub(crate) fn conv1d<S: Simd>(
             w_off: kk,
         })
         .collect();
-    // A block must not straddle groups; depthwise (cout_g == 1) gets one
-    // channel per block, reading its own input row.
+    if cin_g == 1 && cout_g == 1 && matches!(sh.kernel, 3 | 5 | 7) {
+        return depthwise(s, x, t_in, w, bias, sh, out, t_out);
+    }
+    // A block must not straddle groups; other depthwise shapes
+    // (cout_g == 1) get one channel per block, reading its own input row.
     let block = if cout_g % CO == 0 { CO } else { 1 };
     let wpc = cin_g * sh.kernel; // weights per output channel
     for_blocks(out, block * t_out, block * wpc * t_out, |bi, o| {
@@ -293,6 +296,82 @@ pub(crate) fn conv1d<S: Simd>(
         }
         .run(s, o, t_out);
     });
+}
+
+/// Depthwise convolution with a small odd kernel: one channel per row, the
+/// `K` weights hoisted into registers, one FMA chain per output vector (the
+/// generic block path re-broadcasts each weight per tile and round-trips
+/// partial sums through memory, which is most of the work when each
+/// output costs only `K` FMAs). Same per-element order as the reference:
+/// bias, then taps in order.
+#[allow(clippy::too_many_arguments)]
+fn depthwise<S: Simd>(
+    s: S,
+    x: &[f32],
+    t_in: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    sh: Conv1dShape,
+    out: &mut [f32],
+    t_out: usize,
+) {
+    let k = sh.kernel;
+    for_blocks(out, t_out, k * t_out, |c, o| {
+        let xr = &x[c * t_in..(c + 1) * t_in];
+        let wr = &w[c * k..(c + 1) * k];
+        let b = bias.map_or(0.0, |b| b[c]);
+        s.vectorize(
+            #[inline(always)]
+            || {
+                // SAFETY: `o` has t_out elements, `xr` has
+                // t_in = t_out + (k - 1) * dilation, and `dw_row` reads
+                // xr[t + kk * dilation] only for t < t_out, kk < k.
+                unsafe {
+                    match k {
+                        3 => dw_row::<S, 3>(s, xr, wr, b, sh.dilation, o),
+                        5 => dw_row::<S, 5>(s, xr, wr, b, sh.dilation, o),
+                        _ => dw_row::<S, 7>(s, xr, wr, b, sh.dilation, o),
+                    }
+                }
+            },
+        )
+    });
+}
+
+/// # Safety
+/// `w.len() == K`, `x.len() >= o.len() + (K - 1) * dilation`.
+#[inline(always)]
+unsafe fn dw_row<S: Simd, const K: usize>(
+    s: S,
+    x: &[f32],
+    w: &[f32],
+    bias: f32,
+    dilation: usize,
+    o: &mut [f32],
+) {
+    let mut wv = [s.splat(0.0); K];
+    for (v, &wk) in wv.iter_mut().zip(w) {
+        *v = s.splat(wk);
+    }
+    let (n, l, xp, op) = (o.len(), S::LANES, x.as_ptr(), o.as_mut_ptr());
+    let b = s.splat(bias);
+    let mut t = 0;
+    while t + l <= n {
+        let mut acc = b;
+        for (kk, &wk) in wv.iter().enumerate() {
+            acc = s.fma(wk, s.load(xp.add(t + kk * dilation)), acc);
+        }
+        s.store(op.add(t), acc);
+        t += l;
+    }
+    if t < n {
+        let nl = n - t;
+        let mut acc = b;
+        for (kk, &wk) in wv.iter().enumerate() {
+            acc = s.fma(wk, s.load_part(xp.add(t + kk * dilation), nl), acc);
+        }
+        s.store_part(op.add(t), nl, acc);
+    }
 }
 
 #[allow(clippy::too_many_arguments)]

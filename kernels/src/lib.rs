@@ -28,9 +28,13 @@
 //! (the PyTorch layouts of the checkpoint). Linear weights are `[out, in]`.
 
 mod dispatch;
+// Without x86_64 only the scalar path exists and the generic SIMD code is
+// never instantiated.
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod fast;
 mod mat;
 pub mod reference;
+#[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod simd;
 
 pub use dispatch::{isa, Isa};

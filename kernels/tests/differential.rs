@@ -187,6 +187,74 @@ fn matmul_is_deterministic_across_thread_counts() {
     }
 }
 
+/// Bits of `f()` run on a private pool of `threads` threads.
+fn bits_with_threads(threads: usize, f: impl Fn() -> Vec<f32> + Send + Sync) -> Vec<u32> {
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(threads)
+        .build()
+        .unwrap();
+    pool.install(|| f().iter().map(|v| v.to_bits()).collect())
+}
+
+#[test]
+fn conv_and_attention_are_deterministic_across_thread_counts() {
+    let mut rng = Rng(11);
+    let sh = Conv1dShape {
+        c_in: 100,
+        c_out: 36,
+        kernel: 7,
+        dilation: 3,
+        groups: 1,
+    };
+    let (x, w) = (rng.vec(100 * 300, 1.0), rng.vec(36 * 100 * 7, 1.0));
+    let (xt, wt) = (rng.vec(70 * 40, 1.0), rng.vec(70 * 24 * 10, 1.0));
+    let ash = AttnShape {
+        n_heads: 8,
+        n_kv_heads: 2,
+        head_dim: 64,
+        scale: 0.125,
+        window: Some(40),
+    };
+    let (q, k, v) = (
+        rng.vec(3 * 8 * 64, 1.0),
+        rng.vec(200 * 2 * 64, 1.0),
+        rng.vec(200 * 2 * 64, 1.0),
+    );
+    for ks in paths() {
+        let conv = || {
+            let mut o = vec![0f32; 36 * 282];
+            ks.conv1d(&x, 300, &w, None, sh, &mut o);
+            o
+        };
+        let convt = || {
+            let mut o = vec![0f32; 24 * (39 * 5 + 10)];
+            ks.conv_transpose1d(&xt, 40, &wt, None, 70, 24, 10, 5, &mut o);
+            o
+        };
+        let attn = || {
+            let mut o = vec![0f32; 3 * 8 * 64];
+            ks.attention(&q, 3, 197, &k, &v, 200, 0, ash, &mut o);
+            o
+        };
+        let name = ks.isa().name();
+        assert_eq!(
+            bits_with_threads(1, conv),
+            bits_with_threads(3, conv),
+            "{name}: conv1d"
+        );
+        assert_eq!(
+            bits_with_threads(1, convt),
+            bits_with_threads(3, convt),
+            "{name}: conv_transpose1d"
+        );
+        assert_eq!(
+            bits_with_threads(1, attn),
+            bits_with_threads(3, attn),
+            "{name}: attention"
+        );
+    }
+}
+
 #[test]
 fn conv1d_all_shapes() {
     let mut rng = Rng(3);

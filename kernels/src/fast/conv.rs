@@ -2,9 +2,11 @@
 //!
 //! Both reduce to one register tile: `C` output channels x `TV` vectors of
 //! time, accumulating `sum_ci sum_tap w[c, ci, tap] * x[ci, t + x_off(tap)]`
-//! with the weight broadcast and `x` loaded unaligned. With AVX-512 a 4 x 4
-//! tile is 16 accumulators and costs 4 loads + 4 broadcasts per 16 FMAs, so
-//! the FMA ports, not the loads, are the limit. Tasks own blocks of output
+//! with the weight broadcast and `x` loaded unaligned. With AVX-512 an 8 x 3
+//! tile is 24 accumulators and costs 3 loads + 8 broadcasts per 24 FMAs, so
+//! the FMA pipes, not the loads, are the limit: one thread measured 54 G
+//! multiply-adds/s on 1536-channel k7 (the Zen 4 here retires one 512-bit
+//! FMA per cycle, so that is about peak). Tasks own blocks of output
 //! channels, which are contiguous rows of the channel-major output.
 //!
 //! The transposed convolution is split into its `stride` phases: outputs
@@ -17,8 +19,9 @@
 use super::{for_blocks, Simd};
 use crate::Conv1dShape;
 
-/// Output channels per register tile.
-const CO: usize = 4;
+/// Output channels per block handed to a task (a multiple of every tile
+/// height below).
+const CO: usize = 8;
 
 /// One kernel tap: `x` is read at time offset `x_off`, the weight at element
 /// offset `w_off` within a `(c_out, c_in)` pair.
@@ -82,17 +85,27 @@ impl Block<'_> {
             || {
                 let mut c0 = 0;
                 while c0 < nco {
-                    let c = if nco - c0 >= CO { CO } else { 1 };
+                    // Tiles (channels x vectors): AVX-512 8 x 3 = 24 of 32
+                    // zmm accumulators, 3 loads + 8 broadcasts per 24 FMAs;
+                    // AVX2 4 x 2 = 8 of 16 ymm.
+                    let wide = S::LANES >= 16;
+                    let c = match nco - c0 {
+                        r if wide && r >= 8 => 8,
+                        r if r >= 4 => 4,
+                        _ => 1,
+                    };
                     // SAFETY: the asserts above bound every x read
                     // (ci * x_cs + t + x_off < x.len() for ci < ci1, t < t_len)
                     // and weight read; out rows c0..c0 + c lie inside `out`.
                     unsafe {
                         let o = out.as_mut_ptr().add(c0 * t_len);
                         let w = self.w.as_ptr().add(c0 * self.w_co);
-                        if c == CO {
-                            self.rows::<S, CO>(s, w, o, t_len, ci0, ci1)
-                        } else {
-                            self.rows::<S, 1>(s, w, o, t_len, ci0, ci1)
+                        match (c, wide) {
+                            (8, _) => self.rows::<S, 8, 3>(s, w, o, t_len, ci0, ci1),
+                            (4, true) => self.rows::<S, 4, 4>(s, w, o, t_len, ci0, ci1),
+                            (4, false) => self.rows::<S, 4, 2>(s, w, o, t_len, ci0, ci1),
+                            (_, true) => self.rows::<S, 1, 4>(s, w, o, t_len, ci0, ci1),
+                            _ => self.rows::<S, 1, 2>(s, w, o, t_len, ci0, ci1),
                         }
                     }
                     c0 += c;
@@ -110,7 +123,7 @@ impl Block<'_> {
     /// `w` and `out` point at the block's first channel, with the bounds
     /// `accumulate` asserts.
     #[inline(always)]
-    unsafe fn rows<S: Simd, const C: usize>(
+    unsafe fn rows<S: Simd, const C: usize, const TVMAX: usize>(
         &self,
         s: S,
         w: *const f32,
@@ -120,17 +133,10 @@ impl Block<'_> {
         ci1: usize,
     ) {
         let l = S::LANES;
-        // 16 lanes: 4 ch x 4 vectors = 16 of 32 zmm accumulators; AVX2 has
-        // 16 ymm registers, so 4 x 2.
-        let tv_max = if l >= 16 { 4 } else { 2 };
         let mut t = 0;
-        while t + tv_max * l <= t_len {
-            if l >= 16 {
-                self.tile::<S, C, 4, false>(s, w, out, t_len, t, l, ci0, ci1);
-            } else {
-                self.tile::<S, C, 2, false>(s, w, out, t_len, t, l, ci0, ci1);
-            }
-            t += tv_max * l;
+        while t + TVMAX * l <= t_len {
+            self.tile::<S, C, TVMAX, false>(s, w, out, t_len, t, l, ci0, ci1);
+            t += TVMAX * l;
         }
         let rem = t_len - t;
         let nl = if rem.is_multiple_of(l) { l } else { rem % l };
@@ -278,7 +284,10 @@ pub(crate) fn conv1d<S: Simd>(
     }
     // A block must not straddle groups; other depthwise shapes
     // (cout_g == 1) get one channel per block, reading its own input row.
-    let block = if cout_g % CO == 0 { CO } else { 1 };
+    let block = [CO, 4]
+        .into_iter()
+        .find(|b| cout_g.is_multiple_of(*b))
+        .unwrap_or(1);
     let wpc = cin_g * sh.kernel; // weights per output channel
     for_blocks(out, block * t_out, block * wpc * t_out, |bi, o| {
         let co0 = bi * block;

@@ -1,7 +1,7 @@
 //! Numeric kernels for tts-rt.
 //!
 //! # Layout
-//! - [`reference`]: one plain scalar implementation per kernel. It defines the
+//! - [`reference`](mod@reference): one plain scalar implementation per kernel. It defines the
 //!   semantics; every optimised path is tested against it.
 //! - [`Isa`] / [`isa()`]: the instruction set chosen once at run time
 //!   (AVX-512, AVX2+FMA, or portable scalar). `TTS_RT_ISA=scalar|avx2|avx512`

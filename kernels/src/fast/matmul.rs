@@ -4,7 +4,7 @@
 //! weight bandwidth: every weight byte is read once per call. A task owns a
 //! range of output features (weight rows); it walks them `NR = 4` rows at a
 //! time and, for `m > 1`, streams all `x` rows past each 4-row block
-//! (`MR` at a time) while the block sits in L1/L2, so weights are still read
+//! (`MR` = 6 with AVX-512, 2 with AVX2) while the block sits in L1/L2, so weights are still read
 //! from memory once whatever `m` is.
 
 use super::{SharedOut, Simd, PAR_MIN_WORK, TASK_MIN_WORK};

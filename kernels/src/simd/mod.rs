@@ -20,8 +20,16 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
     const LANES: usize;
 
     /// Runs `f` inside a function compiled with this ISA's target features.
-    /// `f` and everything it calls should be `#[inline(always)]` so it is
-    /// compiled there too.
+    ///
+    /// `f` must be written `#[inline(always)] || ...` and everything it
+    /// calls must be `#[inline(always)]` (no plain closures inside: use a
+    /// trait method or a macro). Anything LLVM leaves out of line is
+    /// compiled *without* the features, so each intrinsic in it becomes a
+    /// function call with vectors passed through memory; this happened
+    /// twice here (a large conv closure, the GELU/sin map closures) and
+    /// made those paths 3-50x slower than scalar. Check with
+    /// `objdump -d target/release/deps/kernels-* | grep 'call.*core_arch'`,
+    /// which should find nothing.
     fn vectorize<R>(self, f: impl FnOnce() -> R) -> R;
 
     fn splat(self, x: f32) -> Self::V;

@@ -259,7 +259,7 @@ fn conv_and_attention_are_deterministic_across_thread_counts() {
 fn conv1d_all_shapes() {
     let mut rng = Rng(3);
     // (c_in, c_out, kernel, dilation, groups, t_in)
-    let shapes: [(usize, usize, usize, usize, usize, usize); 19] = [
+    let shapes: [(usize, usize, usize, usize, usize, usize); 22] = [
         (1, 1, 1, 1, 1, 1),
         (1, 1, 1, 1, 1, 0),
         (3, 5, 3, 1, 1, 20),
@@ -279,6 +279,9 @@ fn conv1d_all_shapes() {
         (5, 5, 3, 2, 5, 21),     // depthwise k3: 17 outputs
         (3, 3, 5, 1, 3, 20),     // depthwise k5: 16 outputs
         (7, 7, 4, 1, 7, 12),     // depthwise, even kernel: block path
+        (100, 64, 7, 1, 1, 7),   // t_out = 1: im2col + matmul path
+        (33, 9, 7, 3, 1, 25),    // t_out = 7
+        (300, 70, 7, 1, 1, 20),  // t_out = 14, parallel matmul
     ];
     for ks in paths() {
         for &(c_in, c_out, kernel, dilation, groups, t_in) in &shapes {

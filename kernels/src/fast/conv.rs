@@ -282,6 +282,9 @@ pub(crate) fn conv1d<S: Simd>(
     if cin_g == 1 && cout_g == 1 && matches!(sh.kernel, 3 | 5 | 7) {
         return depthwise(s, x, t_in, w, bias, sh, out, t_out);
     }
+    if sh.groups == 1 && t_out < S::LANES && sh.c_out >= 8 {
+        return short_dense(s, x, t_in, w, bias, sh, out, t_out);
+    }
     // A block must not straddle groups; other depthwise shapes
     // (cout_g == 1) get one channel per block, reading its own input row.
     let block = [CO, 4]
@@ -305,6 +308,47 @@ pub(crate) fn conv1d<S: Simd>(
         }
         .run(s, o, t_out);
     });
+}
+
+/// A dense convolution with fewer outputs than vector lanes (streaming at
+/// the frame rate: one new column per call) would leave most lanes of the
+/// time-vectorised tiles idle. Instead, as a GEMM over the im2col matrix:
+/// `out^T [t_out, c_out] = cols [t_out, c_in * k] x W^T`, where the weight
+/// `[c_out, c_in, k]` already is the `[n, k]` row-major matrix `matmul`
+/// wants, and `matmul` vectorises along `c_in * k`. Weights are still read
+/// once per call, which is what bounds this case.
+#[allow(clippy::too_many_arguments)]
+fn short_dense<S: Simd>(
+    s: S,
+    x: &[f32],
+    t_in: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    sh: Conv1dShape,
+    out: &mut [f32],
+    t_out: usize,
+) {
+    let kk_n = sh.c_in * sh.kernel;
+    let mut cols = vec![0f32; t_out * kk_n];
+    for (t, col) in cols.chunks_exact_mut(kk_n).enumerate() {
+        for (ci, c) in col.chunks_exact_mut(sh.kernel).enumerate() {
+            for (kk, v) in c.iter_mut().enumerate() {
+                *v = x[ci * t_in + t + kk * sh.dilation];
+            }
+        }
+    }
+    let mut tmp = vec![0f32; t_out * sh.c_out];
+    let wm = crate::Mat::F32 {
+        data: w,
+        rows: sh.c_out,
+        cols: kk_n,
+    };
+    super::matmul::matmul(s, &cols, t_out, &wm, bias, &mut tmp);
+    for (t, row) in tmp.chunks_exact(sh.c_out).enumerate() {
+        for (co, &v) in row.iter().enumerate() {
+            out[co * t_out + t] = v;
+        }
+    }
 }
 
 /// Depthwise convolution with a small odd kernel: one channel per row, the

@@ -40,6 +40,10 @@ pub struct GenOptions {
     /// Frames at most (the official `max_new_tokens` minus one).
     pub max_frames: usize,
     pub seed: u64,
+    /// Never stop at the codec EOS token: generate exactly `max_frames`
+    /// frames. Default off; benchmarks on random checkpoints use it for
+    /// fixed-length utterances (`tts-rt bench --frames N`).
+    pub ignore_eos: bool,
 }
 
 impl GenOptions {
@@ -56,6 +60,7 @@ impl GenOptions {
             repetition_penalty: g.repetition_penalty,
             max_frames: g.max_new_tokens.saturating_sub(1),
             seed: 0,
+            ignore_eos: false,
         }
     }
 
@@ -358,8 +363,14 @@ type Observer = Option<Box<dyn FnMut(Observed<'_>) + Send>>;
 impl TalkerSession {
     pub fn new(model: &Qwen3Tts, prompt: Prompt, options: &GenOptions) -> Self {
         let t = &model.config.talker;
+        let mut rules = TalkerRules::official(t.lm.vocab_size, t.codec.eos, options.repetition_penalty);
+        if options.ignore_eos {
+            // The min-new-tokens rule bans EOS; banning it forever leaves
+            // `max_frames` as the only stop.
+            rules.min_new_tokens = usize::MAX;
+        }
         TalkerSession {
-            rules: TalkerRules::official(t.lm.vocab_size, t.codec.eos, options.repetition_penalty),
+            rules,
             sampler: options.talker,
             rng: Rng::new(options.seed),
             cache: model.talker.new_cache(),

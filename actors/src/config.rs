@@ -1,0 +1,200 @@
+//! Engine configuration, validated in one pass before anything starts.
+
+use std::time::Duration;
+
+use crate::error::{EngineError, Result};
+
+/// Frames per audio chunk: chunk `i` holds `frames[min(i, len - 1)]` frames
+/// (fewer for the last). A small first chunk keeps TTFP low; larger later
+/// chunks amortise the decoder's per-call cost. The decoder is stateful, so
+/// the schedule never changes the audio, only when it arrives.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct ChunkSchedule {
+    pub frames: Vec<usize>,
+}
+
+impl ChunkSchedule {
+    pub fn new(frames: Vec<usize>) -> Result<Self> {
+        if frames.is_empty() || frames.contains(&0) {
+            return Err(EngineError::Config {
+                key: "chunk_frames",
+                message: format!("need one or more positive frame counts, got {frames:?}"),
+            });
+        }
+        Ok(ChunkSchedule { frames })
+    }
+
+    /// Frames in chunk `i`.
+    pub fn size(&self, i: u64) -> usize {
+        let last = self.frames.len() - 1;
+        self.frames[(i as usize).min(last)]
+    }
+}
+
+impl Default for ChunkSchedule {
+    /// 1 frame (80 ms at 12.5 Hz) first, then 4, then 8 at a time.
+    fn default() -> Self {
+        ChunkSchedule {
+            frames: vec![1, 4, 8],
+        }
+    }
+}
+
+/// A fault to inject (tests only).
+#[cfg(feature = "fault-injection")]
+#[derive(Clone, Debug, PartialEq)]
+pub struct Fault {
+    pub stage: crate::contract::StageKind,
+    /// Fire on the stage's step number `after_steps` (0-based, counted over
+    /// all requests since the engine started). Fires once.
+    pub after_steps: u64,
+    pub action: FaultAction,
+}
+
+#[cfg(feature = "fault-injection")]
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FaultAction {
+    /// Panic inside the stage's model call.
+    Panic,
+    /// Block the stage until the watchdog retires it (at most 60 s).
+    Stall,
+}
+
+#[derive(Clone, Debug)]
+pub struct EngineConfig {
+    pub chunks: ChunkSchedule,
+    /// Playback prebuffer the continuity metrics are also reported at.
+    pub prebuffer_ms: f64,
+    /// Requests in flight at once (all sessions). Also sizes the stage
+    /// mailboxes, which is what makes the talker↔predictor cycle
+    /// deadlock-free: at most one token per request circulates.
+    pub max_active_requests: usize,
+    /// Memory budget for per-request state (KV caches and audio buffers).
+    pub memory_budget_bytes: u64,
+    /// Cap on the talker KV positions reserved per request (default: prompt
+    /// rows + max_frames, at most the model's position table).
+    pub kv_positions_cap: Option<usize>,
+    /// Unacknowledged audio (seconds) at which a request's generation pauses.
+    pub soft_unacked_audio_s: f64,
+    /// Unacknowledged audio (seconds) past which the request fails.
+    pub hard_unacked_audio_s: f64,
+    /// A request paused for a slow consumer longer than this fails.
+    pub max_pause: Duration,
+    /// A stage busy on one step longer than this is retired by the watchdog.
+    pub stage_deadline: Duration,
+    /// Events buffered per request between the engine and the consumer.
+    pub stream_capacity: usize,
+    /// Router housekeeping period (watchdog, flushing held events, pause
+    /// checks); also the talker's re-check period for paused requests.
+    pub tick: Duration,
+    /// Consumers acknowledge chunks explicitly with `ack(seq)`; when false,
+    /// receiving a chunk acknowledges it.
+    pub explicit_acks: bool,
+    #[cfg(feature = "fault-injection")]
+    pub fault: Option<Fault>,
+}
+
+impl Default for EngineConfig {
+    fn default() -> Self {
+        EngineConfig {
+            chunks: ChunkSchedule::default(),
+            prebuffer_ms: 200.0,
+            max_active_requests: 16,
+            memory_budget_bytes: 8 << 30,
+            kv_positions_cap: None,
+            soft_unacked_audio_s: 4.0,
+            hard_unacked_audio_s: 16.0,
+            max_pause: Duration::from_secs(30),
+            stage_deadline: Duration::from_secs(10),
+            stream_capacity: 32,
+            tick: Duration::from_millis(5),
+            explicit_acks: false,
+            #[cfg(feature = "fault-injection")]
+            fault: None,
+        }
+    }
+}
+
+impl EngineConfig {
+    pub fn validate(&self) -> Result<()> {
+        let bad = |key: &'static str, message: String| Err(EngineError::Config { key, message });
+        ChunkSchedule::new(self.chunks.frames.clone())?;
+        if !(self.prebuffer_ms.is_finite() && self.prebuffer_ms >= 0.0) {
+            return bad(
+                "prebuffer_ms",
+                format!("must be >= 0, got {}", self.prebuffer_ms),
+            );
+        }
+        if self.max_active_requests == 0 {
+            return bad("max_active_requests", "must be at least 1".into());
+        }
+        if !(self.soft_unacked_audio_s.is_finite() && self.soft_unacked_audio_s > 0.0) {
+            return bad(
+                "soft_unacked_audio_s",
+                format!("must be > 0, got {}", self.soft_unacked_audio_s),
+            );
+        }
+        if !(self.hard_unacked_audio_s.is_finite()
+            && self.hard_unacked_audio_s >= self.soft_unacked_audio_s)
+        {
+            return bad(
+                "hard_unacked_audio_s",
+                format!(
+                    "must be >= soft_unacked_audio_s ({}), got {}",
+                    self.soft_unacked_audio_s, self.hard_unacked_audio_s
+                ),
+            );
+        }
+        if self.stream_capacity < 2 {
+            return bad("stream_capacity", "must be at least 2".into());
+        }
+        if self.tick.is_zero() || self.stage_deadline <= self.tick {
+            return bad(
+                "stage_deadline",
+                format!(
+                    "must exceed tick ({:?}), got {:?}",
+                    self.tick, self.stage_deadline
+                ),
+            );
+        }
+        if self.kv_positions_cap == Some(0) {
+            return bad("kv_positions_cap", "must be at least 1".into());
+        }
+        Ok(())
+    }
+
+    /// Stage mailbox capacity: one circulating message per active request,
+    /// plus a drop and a start per request, plus headroom for control.
+    pub(crate) fn mailbox_capacity(&self) -> usize {
+        3 * self.max_active_requests + 8
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn schedule_repeats_its_last_size() {
+        let s = ChunkSchedule::new(vec![1, 4, 8]).unwrap();
+        assert_eq!(
+            (0..5).map(|i| s.size(i)).collect::<Vec<_>>(),
+            [1, 4, 8, 8, 8]
+        );
+        assert!(ChunkSchedule::new(vec![]).is_err());
+        assert!(ChunkSchedule::new(vec![2, 0]).is_err());
+    }
+
+    #[test]
+    fn validation_names_the_key() {
+        let c = EngineConfig {
+            hard_unacked_audio_s: 1.0,
+            ..EngineConfig::default()
+        };
+        match c.validate() {
+            Err(EngineError::Config { key, .. }) => assert_eq!(key, "hard_unacked_audio_s"),
+            other => panic!("{other:?}"),
+        }
+        assert!(EngineConfig::default().validate().is_ok());
+    }
+}

@@ -1,0 +1,532 @@
+//! The public face of the runtime: [`Engine`], [`Session`], [`Stream`].
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+use std::thread::JoinHandle;
+use std::time::Instant;
+
+use actix::prelude::*;
+use tokio::sync::{mpsc, oneshot};
+use tts_models::synth::StopReason;
+use tts_models::{Qwen3Tts, Request};
+
+use crate::config::EngineConfig;
+use crate::contract::{Generation, RequestKey, SessionId, StageKind};
+use crate::error::{EngineError, ErrorKind, Result};
+use crate::flow::FlowGate;
+use crate::metrics::{EngineSide, Observed, Outcome, RequestMetrics};
+use crate::router::{Cancel, CancelAck, Router, Shutdown, Submit, Wire};
+use crate::stage::Shared;
+
+/// A chunk of audio for one request.
+#[derive(Clone, Debug, PartialEq)]
+pub struct AudioChunk {
+    pub request: RequestKey,
+    /// Contiguous from 0 per request.
+    pub seq: u64,
+    /// Codec frames `first_frame .. first_frame + frames` made this audio.
+    pub first_frame: u64,
+    pub frames: usize,
+    pub samples: Vec<f32>,
+    pub sample_rate: u32,
+    /// The request's last chunk (empty when the end was known only after
+    /// the last audio went out).
+    pub terminal: bool,
+    /// Generation of the code2wav worker that decoded it.
+    pub generation: Generation,
+}
+
+/// What a [`Stream`] yields. Exactly one terminal event (`Done`,
+/// `Cancelled` or `Error`) ends every stream.
+#[derive(Clone, Debug)]
+pub enum Event {
+    Started {
+        request: RequestKey,
+        sample_rate: u32,
+        samples_per_frame: usize,
+        generations: [Generation; 3],
+    },
+    Audio(AudioChunk),
+    Done {
+        request: RequestKey,
+        stop: StopReason,
+        metrics: Box<RequestMetrics>,
+    },
+    Cancelled {
+        request: RequestKey,
+        metrics: Box<RequestMetrics>,
+    },
+    Error {
+        request: RequestKey,
+        kind: ErrorKind,
+        error: EngineError,
+        metrics: Box<RequestMetrics>,
+    },
+}
+
+impl Event {
+    pub fn is_terminal(&self) -> bool {
+        matches!(
+            self,
+            Event::Done { .. } | Event::Cancelled { .. } | Event::Error { .. }
+        )
+    }
+}
+
+/// A snapshot of the engine's counters.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct EngineStats {
+    /// Worker generation per stage (talker, code predictor, code2wav).
+    pub generations: [Generation; 3],
+    pub restarts: [u64; 3],
+    /// Requests holding state in each stage.
+    pub held_states: [usize; 3],
+    pub steps: [u64; 3],
+    /// Data messages dropped because their request was no longer live.
+    pub stale_epoch_dropped: u64,
+    /// Data messages dropped because their sender's generation was retired.
+    pub stale_generation_dropped: u64,
+    /// Bytes reserved in the admission ledger.
+    pub reserved_bytes: u64,
+    pub active_requests: usize,
+}
+
+impl EngineStats {
+    pub fn generation(&self, k: StageKind) -> Generation {
+        self.generations[k.index()]
+    }
+}
+
+struct Inner {
+    model: Arc<Qwen3Tts>,
+    config: EngineConfig,
+    shared: Arc<Shared>,
+    router: Addr<Router>,
+    next_session: AtomicU64,
+}
+
+/// The streaming runtime: a router plus one supervised actor per stage,
+/// each on its own thread. Cheap to share (`Clone`).
+pub struct Engine {
+    inner: Arc<Inner>,
+    thread: Option<JoinHandle<()>>,
+}
+
+impl Engine {
+    /// Validates `config` and starts the actors.
+    pub fn start(model: Arc<Qwen3Tts>, config: EngineConfig) -> Result<Engine> {
+        config.validate()?;
+        let shared = Arc::new(Shared::new(
+            #[cfg(feature = "fault-injection")]
+            config.fault.clone(),
+        ));
+        let dir = Arc::new(RwLock::new(None));
+        let (tx, rx) = std::sync::mpsc::channel();
+        let (m, c, s) = (model.clone(), config.clone(), shared.clone());
+        let thread = std::thread::Builder::new()
+            .name("tts-engine".into())
+            .spawn(move || {
+                let sys = System::new();
+                sys.block_on(async move {
+                    let _ = tx.send(Router::launch(m, c, s, dir));
+                });
+                let _ = sys.run();
+            })
+            .map_err(|e| EngineError::Internal(format!("cannot start the engine thread: {e}")))?;
+        let router = rx
+            .recv()
+            .map_err(|_| EngineError::Internal("the engine thread died while starting".into()))?;
+        Ok(Engine {
+            inner: Arc::new(Inner {
+                model,
+                config,
+                shared,
+                router,
+                next_session: AtomicU64::new(1),
+            }),
+            thread: Some(thread),
+        })
+    }
+
+    pub fn model(&self) -> &Arc<Qwen3Tts> {
+        &self.inner.model
+    }
+
+    pub fn config(&self) -> &EngineConfig {
+        &self.inner.config
+    }
+
+    /// Bytes the admission ledger reserves for `req` (builds its prompt).
+    pub fn request_cost(&self, req: &Request) -> Result<u64> {
+        let prompt = self.inner.model.build_prompt(req)?;
+        Ok(crate::router::request_cost(
+            &self.inner.model,
+            &self.inner.config,
+            prompt.prefill_rows(),
+            req.options.max_frames,
+        ))
+    }
+
+    pub fn open_session(&self) -> Session {
+        Session {
+            id: self.inner.next_session.fetch_add(1, Ordering::Relaxed),
+            inner: self.inner.clone(),
+        }
+    }
+
+    pub fn stats(&self) -> EngineStats {
+        let s = &self.inner.shared;
+        EngineStats {
+            generations: StageKind::ALL.map(|k| s.health(k).generation.load(Ordering::Acquire)),
+            restarts: StageKind::ALL.map(|k| s.health(k).restarts.load(Ordering::Acquire)),
+            held_states: StageKind::ALL.map(|k| s.health(k).held.load(Ordering::Acquire)),
+            steps: StageKind::ALL.map(|k| s.health(k).steps.load(Ordering::Acquire)),
+            stale_epoch_dropped: s.stale_epoch.load(Ordering::Acquire),
+            stale_generation_dropped: s.stale_generation.load(Ordering::Acquire),
+            reserved_bytes: s.reserved_bytes.load(Ordering::Acquire),
+            active_requests: s.active_requests.load(Ordering::Acquire),
+        }
+    }
+
+    /// Fails every request in flight with `ShuttingDown`, returns every
+    /// reservation and stops the threads. Returns the final counters.
+    pub fn shutdown(mut self) -> EngineStats {
+        self.stop();
+        self.stats()
+    }
+
+    fn stop(&mut self) {
+        if let Some(t) = self.thread.take() {
+            // Control message on a bounded mailbox: retry until accepted or
+            // the system is gone.
+            let mut msg = Shutdown;
+            loop {
+                match self.inner.router.try_send(msg) {
+                    Ok(()) => break,
+                    Err(actix::dev::SendError::Full(m)) => {
+                        msg = m;
+                        std::thread::sleep(std::time::Duration::from_millis(1));
+                    }
+                    Err(actix::dev::SendError::Closed(_)) => break,
+                }
+            }
+            let _ = t.join();
+        }
+    }
+}
+
+impl Drop for Engine {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+/// One client conversation: at most one request in progress at a time.
+#[derive(Clone)]
+pub struct Session {
+    id: SessionId,
+    inner: Arc<Inner>,
+}
+
+impl Session {
+    pub fn id(&self) -> SessionId {
+        self.id
+    }
+
+    /// Builds the request's prompt on the caller's thread (validation,
+    /// tokenization, text projection), then asks the engine to admit it.
+    fn prepare(
+        &self,
+        req: &Request,
+    ) -> Result<(Submit, oneshot::Receiver<Result<RequestKey>>, Stream)> {
+        let t_req = Instant::now();
+        let model = &self.inner.model;
+        let (talker, predictor) = model.sessions(req)?;
+        let cfg = &self.inner.config;
+        let sr = model.code2wav.sample_rate();
+        let gate = Arc::new(FlowGate::new(
+            (cfg.soft_unacked_audio_s * sr as f64).ceil() as u64
+        ));
+        let (tx, rx) = mpsc::channel(cfg.stream_capacity);
+        let (reply, reply_rx) = oneshot::channel();
+        let submit = Submit {
+            session: self.id,
+            talker,
+            predictor,
+            max_frames: req.options.max_frames,
+            tx,
+            gate: gate.clone(),
+            reply,
+        };
+        let stream = Stream {
+            key: RequestKey {
+                session: self.id,
+                epoch: 0,
+            },
+            rx,
+            gate,
+            explicit_acks: cfg.explicit_acks,
+            t_req,
+            sample_rate: sr,
+            samples_per_frame: model.code2wav.samples_per_frame(),
+            prebuffer_ms: cfg.prebuffer_ms,
+            chunk_ms: Vec::new(),
+            chunk_samples: Vec::new(),
+            finite: true,
+            ended: false,
+            router: self.inner.router.clone(),
+        };
+        Ok((submit, reply_rx, stream))
+    }
+
+    /// Starts a request; its events arrive on the returned [`Stream`].
+    /// Errors here are refusals (invalid request, at capacity, busy).
+    pub async fn synthesize(&self, req: Request) -> Result<Stream> {
+        let (submit, reply, mut stream) = self.prepare(&req)?;
+        self.inner
+            .router
+            .send(submit)
+            .await
+            .map_err(|_| EngineError::ShuttingDown)?;
+        stream.key = reply.await.map_err(|_| EngineError::ShuttingDown)??;
+        Ok(stream)
+    }
+
+    /// [`Self::synthesize`] for callers outside an async runtime.
+    pub fn synthesize_blocking(&self, req: Request) -> Result<Stream> {
+        let (submit, reply, mut stream) = self.prepare(&req)?;
+        self.inner.router.try_send(submit).map_err(|e| match e {
+            actix::dev::SendError::Full(_) => EngineError::AtCapacity {
+                resource: "router mailbox slots",
+                needed: 1,
+                in_use: 0,
+                limit: 0,
+            },
+            actix::dev::SendError::Closed(_) => EngineError::ShuttingDown,
+        })?;
+        stream.key = reply
+            .blocking_recv()
+            .map_err(|_| EngineError::ShuttingDown)??;
+        Ok(stream)
+    }
+
+    /// Cancels `request`; the handle resolves once every stage dropped it.
+    pub fn cancel(&self, request: RequestKey) -> CancelHandle {
+        cancel(&self.inner.router, request)
+    }
+}
+
+fn cancel(router: &Addr<Router>, key: RequestKey) -> CancelHandle {
+    let (reply, rx) = oneshot::channel();
+    let sent = router.try_send(Cancel { key, reply });
+    CancelHandle {
+        rx: sent.is_ok().then_some(rx),
+        key,
+    }
+}
+
+/// A pending cancel acknowledgement.
+pub struct CancelHandle {
+    rx: Option<oneshot::Receiver<CancelAck>>,
+    key: RequestKey,
+}
+
+impl CancelHandle {
+    fn closed(&self) -> EngineError {
+        let _ = self.key;
+        EngineError::ShuttingDown
+    }
+
+    pub async fn ack(self) -> Result<CancelAck> {
+        let err = self.closed();
+        match self.rx {
+            Some(rx) => rx.await.map_err(|_| err),
+            None => Err(err),
+        }
+    }
+
+    pub fn wait(self) -> Result<CancelAck> {
+        let err = self.closed();
+        match self.rx {
+            Some(rx) => rx.blocking_recv().map_err(|_| err),
+            None => Err(err),
+        }
+    }
+}
+
+/// The events of one request, over a bounded channel. Dropping the stream
+/// cancels the request.
+pub struct Stream {
+    key: RequestKey,
+    rx: mpsc::Receiver<Wire>,
+    gate: Arc<FlowGate>,
+    explicit_acks: bool,
+    t_req: Instant,
+    sample_rate: u32,
+    samples_per_frame: usize,
+    prebuffer_ms: f64,
+    chunk_ms: Vec<f64>,
+    chunk_samples: Vec<usize>,
+    finite: bool,
+    ended: bool,
+    router: Addr<Router>,
+}
+
+impl Stream {
+    pub fn request(&self) -> RequestKey {
+        self.key
+    }
+
+    pub fn sample_rate(&self) -> u32 {
+        self.sample_rate
+    }
+
+    /// Acknowledges every chunk up to and including `seq` (explicit-ack
+    /// mode; in auto mode receiving a chunk acknowledges it).
+    pub fn ack(&self, seq: u64) {
+        self.gate.ack(seq);
+    }
+
+    /// Samples delivered or held for this request and not yet acknowledged.
+    pub fn unacked_samples(&self) -> u64 {
+        self.gate.outstanding()
+    }
+
+    pub fn cancel(&self) -> CancelHandle {
+        cancel(&self.router, self.key)
+    }
+
+    pub async fn next(&mut self) -> Option<Event> {
+        if self.ended {
+            return None;
+        }
+        let w = self.rx.recv().await;
+        Some(self.convert(w))
+    }
+
+    /// [`Self::next`] for callers outside an async runtime.
+    pub fn next_blocking(&mut self) -> Option<Event> {
+        if self.ended {
+            return None;
+        }
+        let w = self.rx.blocking_recv();
+        Some(self.convert(w))
+    }
+
+    fn since_req_ms(&self, t: Instant) -> f64 {
+        t.saturating_duration_since(self.t_req).as_secs_f64() * 1e3
+    }
+
+    fn metrics(
+        &self,
+        outcome: Outcome,
+        engine: EngineSide,
+        cancel: Option<(f64, u64)>,
+    ) -> Box<RequestMetrics> {
+        Box::new(RequestMetrics::compute(&Observed {
+            chunk_ms: &self.chunk_ms,
+            chunk_samples: &self.chunk_samples,
+            terminal_ms: self.since_req_ms(Instant::now()),
+            sample_rate: self.sample_rate,
+            samples_per_frame: self.samples_per_frame,
+            outcome,
+            finite: self.finite,
+            prebuffer_ms: self.prebuffer_ms,
+            engine,
+            cancel_ack_ms: cancel.map(|c| c.0),
+            late_audio_samples: cancel.map(|c| c.1),
+        }))
+    }
+
+    fn convert(&mut self, w: Option<Wire>) -> Event {
+        let request = self.key;
+        let Some(w) = w else {
+            self.ended = true;
+            let error = EngineError::ShuttingDown;
+            return Event::Error {
+                request,
+                kind: error.kind(),
+                metrics: self.metrics(Outcome::Error, EngineSide::default(), None),
+                error,
+            };
+        };
+        match w {
+            Wire::Started { generations } => Event::Started {
+                request,
+                sample_rate: self.sample_rate,
+                samples_per_frame: self.samples_per_frame,
+                generations,
+            },
+            Wire::Audio {
+                seq,
+                first_frame,
+                frames,
+                samples,
+                terminal,
+                generation,
+            } => {
+                if !samples.is_empty() {
+                    self.chunk_ms.push(self.since_req_ms(Instant::now()));
+                    self.chunk_samples.push(samples.len());
+                    self.finite &= samples.iter().all(|s| s.is_finite());
+                }
+                if !self.explicit_acks {
+                    self.gate.ack(seq);
+                }
+                Event::Audio(AudioChunk {
+                    request,
+                    seq,
+                    first_frame,
+                    frames,
+                    samples,
+                    sample_rate: self.sample_rate,
+                    terminal,
+                    generation,
+                })
+            }
+            Wire::Finished {
+                frames,
+                stop,
+                times,
+                first_frame_at,
+                last_frame_at,
+            } => {
+                self.ended = true;
+                let engine = EngineSide {
+                    frames: Some(frames),
+                    times: Some(times),
+                    first_frame_ms: first_frame_at.map(|t| self.since_req_ms(t)),
+                    last_frame_ms: last_frame_at.map(|t| self.since_req_ms(t)),
+                };
+                Event::Done {
+                    request,
+                    stop,
+                    metrics: self.metrics(Outcome::Done, engine, None),
+                }
+            }
+            Wire::Cancelled {
+                cancel_ack_ms,
+                late_audio_samples,
+            } => {
+                self.ended = true;
+                Event::Cancelled {
+                    request,
+                    metrics: self.metrics(
+                        Outcome::Cancelled,
+                        EngineSide::default(),
+                        Some((cancel_ack_ms, late_audio_samples)),
+                    ),
+                }
+            }
+            Wire::Failed(error) => {
+                self.ended = true;
+                Event::Error {
+                    request,
+                    kind: error.kind(),
+                    metrics: self.metrics(Outcome::Error, EngineSide::default(), None),
+                    error,
+                }
+            }
+        }
+    }
+}

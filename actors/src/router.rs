@@ -1,0 +1,707 @@
+//! The router: sessions, request lifecycle, admission, delivery to
+//! consumers, cancellation, the watchdog and stage replacement.
+//!
+//! It runs on the engine's system thread and never blocks on a consumer:
+//! events go to each request's bounded channel with `try_send`; what does
+//! not fit waits in a per-request queue that the periodic tick flushes, and
+//! counts as unacknowledged audio (which pauses that request's talker, and
+//! past the hard bound fails it).
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+use tokio::sync::{mpsc, oneshot};
+use tts_models::synth::{PredictorSession, StopReason, TalkerSession};
+use tts_models::Qwen3Tts;
+
+use crate::config::EngineConfig;
+use crate::contract::*;
+use crate::error::EngineError;
+use crate::flow::FlowGate;
+use crate::stage::{with_addrs, Addrs, Directory, Shared, StageActor, StageLogic};
+use crate::stages::{Code2Wav, Predictor, Talker, TalkerInput};
+
+/// What the router sends down a request's channel (the [`crate::Stream`]
+/// turns it into public events and metrics).
+pub(crate) enum Wire {
+    Started {
+        generations: [Generation; 3],
+    },
+    Audio {
+        seq: u64,
+        first_frame: u64,
+        frames: usize,
+        samples: Vec<f32>,
+        terminal: bool,
+        generation: Generation,
+    },
+    Finished {
+        frames: u64,
+        stop: StopReason,
+        times: StageTimes,
+        first_frame_at: Option<Instant>,
+        last_frame_at: Option<Instant>,
+    },
+    Cancelled {
+        cancel_ack_ms: f64,
+        late_audio_samples: u64,
+    },
+    Failed(EngineError),
+}
+
+/// Client → router: admit and start a request.
+pub(crate) struct Submit {
+    pub session: SessionId,
+    pub talker: TalkerSession,
+    pub predictor: PredictorSession,
+    pub max_frames: usize,
+    pub tx: mpsc::Sender<Wire>,
+    pub gate: Arc<FlowGate>,
+    pub reply: oneshot::Sender<Result<RequestKey, EngineError>>,
+}
+
+impl Message for Submit {
+    type Result = ();
+}
+
+/// Acknowledgement of a cancel: sent once every stage dropped the request.
+#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
+pub struct CancelAck {
+    pub request: RequestKey,
+    /// False when the request had already ended (nothing to cancel).
+    pub was_active: bool,
+    /// Cancel received → acknowledgement sent (router side).
+    pub cancel_ack_ms: f64,
+    /// Audio of the request delivered after the acknowledgement (must be 0).
+    pub late_audio_samples: u64,
+}
+
+pub(crate) struct Cancel {
+    pub key: RequestKey,
+    pub reply: oneshot::Sender<CancelAck>,
+}
+
+impl Message for Cancel {
+    type Result = ();
+}
+
+pub(crate) struct Shutdown;
+
+impl Message for Shutdown {
+    type Result = ();
+}
+
+struct ActiveReq {
+    tx: mpsc::Sender<Wire>,
+    held: VecDeque<Wire>,
+    next_seq: u64,
+    gate: Arc<FlowGate>,
+    reserved: u64,
+    /// No more events will be produced (terminal queued or cancelled).
+    finished: bool,
+    /// Reservation already returned to the ledger.
+    released: bool,
+    paused_since: Option<Instant>,
+    cancel_acked: bool,
+    late_samples: u64,
+    /// The consumer dropped its stream before the end.
+    abandoned: bool,
+    /// Stage state is being dropped (cancel, failure, abandonment).
+    dropping: bool,
+}
+
+pub struct Router {
+    model: Arc<Qwen3Tts>,
+    config: EngineConfig,
+    shared: Arc<Shared>,
+    dir: Directory,
+    arbiters: Vec<Option<Arbiter>>,
+    sessions: HashMap<SessionId, RequestKey>,
+    active: HashMap<RequestKey, ActiveReq>,
+    next_epoch: u64,
+    shutting_down: bool,
+    sample_rate: u32,
+}
+
+fn spawn_stage<L: StageLogic + Send>(
+    logic: L,
+    shared: &Arc<Shared>,
+    dir: &Directory,
+    config: &EngineConfig,
+) -> (Arbiter, Addr<StageActor<L>>) {
+    let arbiter = Arbiter::new();
+    let (shared, dir, mailbox, recheck) = (
+        shared.clone(),
+        dir.clone(),
+        config.mailbox_capacity(),
+        config.tick,
+    );
+    let addr = Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {
+        StageActor::new(logic, shared, dir, mailbox, recheck)
+    });
+    (arbiter, addr)
+}
+
+/// Ledger cost of a request: its talker KV cache at full length (prompt
+/// rows + `max_frames`, capped by `kv_positions_cap` and the position
+/// table) and the audio it may buffer for a slow consumer (the hard bound).
+/// Decoder state and the predictor's per-frame cache are small and fixed
+/// per request and not counted yet.
+pub(crate) fn request_cost(
+    model: &Qwen3Tts,
+    config: &EngineConfig,
+    prompt_rows: usize,
+    max_frames: usize,
+) -> u64 {
+    let max_pos = model.config.talker.lm.max_position_embeddings;
+    let positions = (prompt_rows + max_frames)
+        .min(config.kv_positions_cap.unwrap_or(max_pos))
+        .min(max_pos);
+    let audio =
+        (config.hard_unacked_audio_s * model.code2wav.sample_rate() as f64).ceil() as u64 * 4;
+    model.session_kv_bytes(positions) as u64 + audio
+}
+
+impl Router {
+    /// Starts the router on the current (system) arbiter and each stage on
+    /// its own arbiter thread.
+    pub(crate) fn launch(
+        model: Arc<Qwen3Tts>,
+        config: EngineConfig,
+        shared: Arc<Shared>,
+        dir: Directory,
+    ) -> Addr<Router> {
+        Router::create(move |ctx| {
+            let (ta, talker) = spawn_stage(Talker::new(model.clone()), &shared, &dir, &config);
+            let (pa, predictor) =
+                spawn_stage(Predictor::new(model.clone()), &shared, &dir, &config);
+            let (ca, code2wav) = spawn_stage(
+                Code2Wav::new(model.clone(), config.chunks.clone()),
+                &shared,
+                &dir,
+                &config,
+            );
+            *dir.write().unwrap_or_else(|e| e.into_inner()) = Some(Addrs {
+                talker,
+                predictor,
+                code2wav,
+                router: ctx.address(),
+            });
+            Router {
+                sample_rate: model.code2wav.sample_rate(),
+                model,
+                config,
+                shared,
+                dir,
+                arbiters: vec![Some(ta), Some(pa), Some(ca)],
+                sessions: HashMap::new(),
+                active: HashMap::new(),
+                next_epoch: 1,
+                shutting_down: false,
+            }
+        })
+    }
+
+    fn generations(&self) -> [Generation; 3] {
+        StageKind::ALL.map(|k| self.shared.health(k).generation.load(Ordering::Acquire))
+    }
+
+    fn cost(&self, prompt_rows: usize, max_frames: usize) -> u64 {
+        request_cost(&self.model, &self.config, prompt_rows, max_frames)
+    }
+
+    fn push(&mut self, key: RequestKey, w: Wire) {
+        if let Some(a) = self.active.get_mut(&key) {
+            a.held.push_back(w);
+        }
+        self.flush(key);
+    }
+
+    /// Moves held events into the consumer's channel while it has room.
+    fn flush(&mut self, key: RequestKey) {
+        let Some(a) = self.active.get_mut(&key) else {
+            return;
+        };
+        while let Some(w) = a.held.pop_front() {
+            match a.tx.try_send(w) {
+                Ok(()) => {}
+                Err(mpsc::error::TrySendError::Full(w)) => {
+                    a.held.push_front(w);
+                    break;
+                }
+                Err(mpsc::error::TrySendError::Closed(_)) => {
+                    // The consumer went away: the tick stops the work it
+                    // started (dropping needs the actor context).
+                    a.held.clear();
+                    if !a.finished {
+                        a.finished = true;
+                        a.abandoned = true;
+                    }
+                    break;
+                }
+            }
+        }
+    }
+
+    /// Returns a request's reservation and frees its session slot.
+    fn release(&mut self, key: RequestKey) {
+        if let Some(a) = self.active.get_mut(&key) {
+            if !a.released {
+                a.released = true;
+                self.shared
+                    .reserved_bytes
+                    .fetch_sub(a.reserved, Ordering::AcqRel);
+                self.shared.active_requests.fetch_sub(1, Ordering::AcqRel);
+            }
+        }
+        if self.sessions.get(&key.session) == Some(&key) {
+            self.sessions.remove(&key.session);
+        }
+    }
+
+    /// Drops the request's state in every stage, in pipeline order (see the
+    /// contract's ordering rule 3), then runs `then` on the router.
+    fn drop_everywhere(
+        &self,
+        key: RequestKey,
+        ctx: &mut Context<Self>,
+        then: impl FnOnce(&mut Router, &mut Context<Router>) + 'static,
+    ) {
+        let dir = self.dir.clone();
+        // A stage that cannot answer within twice its deadline is being
+        // retired by the watchdog; its replacement holds no state.
+        let limit = self.config.stage_deadline * 2;
+        let fut = async move {
+            let t = with_addrs(&dir, |a| a.talker.clone());
+            let _ = tokio::time::timeout(limit, t.send(DropRequest { key })).await;
+            let p = with_addrs(&dir, |a| a.predictor.clone());
+            let _ = tokio::time::timeout(limit, p.send(DropRequest { key })).await;
+            let c = with_addrs(&dir, |a| a.code2wav.clone());
+            let _ = tokio::time::timeout(limit, c.send(DropRequest { key })).await;
+        };
+        ctx.spawn(fut.into_actor(self).map(move |_, act, ctx| then(act, ctx)));
+    }
+
+    /// Fails a request with an explicit error event and frees its state.
+    fn fail(&mut self, key: RequestKey, err: EngineError, ctx: &mut Context<Self>) {
+        let Some(a) = self.active.get_mut(&key) else {
+            return;
+        };
+        if a.finished {
+            return;
+        }
+        a.finished = true;
+        a.dropping = true;
+        self.push(key, Wire::Failed(err));
+        self.drop_everywhere(key, ctx, move |act, _| act.release(key));
+    }
+
+    fn fail_all(&mut self, err: impl Fn() -> EngineError, ctx: &mut Context<Self>) {
+        let keys: Vec<RequestKey> = self
+            .active
+            .iter()
+            .filter(|(_, a)| !a.finished)
+            .map(|(k, _)| *k)
+            .collect();
+        for k in keys {
+            self.fail(k, err(), ctx);
+        }
+    }
+
+    /// Replaces a stage whose step has run past the deadline.
+    fn retire(&mut self, stage: StageKind, waited: Duration, ctx: &mut Context<Self>) {
+        let h = self.shared.health(stage);
+        let old = h.generation.fetch_add(1, Ordering::AcqRel);
+        h.restarts.fetch_add(1, Ordering::Relaxed);
+        h.busy_since_us.store(0, Ordering::Release);
+        h.held.store(0, Ordering::Relaxed);
+        let (shared, dir, model) = (self.shared.clone(), self.dir.clone(), self.model.clone());
+        let arbiter = match stage {
+            StageKind::Talker => {
+                let (arb, addr) = spawn_stage(Talker::new(model), &shared, &dir, &self.config);
+                dir.write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_mut()
+                    .expect("directory")
+                    .talker = addr;
+                arb
+            }
+            StageKind::CodePredictor => {
+                let (arb, addr) = spawn_stage(Predictor::new(model), &shared, &dir, &self.config);
+                dir.write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_mut()
+                    .expect("directory")
+                    .predictor = addr;
+                arb
+            }
+            StageKind::Code2Wav => {
+                let (arb, addr) = spawn_stage(
+                    Code2Wav::new(model, self.config.chunks.clone()),
+                    &shared,
+                    &dir,
+                    &self.config,
+                );
+                dir.write()
+                    .unwrap_or_else(|e| e.into_inner())
+                    .as_mut()
+                    .expect("directory")
+                    .code2wav = addr;
+                arb
+            }
+        };
+        // The stuck thread exits when its step returns (it then sees its
+        // generation retired); its outputs are dropped as stale.
+        if let Some(old_arb) = self.arbiters[stage.index()].replace(arbiter) {
+            old_arb.stop();
+        }
+        let waited_ms = waited.as_millis() as u64;
+        self.fail_all(
+            || EngineError::StageStalled {
+                stage,
+                generation: old,
+                waited_ms,
+            },
+            ctx,
+        );
+    }
+
+    fn tick(&mut self, ctx: &mut Context<Self>) {
+        let now = Instant::now();
+        // Watchdog.
+        let now_us = self.shared.now_us();
+        for stage in StageKind::ALL {
+            let busy = self
+                .shared
+                .health(stage)
+                .busy_since_us
+                .load(Ordering::Acquire);
+            if busy != 0 {
+                let waited = Duration::from_micros(now_us.saturating_sub(busy));
+                if waited > self.config.stage_deadline {
+                    self.retire(stage, waited, ctx);
+                }
+            }
+        }
+        // Delivery, slow consumers, abandoned streams.
+        let soft = self.config.soft_unacked_audio_s;
+        let hard = (self.config.hard_unacked_audio_s * self.sample_rate as f64) as u64;
+        let keys: Vec<RequestKey> = self.active.keys().copied().collect();
+        for key in keys {
+            self.flush(key);
+            let Some(a) = self.active.get_mut(&key) else {
+                continue;
+            };
+            if a.finished {
+                if a.abandoned && !a.dropping {
+                    a.dropping = true;
+                    self.drop_everywhere(key, ctx, move |act, _| act.release(key));
+                }
+                continue;
+            }
+            if a.tx.is_closed() {
+                a.finished = true;
+                a.abandoned = true;
+                continue;
+            }
+            let out = a.gate.outstanding();
+            if a.gate.should_pause() {
+                let since = *a.paused_since.get_or_insert(now);
+                let paused = now - since;
+                if out > hard || paused > self.config.max_pause {
+                    let err = EngineError::SlowConsumer {
+                        unacked_s: out as f64 / self.sample_rate as f64,
+                        limit_s: soft,
+                        paused_ms: paused.as_millis() as u64,
+                    };
+                    self.fail(key, err, ctx);
+                }
+            } else {
+                a.paused_since = None;
+            }
+        }
+        // Forget requests whose terminal event reached the consumer.
+        self.active
+            .retain(|_, a| !(a.finished && a.released && (a.held.is_empty() || a.tx.is_closed())));
+    }
+}
+
+impl Actor for Router {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(4 * self.config.mailbox_capacity() + 64);
+        ctx.run_interval(self.config.tick, |act, ctx| act.tick(ctx));
+    }
+}
+
+impl Handler<Submit> for Router {
+    type Result = ();
+
+    fn handle(&mut self, m: Submit, _ctx: &mut Context<Self>) {
+        let result = (|| {
+            if self.shutting_down {
+                return Err(EngineError::ShuttingDown);
+            }
+            if let Some(&active) = self.sessions.get(&m.session) {
+                return Err(EngineError::SessionBusy {
+                    session: m.session,
+                    active,
+                });
+            }
+            let in_flight = self.shared.active_requests.load(Ordering::Acquire) as u64;
+            let limit = self.config.max_active_requests as u64;
+            if in_flight >= limit {
+                return Err(EngineError::AtCapacity {
+                    resource: "active requests",
+                    needed: 1,
+                    in_use: in_flight,
+                    limit,
+                });
+            }
+            let cost = self.cost(m.talker.prompt().prefill_rows(), m.max_frames);
+            let in_use = self.shared.reserved_bytes.load(Ordering::Acquire);
+            let budget = self.config.memory_budget_bytes;
+            if in_use + cost > budget {
+                return Err(EngineError::AtCapacity {
+                    resource: "bytes of memory",
+                    needed: cost,
+                    in_use,
+                    limit: budget,
+                });
+            }
+            let key = RequestKey {
+                session: m.session,
+                epoch: self.next_epoch,
+            };
+            let start = StartRequest {
+                stamp: Stamp::new(key, 0),
+                talker: m.talker,
+                predictor: m.predictor,
+                max_frames: m.max_frames,
+                gate: m.gate.clone(),
+            };
+            let talker = with_addrs(&self.dir, |a| a.talker.clone());
+            // Mailboxes hold a start per admissible request, so this only
+            // fails if the talker is being replaced.
+            talker
+                .try_send(Work(TalkerInput::Start(start)))
+                .map_err(|_| EngineError::AtCapacity {
+                    resource: "talker mailbox slots",
+                    needed: 1,
+                    in_use: in_flight,
+                    limit,
+                })?;
+            self.next_epoch += 1;
+            self.shared.reserved_bytes.fetch_add(cost, Ordering::AcqRel);
+            self.shared.active_requests.fetch_add(1, Ordering::AcqRel);
+            self.sessions.insert(m.session, key);
+            self.active.insert(
+                key,
+                ActiveReq {
+                    tx: m.tx,
+                    held: VecDeque::new(),
+                    next_seq: 0,
+                    gate: m.gate,
+                    reserved: cost,
+                    finished: false,
+                    released: false,
+                    paused_since: None,
+                    cancel_acked: false,
+                    late_samples: 0,
+                    abandoned: false,
+                    dropping: false,
+                },
+            );
+            Ok(key)
+        })();
+        if let Ok(key) = result {
+            let generations = self.generations();
+            self.push(key, Wire::Started { generations });
+        }
+        let _ = m.reply.send(result);
+    }
+}
+
+impl Handler<AudioOut> for Router {
+    type Result = ();
+
+    fn handle(&mut self, m: AudioOut, ctx: &mut Context<Self>) {
+        let stamp = match &m {
+            AudioOut::Chunk { stamp, .. }
+            | AudioOut::Finished { stamp, .. }
+            | AudioOut::Failed { stamp, .. } => *stamp,
+        };
+        let key = stamp.key;
+        if !self
+            .shared
+            .sender_current(StageKind::Code2Wav, stamp.generation)
+        {
+            return;
+        }
+        match self.active.get(&key) {
+            Some(a) if !a.finished => {}
+            _ => {
+                self.shared.stale_request();
+                return;
+            }
+        }
+        match m {
+            AudioOut::Chunk {
+                seq,
+                first_frame,
+                frames,
+                samples,
+                terminal,
+                stamp,
+            } => {
+                let a = self.active.get_mut(&key).expect("checked");
+                if seq != a.next_seq {
+                    let err = EngineError::Internal(format!(
+                        "{key}: chunk seq {seq} arrived, expected {}",
+                        a.next_seq
+                    ));
+                    self.fail(key, err, ctx);
+                    return;
+                }
+                a.next_seq += 1;
+                a.gate.produced(seq, samples.len() as u64);
+                if a.cancel_acked {
+                    a.late_samples += samples.len() as u64;
+                }
+                let w = Wire::Audio {
+                    seq,
+                    first_frame,
+                    frames,
+                    samples,
+                    terminal,
+                    generation: stamp.generation,
+                };
+                self.push(key, w);
+            }
+            AudioOut::Finished {
+                frames,
+                stop,
+                times,
+                first_frame_at,
+                last_frame_at,
+                ..
+            } => {
+                if let Some(a) = self.active.get_mut(&key) {
+                    a.finished = true;
+                }
+                self.push(
+                    key,
+                    Wire::Finished {
+                        frames,
+                        stop,
+                        times,
+                        first_frame_at,
+                        last_frame_at,
+                    },
+                );
+                // Every stage already forgot the request (each drops its
+                // state with the request's last message).
+                self.release(key);
+            }
+            AudioOut::Failed { message, .. } => {
+                self.fail(key, EngineError::Internal(message), ctx);
+            }
+        }
+    }
+}
+
+impl Handler<StageFailed> for Router {
+    type Result = ();
+
+    fn handle(&mut self, m: StageFailed, ctx: &mut Context<Self>) {
+        // Every request in flight holds state in every stage, and messages
+        // the dead generation sent are now dropped as stale: fail them all,
+        // explicitly (m.requests lists those whose state was lost for sure).
+        let (stage, generation, message) = (m.stage, m.old_generation, m.message);
+        self.fail_all(
+            || EngineError::StageFailed {
+                stage,
+                generation,
+                message: message.clone(),
+            },
+            ctx,
+        );
+    }
+}
+
+impl Handler<Cancel> for Router {
+    type Result = ();
+
+    fn handle(&mut self, m: Cancel, ctx: &mut Context<Self>) {
+        let received = Instant::now();
+        let key = m.key;
+        let live = matches!(self.active.get(&key), Some(a) if !a.finished);
+        if !live {
+            let _ = m.reply.send(CancelAck {
+                request: key,
+                was_active: false,
+                cancel_ack_ms: 0.0,
+                late_audio_samples: 0,
+            });
+            return;
+        }
+        let a = self.active.get_mut(&key).expect("checked");
+        a.finished = true;
+        a.dropping = true;
+        // Audio not yet handed to the consumer is never delivered now.
+        a.held.retain(|w| !matches!(w, Wire::Audio { .. }));
+        // The session may start its next request at once.
+        if self.sessions.get(&key.session) == Some(&key) {
+            self.sessions.remove(&key.session);
+        }
+        let reply = m.reply;
+        self.drop_everywhere(key, ctx, move |act, _| {
+            let ms = received.elapsed().as_secs_f64() * 1e3;
+            let late = match act.active.get_mut(&key) {
+                Some(a) => {
+                    a.cancel_acked = true;
+                    a.late_samples
+                }
+                None => 0,
+            };
+            act.release(key);
+            act.push(
+                key,
+                Wire::Cancelled {
+                    cancel_ack_ms: ms,
+                    late_audio_samples: late,
+                },
+            );
+            let _ = reply.send(CancelAck {
+                request: key,
+                was_active: true,
+                cancel_ack_ms: ms,
+                late_audio_samples: late,
+            });
+        });
+    }
+}
+
+impl Handler<Shutdown> for Router {
+    type Result = ();
+
+    fn handle(&mut self, _: Shutdown, ctx: &mut Context<Self>) {
+        self.shutting_down = true;
+        self.fail_all(|| EngineError::ShuttingDown, ctx);
+        // The system is going away with every stage: return all
+        // reservations now.
+        let keys: Vec<RequestKey> = self.active.keys().copied().collect();
+        for k in keys {
+            self.flush(k);
+            self.release(k);
+        }
+        for a in self.arbiters.iter_mut().filter_map(Option::take) {
+            a.stop();
+        }
+        System::current().stop();
+    }
+}

@@ -1,0 +1,486 @@
+//! The generic stage actor: mailbox, work queue, panic boundary, health.
+//!
+//! Each model stage is a [`StageActor`] around a [`StageLogic`] (the model
+//! calls and per-request state), supervised by `actix::Supervisor` on its
+//! own Arbiter thread. Data messages are queued locally and processed one
+//! item at a time from a self-notification, so control messages (drops)
+//! are handled between steps and a future batched forward can take every
+//! ready item of a round at once.
+//!
+//! Failure handling:
+//! - a panic in a model call is caught here, the stage's in-flight requests
+//!   are reported to the router ([`StageFailed`]), the generation is bumped,
+//!   and the actor stops so its supervisor restarts it with empty state;
+//! - a stall is detected by the router's watchdog from [`StageHealth`]
+//!   (busy longer than the deadline); the router bumps the generation and
+//!   starts a replacement, and this instance, when it wakes, sees it was
+//!   retired, discards its outputs and stops its arbiter.
+
+use std::collections::VecDeque;
+use std::panic::{catch_unwind, AssertUnwindSafe};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, RwLock};
+use std::time::{Duration, Instant};
+
+use actix::prelude::*;
+
+use crate::contract::*;
+use crate::router::Router;
+use crate::stages::TalkerInput;
+
+/// Live figures of one stage, shared with the router (watchdog) and the
+/// engine (stats). Atomics only: read without locks from any thread.
+#[derive(Debug, Default)]
+pub struct StageHealth {
+    pub generation: AtomicU64,
+    /// Microseconds since the engine's base instant when the current step
+    /// started; 0 when idle.
+    pub busy_since_us: AtomicU64,
+    pub restarts: AtomicU64,
+    /// Requests holding state in the stage.
+    pub held: AtomicUsize,
+    /// Model steps run (all requests, all generations).
+    pub steps: AtomicU64,
+}
+
+/// Engine-wide shared figures.
+#[derive(Debug)]
+pub struct Shared {
+    pub base: Instant,
+    pub health: [StageHealth; 3],
+    pub stale_epoch: AtomicU64,
+    pub stale_generation: AtomicU64,
+    pub reserved_bytes: AtomicU64,
+    pub active_requests: AtomicUsize,
+    #[cfg(feature = "fault-injection")]
+    pub fault: std::sync::Mutex<Option<crate::config::Fault>>,
+}
+
+impl Shared {
+    pub fn new(#[cfg(feature = "fault-injection")] fault: Option<crate::config::Fault>) -> Self {
+        Shared {
+            base: Instant::now(),
+            health: Default::default(),
+            stale_epoch: AtomicU64::new(0),
+            stale_generation: AtomicU64::new(0),
+            reserved_bytes: AtomicU64::new(0),
+            active_requests: AtomicUsize::new(0),
+            #[cfg(feature = "fault-injection")]
+            fault: std::sync::Mutex::new(fault),
+        }
+    }
+
+    pub fn health(&self, k: StageKind) -> &StageHealth {
+        &self.health[k.index()]
+    }
+
+    pub fn now_us(&self) -> u64 {
+        // +1 so that 0 can mean "idle".
+        self.base.elapsed().as_micros() as u64 + 1
+    }
+
+    /// A data message from `from` stamped with generation `g` is current.
+    pub fn sender_current(&self, from: StageKind, g: Generation) -> bool {
+        if self.health(from).generation.load(Ordering::Acquire) == g {
+            true
+        } else {
+            self.stale_generation.fetch_add(1, Ordering::Relaxed);
+            false
+        }
+    }
+
+    /// Counts a data message for a request this stage holds no state for.
+    pub fn stale_request(&self) {
+        self.stale_epoch.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Current addresses of every actor; the router rewrites a stage's entry
+/// when it replaces a retired stage.
+pub struct Addrs {
+    pub talker: Addr<StageActor<crate::stages::Talker>>,
+    pub predictor: Addr<StageActor<crate::stages::Predictor>>,
+    pub code2wav: Addr<StageActor<crate::stages::Code2Wav>>,
+    pub router: Addr<Router>,
+}
+
+pub type Directory = Arc<RwLock<Option<Addrs>>>;
+
+pub(crate) fn with_addrs<R>(dir: &Directory, f: impl FnOnce(&Addrs) -> R) -> R {
+    let g = dir.read().unwrap_or_else(|e| e.into_inner());
+    f(g.as_ref()
+        .expect("directory is set before any work is sent"))
+}
+
+/// A message a stage hands to the next one.
+pub enum Output {
+    Predictor(TalkerToken),
+    Talker(FrameFeedback),
+    Code2Wav(FrameForDecode),
+    Router(AudioOut),
+}
+
+/// Per-step context given to [`StageLogic::process`].
+pub struct StepCx<'a> {
+    pub out: &'a mut Vec<Output>,
+    pub generation: Generation,
+    pub shared: &'a Shared,
+}
+
+impl StepCx<'_> {
+    /// Runs one model call: counts the step, fires an injected fault if one
+    /// is due, and returns the result with its wall time.
+    pub fn model_call<R>(&mut self, stage: StageKind, f: impl FnOnce() -> R) -> (R, Duration) {
+        let step = self
+            .shared
+            .health(stage)
+            .steps
+            .fetch_add(1, Ordering::Relaxed);
+        #[cfg(feature = "fault-injection")]
+        crate::fault::maybe_fire(self.shared, stage, step, self.generation);
+        let _ = step;
+        let t = Instant::now();
+        let r = f();
+        (r, t.elapsed())
+    }
+}
+
+/// What a stage does with its input. Implementations hold the per-request
+/// state of the stage (KV caches, decoder states) and nothing else.
+pub trait StageLogic: Sized + Unpin + 'static {
+    const KIND: StageKind;
+    type Input: Send + Unpin + 'static;
+    fn stamp(input: &Self::Input) -> &Stamp;
+    /// The stage that sent this input (None: the router).
+    fn sender(input: &Self::Input) -> Option<StageKind>;
+    /// Processes one input, appending hand-offs to `cx.out`. Returns the
+    /// input back when it must wait (paused request).
+    fn process(&mut self, input: Self::Input, cx: &mut StepCx<'_>) -> Option<Self::Input>;
+    /// Drops a request's state; true if there was any.
+    fn drop_request(&mut self, key: RequestKey) -> bool;
+    /// Requests holding state.
+    fn held(&self) -> Vec<RequestKey>;
+    fn clear(&mut self);
+}
+
+pub struct StageActor<L: StageLogic> {
+    logic: L,
+    generation: Generation,
+    shared: Arc<Shared>,
+    dir: Directory,
+    ready: VecDeque<L::Input>,
+    deferred: Vec<L::Input>,
+    tick_pending: bool,
+    recheck_pending: bool,
+    mailbox: usize,
+    recheck: Duration,
+    retired: bool,
+}
+
+impl<L: StageLogic> StageActor<L> {
+    pub fn new(
+        logic: L,
+        shared: Arc<Shared>,
+        dir: Directory,
+        mailbox: usize,
+        recheck: Duration,
+    ) -> Self {
+        let generation = shared.health(L::KIND).generation.load(Ordering::Acquire);
+        StageActor {
+            logic,
+            generation,
+            shared,
+            dir,
+            ready: VecDeque::new(),
+            deferred: Vec::new(),
+            tick_pending: false,
+            recheck_pending: false,
+            mailbox,
+            recheck,
+            retired: false,
+        }
+    }
+
+    fn health(&self) -> &StageHealth {
+        self.shared.health(L::KIND)
+    }
+
+    fn is_retired(&self) -> bool {
+        self.health().generation.load(Ordering::Acquire) != self.generation
+    }
+
+    fn schedule_tick(&mut self, ctx: &mut Context<Self>) {
+        if !self.tick_pending && !self.ready.is_empty() {
+            self.tick_pending = true;
+            ctx.notify(Tick);
+        }
+    }
+
+    fn update_held(&self) {
+        self.health()
+            .held
+            .store(self.logic.held().len(), Ordering::Relaxed);
+    }
+
+    /// Forgets everything (after a panic, a restart, or retirement).
+    fn reset(&mut self) {
+        self.logic.clear();
+        self.ready.clear();
+        self.deferred.clear();
+        self.health().busy_since_us.store(0, Ordering::Release);
+        self.update_held();
+    }
+
+    /// Runs one item inside the panic boundary. Returns false if the actor
+    /// must stop processing (panicked, retired or waiting on a full mailbox).
+    fn run_one(&mut self, item: L::Input, ctx: &mut Context<Self>) -> bool {
+        let key = L::stamp(&item).key;
+        let mut out = Vec::new();
+        self.health()
+            .busy_since_us
+            .store(self.shared.now_us(), Ordering::Release);
+        let shared = self.shared.clone();
+        let generation = self.generation;
+        let logic = &mut self.logic;
+        let result = catch_unwind(AssertUnwindSafe(|| {
+            let mut cx = StepCx {
+                out: &mut out,
+                generation,
+                shared: &shared,
+            };
+            logic.process(item, &mut cx)
+        }));
+        self.health().busy_since_us.store(0, Ordering::Release);
+        if self.is_retired() {
+            // The watchdog replaced this instance while it was stuck: its
+            // outputs are stale, and its arbiter is being stopped.
+            self.retire(ctx);
+            return false;
+        }
+        match result {
+            Ok(Some(back)) => self.deferred.push(back),
+            Ok(None) => {}
+            Err(panic) => {
+                self.fail(key, panic_message(&*panic), ctx);
+                return false;
+            }
+        }
+        self.update_held();
+        self.dispatch(out, ctx)
+    }
+
+    fn retire(&mut self, ctx: &mut Context<Self>) {
+        self.retired = true;
+        self.reset();
+        ctx.stop();
+        Arbiter::current().stop();
+    }
+
+    /// The panic path: report, bump the generation, stop (the supervisor
+    /// restarts this actor with empty state).
+    fn fail(&mut self, current: RequestKey, message: String, ctx: &mut Context<Self>) {
+        let mut requests = self.logic.held();
+        requests.push(current);
+        requests.extend(
+            self.ready
+                .iter()
+                .chain(&self.deferred)
+                .map(|i| L::stamp(i).key),
+        );
+        requests.sort();
+        requests.dedup();
+        let old = self.generation;
+        let new = self.health().generation.fetch_add(1, Ordering::AcqRel) + 1;
+        self.generation = new;
+        self.health().restarts.fetch_add(1, Ordering::Relaxed);
+        self.reset();
+        let router = with_addrs(&self.dir, |a| a.router.clone());
+        let msg = StageFailed {
+            stage: L::KIND,
+            old_generation: old,
+            new_generation: new,
+            requests,
+            message,
+        };
+        // Control path, rare: a task on this arbiter (it outlives the stop)
+        // waits for room in the router's mailbox.
+        actix::spawn(async move {
+            let _ = router.send(msg).await;
+        });
+        ctx.stop();
+    }
+
+    /// Hands outputs on in order: `try_send` while mailboxes have room;
+    /// from the first full one on, the rest go in order through one waiting
+    /// future that blocks this actor (backpressure) until delivered.
+    fn dispatch(&mut self, out: Vec<Output>, ctx: &mut Context<Self>) -> bool {
+        let mut it = out.into_iter();
+        for o in it.by_ref() {
+            if let Err(o) = try_deliver(&self.dir, o) {
+                let dir = self.dir.clone();
+                let rest: Vec<Output> = std::iter::once(o).chain(it).collect();
+                ctx.wait(
+                    async move {
+                        for o in rest {
+                            deliver(&dir, o).await;
+                        }
+                    }
+                    .into_actor(self),
+                );
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// `Err` gives the output back when the receiver's mailbox is full. A closed
+/// mailbox (a stage being replaced) drops the message: its requests fail.
+fn try_deliver(dir: &Directory, o: Output) -> Result<(), Output> {
+    use actix::dev::SendError;
+    with_addrs(dir, |a| match o {
+        Output::Predictor(m) => a.predictor.try_send(Work(m)).map_err(|e| match e {
+            SendError::Full(Work(m)) => Some(Output::Predictor(m)),
+            SendError::Closed(_) => None,
+        }),
+        Output::Talker(m) => {
+            a.talker
+                .try_send(Work(TalkerInput::Feedback(m)))
+                .map_err(|e| match e {
+                    SendError::Full(Work(TalkerInput::Feedback(m))) => Some(Output::Talker(m)),
+                    SendError::Full(Work(TalkerInput::Start(_))) => {
+                        unreachable!("only feedback is sent here")
+                    }
+                    SendError::Closed(_) => None,
+                })
+        }
+        Output::Code2Wav(m) => a.code2wav.try_send(Work(m)).map_err(|e| match e {
+            SendError::Full(Work(m)) => Some(Output::Code2Wav(m)),
+            SendError::Closed(_) => None,
+        }),
+        Output::Router(m) => a.router.try_send(m).map_err(|e| match e {
+            SendError::Full(m) => Some(Output::Router(m)),
+            SendError::Closed(_) => None,
+        }),
+    })
+    .or_else(|full| full.map_or(Ok(()), Err))
+}
+
+/// Waits for room (bounded `send`), then delivers.
+async fn deliver(dir: &Directory, o: Output) {
+    // Clone the address out of the lock before awaiting.
+    match o {
+        Output::Predictor(m) => {
+            let a = with_addrs(dir, |a| a.predictor.clone());
+            let _ = a.send(Work(m)).await;
+        }
+        Output::Talker(m) => {
+            let a = with_addrs(dir, |a| a.talker.clone());
+            let _ = a.send(Work(TalkerInput::Feedback(m))).await;
+        }
+        Output::Code2Wav(m) => {
+            let a = with_addrs(dir, |a| a.code2wav.clone());
+            let _ = a.send(Work(m)).await;
+        }
+        Output::Router(m) => {
+            let a = with_addrs(dir, |a| a.router.clone());
+            let _ = a.send(m).await;
+        }
+    }
+}
+
+fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
+    if let Some(s) = p.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = p.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "panic with a non-string payload".into()
+    }
+}
+
+impl<L: StageLogic> Actor for StageActor<L> {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        ctx.set_mailbox_capacity(self.mailbox);
+    }
+}
+
+impl<L: StageLogic> Supervised for StageActor<L> {
+    fn restarting(&mut self, _ctx: &mut Context<Self>) {
+        self.reset();
+        self.tick_pending = false;
+        self.recheck_pending = false;
+        self.generation = self.health().generation.load(Ordering::Acquire);
+    }
+}
+
+struct Tick;
+impl Message for Tick {
+    type Result = ();
+}
+
+impl<L: StageLogic> Handler<Work<L::Input>> for StageActor<L> {
+    type Result = ();
+
+    fn handle(&mut self, Work(item): Work<L::Input>, ctx: &mut Context<Self>) {
+        let stamp = *L::stamp(&item);
+        if let Some(from) = L::sender(&item) {
+            if !self.shared.sender_current(from, stamp.generation) {
+                return;
+            }
+        }
+        self.ready.push_back(item);
+        self.schedule_tick(ctx);
+    }
+}
+
+impl<L: StageLogic> Handler<Tick> for StageActor<L> {
+    type Result = ();
+
+    fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
+        self.tick_pending = false;
+        if self.retired {
+            return;
+        }
+        // One round: every item ready now, one step each (a batched forward
+        // slots in here). Mailbox messages are handled between rounds.
+        let round = self.ready.len();
+        for _ in 0..round {
+            let Some(item) = self.ready.pop_front() else {
+                break;
+            };
+            if !self.run_one(item, ctx) {
+                if !self.retired {
+                    // Resume after the waiting hand-off (or restart).
+                    self.schedule_tick(ctx);
+                }
+                return;
+            }
+        }
+        self.schedule_tick(ctx);
+        if !self.deferred.is_empty() && !self.recheck_pending {
+            self.recheck_pending = true;
+            ctx.run_later(self.recheck, |act, ctx| {
+                act.recheck_pending = false;
+                act.ready.extend(act.deferred.drain(..));
+                act.schedule_tick(ctx);
+            });
+        }
+    }
+}
+
+impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
+    type Result = bool;
+
+    fn handle(&mut self, m: DropRequest, _: &mut Context<Self>) -> bool {
+        let queued = self.ready.len() + self.deferred.len();
+        self.ready.retain(|i| L::stamp(i).key != m.key);
+        self.deferred.retain(|i| L::stamp(i).key != m.key);
+        let had =
+            self.logic.drop_request(m.key) || queued != self.ready.len() + self.deferred.len();
+        self.update_held();
+        had
+    }
+}

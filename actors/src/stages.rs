@@ -1,0 +1,417 @@
+//! The three model stages: what each does with one input, and the
+//! per-request state it owns. The actor around them is [`crate::stage`].
+//!
+//! Stop rules mirror `FrameGenerator::next_frame` exactly: no frames (and no
+//! prefill) when `max_frames == 0`; the talker's codebook-0 token equal to
+//! codec EOS ends the request; after the `max_frames`-th frame the talker is
+//! not stepped again.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::Instant;
+
+use tts_models::codec::DecoderState;
+use tts_models::synth::{PredictorSession, StopReason, TalkerSession};
+use tts_models::Qwen3Tts;
+
+use crate::config::ChunkSchedule;
+use crate::contract::*;
+use crate::flow::FlowGate;
+use crate::stage::{Output, StageLogic, StepCx};
+
+/// Input of the talker: a new request or a frame fed back.
+pub enum TalkerInput {
+    Start(StartRequest),
+    Feedback(FrameFeedback),
+}
+
+struct TalkerReq {
+    session: TalkerSession,
+    gate: Arc<FlowGate>,
+    max_frames: usize,
+}
+
+/// The talker stage: owns every request's talker KV cache.
+pub struct Talker {
+    model: Arc<Qwen3Tts>,
+    reqs: HashMap<RequestKey, TalkerReq>,
+}
+
+impl Talker {
+    pub fn new(model: Arc<Qwen3Tts>) -> Self {
+        Talker {
+            model,
+            reqs: HashMap::new(),
+        }
+    }
+
+    /// Emits the token picked for frame `index` and forgets the request when
+    /// no further talker step can follow.
+    #[allow(clippy::too_many_arguments)]
+    fn emit(
+        &mut self,
+        key: RequestKey,
+        index: u64,
+        out: tts_models::synth::TalkerOutput,
+        max_frames: usize,
+        open: Option<Box<PredictorSession>>,
+        times: StageTimes,
+        cx: &mut StepCx<'_>,
+    ) {
+        let eos = self.model.config.talker.codec.eos;
+        let (kind, last) = if out.c0 == eos {
+            (TokenKind::End(StopReason::Eos), true)
+        } else {
+            (TokenKind::C0(out), index + 1 == max_frames as u64)
+        };
+        let ends = matches!(kind, TokenKind::End(_));
+        if last {
+            self.reqs.remove(&key);
+        }
+        cx.out.push(Output::Predictor(TalkerToken {
+            stamp: Stamp::new(key, cx.generation),
+            frame_index: index,
+            kind,
+            last: last && !ends,
+            open,
+            times,
+        }));
+    }
+}
+
+impl StageLogic for Talker {
+    const KIND: StageKind = StageKind::Talker;
+    type Input = TalkerInput;
+
+    fn stamp(i: &TalkerInput) -> &Stamp {
+        match i {
+            TalkerInput::Start(s) => &s.stamp,
+            TalkerInput::Feedback(f) => &f.stamp,
+        }
+    }
+
+    fn sender(i: &TalkerInput) -> Option<StageKind> {
+        match i {
+            TalkerInput::Start(_) => None,
+            TalkerInput::Feedback(_) => Some(StageKind::CodePredictor),
+        }
+    }
+
+    fn process(&mut self, input: TalkerInput, cx: &mut StepCx<'_>) -> Option<TalkerInput> {
+        match input {
+            TalkerInput::Start(s) => {
+                let key = s.stamp.key;
+                let mut times = StageTimes {
+                    handoff: s.stamp.sent_at.elapsed(),
+                    ..StageTimes::default()
+                };
+                let open = Some(Box::new(s.predictor));
+                if s.max_frames == 0 {
+                    cx.out.push(Output::Predictor(TalkerToken {
+                        stamp: Stamp::new(key, cx.generation),
+                        frame_index: 0,
+                        kind: TokenKind::End(StopReason::MaxFrames),
+                        last: false,
+                        open,
+                        times,
+                    }));
+                    return None;
+                }
+                let mut req = TalkerReq {
+                    session: s.talker,
+                    gate: s.gate,
+                    max_frames: s.max_frames,
+                };
+                let model = self.model.clone();
+                let (out, d) = cx.model_call(StageKind::Talker, || req.session.prefill(&model));
+                times.talker += d;
+                let max_frames = req.max_frames;
+                self.reqs.insert(key, req);
+                self.emit(key, 0, out, max_frames, open, times, cx);
+                None
+            }
+            TalkerInput::Feedback(mut f) => {
+                let key = f.stamp.key;
+                let Some(req) = self.reqs.get_mut(&key) else {
+                    cx.shared.stale_request();
+                    return None;
+                };
+                if req.gate.should_pause() {
+                    // The consumer is behind: hold this request only. Time
+                    // spent paused is not hand-off time.
+                    f.stamp.sent_at = Instant::now();
+                    return Some(TalkerInput::Feedback(f));
+                }
+                let mut times = f.times;
+                times.handoff += f.stamp.sent_at.elapsed();
+                let model = self.model.clone();
+                let (out, d) =
+                    cx.model_call(StageKind::Talker, || req.session.step(&model, &f.codes));
+                times.talker += d;
+                let max_frames = req.max_frames;
+                self.emit(key, f.frame_index + 1, out, max_frames, None, times, cx);
+                None
+            }
+        }
+    }
+
+    fn drop_request(&mut self, key: RequestKey) -> bool {
+        self.reqs.remove(&key).is_some()
+    }
+
+    fn held(&self) -> Vec<RequestKey> {
+        self.reqs.keys().copied().collect()
+    }
+
+    fn clear(&mut self) {
+        self.reqs.clear();
+    }
+}
+
+/// The code predictor stage: owns every request's predictor RNG stream.
+pub struct Predictor {
+    model: Arc<Qwen3Tts>,
+    reqs: HashMap<RequestKey, PredictorSession>,
+}
+
+impl Predictor {
+    pub fn new(model: Arc<Qwen3Tts>) -> Self {
+        Predictor {
+            model,
+            reqs: HashMap::new(),
+        }
+    }
+}
+
+impl StageLogic for Predictor {
+    const KIND: StageKind = StageKind::CodePredictor;
+    type Input = TalkerToken;
+
+    fn stamp(i: &TalkerToken) -> &Stamp {
+        &i.stamp
+    }
+
+    fn sender(_: &TalkerToken) -> Option<StageKind> {
+        Some(StageKind::Talker)
+    }
+
+    fn process(&mut self, mut t: TalkerToken, cx: &mut StepCx<'_>) -> Option<TalkerToken> {
+        let key = t.stamp.key;
+        if let Some(open) = t.open.take() {
+            self.reqs.insert(key, *open);
+        }
+        let Some(session) = self.reqs.get_mut(&key) else {
+            cx.shared.stale_request();
+            return None;
+        };
+        let mut times = t.times;
+        times.handoff += t.stamp.sent_at.elapsed();
+        let first = t.frame_index == 0;
+        match t.kind {
+            TokenKind::End(stop) => {
+                self.reqs.remove(&key);
+                cx.out.push(Output::Code2Wav(FrameForDecode {
+                    stamp: Stamp::new(key, cx.generation),
+                    frame_index: t.frame_index,
+                    codes: None,
+                    first,
+                    stop: Some(stop),
+                    produced_at: Instant::now(),
+                    times,
+                }));
+            }
+            TokenKind::C0(out) => {
+                let model = self.model.clone();
+                let (frame, d) =
+                    cx.model_call(StageKind::CodePredictor, || session.predict(&model, &out));
+                times.code_predictor += d;
+                let produced_at = Instant::now();
+                let stamp = Stamp::new(key, cx.generation);
+                if t.last {
+                    self.reqs.remove(&key);
+                } else {
+                    // Feed back first: the talker is the critical path.
+                    cx.out.push(Output::Talker(FrameFeedback {
+                        stamp,
+                        frame_index: t.frame_index,
+                        codes: frame.clone(),
+                        times,
+                    }));
+                }
+                cx.out.push(Output::Code2Wav(FrameForDecode {
+                    stamp,
+                    frame_index: t.frame_index,
+                    codes: Some(frame),
+                    first,
+                    stop: t.last.then_some(StopReason::MaxFrames),
+                    produced_at,
+                    times,
+                }));
+            }
+        }
+        None
+    }
+
+    fn drop_request(&mut self, key: RequestKey) -> bool {
+        self.reqs.remove(&key).is_some()
+    }
+
+    fn held(&self) -> Vec<RequestKey> {
+        self.reqs.keys().copied().collect()
+    }
+
+    fn clear(&mut self) {
+        self.reqs.clear();
+    }
+}
+
+struct DecodeReq {
+    state: DecoderState,
+    pending: Vec<u32>,
+    pending_frames: usize,
+    /// Index of the first pending frame.
+    pending_from: u64,
+    next_seq: u64,
+    frames: u64,
+    times: StageTimes,
+    first_frame_at: Option<Instant>,
+    last_frame_at: Option<Instant>,
+}
+
+/// The code2wav stage: owns every request's streaming decoder state and
+/// cuts the audio into chunks by the [`ChunkSchedule`].
+pub struct Code2Wav {
+    model: Arc<Qwen3Tts>,
+    schedule: ChunkSchedule,
+    reqs: HashMap<RequestKey, DecodeReq>,
+}
+
+impl Code2Wav {
+    pub fn new(model: Arc<Qwen3Tts>, schedule: ChunkSchedule) -> Self {
+        Code2Wav {
+            model,
+            schedule,
+            reqs: HashMap::new(),
+        }
+    }
+}
+
+impl StageLogic for Code2Wav {
+    const KIND: StageKind = StageKind::Code2Wav;
+    type Input = FrameForDecode;
+
+    fn stamp(i: &FrameForDecode) -> &Stamp {
+        &i.stamp
+    }
+
+    fn sender(_: &FrameForDecode) -> Option<StageKind> {
+        Some(StageKind::CodePredictor)
+    }
+
+    fn process(&mut self, f: FrameForDecode, cx: &mut StepCx<'_>) -> Option<FrameForDecode> {
+        let key = f.stamp.key;
+        if f.first {
+            self.reqs.insert(
+                key,
+                DecodeReq {
+                    state: self.model.code2wav.new_state(),
+                    pending: Vec::new(),
+                    pending_frames: 0,
+                    pending_from: 0,
+                    next_seq: 0,
+                    frames: 0,
+                    times: StageTimes::default(),
+                    first_frame_at: None,
+                    last_frame_at: None,
+                },
+            );
+        }
+        let Some(r) = self.reqs.get_mut(&key) else {
+            cx.shared.stale_request();
+            return None;
+        };
+        r.times.handoff += f.stamp.sent_at.elapsed();
+        if let Some(codes) = &f.codes {
+            if r.pending_frames == 0 {
+                r.pending_from = f.frame_index;
+            }
+            r.pending.extend_from_slice(codes);
+            r.pending_frames += 1;
+            r.frames += 1;
+            r.first_frame_at.get_or_insert(f.produced_at);
+            r.last_frame_at = Some(f.produced_at);
+        }
+        let last = f.stop.is_some();
+        let mut emitted_terminal = false;
+        if r.pending_frames > 0 && (last || r.pending_frames >= self.schedule.size(r.next_seq)) {
+            let model = self.model.clone();
+            let mut samples = Vec::new();
+            let (res, d) = cx.model_call(StageKind::Code2Wav, || {
+                model
+                    .code2wav
+                    .decode_step(&mut r.state, &r.pending, r.pending_frames, &mut samples)
+            });
+            r.times.code2wav += d;
+            if let Err(e) = res {
+                self.reqs.remove(&key);
+                cx.out.push(Output::Router(AudioOut::Failed {
+                    stamp: Stamp::new(key, cx.generation),
+                    message: e.to_string(),
+                }));
+                return None;
+            }
+            cx.out.push(Output::Router(AudioOut::Chunk {
+                stamp: Stamp::new(key, cx.generation),
+                seq: r.next_seq,
+                first_frame: r.pending_from,
+                frames: r.pending_frames,
+                samples,
+                terminal: last,
+            }));
+            r.next_seq += 1;
+            emitted_terminal = last;
+            r.pending.clear();
+            r.pending_frames = 0;
+        }
+        if let Some(stop) = f.stop {
+            let r = self.reqs.remove(&key).expect("state checked above");
+            if r.pending_frames == 0 && !emitted_terminal {
+                // The end came after the last chunk went out (EOS, or no
+                // frames at all): an empty chunk carries the terminal flag,
+                // so every stream's last chunk is marked.
+                cx.out.push(Output::Router(AudioOut::Chunk {
+                    stamp: Stamp::new(key, cx.generation),
+                    seq: r.next_seq,
+                    first_frame: r.frames,
+                    frames: 0,
+                    samples: Vec::new(),
+                    terminal: true,
+                }));
+            }
+            let mut times = f.times;
+            times.code2wav = r.times.code2wav;
+            times.handoff += r.times.handoff;
+            cx.out.push(Output::Router(AudioOut::Finished {
+                stamp: Stamp::new(key, cx.generation),
+                frames: r.frames,
+                stop,
+                times,
+                first_frame_at: r.first_frame_at,
+                last_frame_at: r.last_frame_at,
+            }));
+        }
+        None
+    }
+
+    fn drop_request(&mut self, key: RequestKey) -> bool {
+        self.reqs.remove(&key).is_some()
+    }
+
+    fn held(&self) -> Vec<RequestKey> {
+        self.reqs.keys().copied().collect()
+    }
+
+    fn clear(&mut self) {
+        self.reqs.clear();
+    }
+}

@@ -1,0 +1,601 @@
+//! The streaming runtime end to end on the tiny fixtures: streamed equals
+//! offline, cancellation, slow consumers, crashed and stalled stages,
+//! admission. Assertions are on content and lifecycle, never on speed; the
+//! timeouts only turn a hang into a failure.
+
+use std::panic::AssertUnwindSafe;
+use std::path::Path;
+use std::sync::{Arc, OnceLock};
+use std::time::Duration;
+
+use tts_actors::{
+    AudioChunk, ChunkSchedule, Engine, EngineConfig, ErrorKind, Event, Fault, FaultAction,
+    RequestMetrics, StageKind, Stream,
+};
+use tts_models::{GenOptions, Qwen3Tts, Request};
+
+fn model(name: &str) -> Arc<Qwen3Tts> {
+    static A: OnceLock<Arc<Qwen3Tts>> = OnceLock::new();
+    static B: OnceLock<Arc<Qwen3Tts>> = OnceLock::new();
+    let cell = if name == "tiny-a" { &A } else { &B };
+    cell.get_or_init(|| {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../tests/fixtures")
+            .join(name);
+        Arc::new(Qwen3Tts::load(&dir).expect("load fixture"))
+    })
+    .clone()
+}
+
+fn request(m: &Qwen3Tts, text: &str, frames: usize, greedy: bool, seed: u64) -> Request {
+    let mut options: GenOptions = m.default_options();
+    if greedy {
+        options = options.greedy();
+    }
+    options.max_frames = frames;
+    options.seed = seed;
+    Request {
+        text: text.into(),
+        speaker: Some(m.speakers()[0].clone()),
+        language: "english".into(),
+        instruct: None,
+        text_streaming: false,
+        options,
+    }
+}
+
+/// The non-streamed reference: `FrameGenerator` to the end, then codes.
+struct Reference {
+    frames: usize,
+    codes: Vec<u32>,
+    /// One whole-utterance decode.
+    whole: Vec<f32>,
+}
+
+fn reference(m: &Arc<Qwen3Tts>, req: &Request) -> Reference {
+    let mut g = m.start(req).unwrap();
+    let codes = g.run_to_end();
+    let frames = g.frames();
+    Reference {
+        frames,
+        whole: m.code2wav.decode(&codes, frames).unwrap(),
+        codes,
+    }
+}
+
+/// Streamed audio against the reference: bit-identical to the reference
+/// codes decoded with the same chunk boundaries (so the generated codes are
+/// identical), and within the codec's documented streaming tolerance
+/// (`STREAM_TOL` = 1e-5 in models/src/codec/tests.rs) of one whole decode.
+fn assert_matches(m: &Qwen3Tts, c: &Collected, want: &Reference, what: &str) {
+    let q = m.config.talker.num_code_groups;
+    let mut state = m.code2wav.new_state();
+    let mut same_chunks = Vec::new();
+    let mut at = 0;
+    for ch in &c.chunks {
+        m.code2wav
+            .decode_step(
+                &mut state,
+                &want.codes[at * q..(at + ch.frames) * q],
+                ch.frames,
+                &mut same_chunks,
+            )
+            .unwrap();
+        at += ch.frames;
+    }
+    assert_eq!(at, want.frames, "{what}: frames");
+    let got = c.audio();
+    assert!(
+        got == same_chunks,
+        "{what}: not bit-identical to the reference codes decoded in the same chunks"
+    );
+    assert_close(&got, &want.whole, 1e-5, what);
+}
+
+fn assert_close(got: &[f32], want: &[f32], tol: f32, what: &str) {
+    assert_eq!(got.len(), want.len(), "{what}: sample count");
+    let worst = got
+        .iter()
+        .zip(want)
+        .map(|(a, b)| (a - b).abs())
+        .fold(0f32, f32::max);
+    assert!(worst <= tol, "{what}: max |diff| {worst:e} > {tol:e}");
+}
+
+/// Runs `f` on a helper thread; fails the test instead of hanging.
+fn within<T: Send + 'static>(secs: u64, f: impl FnOnce() -> T + Send + 'static) -> T {
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        let _ = tx.send(std::panic::catch_unwind(AssertUnwindSafe(f)));
+    });
+    match rx.recv_timeout(Duration::from_secs(secs)) {
+        Ok(Ok(v)) => v,
+        Ok(Err(p)) => std::panic::resume_unwind(p),
+        Err(_) => panic!("test did not finish within {secs} s"),
+    }
+}
+
+struct Collected {
+    chunks: Vec<AudioChunk>,
+    terminal: Event,
+}
+
+impl Collected {
+    fn audio(&self) -> Vec<f32> {
+        self.chunks
+            .iter()
+            .flat_map(|c| c.samples.iter().copied())
+            .collect()
+    }
+    fn metrics(&self) -> &RequestMetrics {
+        match &self.terminal {
+            Event::Done { metrics, .. }
+            | Event::Cancelled { metrics, .. }
+            | Event::Error { metrics, .. } => metrics,
+            _ => unreachable!(),
+        }
+    }
+    fn done(&self) -> &RequestMetrics {
+        match &self.terminal {
+            Event::Done { metrics, .. } => metrics,
+            other => panic!("expected Done, got {other:?}"),
+        }
+    }
+    fn error_kind(&self) -> ErrorKind {
+        match &self.terminal {
+            Event::Error { kind, .. } => *kind,
+            other => panic!("expected Error, got {other:?}"),
+        }
+    }
+}
+
+/// Reads a stream to its terminal event, checking the sequence invariants:
+/// Started first, seq contiguous from 0, frames contiguous, `terminal` only
+/// on the last chunk, nothing after the terminal event.
+fn collect(s: &mut Stream, ack: bool) -> Collected {
+    let mut chunks: Vec<AudioChunk> = Vec::new();
+    let first = s.next_blocking().expect("an event");
+    assert!(
+        matches!(first, Event::Started { .. }),
+        "first event: {first:?}"
+    );
+    loop {
+        let e = s.next_blocking().expect("a terminal event before the end");
+        match e {
+            Event::Audio(c) => {
+                assert_eq!(c.seq, chunks.len() as u64, "seq contiguous");
+                let next_frame = chunks.last().map_or(0, |p| p.first_frame + p.frames as u64);
+                assert_eq!(c.first_frame, next_frame, "frames contiguous");
+                assert!(
+                    chunks.last().is_none_or(|p| !p.terminal),
+                    "audio after the terminal chunk"
+                );
+                assert_eq!(c.request, s.request());
+                if ack {
+                    s.ack(c.seq);
+                }
+                chunks.push(c);
+            }
+            Event::Started { .. } => panic!("Started twice"),
+            terminal => {
+                assert!(
+                    s.next_blocking().is_none(),
+                    "events after the terminal event"
+                );
+                return Collected { chunks, terminal };
+            }
+        }
+    }
+}
+
+fn assert_idle(engine: &Engine) {
+    // Stage state and reservations are returned asynchronously after the
+    // terminal event; wait for them.
+    for _ in 0..2000 {
+        let s = engine.stats();
+        if s.held_states == [0, 0, 0] && s.reserved_bytes == 0 && s.active_requests == 0 {
+            return;
+        }
+        std::thread::sleep(Duration::from_millis(2));
+    }
+    panic!("engine not idle: {:?}", engine.stats());
+}
+
+fn config() -> EngineConfig {
+    EngineConfig {
+        chunks: ChunkSchedule::new(vec![1, 4, 8]).unwrap(),
+        ..EngineConfig::default()
+    }
+}
+
+#[test]
+fn streamed_audio_equals_offline_on_both_fixtures() {
+    within(120, || {
+        for (fx, frames) in [("tiny-a", 23), ("tiny-b", 17)] {
+            let m = model(fx);
+            let engine = Engine::start(m.clone(), config()).unwrap();
+            let session = engine.open_session();
+            for (greedy, seed) in [(true, 0), (false, 7)] {
+                let req = request(
+                    &m,
+                    "Streaming equals offline, chunk by chunk.",
+                    frames,
+                    greedy,
+                    seed,
+                );
+                let want = reference(&m, &req);
+                let ref_frames = want.frames;
+                let mut s = session.synthesize_blocking(req).unwrap();
+                let c = collect(&mut s, false);
+                assert_matches(&m, &c, &want, &format!("{fx} greedy={greedy}"));
+                let mx = c.done();
+                assert_eq!(mx.frames, Some(ref_frames as u64));
+                assert_eq!(mx.complete, Some(true));
+                assert!(mx.finite);
+                assert_eq!(
+                    mx.samples,
+                    (ref_frames * m.code2wav.samples_per_frame()) as u64
+                );
+                // Schedule 1, 4, 8, 8, ...: the first chunk is one frame.
+                assert_eq!(c.chunks[0].frames, 1);
+                assert!(c.chunks.last().unwrap().terminal);
+                for f in [
+                    mx.ttfp_ms,
+                    mx.rtf,
+                    mx.required_prebuffer_ms,
+                    mx.ttft_ms,
+                    mx.tpot_ms,
+                    mx.talker_ms,
+                    mx.handoff_ms,
+                ] {
+                    assert!(f.is_some_and(|v| v.is_finite() && v >= 0.0), "{mx:?}");
+                }
+                assert!(mx.stream_rtf.is_some());
+            }
+            assert_idle(&engine);
+            let st = engine.stats();
+            assert_eq!(st.generations, [0, 0, 0]);
+            assert_eq!(st.stale_generation_dropped, 0);
+            engine.shutdown();
+        }
+    });
+}
+
+#[test]
+fn concurrent_sessions_each_get_their_own_audio() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(m.clone(), config()).unwrap();
+        let texts = [
+            "One voice.",
+            "A second, somewhat longer sentence.",
+            "Third!",
+        ];
+        let mut handles = Vec::new();
+        for (i, &t) in texts.iter().enumerate() {
+            let req = request(&m, t, 9 + 4 * i, i != 1, i as u64);
+            let want = reference(&m, &req);
+            let (session, m) = (engine.open_session(), m.clone());
+            handles.push(std::thread::spawn(move || {
+                let mut s = session.synthesize_blocking(req).unwrap();
+                let c = collect(&mut s, false);
+                c.done();
+                assert_matches(&m, &c, &want, t);
+            }));
+        }
+        for h in handles {
+            h.join().unwrap();
+        }
+        assert_idle(&engine);
+    });
+}
+
+#[test]
+fn cancel_is_acknowledged_and_the_next_request_is_clean() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(m.clone(), config()).unwrap();
+        let session = engine.open_session();
+        let mut s = session
+            .synthesize_blocking(request(&m, "This one is interrupted.", 400, true, 0))
+            .unwrap();
+        assert!(matches!(s.next_blocking(), Some(Event::Started { .. })));
+        // Wait for real audio, then barge in.
+        loop {
+            if let Some(Event::Audio(_)) = s.next_blocking() {
+                break;
+            }
+        }
+        let ack = s.cancel().wait().unwrap();
+        assert!(ack.was_active);
+        assert_eq!(ack.late_audio_samples, 0);
+        // Every stage dropped the request before the ack.
+        assert_eq!(engine.stats().held_states, [0, 0, 0]);
+        // The stream ends with Cancelled; anything before it was sent before the ack.
+        let mut terminal = None;
+        while let Some(e) = s.next_blocking() {
+            assert!(terminal.is_none(), "event after the terminal event: {e:?}");
+            if e.is_terminal() {
+                terminal = Some(e);
+            }
+        }
+        match terminal {
+            Some(Event::Cancelled { metrics, .. }) => {
+                assert_eq!(metrics.late_audio_samples, Some(0));
+                assert!(metrics.cancel_ack_ms.is_some());
+                assert_eq!(metrics.complete, None);
+            }
+            other => panic!("expected Cancelled, got {other:?}"),
+        }
+        // Cancelling again is a no-op.
+        assert!(!s.cancel().wait().unwrap().was_active);
+        // Same session, next request: complete and identical to offline.
+        let req = request(&m, "And this one finishes.", 12, true, 0);
+        let want = reference(&m, &req);
+        let mut s2 = session.synthesize_blocking(req).unwrap();
+        let c = collect(&mut s2, false);
+        assert_eq!(c.done().complete, Some(true));
+        assert_matches(&m, &c, &want, "after cancel");
+        assert_idle(&engine);
+        engine.shutdown();
+    });
+}
+
+#[test]
+fn a_slow_consumer_pauses_only_its_own_request() {
+    within(180, || {
+        let m = model("tiny-a");
+        // 0.4 s of unacknowledged audio pauses a request (5 frames at 80 ms).
+        let cfg = EngineConfig {
+            explicit_acks: true,
+            soft_unacked_audio_s: 0.4,
+            hard_unacked_audio_s: 10.0,
+            stream_capacity: 4,
+            ..config()
+        };
+        let engine = Engine::start(m.clone(), cfg).unwrap();
+        let slow_req = request(&m, "I am read slowly.", 40, true, 0);
+        let fast_req = request(&m, "I am read at once.", 30, true, 1);
+        let want_slow = reference(&m, &slow_req);
+        let want_fast = reference(&m, &fast_req);
+        let mut slow = engine.open_session().synthesize_blocking(slow_req).unwrap();
+        let mut fast = engine.open_session().synthesize_blocking(fast_req).unwrap();
+        // The fast consumer finishes while the slow one has read nothing.
+        let c = collect(&mut fast, true);
+        assert_eq!(c.done().complete, Some(true));
+        assert_matches(&m, &c, &want_fast, "fast consumer");
+        // The slow request is paused near its bound, not running ahead.
+        std::thread::sleep(Duration::from_millis(100));
+        let spf = m.code2wav.samples_per_frame() as u64;
+        let bound = (0.4 * m.code2wav.sample_rate() as f64) as u64 + 8 * spf + 2 * spf;
+        let held = slow.unacked_samples();
+        assert!(
+            held > 0 && held <= bound,
+            "unacked {held} samples, bound {bound}"
+        );
+        assert!(held < 40 * spf, "the slow request was not paused");
+        // Reading and acknowledging resumes it; the audio is unchanged.
+        let c = collect(&mut slow, true);
+        assert_eq!(c.done().complete, Some(true));
+        assert_matches(&m, &c, &want_slow, "slow consumer");
+        assert_idle(&engine);
+        engine.shutdown();
+    });
+}
+
+#[test]
+fn a_consumer_that_never_acknowledges_is_failed_past_the_limit() {
+    within(120, || {
+        let m = model("tiny-a");
+        let cfg = EngineConfig {
+            explicit_acks: true,
+            soft_unacked_audio_s: 0.3,
+            hard_unacked_audio_s: 10.0,
+            max_pause: Duration::from_millis(150),
+            ..config()
+        };
+        let engine = Engine::start(m.clone(), cfg).unwrap();
+        let mut s = engine
+            .open_session()
+            .synthesize_blocking(request(&m, "Nobody listens.", 200, true, 0))
+            .unwrap();
+        // Read events without acknowledging: the request must fail explicitly.
+        let mut kind = None;
+        while let Some(e) = s.next_blocking() {
+            if let Event::Error { kind: k, error, .. } = &e {
+                assert!(error.to_string().contains("consumer too slow"), "{error}");
+                kind = Some(*k);
+            }
+        }
+        assert_eq!(kind, Some(ErrorKind::SlowConsumer));
+        assert_idle(&engine);
+        engine.shutdown();
+    });
+}
+
+#[test]
+fn dropping_a_stream_stops_its_work() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(m.clone(), config()).unwrap();
+        let session = engine.open_session();
+        let mut s = session
+            .synthesize_blocking(request(&m, "Abandoned midway.", 300, true, 0))
+            .unwrap();
+        while !matches!(s.next_blocking(), Some(Event::Audio(_))) {}
+        drop(s);
+        assert_idle(&engine);
+        // The session is free again.
+        let mut s = session
+            .synthesize_blocking(request(&m, "Next.", 5, true, 0))
+            .unwrap();
+        collect(&mut s, false).done();
+        engine.shutdown();
+    });
+}
+
+fn run_fault(stage: StageKind, action: FaultAction) {
+    let m = model("tiny-a");
+    let cfg = EngineConfig {
+        // A panic's hook (backtrace printing) can take longer than a tight
+        // deadline; only the stall runs need the watchdog to fire.
+        stage_deadline: Duration::from_millis(if action == FaultAction::Stall {
+            300
+        } else {
+            20_000
+        }),
+        fault: Some(Fault {
+            stage,
+            after_steps: 3,
+            action,
+        }),
+        ..config()
+    };
+    let engine = Engine::start(m.clone(), cfg).unwrap();
+    let session = engine.open_session();
+    let mut s = session
+        .synthesize_blocking(request(&m, "This request meets a fault.", 30, true, 0))
+        .unwrap();
+    let c = collect(&mut s, false);
+    let want = match action {
+        FaultAction::Panic => ErrorKind::StageFailed,
+        FaultAction::Stall => ErrorKind::StageStalled,
+    };
+    assert_eq!(c.error_kind(), want, "{stage} {action:?}: {:?}", c.terminal);
+    if let Event::Error { error, .. } = &c.terminal {
+        assert!(error.to_string().contains(stage.name()), "{error}");
+    }
+    assert_eq!(c.metrics().complete, None);
+    assert_idle(&engine);
+    let st = engine.stats();
+    assert_eq!(st.generation(stage), 1, "{stage}: {st:?}");
+    assert_eq!(st.restarts[stage.index()], 1);
+    for other in StageKind::ALL.into_iter().filter(|k| *k != stage) {
+        assert_eq!(st.generation(other), 0);
+    }
+    // The next request (same session) succeeds on the new generation.
+    let req = request(&m, "And the next one is fine.", 14, true, 0);
+    let want_audio = reference(&m, &req);
+    let mut s = session.synthesize_blocking(req).unwrap();
+    let c = collect(&mut s, false);
+    assert_eq!(c.done().complete, Some(true));
+    assert_matches(&m, &c, &want_audio, "after the fault");
+    if stage == StageKind::Code2Wav {
+        assert!(c.chunks.iter().all(|ch| ch.generation == 1));
+    }
+    assert_idle(&engine);
+    engine.shutdown();
+}
+
+#[test]
+fn a_panic_in_any_stage_fails_the_request_and_restarts_the_stage() {
+    within(180, || {
+        for stage in StageKind::ALL {
+            run_fault(stage, FaultAction::Panic);
+        }
+    });
+}
+
+#[test]
+fn a_stalled_stage_is_retired_by_the_watchdog() {
+    within(180, || {
+        for stage in StageKind::ALL {
+            run_fault(stage, FaultAction::Stall);
+        }
+    });
+}
+
+#[test]
+fn admission_refuses_past_the_budget_and_the_ledger_returns_to_zero() {
+    within(120, || {
+        let m = model("tiny-a");
+        let req = request(&m, "Admission control.", 20, true, 0);
+        let probe = Engine::start(m.clone(), config()).unwrap();
+        let cost = probe.request_cost(&req).unwrap();
+        probe.shutdown();
+        // Room for one request, not two.
+        let engine = Engine::start(
+            m.clone(),
+            EngineConfig {
+                memory_budget_bytes: cost + cost / 2,
+                ..config()
+            },
+        )
+        .unwrap();
+        let (a, b) = (engine.open_session(), engine.open_session());
+        let mut first = a.synthesize_blocking(req.clone()).unwrap();
+        assert_eq!(engine.stats().reserved_bytes, cost);
+        match b.synthesize_blocking(req.clone()) {
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::AtCapacity);
+                assert!(e.to_string().contains("at capacity"), "{e}");
+            }
+            Ok(_) => panic!("admitted past the budget"),
+        }
+        // A busy session is refused too (one request at a time).
+        assert!(a.synthesize_blocking(req.clone()).is_err());
+        collect(&mut first, false).done();
+        assert_idle(&engine);
+        // Capacity is back.
+        let mut second = b.synthesize_blocking(req.clone()).unwrap();
+        collect(&mut second, false).done();
+        assert_idle(&engine);
+        // Shutdown with a request in flight returns its reservation too.
+        let mut third = a
+            .synthesize_blocking(request(&m, "Cut short by shutdown.", 500, true, 0))
+            .unwrap();
+        assert!(matches!(third.next_blocking(), Some(Event::Started { .. })));
+        assert!(engine.stats().reserved_bytes > 0);
+        let last = engine.shutdown();
+        assert_eq!(
+            (last.reserved_bytes, last.active_requests),
+            (0, 0),
+            "{last:?}"
+        );
+        let mut saw_terminal = false;
+        while let Some(e) = third.next_blocking() {
+            if let Event::Error { kind, .. } = e {
+                assert_eq!(kind, ErrorKind::ShuttingDown);
+                saw_terminal = true;
+            }
+        }
+        assert!(saw_terminal);
+    });
+}
+
+#[test]
+fn invalid_config_and_requests_are_refused_up_front() {
+    let m = model("tiny-a");
+    let err = Engine::start(
+        m.clone(),
+        EngineConfig {
+            max_active_requests: 0,
+            ..config()
+        },
+    )
+    .err()
+    .unwrap();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    assert!(err.to_string().contains("max_active_requests"));
+    let engine = Engine::start(m.clone(), config()).unwrap();
+    let mut bad = request(&m, "Hi", 5, true, 0);
+    bad.speaker = Some("nobody".into());
+    let err = engine
+        .open_session()
+        .synthesize_blocking(bad)
+        .err()
+        .unwrap();
+    assert_eq!(err.kind(), ErrorKind::InvalidRequest);
+    // max_frames = 0 mirrors FrameGenerator: no frames, no audio, Done.
+    let mut s = engine
+        .open_session()
+        .synthesize_blocking(request(&m, "Nothing.", 0, true, 0))
+        .unwrap();
+    let c = collect(&mut s, false);
+    let mx = c.done();
+    assert_eq!(
+        (mx.frames, mx.samples, mx.complete, mx.ttfp_ms),
+        (Some(0), 0, Some(true), None)
+    );
+    engine.shutdown();
+}

@@ -18,10 +18,20 @@
 //!   rayon over output rows / channels / heads when the work is large.
 //!
 //! Paths: matmul, conv1d (incl. grouped/depthwise), conv_transpose1d,
-//! attention, rms_norm, silu_mul, gelu and snake_beta have SIMD versions;
-//! layer_norm and rope (a few thousand flops per call) use the reference on
-//! every path. Results are deterministic: the same bits for every run and
-//! thread count on one path (see `fast`).
+//! attention, rms_norm, silu_mul, gelu and snake_beta have SIMD versions,
+//! parallel on rayon's global pool when a call has more than ~64k
+//! multiply-adds; layer_norm and rope (a few thousand flops per call) use the
+//! reference on every path. The scalar path *is* the reference
+//! (single-threaded). Results are deterministic: the same bits for every run
+//! and thread count on one path (see `fast`); paths differ from each other
+//! in the last bits (summation order, FMA).
+//!
+//! Where the SIMD paths knowingly differ from the reference beyond rounding:
+//! GELU is computed via `erfc` and stays accurate where the reference's
+//! `1 + erf` cancels to 0 (x < -8.5: |gelu| < 1e-16 there); the vector exp
+//! clamps its argument to [-87.3, 88], so results below ~1e-38 are not
+//! flushed to 0 (silu of x < -87, softmax weights of masked-out-by-value
+//! keys). `silu_mul` asserts equal lengths where the reference truncates.
 //!
 //! Layout conventions: activations are row-major `[rows, features]` for the
 //! transformer parts and channel-major `[channels, time]` for convolutions

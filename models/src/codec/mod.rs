@@ -141,10 +141,11 @@ impl Code2Wav {
     }
 
     /// One whole-utterance forward (the official `decoder(codes)`):
-    /// `n_frames * samples_per_frame()` samples in [-1, 1]. Memory grows with
-    /// the length (about 2 GB of activations per 300 frames at the official
-    /// size, as in PyTorch); prefer [`Self::decode_chunked`] or a
-    /// [`StreamingDecoder`] for long inputs.
+    /// `n_frames * samples_per_frame()` samples in [-1, 1]. Scratch memory
+    /// grows with the length: the last vocoder block holds 96 channels x
+    /// 1920 samples per frame in ~5 buffers, about 3.7 MB per frame (1.1 GB
+    /// for 300 frames) at the official size. A [`StreamingDecoder`] gives the
+    /// same samples with memory bounded by its step size.
     pub fn decode(&self, codes: &[u32], n_frames: usize) -> Result<Vec<f32>> {
         let mut out = Vec::new();
         self.decode_step(&mut self.new_state(), codes, n_frames, &mut out)?;

@@ -618,11 +618,31 @@ fn codec_parity_with_external_dump() {
     let u: Vec<u32> = codes.iter().map(|&c| c as u32).collect();
     let full = st_f32(&st, "wav_full");
     let chunked = st_f32(&st, "wav_chunked");
+    let t0 = std::time::Instant::now();
     let ours_full = m.decode(&u, n).unwrap();
+    let t_full = t0.elapsed().as_secs_f64();
     let ours_chunked = m
         .decode_chunked(&u, n, OFFICIAL_CHUNK_FRAMES, OFFICIAL_LEFT_CONTEXT_FRAMES)
         .unwrap();
+    let t0 = std::time::Instant::now();
     let streamed = stream(&m, &u, n, &[1, 3, 7, 25]);
+    let t_stream = t0.elapsed().as_secs_f64();
+    let audio = (n * m.samples_per_frame()) as f64 / m.sample_rate() as f64;
+    eprintln!(
+        "timing: {n} frames = {audio:.2} s audio; one-shot {t_full:.2} s (RTF {:.2}), \
+         streamed in 1/3/7/25-frame steps {t_stream:.2} s (RTF {:.2})",
+        t_full / audio,
+        t_stream / audio
+    );
+    // PyTorch in f64, when present: how much of the gap is f32 rounding.
+    if st.names().iter().any(|n| *n == "wav_full_f64") {
+        let f64_ref = st_f32(&st, "wav_full_f64");
+        eprintln!(
+            "f64 reference: ours rel-L2 {:e}, official f32 rel-L2 {:e}",
+            rel_l2(&ours_full, &f64_ref),
+            rel_l2(&full, &f64_ref)
+        );
+    }
     eprintln!(
         "parity: full rel-L2 {:e} max {:e}; chunked rel-L2 {:e} max {:e}; streamed vs official full rel-L2 {:e}",
         rel_l2(&ours_full, &full),

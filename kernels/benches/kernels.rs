@@ -103,20 +103,25 @@ fn conv(c: &mut Criterion) {
             });
         }
     }
-    // Vocoder upsampling: 1536 -> 768, stride 8, kernel 16, 32 input frames.
-    let (ci, co, k, s, t_in) = (1536, 768, 16, 8, 32);
-    let x = data(ci * t_in, 6);
-    let w = data(ci * co * k, 7);
-    let mut out = vec![0f32; co * ((t_in - 1) * s + k)];
-    g.throughput(Throughput::Elements((ci * co * k * t_in) as u64));
-    for ks in paths() {
-        let id = BenchmarkId::new(
-            ks.isa().name(),
-            format!("transpose{ci}to{co}_k{k}s{s}_t{t_in}"),
-        );
-        g.bench_function(id, |b| {
-            b.iter(|| ks.conv_transpose1d(black_box(&x), t_in, &w, None, ci, co, k, s, &mut out))
-        });
+    // Vocoder upsampling: 1536 -> 768, stride 8, kernel 16; 32 input frames
+    // (offline) and 2 (streaming: one new frame plus one of history).
+    for t_in in [32, 2] {
+        let (ci, co, k, s) = (1536, 768, 16, 8);
+        let x = data(ci * t_in, 6);
+        let w = data(ci * co * k, 7);
+        let mut out = vec![0f32; co * ((t_in - 1) * s + k)];
+        g.throughput(Throughput::Elements((ci * co * k * t_in) as u64));
+        for ks in paths() {
+            let id = BenchmarkId::new(
+                ks.isa().name(),
+                format!("transpose{ci}to{co}_k{k}s{s}_t{t_in}"),
+            );
+            g.bench_function(id, |b| {
+                b.iter(|| {
+                    ks.conv_transpose1d(black_box(&x), t_in, &w, None, ci, co, k, s, &mut out)
+                })
+            });
+        }
     }
     g.finish();
 }

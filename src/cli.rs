@@ -8,11 +8,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
+use tts_actors::{Engine, EngineConfig, Event};
 use tts_audio::{WavFormat, WavSink};
 use tts_models::codec::{OFFICIAL_CHUNK_FRAMES, OFFICIAL_LEFT_CONTEXT_FRAMES};
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
 use crate::model_path;
+
+mod bench;
 
 #[derive(Parser)]
 #[command(name = "tts-rt", version, about = "Real-time Qwen3-TTS on ordinary CPUs")]
@@ -31,6 +34,8 @@ enum Command {
     Voices(ModelArg),
     /// Write a random-weight checkpoint in the Hugging Face layout.
     GenCheckpoint(GenArgs),
+    /// Benchmark the streaming engine: text lengths × concurrency × repeats.
+    Bench(bench::BenchArgs),
 }
 
 #[derive(Args)]
@@ -51,7 +56,8 @@ struct OutArgs {
     wav_format: WavFormat,
     /// Decode with the stateful streaming decoder instead of the official
     /// 300/25-frame chunked decode (identical up to 300 frames; beyond that
-    /// the streaming decoder equals a whole-utterance decode).
+    /// the streaming decoder equals a whole-utterance decode). `speak
+    /// --stream` runs the streaming engine and writes chunks as they arrive.
     #[arg(long)]
     stream: bool,
 }
@@ -137,6 +143,7 @@ pub fn run() -> Result<()> {
         Command::Decode(a) => decode(a),
         Command::Voices(a) => voices(a),
         Command::GenCheckpoint(a) => gen_checkpoint(a),
+        Command::Bench(a) => bench::bench(a),
     }
 }
 
@@ -179,6 +186,38 @@ impl Output {
                 out.write_all(&bytes)?;
                 out.flush()?;
             }
+        }
+        Ok(())
+    }
+}
+
+/// An output being written chunk by chunk: a file grows as audio arrives;
+/// stdout is collected (WAV needs its header's length up front).
+enum AudioWriter {
+    File(PathBuf, WavSink<std::io::BufWriter<File>>),
+    Stdout(Vec<f32>, u32, WavFormat),
+}
+
+impl AudioWriter {
+    fn open(out: Output, rate: u32, format: WavFormat) -> Result<Self> {
+        Ok(match out {
+            Output::File(path, f) => AudioWriter::File(path, WavSink::new(std::io::BufWriter::new(f), rate, format)?),
+            Output::Stdout => AudioWriter::Stdout(Vec::new(), rate, format),
+        })
+    }
+
+    fn write(&mut self, samples: &[f32]) -> Result<()> {
+        match self {
+            AudioWriter::File(path, sink) => sink.write(samples).with_context(|| format!("writing {}", path.display()))?,
+            AudioWriter::Stdout(buf, ..) => buf.extend_from_slice(samples),
+        }
+        Ok(())
+    }
+
+    fn finish(self) -> Result<()> {
+        match self {
+            AudioWriter::File(path, sink) => sink.finish().with_context(|| format!("writing {}", path.display()))?,
+            AudioWriter::Stdout(buf, rate, format) => Output::Stdout.write(&buf, rate, format)?,
         }
         Ok(())
     }
@@ -268,6 +307,9 @@ fn speak(a: SpeakArgs) -> Result<()> {
         text_streaming: a.text_streaming,
         options: opts,
     };
+    if a.out.stream {
+        return speak_streamed(model, req, out, a.out.wav_format, a.codes_out.as_deref(), a.timings);
+    }
     let mut gen = model.start(&req)?;
     let prompt_rows = gen.prompt().prefill_rows();
     let frames_cap = req.options.max_frames.min(max_positions.saturating_sub(prompt_rows + 1));
@@ -320,6 +362,65 @@ fn speak(a: SpeakArgs) -> Result<()> {
         eprintln!("{line}");
     }
     out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+}
+
+/// `speak --stream`: the request runs through the streaming engine and each
+/// chunk goes to the WAV writer as it arrives.
+fn speak_streamed(model: Arc<Qwen3Tts>, mut req: Request, out: Output, format: WavFormat, codes_out: Option<&Path>, timings: bool) -> Result<()> {
+    let max_positions = model.config.talker.lm.max_position_embeddings;
+    let prompt_rows = model.build_prompt(&req)?.prefill_rows();
+    req.options.max_frames = req.options.max_frames.min(max_positions.saturating_sub(prompt_rows + 1));
+    let engine = Engine::start(model.clone(), EngineConfig { max_active_requests: 1, ..EngineConfig::default() })?;
+    let session = engine.open_session();
+    let mut stream = session.synthesize_blocking(req)?;
+    let mut writer = AudioWriter::open(out, model.code2wav.sample_rate(), format)?;
+    let show = std::io::stderr().is_terminal();
+    let fps = model.code2wav.config().frame_rate();
+    let t0 = Instant::now();
+    let mut codes = Vec::new();
+    let (metrics, stop) = loop {
+        match stream.next_blocking() {
+            Some(Event::Audio(c)) => {
+                writer.write(&c.samples)?;
+                codes.extend_from_slice(&c.codes);
+                if show {
+                    let n = c.first_frame + c.frames as u64;
+                    eprint!("\rstreaming: {n} frames ({:.1} s of audio) in {:.1} s", n as f64 / fps, t0.elapsed().as_secs_f64());
+                }
+            }
+            Some(Event::Done { metrics, stop, .. }) => break (metrics, stop),
+            Some(Event::Error { error, .. }) => return Err(error).context("synthesis failed"),
+            Some(Event::Cancelled { .. }) => bail!("synthesis was cancelled"),
+            Some(Event::Started { .. }) => {}
+            None => bail!("the engine stopped without finishing the request"),
+        }
+    };
+    engine.shutdown();
+    if show {
+        eprintln!(
+            "\rstreamed {} frames ({:.2} s of audio) in {:.2} s, first audio after {:.0} ms{}",
+            metrics.frames.unwrap_or(0),
+            metrics.audio_s,
+            metrics.e2el_ms / 1e3,
+            metrics.ttfp_ms.unwrap_or(f64::NAN),
+            match stop {
+                tts_models::synth::StopReason::Eos => "",
+                _ => " (stopped at --max-frames, no end-of-speech token)",
+            }
+        );
+    }
+    if let Some(p) = codes_out {
+        write_codes(p, &codes, model.config.talker.num_code_groups)?;
+    }
+    if timings {
+        let mut line = serde_json::to_value(&*metrics)?;
+        line["decode"] = "streaming-engine".into();
+        line["prompt_rows"] = prompt_rows.into();
+        line["isa"] = tts_kernels::isa().name().into();
+        line["threads"] = rayon::current_num_threads().into();
+        eprintln!("{line}");
+    }
+    writer.finish()
 }
 
 fn write_codes(path: &Path, codes: &[u32], groups: usize) -> Result<()> {

@@ -212,12 +212,14 @@ pub struct FrameForDecode {
 
 /// Code2wav → router.
 pub enum AudioOut {
-    /// Decoded audio of `frames` frames starting at `first_frame`.
+    /// Decoded audio of `frames` frames starting at `first_frame`, with
+    /// their codes (`frames × num_code_groups`, frame-major).
     Chunk {
         stamp: Stamp,
         seq: u64,
         first_frame: u64,
         frames: usize,
+        codes: Vec<u32>,
         samples: Vec<f32>,
         terminal: bool,
     },

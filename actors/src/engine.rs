@@ -27,6 +27,8 @@ pub struct AudioChunk {
     /// Codec frames `first_frame .. first_frame + frames` made this audio.
     pub first_frame: u64,
     pub frames: usize,
+    /// The codes of those frames (`frames × num_code_groups`, frame-major).
+    pub codes: Vec<u32>,
     pub samples: Vec<f32>,
     pub sample_rate: u32,
     /// The request's last chunk (empty when the end was known only after
@@ -461,6 +463,7 @@ impl Stream {
                 seq,
                 first_frame,
                 frames,
+                codes,
                 samples,
                 terminal,
                 generation,
@@ -478,6 +481,7 @@ impl Stream {
                     seq,
                     first_frame,
                     frames,
+                    codes,
                     samples,
                     sample_rate: self.sample_rate,
                     terminal,

@@ -34,6 +34,7 @@ pub(crate) enum Wire {
         seq: u64,
         first_frame: u64,
         frames: usize,
+        codes: Vec<u32>,
         samples: Vec<f32>,
         terminal: bool,
         generation: Generation,
@@ -488,7 +489,7 @@ impl Handler<Submit> for Router {
             // Mailboxes hold a start per admissible request, so this only
             // fails if the talker is being replaced.
             talker
-                .try_send(Work(TalkerInput::Start(start)))
+                .try_send(Work(TalkerInput::Start(Box::new(start))))
                 .map_err(|_| EngineError::AtCapacity {
                     resource: "talker mailbox slots",
                     needed: 1,
@@ -554,6 +555,7 @@ impl Handler<AudioOut> for Router {
                 seq,
                 first_frame,
                 frames,
+                codes,
                 samples,
                 terminal,
                 stamp,
@@ -576,6 +578,7 @@ impl Handler<AudioOut> for Router {
                     seq,
                     first_frame,
                     frames,
+                    codes,
                     samples,
                     terminal,
                     generation: stamp.generation,

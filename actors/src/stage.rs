@@ -336,6 +336,9 @@ impl<L: StageLogic> StageActor<L> {
 
 /// `Err` gives the output back when the receiver's mailbox is full. A closed
 /// mailbox (a stage being replaced) drops the message: its requests fail.
+// The large `Err` is the message handed back unchanged; boxing it would
+// allocate on every hand-off to spare a rare full-mailbox path.
+#[allow(clippy::result_large_err)]
 fn try_deliver(dir: &Directory, o: Output) -> Result<(), Output> {
     use actix::dev::SendError;
     with_addrs(dir, |a| match o {

@@ -21,7 +21,8 @@ use crate::stage::{Output, StageLogic, StepCx};
 
 /// Input of the talker: a new request or a frame fed back.
 pub enum TalkerInput {
-    Start(StartRequest),
+    /// Boxed: once per request, and far larger than a feedback.
+    Start(Box<StartRequest>),
     Feedback(FrameFeedback),
 }
 
@@ -100,6 +101,7 @@ impl StageLogic for Talker {
     fn process(&mut self, input: TalkerInput, cx: &mut StepCx<'_>) -> Option<TalkerInput> {
         match input {
             TalkerInput::Start(s) => {
+                let s = *s;
                 let key = s.stamp.key;
                 let mut times = StageTimes {
                     handoff: s.stamp.sent_at.elapsed(),
@@ -365,12 +367,12 @@ impl StageLogic for Code2Wav {
                 seq: r.next_seq,
                 first_frame: r.pending_from,
                 frames: r.pending_frames,
+                codes: std::mem::take(&mut r.pending),
                 samples,
                 terminal: last,
             }));
             r.next_seq += 1;
             emitted_terminal = last;
-            r.pending.clear();
             r.pending_frames = 0;
         }
         if let Some(stop) = f.stop {
@@ -384,6 +386,7 @@ impl StageLogic for Code2Wav {
                     seq: r.next_seq,
                     first_frame: r.frames,
                     frames: 0,
+                    codes: Vec::new(),
                     samples: Vec::new(),
                     terminal: true,
                 }));

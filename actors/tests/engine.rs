@@ -84,6 +84,12 @@ fn assert_matches(m: &Qwen3Tts, c: &Collected, want: &Reference, what: &str) {
         at += ch.frames;
     }
     assert_eq!(at, want.frames, "{what}: frames");
+    let codes: Vec<u32> = c
+        .chunks
+        .iter()
+        .flat_map(|ch| ch.codes.iter().copied())
+        .collect();
+    assert_eq!(codes, want.codes, "{what}: codes");
     let got = c.audio();
     assert!(
         got == same_chunks,

@@ -217,6 +217,10 @@ impl<L: StageLogic> StageActor<L> {
     }
 
     fn update_held(&self) {
+        if self.is_retired() {
+            // The figures belong to the replacement now.
+            return;
+        }
         self.health()
             .held
             .store(self.logic.held().len(), Ordering::Relaxed);
@@ -227,7 +231,9 @@ impl<L: StageLogic> StageActor<L> {
         self.logic.clear();
         self.ready.clear();
         self.deferred.clear();
-        self.health().busy_since_us.store(0, Ordering::Release);
+        if !self.is_retired() {
+            self.health().busy_since_us.store(0, Ordering::Release);
+        }
         self.update_held();
     }
 
@@ -236,9 +242,10 @@ impl<L: StageLogic> StageActor<L> {
     fn run_one(&mut self, item: L::Input, ctx: &mut Context<Self>) -> bool {
         let key = L::stamp(&item).key;
         let mut out = Vec::new();
+        let started = self.shared.now_us();
         self.health()
             .busy_since_us
-            .store(self.shared.now_us(), Ordering::Release);
+            .store(started, Ordering::Release);
         let shared = self.shared.clone();
         let generation = self.generation;
         let logic = &mut self.logic;
@@ -250,7 +257,14 @@ impl<L: StageLogic> StageActor<L> {
             };
             logic.process(item, &mut cx)
         }));
-        self.health().busy_since_us.store(0, Ordering::Release);
+        // Clear only our own mark: a retired instance waking up must not
+        // hide its replacement's step from the watchdog.
+        let _ = self.health().busy_since_us.compare_exchange(
+            started,
+            0,
+            Ordering::AcqRel,
+            Ordering::Acquire,
+        );
         if self.is_retired() {
             // The watchdog replaced this instance while it was stuck: its
             // outputs are stale, and its arbiter is being stopped.

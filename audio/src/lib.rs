@@ -1,8 +1,25 @@
 #![forbid(unsafe_code)]
-//! Audio output for tts-rt: WAV encoding (16-bit PCM or 32-bit float).
-//! Resampling and device playback join this crate with the serving work.
+//! Audio output for tts-rt.
+//!
+//! # Layout
+//! - [`WavSink`], [`wav_bytes`]: WAV encoding (16-bit PCM or 32-bit float).
+//! - [`resample`]: [`StreamResampler`], streaming conversion from the model's
+//!   native rate to any output rate from 8 to 48 kHz; chunked output equals
+//!   one-shot output.
+//! - [`ring`]: a preallocated lock-free single-producer single-consumer sample
+//!   ring, the only thing shared with a device callback.
+//! - [`playback`]: [`Player`], live playback through cpal: device listing and
+//!   selection, format negotiation, a realtime callback that never locks,
+//!   allocates, logs or blocks, underrun accounting.
 
 use std::io::{Seek, Write};
+
+pub mod playback;
+pub mod resample;
+pub mod ring;
+
+pub use playback::{list_output_devices, DeviceInfo, PlaybackOptions, PlaybackStats, Player};
+pub use resample::StreamResampler;
 
 /// Sample encoding of a WAV file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -31,6 +48,38 @@ pub enum AudioError {
     Wav(#[from] hound::Error),
     #[error("writing audio: {0}")]
     Io(#[from] std::io::Error),
+    #[error("{which} sample rate {rate} Hz is out of range; use {min}..={max} Hz")]
+    InvalidSampleRate {
+        which: &'static str,
+        rate: u32,
+        min: u32,
+        max: u32,
+    },
+    #[error("creating the resampler: {0}")]
+    Resampler(String),
+    #[error("no audio output device{}; {hint}", match .wanted { Some(w) => format!(" named {w:?}"), None => String::new() })]
+    NoDevice {
+        wanted: Option<String>,
+        hint: String,
+    },
+    #[error("listing audio devices: {0}")]
+    Devices(String),
+    #[error(
+        "audio device {device:?} supports no usable output format ({detail}); try another --device"
+    )]
+    UnsupportedDevice { device: String, detail: String },
+    #[error("opening an output stream on {device:?}: {reason}; check that the device exists and is free (tts-rt devices lists them), or write a file with --out")]
+    StreamOpen { device: String, reason: String },
+    #[error("audio device {device:?} failed during playback: {reason}")]
+    StreamFailed { device: String, reason: String },
+    #[error("playback stalled: the device consumed nothing for {waited_ms} ms ({written} of {requested} samples queued)")]
+    Stalled {
+        waited_ms: u64,
+        written: usize,
+        requested: usize,
+    },
+    #[error("playback was already finished; open a new player for a new stream")]
+    Finished,
 }
 
 /// Incremental mono WAV writer: samples are appended as they are produced and
@@ -55,7 +104,11 @@ impl<W: Write + Seek> WavSink<W> {
                 WavFormat::F32 => hound::SampleFormat::Float,
             },
         };
-        Ok(WavSink { writer: hound::WavWriter::new(out, spec)?, format, samples: 0 })
+        Ok(WavSink {
+            writer: hound::WavWriter::new(out, spec)?,
+            format,
+            samples: 0,
+        })
     }
 
     pub fn write(&mut self, samples: &[f32]) -> Result<(), AudioError> {
@@ -92,7 +145,11 @@ pub fn f32_to_i16(s: f32) -> i16 {
 }
 
 /// Encodes a whole utterance to WAV bytes.
-pub fn wav_bytes(samples: &[f32], sample_rate: u32, format: WavFormat) -> Result<Vec<u8>, AudioError> {
+pub fn wav_bytes(
+    samples: &[f32],
+    sample_rate: u32,
+    format: WavFormat,
+) -> Result<Vec<u8>, AudioError> {
     let mut buf = std::io::Cursor::new(Vec::with_capacity(samples.len() * 4 + 64));
     let mut sink = WavSink::new(&mut buf, sample_rate, format)?;
     sink.write(samples)?;
@@ -113,10 +170,17 @@ mod tests {
             assert_eq!(r.spec().sample_rate, 24000);
             let back: Vec<f32> = match fmt {
                 WavFormat::F32 => r.samples::<f32>().map(|s| s.unwrap()).collect(),
-                WavFormat::Pcm16 => r.samples::<i16>().map(|s| s.unwrap() as f32 / 32767.0).collect(),
+                WavFormat::Pcm16 => r
+                    .samples::<i16>()
+                    .map(|s| s.unwrap() as f32 / 32767.0)
+                    .collect(),
             };
             assert_eq!(back.len(), x.len());
-            let tol = if fmt == WavFormat::F32 { 0.0 } else { 1.0 / 32767.0 };
+            let tol = if fmt == WavFormat::F32 {
+                0.0
+            } else {
+                1.0 / 32767.0
+            };
             for (a, b) in x.iter().zip(&back) {
                 assert!((a - b).abs() <= tol, "{a} vs {b}");
             }

@@ -22,6 +22,17 @@ pub struct CodePredictor {
     talker_hidden: usize,
 }
 
+/// Working memory of [`CodePredictor::predict_with`], owned by a session so
+/// the 15 steps of a frame reuse it.
+#[derive(Clone, Debug, Default)]
+pub struct PredictScratch {
+    /// The rows fed to the LM at this step (talker width).
+    x: Vec<f32>,
+    /// `x` through `small_to_mtp_projection` (1.7B).
+    projected: Vec<f32>,
+    logits: Vec<f32>,
+}
+
 impl CodePredictor {
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
         let cp = &cfg.code_predictor;
@@ -62,17 +73,6 @@ impl CodePredictor {
         self.embeddings[i].add_row_into(code as usize, out)
     }
 
-    fn project(&self, x: Vec<f32>, n: usize) -> Vec<f32> {
-        match &self.projection {
-            None => x,
-            Some((w, b)) => {
-                let mut y = vec![0f32; n * w.rows()];
-                matmul(&x, n, &w.mat(), Some(b), &mut y);
-                y
-            }
-        }
-    }
-
     /// Predicts codebooks 1..G-1 of one frame. `talker_hidden` is the talker's
     /// final-normed hidden state that produced codebook 0, `c0_embedding` is
     /// `C(c0)`. `choose(i, logits)` turns the raw logits of predicted codebook
@@ -84,25 +84,53 @@ impl CodePredictor {
         c0_embedding: &[f32],
         cache: &mut KvCache,
         codes: &mut [u32],
+        choose: impl FnMut(usize, &mut [f32]) -> u32,
+    ) {
+        self.predict_with(talker_hidden, c0_embedding, cache, &mut PredictScratch::default(), codes, choose)
+    }
+
+    /// [`Self::predict`] with caller-owned working memory: with a `cache`
+    /// and `scratch` kept across frames (a session's), a frame allocates
+    /// nothing.
+    pub fn predict_with(
+        &self,
+        talker_hidden: &[f32],
+        c0_embedding: &[f32],
+        cache: &mut KvCache,
+        scratch: &mut PredictScratch,
+        codes: &mut [u32],
         mut choose: impl FnMut(usize, &mut [f32]) -> u32,
     ) {
         let th = self.talker_hidden;
+        let steps = self.heads.len();
         cache.clear();
-        let mut x = Vec::with_capacity(2 * th);
+        // Prefill of 2 rows, then one row per predicted codebook but the last.
+        self.lm.reserve(cache, steps + 1);
+        let PredictScratch { x, projected, logits } = scratch;
+        x.clear();
         x.extend_from_slice(talker_hidden);
         x.extend_from_slice(c0_embedding);
-        let mut hs = self.lm.forward(&self.project(x, 2), 2, cache);
+        logits.resize(self.vocab_size(), 0.0);
         let ch = self.lm.config().hidden_size;
-        let mut logits = vec![0f32; self.vocab_size()];
-        for step in 0..self.heads.len() {
-            let last = &hs[hs.len() - ch..];
-            matmul(last, 1, &self.heads[step].mat(), None, &mut logits);
-            let code = choose(step, &mut logits);
+        let mut rows = 2;
+        for (step, head) in self.heads.iter().enumerate() {
+            let input = match &self.projection {
+                None => &x[..],
+                Some((w, b)) => {
+                    projected.resize(rows * w.rows(), 0.0);
+                    matmul(x, rows, &w.mat(), Some(b), projected);
+                    &projected[..]
+                }
+            };
+            let hs = self.lm.forward_in_cache(input, rows, cache);
+            matmul(&hs[hs.len() - ch..], 1, &head.mat(), None, logits);
+            let code = choose(step, logits);
             codes[step] = code;
-            if step + 1 < self.heads.len() {
-                let mut e = vec![0f32; th];
-                self.add_embedding(step, code, &mut e);
-                hs = self.lm.forward(&self.project(e, 1), 1, cache);
+            if step + 1 < steps {
+                x.clear();
+                x.resize(th, 0.0);
+                self.add_embedding(step, code, x);
+                rows = 1;
             }
         }
     }

@@ -53,12 +53,58 @@ impl Rope {
     }
 }
 
-/// Key/value history of one sequence for every layer: `[len, kv_heads, head_dim]`.
+/// Key/value history of one sequence for every layer: `[len, kv_heads, head_dim]`,
+/// plus the working buffers of [`Qwen3Lm::forward`] for that sequence.
+///
+/// The buffers live here because the cache is already the per-sequence state
+/// every forward takes: after the first step at a given row count a decode
+/// step allocates nothing (the code predictor runs 15 one-row steps per
+/// frame, where a dozen allocations per call were a measurable share).
 #[derive(Clone, Debug, Default)]
 pub struct KvCache {
     k: Vec<Vec<f32>>,
     v: Vec<Vec<f32>>,
     len: usize,
+    scratch: Scratch,
+}
+
+/// Activations of one forward call; every buffer is fully overwritten
+/// before it is read, so only the lengths matter between calls.
+#[derive(Clone, Debug, Default)]
+struct Scratch {
+    x: Vec<f32>,
+    hn: Vec<f32>,
+    q: Vec<f32>,
+    k: Vec<f32>,
+    v: Vec<f32>,
+    att: Vec<f32>,
+    proj: Vec<f32>,
+    gate: Vec<f32>,
+    up: Vec<f32>,
+    act: Vec<f32>,
+    /// `[n, head_dim / 2]` RoPE tables of the call's positions, computed once
+    /// per call instead of once per layer.
+    cos: Vec<f32>,
+    sin: Vec<f32>,
+    tmp: Vec<f32>,
+}
+
+impl Scratch {
+    fn bytes(&self) -> usize {
+        [
+            &self.x, &self.hn, &self.q, &self.k, &self.v, &self.att, &self.proj, &self.gate, &self.up, &self.act,
+            &self.cos, &self.sin, &self.tmp,
+        ]
+        .iter()
+        .map(|b| b.capacity() * 4)
+        .sum()
+    }
+}
+
+/// Sets `v.len() = n` without zeroing what is kept (callers overwrite it).
+fn fit(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
+    v.resize(n, 0.0);
+    v
 }
 
 impl KvCache {
@@ -75,9 +121,19 @@ impl KvCache {
         self.v.iter_mut().for_each(Vec::clear);
         self.len = 0;
     }
-    /// Bytes held (capacity), for memory accounting.
+    /// Makes room for `positions` positions in total without reallocating
+    /// (a no-op before the cache is bound to a model by its first forward or
+    /// [`Qwen3Lm::new_cache`]). `kv_width` is `kv_heads * head_dim`.
+    fn reserve_positions(&mut self, positions: usize, kv_width: usize) {
+        let want = positions * kv_width;
+        for b in self.k.iter_mut().chain(self.v.iter_mut()) {
+            b.reserve(want.saturating_sub(b.len()));
+        }
+    }
+    /// Bytes held (capacity, including the forward's working buffers), for
+    /// memory accounting.
     pub fn bytes(&self) -> usize {
-        self.k.iter().chain(&self.v).map(|b| b.capacity() * 4).sum()
+        self.k.iter().chain(&self.v).map(|b| b.capacity() * 4).sum::<usize>() + self.scratch.bytes()
     }
 }
 
@@ -125,7 +181,28 @@ impl Qwen3Lm {
     }
 
     pub fn new_cache(&self) -> KvCache {
-        KvCache { k: vec![Vec::new(); self.layers.len()], v: vec![Vec::new(); self.layers.len()], len: 0 }
+        KvCache {
+            k: vec![Vec::new(); self.layers.len()],
+            v: vec![Vec::new(); self.layers.len()],
+            len: 0,
+            scratch: Scratch::default(),
+        }
+    }
+
+    /// A cache with room for `positions` positions: appending up to that many
+    /// never reallocates (a reallocation copies the whole history).
+    pub fn new_cache_with_capacity(&self, positions: usize) -> KvCache {
+        let mut c = self.new_cache();
+        self.reserve(&mut c, positions);
+        c
+    }
+
+    /// Makes room in `cache` for `positions` positions in total.
+    pub fn reserve(&self, cache: &mut KvCache, positions: usize) {
+        if cache.k.len() != self.layers.len() {
+            *cache = self.new_cache();
+        }
+        cache.reserve_positions(positions, self.cfg.num_kv_heads * self.cfg.head_dim);
     }
 
     /// Bytes of KV cache per position (all layers, k and v, f32).
@@ -137,6 +214,13 @@ impl Qwen3Lm {
     /// appends their keys/values to `cache`, and returns the final-normed
     /// hidden states `[n, hidden]`.
     pub fn forward(&self, x: &[f32], n: usize, cache: &mut KvCache) -> Vec<f32> {
+        self.forward_in_cache(x, n, cache).to_vec()
+    }
+
+    /// [`Self::forward`] without allocating once `cache` has seen a call of
+    /// `n` rows: the hidden states are returned in the cache's working
+    /// memory, valid until its next forward.
+    pub fn forward_in_cache<'c>(&self, x: &[f32], n: usize, cache: &'c mut KvCache) -> &'c [f32] {
         let c = &self.cfg;
         let (h, hd) = (c.hidden_size, c.head_dim);
         let (qd, kvd, inter) = (c.num_heads * hd, c.num_kv_heads * hd, c.intermediate_size);
@@ -145,37 +229,44 @@ impl Qwen3Lm {
             *cache = self.new_cache();
         }
         let pos0 = cache.len;
-        let mut x = x.to_vec();
-        let mut hn = vec![0f32; n * h];
-        let mut q = vec![0f32; n * qd];
-        let mut k = vec![0f32; n * kvd];
-        let mut v = vec![0f32; n * kvd];
-        let mut att = vec![0f32; n * qd];
-        let mut proj = vec![0f32; n * h];
-        let mut gate = vec![0f32; n * inter];
-        let mut up = vec![0f32; n * inter];
-        let mut act = vec![0f32; n * inter];
-        let mut cos = vec![0f32; hd / 2];
-        let mut sin = vec![0f32; hd / 2];
-        let mut tmp = vec![0f32; qd.max(kvd)];
+        let sc = &mut cache.scratch;
+        fit(&mut sc.x, n * h).copy_from_slice(x);
+        fit(&mut sc.hn, n * h);
+        fit(&mut sc.q, n * qd);
+        fit(&mut sc.k, n * kvd);
+        fit(&mut sc.v, n * kvd);
+        fit(&mut sc.att, n * qd);
+        fit(&mut sc.proj, n * h);
+        fit(&mut sc.gate, n * inter);
+        fit(&mut sc.up, n * inter);
+        fit(&mut sc.act, n * inter);
+        fit(&mut sc.tmp, qd.max(kvd));
+        let half = hd / 2;
+        fit(&mut sc.cos, n * half);
+        fit(&mut sc.sin, n * half);
+        for i in 0..n {
+            let r = i * half..(i + 1) * half;
+            self.rope.at(pos0 + i, &mut sc.cos[r.clone()], &mut sc.sin[r]);
+        }
+        let Scratch { x, hn, q, k, v, att, proj, gate, up, act, cos, sin, tmp } = sc;
         for (li, l) in self.layers.iter().enumerate() {
-            rms_norm(&x, &l.input_norm, c.rms_norm_eps, &mut hn);
-            matmul(&hn, n, &l.q.mat(), None, &mut q);
-            matmul(&hn, n, &l.k.mat(), None, &mut k);
-            matmul(&hn, n, &l.v.mat(), None, &mut v);
+            rms_norm(x, &l.input_norm, c.rms_norm_eps, hn);
+            matmul(hn, n, &l.q.mat(), None, q);
+            matmul(hn, n, &l.k.mat(), None, k);
+            matmul(hn, n, &l.v.mat(), None, v);
             for i in 0..n {
-                self.rope.at(pos0 + i, &mut cos, &mut sin);
+                let (cos, sin) = (&cos[i * half..(i + 1) * half], &sin[i * half..(i + 1) * half]);
                 let qi = &mut q[i * qd..(i + 1) * qd];
                 tmp[..qd].copy_from_slice(qi);
                 rms_norm(&tmp[..qd], &l.q_norm, c.rms_norm_eps, qi);
-                rope(qi, hd, &cos, &sin);
+                rope(qi, hd, cos, sin);
                 let ki = &mut k[i * kvd..(i + 1) * kvd];
                 tmp[..kvd].copy_from_slice(ki);
                 rms_norm(&tmp[..kvd], &l.k_norm, c.rms_norm_eps, ki);
-                rope(ki, hd, &cos, &sin);
+                rope(ki, hd, cos, sin);
             }
-            cache.k[li].extend_from_slice(&k);
-            cache.v[li].extend_from_slice(&v);
+            cache.k[li].extend_from_slice(k);
+            cache.v[li].extend_from_slice(v);
             let n_kv = pos0 + n;
             let shape = AttnShape {
                 n_heads: c.num_heads,
@@ -184,19 +275,19 @@ impl Qwen3Lm {
                 scale: (hd as f32).powf(-0.5),
                 window: l.window,
             };
-            attention(&q, n, pos0, &cache.k[li], &cache.v[li], n_kv, 0, shape, &mut att);
-            matmul(&att, n, &l.o.mat(), None, &mut proj);
-            x.iter_mut().zip(&proj).for_each(|(a, b)| *a += b);
+            attention(q, n, pos0, &cache.k[li], &cache.v[li], n_kv, 0, shape, att);
+            matmul(att, n, &l.o.mat(), None, proj);
+            x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b);
 
-            rms_norm(&x, &l.post_norm, c.rms_norm_eps, &mut hn);
-            matmul(&hn, n, &l.gate.mat(), None, &mut gate);
-            matmul(&hn, n, &l.up.mat(), None, &mut up);
-            silu_mul(&gate, &up, &mut act);
-            matmul(&act, n, &l.down.mat(), None, &mut proj);
-            x.iter_mut().zip(&proj).for_each(|(a, b)| *a += b);
+            rms_norm(x, &l.post_norm, c.rms_norm_eps, hn);
+            matmul(hn, n, &l.gate.mat(), None, gate);
+            matmul(hn, n, &l.up.mat(), None, up);
+            silu_mul(gate, up, act);
+            matmul(act, n, &l.down.mat(), None, proj);
+            x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b);
         }
         cache.len += n;
-        rms_norm(&x, &self.norm, c.rms_norm_eps, &mut hn);
+        rms_norm(x, &self.norm, c.rms_norm_eps, hn);
         hn
     }
 }

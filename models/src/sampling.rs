@@ -238,7 +238,7 @@ mod tests {
         let cfg = SamplerConfig { do_sample: true, temperature: 1.0, top_k: 0, top_p: 1.0 };
         let draw = |seed| {
             let mut rng = Rng::new(seed);
-            (0..32).map(|_| pick(&mut vec![0.0; 8], &cfg, &mut rng, &mut Vec::new())).collect::<Vec<_>>()
+            (0..32).map(|_| pick(&mut [0.0; 8], &cfg, &mut rng, &mut Vec::new())).collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));

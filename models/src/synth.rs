@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use crate::checkpoint::TensorStore;
-use crate::code_predictor::CodePredictor;
+use crate::code_predictor::{CodePredictor, PredictScratch};
 use crate::codec::Code2Wav;
 use crate::config::{GenerationConfig, ModelKind, TtsConfig};
 use crate::error::{ModelError, Result};
@@ -267,8 +267,7 @@ impl Qwen3Tts {
             prefill.extend(row);
         }
         let text = &input_ids[3..input_ids.len() - 5];
-        let trailing;
-        if !req.text_streaming {
+        let trailing = if !req.text_streaming {
             // All text up front: P(text) ++ P(tts_eos), each + C(pad); then
             // P(tts_pad) + C(bos).
             let mut rows = self.talker.project_text(text);
@@ -280,7 +279,7 @@ impl Qwen3Tts {
             let mut last = tts_pad.to_vec();
             self.talker.add_codec_embedding(c.bos, &mut last);
             prefill.extend(last);
-            trailing = tts_pad.to_vec();
+            tts_pad.to_vec()
         } else {
             // First text token with C(bos); the rest trail one per frame.
             let mut first = self.talker.project_text(&text[..1]);
@@ -288,8 +287,8 @@ impl Qwen3Tts {
             prefill.extend(first);
             let mut rows = self.talker.project_text(&text[1..]);
             rows.extend_from_slice(tts_eos);
-            trailing = rows;
-        }
+            rows
+        };
         Ok(Prompt { hidden: h, prefill, trailing, tts_pad: tts_pad.to_vec(), input_ids, instruct_ids })
     }
 
@@ -344,7 +343,12 @@ pub struct PredictorSession {
     rng: Rng,
     cache: KvCache,
     scratch: Vec<f32>,
+    work: PredictScratch,
 }
+
+/// Frames of talker KV reserved up front (~20 s of audio at 12.5 Hz); longer
+/// requests grow the cache as they go.
+const TALKER_KV_RESERVE_FRAMES: usize = 256;
 
 /// Seed offset of the code predictor's RNG stream (independent of the
 /// talker's, so the two stages can run apart and stay reproducible).
@@ -373,7 +377,11 @@ impl TalkerSession {
             rules,
             sampler: options.talker,
             rng: Rng::new(options.seed),
-            cache: model.talker.new_cache(),
+            // Room for the prompt and the first frames: growing a cache of
+            // ~230 KB per position (0.6B) by doubling copies the history.
+            cache: model.talker.new_cache_with_capacity(
+                prompt.prefill_rows() + options.max_frames.min(TALKER_KV_RESERVE_FRAMES) + 1,
+            ),
             prompt,
             history: Vec::new(),
             fed: 0,
@@ -453,6 +461,7 @@ impl PredictorSession {
             rng: Rng::new(options.seed ^ PREDICTOR_STREAM),
             cache: model.code_predictor.new_cache(),
             scratch: Vec::new(),
+            work: PredictScratch::default(),
         }
     }
 
@@ -468,7 +477,7 @@ impl PredictorSession {
         let mut frame = vec![0u32; cp.num_predicted() + 1];
         frame[0] = t.c0;
         let (rng, scratch, sampler) = (&mut self.rng, &mut self.scratch, &self.sampler);
-        cp.predict(&t.hidden, &c0_emb, &mut self.cache, &mut frame[1..], |i, l| {
+        cp.predict_with(&t.hidden, &c0_emb, &mut self.cache, &mut self.work, &mut frame[1..], |i, l| {
             if let Some(obs) = observer.as_mut() {
                 obs(Observed::CodePredictor(i, l));
             }

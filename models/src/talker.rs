@@ -72,7 +72,7 @@ impl Talker {
     /// Runs `n` rows through the decoder; returns the last row's final-normed
     /// hidden state and its codebook-0 logits.
     pub fn forward(&self, x: &[f32], n: usize, cache: &mut KvCache) -> (Vec<f32>, Vec<f32>) {
-        let hs = self.lm.forward(x, n, cache);
+        let hs = self.lm.forward_in_cache(x, n, cache);
         let last = hs[(n - 1) * self.hidden..].to_vec();
         let mut logits = vec![0f32; self.vocab_size()];
         matmul(&last, 1, &self.codec_head.mat(), None, &mut logits);
@@ -81,5 +81,10 @@ impl Talker {
 
     pub fn new_cache(&self) -> KvCache {
         self.lm.new_cache()
+    }
+
+    /// A cache that holds `positions` positions without reallocating.
+    pub fn new_cache_with_capacity(&self, positions: usize) -> KvCache {
+        self.lm.new_cache_with_capacity(positions)
     }
 }

@@ -7,6 +7,9 @@ use super::{for_blocks, Simd};
 use crate::simd::exp;
 use crate::AttnShape;
 
+/// Keys whose scores fit in a stack buffer (4 KB).
+const STACK_SCORES: usize = 1024;
+
 #[allow(clippy::too_many_arguments)]
 pub(crate) fn attention<S: Simd>(
     s: S,
@@ -64,27 +67,23 @@ pub(crate) fn attention<S: Simd>(
         }
         let kvh = h / group;
         let qv = &q[idx * hd..(idx + 1) * hd];
-        let mut scores = vec![0f32; hi - lo];
+        // Scores on the stack up to STACK_SCORES keys: one heap allocation
+        // per (query, head) was ~450 per one-row talker step.
+        let mut stack = [0f32; STACK_SCORES];
+        let mut heap = Vec::new();
+        let scores: &mut [f32] = if hi - lo <= STACK_SCORES {
+            &mut stack[..hi - lo]
+        } else {
+            heap.resize(hi - lo, 0.0);
+            &mut heap
+        };
         s.vectorize(
             #[inline(always)]
             || {
                 // SAFETY: every key/value row read is `(j * n_kv_heads + kvh) *
                 // hd .. + hd` with j < hi <= n_kv, inside k and v (asserted);
                 // qv, o and scores are slices of the lengths passed.
-                unsafe {
-                    head::<S>(
-                        s,
-                        qv,
-                        k,
-                        v,
-                        lo,
-                        kv_stride,
-                        kvh * hd,
-                        sh.scale,
-                        &mut scores,
-                        o,
-                    )
-                }
+                unsafe { head::<S>(s, qv, k, v, lo, kv_stride, kvh * hd, sh.scale, scores, o) }
             },
         );
     });

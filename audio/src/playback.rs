@@ -9,7 +9,7 @@
 //!                                                    underrun, count in atomics
 //! ```
 //!
-//! The device callback ([`fill`]) never locks, allocates, logs or blocks: it
+//! The device callback (`fill`) never locks, allocates, logs or blocks: it
 //! reads the preallocated ring, writes the device buffer and bumps atomic
 //! counters. Everything that may wait or fail — resampling, backpressure,
 //! stall detection, reporting device errors — happens on the producer side.

@@ -399,11 +399,12 @@ fn find_device(
 
 /// Maps a cpal error while opening: an absent device is "no device", the
 /// rest is a failed open with cpal's reason.
-fn open_error(device: &str, e: cpal::Error) -> AudioError {
+/// `requested` is what the user asked for (`None`: the default device).
+fn open_error(requested: Option<&str>, device: &str, e: cpal::Error) -> AudioError {
     match e.kind() {
         cpal::ErrorKind::DeviceNotAvailable | cpal::ErrorKind::HostUnavailable => AudioError::NoDevice {
-            wanted: Some(device.to_string()),
-            hint: format!("opening it failed ({e}); connect a device, pick another with --device (tts-rt devices lists them) or write a file with --out"),
+            wanted: requested.map(str::to_string),
+            hint: format!("opening {device:?} failed ({e}); connect a device, pick another with --device (tts-rt devices lists them) or write a file with --out"),
         },
         _ => AudioError::StreamOpen { device: device.to_string(), reason: e.to_string() },
     }
@@ -507,7 +508,7 @@ impl Player {
         // On ALSA this opens the PCM: an absent card shows up here.
         let ranges: Vec<SupportedStreamConfigRange> = device
             .supported_output_configs()
-            .map_err(|e| open_error(&label, e))?
+            .map_err(|e| open_error(opts.device.as_deref(), &label, e))?
             .collect();
         let default = device
             .default_output_config()
@@ -535,8 +536,10 @@ impl Player {
             DeviceFormat::U16 => build::<u16>(&device, config, consumer, shared.clone()),
             DeviceFormat::I32 => build::<i32>(&device, config, consumer, shared.clone()),
         }
-        .map_err(|e| open_error(&label, e))?;
-        stream.play().map_err(|e| open_error(&label, e))?;
+        .map_err(|e| open_error(opts.device.as_deref(), &label, e))?;
+        stream
+            .play()
+            .map_err(|e| open_error(opts.device.as_deref(), &label, e))?;
         let device_buffer_frames = stream.buffer_size().ok();
         Ok(Player {
             _stream: stream,

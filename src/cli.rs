@@ -18,7 +18,11 @@ use crate::model_path;
 mod bench;
 
 #[derive(Parser)]
-#[command(name = "tts-rt", version, about = "Real-time Qwen3-TTS on ordinary CPUs")]
+#[command(
+    name = "tts-rt",
+    version,
+    about = "Real-time Qwen3-TTS on ordinary CPUs"
+)]
 struct Cli {
     #[command(subcommand)]
     command: Command,
@@ -150,9 +154,14 @@ pub fn run() -> Result<()> {
 fn load(model: &ModelArg) -> Result<Arc<Qwen3Tts>> {
     let dir = model_path::resolve(model.model.as_deref())?;
     let t = Instant::now();
-    let m = Qwen3Tts::load(&dir).with_context(|| format!("loading checkpoint {}", dir.display()))?;
+    let m =
+        Qwen3Tts::load(&dir).with_context(|| format!("loading checkpoint {}", dir.display()))?;
     if std::io::stderr().is_terminal() {
-        eprintln!("loaded {} in {:.1} s", dir.display(), t.elapsed().as_secs_f64());
+        eprintln!(
+            "loaded {} in {:.1} s",
+            dir.display(),
+            t.elapsed().as_secs_f64()
+        );
     }
     Ok(Arc::new(m))
 }
@@ -169,7 +178,8 @@ impl Output {
         if path == Path::new("-") {
             return Ok(Output::Stdout);
         }
-        let f = File::create(path).with_context(|| format!("cannot write output {}", path.display()))?;
+        let f = File::create(path)
+            .with_context(|| format!("cannot write output {}", path.display()))?;
         Ok(Output::File(path.to_path_buf(), f))
     }
 
@@ -178,7 +188,8 @@ impl Output {
             Output::File(path, f) => {
                 let mut sink = WavSink::new(std::io::BufWriter::new(f), rate, format)?;
                 sink.write(samples)?;
-                sink.finish().with_context(|| format!("writing {}", path.display()))?;
+                sink.finish()
+                    .with_context(|| format!("writing {}", path.display()))?;
             }
             Output::Stdout => {
                 let bytes = tts_audio::wav_bytes(samples, rate, format)?;
@@ -201,14 +212,19 @@ enum AudioWriter {
 impl AudioWriter {
     fn open(out: Output, rate: u32, format: WavFormat) -> Result<Self> {
         Ok(match out {
-            Output::File(path, f) => AudioWriter::File(path, WavSink::new(std::io::BufWriter::new(f), rate, format)?),
+            Output::File(path, f) => AudioWriter::File(
+                path,
+                WavSink::new(std::io::BufWriter::new(f), rate, format)?,
+            ),
             Output::Stdout => AudioWriter::Stdout(Vec::new(), rate, format),
         })
     }
 
     fn write(&mut self, samples: &[f32]) -> Result<()> {
         match self {
-            AudioWriter::File(path, sink) => sink.write(samples).with_context(|| format!("writing {}", path.display()))?,
+            AudioWriter::File(path, sink) => sink
+                .write(samples)
+                .with_context(|| format!("writing {}", path.display()))?,
             AudioWriter::Stdout(buf, ..) => buf.extend_from_slice(samples),
         }
         Ok(())
@@ -216,7 +232,9 @@ impl AudioWriter {
 
     fn finish(self) -> Result<()> {
         match self {
-            AudioWriter::File(path, sink) => sink.finish().with_context(|| format!("writing {}", path.display()))?,
+            AudioWriter::File(path, sink) => sink
+                .finish()
+                .with_context(|| format!("writing {}", path.display()))?,
             AudioWriter::Stdout(buf, rate, format) => Output::Stdout.write(&buf, rate, format)?,
         }
         Ok(())
@@ -230,7 +248,9 @@ fn read_text(arg: Option<String>) -> Result<String> {
                 bail!("no text given: pass TEXT or pipe it on stdin");
             }
             let mut s = String::new();
-            std::io::stdin().read_to_string(&mut s).context("reading text from stdin")?;
+            std::io::stdin()
+                .read_to_string(&mut s)
+                .context("reading text from stdin")?;
             s
         }
         Some(t) => t.to_string(),
@@ -248,7 +268,12 @@ fn decode_audio(model: &Qwen3Tts, codes: &[u32], frames: usize, stream: bool) ->
         let mut dec = c2w.streaming();
         dec.step(codes, frames)?
     } else {
-        c2w.decode_chunked(codes, frames, OFFICIAL_CHUNK_FRAMES, OFFICIAL_LEFT_CONTEXT_FRAMES)?
+        c2w.decode_chunked(
+            codes,
+            frames,
+            OFFICIAL_CHUNK_FRAMES,
+            OFFICIAL_LEFT_CONTEXT_FRAMES,
+        )?
     })
 }
 
@@ -297,7 +322,11 @@ fn speak(a: SpeakArgs) -> Result<()> {
     }
     let speaker = match a.speaker {
         Some(s) => s,
-        None => model.speakers().into_iter().next().context("checkpoint has no speakers (spk_id is empty)")?,
+        None => model
+            .speakers()
+            .into_iter()
+            .next()
+            .context("checkpoint has no speakers (spk_id is empty)")?,
     };
     let req = Request {
         text,
@@ -308,11 +337,21 @@ fn speak(a: SpeakArgs) -> Result<()> {
         options: opts,
     };
     if a.out.stream {
-        return speak_streamed(model, req, out, a.out.wav_format, a.codes_out.as_deref(), a.timings);
+        return speak_streamed(
+            model,
+            req,
+            out,
+            a.out.wav_format,
+            a.codes_out.as_deref(),
+            a.timings,
+        );
     }
     let mut gen = model.start(&req)?;
     let prompt_rows = gen.prompt().prefill_rows();
-    let frames_cap = req.options.max_frames.min(max_positions.saturating_sub(prompt_rows + 1));
+    let frames_cap = req
+        .options
+        .max_frames
+        .min(max_positions.saturating_sub(prompt_rows + 1));
     let groups = gen.num_code_groups();
     let show = std::io::stderr().is_terminal();
     let t0 = Instant::now();
@@ -324,7 +363,11 @@ fn speak(a: SpeakArgs) -> Result<()> {
         codes.extend(frame);
         n += 1;
         if show && n % 5 == 0 {
-            eprint!("\rgenerating: {n} frames ({:.1} s of audio) in {:.1} s", n as f64 / fps, t0.elapsed().as_secs_f64());
+            eprint!(
+                "\rgenerating: {n} frames ({:.1} s of audio) in {:.1} s",
+                n as f64 / fps,
+                t0.elapsed().as_secs_f64()
+            );
         }
     }
     if show {
@@ -346,7 +389,13 @@ fn speak(a: SpeakArgs) -> Result<()> {
     let dec = t_dec.elapsed();
     if a.timings {
         let st = gen.stats;
-        let per = |d: std::time::Duration, k: usize| if k == 0 { serde_json::Value::Null } else { (d.as_secs_f64() * 1e3 / k as f64).into() };
+        let per = |d: std::time::Duration, k: usize| {
+            if k == 0 {
+                serde_json::Value::Null
+            } else {
+                (d.as_secs_f64() * 1e3 / k as f64).into()
+            }
+        };
         let line = serde_json::json!({
             "frames": n,
             "frame_ms": 1000.0 / fps,
@@ -366,11 +415,27 @@ fn speak(a: SpeakArgs) -> Result<()> {
 
 /// `speak --stream`: the request runs through the streaming engine and each
 /// chunk goes to the WAV writer as it arrives.
-fn speak_streamed(model: Arc<Qwen3Tts>, mut req: Request, out: Output, format: WavFormat, codes_out: Option<&Path>, timings: bool) -> Result<()> {
+fn speak_streamed(
+    model: Arc<Qwen3Tts>,
+    mut req: Request,
+    out: Output,
+    format: WavFormat,
+    codes_out: Option<&Path>,
+    timings: bool,
+) -> Result<()> {
     let max_positions = model.config.talker.lm.max_position_embeddings;
     let prompt_rows = model.build_prompt(&req)?.prefill_rows();
-    req.options.max_frames = req.options.max_frames.min(max_positions.saturating_sub(prompt_rows + 1));
-    let engine = Engine::start(model.clone(), EngineConfig { max_active_requests: 1, ..EngineConfig::default() })?;
+    req.options.max_frames = req
+        .options
+        .max_frames
+        .min(max_positions.saturating_sub(prompt_rows + 1));
+    let engine = Engine::start(
+        model.clone(),
+        EngineConfig {
+            max_active_requests: 1,
+            ..EngineConfig::default()
+        },
+    )?;
     let session = engine.open_session();
     let mut stream = session.synthesize_blocking(req)?;
     let mut writer = AudioWriter::open(out, model.code2wav.sample_rate(), format)?;
@@ -385,7 +450,11 @@ fn speak_streamed(model: Arc<Qwen3Tts>, mut req: Request, out: Output, format: W
                 codes.extend_from_slice(&c.codes);
                 if show {
                     let n = c.first_frame + c.frames as u64;
-                    eprint!("\rstreaming: {n} frames ({:.1} s of audio) in {:.1} s", n as f64 / fps, t0.elapsed().as_secs_f64());
+                    eprint!(
+                        "\rstreaming: {n} frames ({:.1} s of audio) in {:.1} s",
+                        n as f64 / fps,
+                        t0.elapsed().as_secs_f64()
+                    );
                 }
             }
             Some(Event::Done { metrics, stop, .. }) => break (metrics, stop),
@@ -426,13 +495,19 @@ fn speak_streamed(model: Arc<Qwen3Tts>, mut req: Request, out: Output, format: W
 fn write_codes(path: &Path, codes: &[u32], groups: usize) -> Result<()> {
     let frames: Vec<&[u32]> = codes.chunks(groups).collect();
     let json = serde_json::to_string(&frames)?;
-    std::fs::write(path, json + "\n").with_context(|| format!("writing codes to {}", path.display()))
+    std::fs::write(path, json + "\n")
+        .with_context(|| format!("writing codes to {}", path.display()))
 }
 
 fn decode(a: DecodeArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.codes).with_context(|| format!("reading {}", a.codes.display()))?;
-    let frames: Vec<Vec<i64>> = serde_json::from_str(&text)
-        .with_context(|| format!("{}: expected a JSON array of frames (arrays of integers)", a.codes.display()))?;
+    let text = std::fs::read_to_string(&a.codes)
+        .with_context(|| format!("reading {}", a.codes.display()))?;
+    let frames: Vec<Vec<i64>> = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: expected a JSON array of frames (arrays of integers)",
+            a.codes.display()
+        )
+    })?;
     let out = Output::open(&a.out.out)?;
     let model = load(&a.model)?;
     let groups = model.code2wav.num_quantizers();
@@ -440,11 +515,18 @@ fn decode(a: DecodeArgs) -> Result<()> {
     let mut codes = Vec::with_capacity(frames.len() * groups);
     for (i, f) in frames.iter().enumerate() {
         if f.len() != groups {
-            bail!("{}: frame {i} has {} codes; this checkpoint needs {groups} per frame", a.codes.display(), f.len());
+            bail!(
+                "{}: frame {i} has {} codes; this checkpoint needs {groups} per frame",
+                a.codes.display(),
+                f.len()
+            );
         }
         for (q, &c) in f.iter().enumerate() {
             if !(0..book).contains(&c) {
-                bail!("{}: frame {i}, codebook {q}: code {c} is outside 0..{book}", a.codes.display());
+                bail!(
+                    "{}: frame {i}, codebook {q}: code {c} is outside 0..{book}",
+                    a.codes.display()
+                );
             }
             codes.push(c as u32);
         }
@@ -462,7 +544,10 @@ fn voices(a: ModelArg) -> Result<()> {
     writeln!(out, "speakers:")?;
     for (name, s) in &model.config.talker.speakers {
         match &s.dialect {
-            Some(d) => writeln!(out, "  {name} (speaks {d} when the language is chinese or auto)")?,
+            Some(d) => writeln!(
+                out,
+                "  {name} (speaks {d} when the language is chinese or auto)"
+            )?,
             None => writeln!(out, "  {name}")?,
         }
     }
@@ -473,7 +558,11 @@ fn voices(a: ModelArg) -> Result<()> {
     writeln!(
         out,
         "instruct: {}",
-        if model.config.supports_instruct() { "supported" } else { "ignored by this model size" }
+        if model.config.supports_instruct() {
+            "supported"
+        } else {
+            "ignored by this model size"
+        }
     )?;
     Ok(())
 }
@@ -483,6 +572,11 @@ fn gen_checkpoint(a: GenArgs) -> Result<()> {
     let t = Instant::now();
     tts_models::gen::write_checkpoint(&a.out, preset, a.seed)
         .with_context(|| format!("writing checkpoint to {}", a.out.display()))?;
-    eprintln!("wrote {} checkpoint to {} in {:.1} s", a.preset, a.out.display(), t.elapsed().as_secs_f64());
+    eprintln!(
+        "wrote {} checkpoint to {} in {:.1} s",
+        a.preset,
+        a.out.display(),
+        t.elapsed().as_secs_f64()
+    );
     Ok(())
 }

@@ -2,6 +2,7 @@
 //! location, progress and output; everything else lives in the crates.
 
 mod cli;
+mod download;
 mod model_path;
 
 use std::process::ExitCode;

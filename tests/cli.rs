@@ -178,7 +178,7 @@ fn user_errors_are_clear() {
     // No model anywhere: the message says how to get one.
     let home = tempfile::tempdir().unwrap();
     fails_with(
-        bin().env("HOME", home.path()).env_remove("HF_HOME").env_remove("HF_HUB_CACHE").env_remove("XDG_CACHE_HOME").args(["speak", "Hi", "--out"]).arg(&out),
+        bin().env("HOME", home.path()).env("HF_HUB_OFFLINE", "1").env_remove("HF_HOME").env_remove("HF_HUB_CACHE").env_remove("XDG_CACHE_HOME").args(["speak", "Hi", "--out"]).arg(&out),
         &["Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "hf download", "--model"],
     );
     // decode: malformed and out-of-range codes.

@@ -4,7 +4,7 @@
 //! conv, elements for element-wise kernels.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tts_kernels::{f32_to_bf16, AttnShape, Conv1dShape, Isa, Kernels, Mat};
+use tts_kernels::{f32_to_bf16, quantize_q8_rows, AttnShape, Conv1dShape, Isa, Kernels, Mat};
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2_654_435_761).max(1);
@@ -25,51 +25,175 @@ fn paths() -> Vec<Kernels> {
         .collect()
 }
 
+/// One weight matrix in every storage format the kernels take.
+struct Formats {
+    f32: Vec<f32>,
+    bf16: Vec<u16>,
+    q8: Vec<i8>,
+    scales: Vec<f32>,
+    n: usize,
+    k: usize,
+}
+
+impl Formats {
+    fn new(n: usize, k: usize, seed: u32) -> Formats {
+        let f32 = data(n * k, seed);
+        let bf16 = f32.iter().map(|&v| f32_to_bf16(v)).collect();
+        let (q8, scales) = quantize_q8_rows(&f32, n, k);
+        Formats {
+            f32,
+            bf16,
+            q8,
+            scales,
+            n,
+            k,
+        }
+    }
+    fn mats(&self) -> [(&'static str, Mat<'_>); 3] {
+        let (rows, cols) = (self.n, self.k);
+        [
+            (
+                "bf16",
+                Mat::Bf16 {
+                    data: &self.bf16,
+                    rows,
+                    cols,
+                },
+            ),
+            (
+                "f32",
+                Mat::F32 {
+                    data: &self.f32,
+                    rows,
+                    cols,
+                },
+            ),
+            (
+                "q8",
+                Mat::Q8 {
+                    data: &self.q8,
+                    scales: &self.scales,
+                    rows,
+                    cols,
+                },
+            ),
+        ]
+    }
+}
+
 fn matmul(c: &mut Criterion) {
     let mut g = c.benchmark_group("matmul");
-    for (m, n, k) in [
-        (1, 1024, 1024),
-        (1, 3072, 1024),
-        (1, 1024, 3072),
-        (1, 2048, 2048),
-        (16, 2048, 2048),
-    ] {
-        let x = data(m * k, 1);
-        let wf = data(n * k, 2);
-        let wb: Vec<u16> = wf.iter().map(|&v| f32_to_bf16(v)).collect();
-        let mut out = vec![0f32; m * n];
-        g.throughput(Throughput::Elements((m * n * k) as u64));
-        for ks in paths() {
-            for (dt, w) in [
-                (
-                    "bf16",
-                    Mat::Bf16 {
-                        data: &wb,
-                        rows: n,
-                        cols: k,
-                    },
-                ),
-                (
-                    "f32",
-                    Mat::F32 {
-                        data: &wf,
-                        rows: n,
-                        cols: k,
-                    },
-                ),
-            ] {
-                // The scalar reference is ~100x slower: only the smallest size.
-                if ks.isa() == Isa::Scalar && n * k > 1024 * 1024 {
-                    continue;
+    g.warm_up_time(std::time::Duration::from_secs(1));
+    g.measurement_time(std::time::Duration::from_secs(2));
+    // The LM shapes (0.6B: hidden 1024, q 2048, MLP 3072; 1.7B: 2048) at
+    // decode (m = 1) and small batches. All fit in this machine's 32 MB L3
+    // once warm, so these measure the kernels, not DRAM: see `streaming`.
+    for (n, k) in [(1024, 1024), (3072, 1024), (1024, 3072), (2048, 2048)] {
+        let w = Formats::new(n, k, 2);
+        for m in [1, 4, 16] {
+            let x = data(m * k, 1);
+            let mut out = vec![0f32; m * n];
+            g.throughput(Throughput::Elements((m * n * k) as u64));
+            for ks in paths() {
+                for (dt, mat) in w.mats() {
+                    // The scalar reference is ~100x slower: only the smallest size.
+                    if ks.isa() == Isa::Scalar && (n * k > 1024 * 1024 || m > 1) {
+                        continue;
+                    }
+                    let id = BenchmarkId::new(
+                        format!("{}/{dt}", ks.isa().name()),
+                        format!("m{m}_{n}x{k}"),
+                    );
+                    g.bench_function(id, |b| {
+                        b.iter(|| ks.matmul(black_box(&x), m, &mat, None, &mut out))
+                    });
+                    if dt == "q8" {
+                        let id = BenchmarkId::new(
+                            format!("{}/q8_widened", ks.isa().name()),
+                            format!("m{m}_{n}x{k}"),
+                        );
+                        g.bench_function(id, |b| {
+                            b.iter(|| ks.matmul_q8_widened(black_box(&x), m, &mat, None, &mut out))
+                        });
+                    }
                 }
-                let id =
-                    BenchmarkId::new(format!("{}/{dt}", ks.isa().name()), format!("m{m}_{n}x{k}"));
-                g.bench_function(id, |b| {
-                    b.iter(|| ks.matmul(black_box(&x), m, &w, None, &mut out))
-                });
             }
         }
     }
+    g.finish();
+}
+
+/// Decode as the model runs it: m = 1 over a stack of weight matrices far
+/// larger than the L3 (here 48 x 1024x3072 = 151M weights: 302 MB bf16),
+/// so every byte comes from DRAM. Throughput in weight *bytes*: compare
+/// with `bandwidth` for the fraction of the memory floor reached.
+fn streaming(c: &mut Criterion) {
+    let mut g = c.benchmark_group("streaming");
+    g.sample_size(10);
+    let (layers, n, k) = (48, 1024, 3072);
+    let ws: Vec<Formats> = (0..layers).map(|l| Formats::new(n, k, 100 + l)).collect();
+    let x = data(k, 1);
+    let mut out = vec![0f32; n];
+    for ks in paths().into_iter().filter(|k| k.isa() != Isa::Scalar) {
+        for fi in 0..4 {
+            // 0..3: each format through `matmul`; 3: int8 through the
+            // widened (f32-activation) kernel.
+            let (dt, fm) = if fi == 3 {
+                ("q8_widened", 2)
+            } else {
+                (ws[0].mats()[fi].0, fi)
+            };
+            let bytes: usize = ws.iter().map(|w| w.mats()[fm].1.bytes()).sum();
+            g.throughput(Throughput::Bytes(bytes as u64));
+            let id = BenchmarkId::new(
+                format!("{}/{dt}", ks.isa().name()),
+                format!("{layers}x{n}x{k}_m1"),
+            );
+            g.bench_function(id, |b| {
+                b.iter(|| {
+                    for w in &ws {
+                        let mat = w.mats()[fm].1;
+                        if fi == 3 {
+                            ks.matmul_q8_widened(black_box(&x), 1, &mat, None, &mut out);
+                        } else {
+                            ks.matmul(black_box(&x), 1, &mat, None, &mut out);
+                        }
+                    }
+                })
+            });
+        }
+    }
+    g.finish();
+}
+
+/// This machine's memory read bandwidth: a sum over a 1 GiB buffer (well
+/// past the L3), on one thread and on rayon's pool. The sum is of u64 in
+/// 8 independent lanes so it is bound by memory, not by the adds.
+fn bandwidth(c: &mut Criterion) {
+    use rayon::prelude::*;
+    let mut g = c.benchmark_group("bandwidth");
+    g.sample_size(10);
+    let buf: Vec<u64> = (0..(1usize << 30) / 8).map(|i| i as u64).collect();
+    g.throughput(Throughput::Bytes((buf.len() * 8) as u64));
+    fn sum(b: &[u64]) -> u64 {
+        let mut acc = [0u64; 8];
+        for c in b.chunks_exact(8) {
+            for (a, v) in acc.iter_mut().zip(c) {
+                *a = a.wrapping_add(*v);
+            }
+        }
+        acc.iter().fold(0, |a, v| a.wrapping_add(*v))
+    }
+    g.bench_function("read_1GiB/1thread", |b| b.iter(|| sum(black_box(&buf))));
+    let threads = rayon::current_num_threads();
+    g.bench_function(format!("read_1GiB/{threads}threads"), |b| {
+        b.iter(|| {
+            black_box(&buf)
+                .par_chunks(1 << 20)
+                .map(sum)
+                .reduce(|| 0, u64::wrapping_add)
+        })
+    });
     g.finish();
 }
 
@@ -193,5 +317,13 @@ fn attention(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, matmul, conv, elementwise, attention);
+criterion_group!(
+    benches,
+    matmul,
+    streaming,
+    bandwidth,
+    conv,
+    elementwise,
+    attention
+);
 criterion_main!(benches);

@@ -48,7 +48,10 @@ pub mod reference;
 mod simd;
 
 pub use dispatch::{isa, Isa};
-pub use mat::{bf16_to_f32, f32_to_bf16, Mat};
+pub use mat::{
+    bf16_to_f32, f32_to_bf16, quantize_a16_row, quantize_q8_row, quantize_q8_rows, Mat, A16_MAX,
+    Q8_MAX,
+};
 
 #[cfg(target_arch = "x86_64")]
 use simd::{avx2::Avx2, avx512::Avx512};
@@ -115,9 +118,62 @@ impl Kernels {
 
     /// See [`matmul`].
     pub fn matmul(&self, x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
+        #[cfg(target_arch = "x86_64")]
+        if let Mat::Q8 {
+            data,
+            scales,
+            rows,
+            cols,
+        } = *w
+        {
+            use fast::q8::{matmul as q8, Q8Path};
+            match self.path {
+                Path::Scalar => {}
+                Path::Avx2(_) => {
+                    return q8(Q8Path::Avx2, x, m, data, scales, rows, cols, bias, out)
+                }
+                Path::Avx512(_) => {
+                    return q8(
+                        Q8Path::for_avx512(),
+                        x,
+                        m,
+                        data,
+                        scales,
+                        rows,
+                        cols,
+                        bias,
+                        out,
+                    )
+                }
+            }
+        }
         dispatch!(self, reference::matmul(x, m, w, bias, out), |s| {
             fast::matmul::matmul(s, x, m, w, bias, out)
         })
+    }
+
+    /// [`matmul`] on a [`Mat::Q8`] weight with f32 activations: int8 widened
+    /// to f32 in registers, f32 FMAs, the row scale applied to the finished
+    /// dot (reference: [`reference::matmul_q8_widened`]). The alternative to
+    /// the int16-activation kernel `matmul` runs, kept for comparison
+    /// (benches, accuracy tests). Panics on other weight formats.
+    pub fn matmul_q8_widened(
+        &self,
+        x: &[f32],
+        m: usize,
+        w: &Mat<'_>,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+    ) {
+        assert!(
+            matches!(w, Mat::Q8 { .. }),
+            "matmul_q8_widened: weight is not Q8"
+        );
+        dispatch!(
+            self,
+            reference::matmul_q8_widened(x, m, w, bias, out),
+            |s| { fast::matmul::matmul(s, x, m, w, bias, out) }
+        )
     }
 
     /// See [`rms_norm`].

@@ -1,12 +1,16 @@
 //! Scalar reference kernels: the definition of every kernel's semantics.
 //! Straightforward loops, f32 accumulation, no parallelism.
 
+use crate::mat::quantize_a16_row;
 use crate::{AttnShape, Conv1dShape, Mat};
 
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
     let (n, k) = (w.rows(), w.cols());
     assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
     assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
+    if let Mat::Q8 { data, scales, .. } = *w {
+        return matmul_q8_a16(x, m, data, scales, n, k, bias, out);
+    }
     let mut row = vec![0f32; k];
     for j in 0..n {
         w.row_to_f32(j, &mut row);
@@ -18,6 +22,69 @@ pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut 
                 acc += a * b;
             }
             out[i * n + j] = acc + b;
+        }
+    }
+}
+
+/// Int8 weights x int16-quantized activations, exact integer dot products
+/// (the semantics of `matmul` on `Mat::Q8`):
+/// `out[i][j] = (sum_k xq[i][k] q[j][k]) as f32 * (sx[i] * s[j]) + b[j]`.
+#[allow(clippy::too_many_arguments)]
+fn matmul_q8_a16(
+    x: &[f32],
+    m: usize,
+    data: &[i8],
+    scales: &[f32],
+    n: usize,
+    k: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let mut xq = vec![0i16; m * k];
+    let sx: Vec<f32> = (0..m)
+        .map(|i| quantize_a16_row(&x[i * k..(i + 1) * k], &mut xq[i * k..(i + 1) * k]))
+        .collect();
+    for j in 0..n {
+        let wj = &data[j * k..(j + 1) * k];
+        let b = bias.map_or(0.0, |b| b[j]);
+        for i in 0..m {
+            let dot: i64 = xq[i * k..(i + 1) * k]
+                .iter()
+                .zip(wj)
+                .map(|(&a, &w)| a as i64 * w as i64)
+                .sum();
+            out[i * n + j] = dot as f32 * (sx[i] * scales[j]) + b;
+        }
+    }
+}
+
+/// `matmul` on `Mat::Q8` with f32 activations: `out = (x . q_j) * s_j + b`,
+/// int8 widened exactly to f32, f32 accumulation.
+pub fn matmul_q8_widened(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
+    let Mat::Q8 {
+        data,
+        scales,
+        rows: n,
+        cols: k,
+    } = *w
+    else {
+        panic!("matmul_q8_widened: weight is not Q8");
+    };
+    assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
+    assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
+    let mut row = vec![0f32; k];
+    for j in 0..n {
+        for (r, &q) in row.iter_mut().zip(&data[j * k..(j + 1) * k]) {
+            *r = q as f32;
+        }
+        let b = bias.map_or(0.0, |b| b[j]);
+        for i in 0..m {
+            let xi = &x[i * k..(i + 1) * k];
+            let mut acc = 0f32;
+            for (a, b) in xi.iter().zip(&row) {
+                acc += a * b;
+            }
+            out[i * n + j] = acc * scales[j] + b;
         }
     }
 }

@@ -16,7 +16,9 @@
 //! - snake: `2e-6 * inv_beta + 2.4e-7 * |x|`: the vector sin is accurate to
 //!   3e-7 absolute (sin^2 doubles it) plus one rounding of the sum.
 
-use tts_kernels::{f32_to_bf16, reference, AttnShape, Conv1dShape, Isa, Kernels, Mat};
+use tts_kernels::{
+    f32_to_bf16, quantize_q8_rows, reference, AttnShape, Conv1dShape, Isa, Kernels, Mat,
+};
 
 const DOT_REL: f32 = 2e-5;
 const ATTN_ABS: f32 = 2e-5;
@@ -140,6 +142,128 @@ fn matmul_f32_and_bf16() {
                     check_close(&what, &got, &want, scale);
                 }
             }
+        }
+    }
+}
+
+/// Int8 weights with per-row scales. `matmul` (int16 activations, exact
+/// integer sums) must equal the reference bit for bit on every path, any k
+/// (including k > 4096, where lanes are flushed to i64 blocks);
+/// `matmul_q8_widened` (f32 activations) differs by summation order only:
+/// `DOT_REL` of `scale_j * sum |x_i q_ij|`. Both must stay within the
+/// activation-rounding bound of the exact product with the dequantized
+/// weights: int16 rounding moves each x by at most max|x|/65534, so the
+/// output by at most `scale_j * sum |q_ij| * max|x| / 65534` (+ f32 sums).
+#[test]
+fn matmul_q8() {
+    let mut rng = Rng(11);
+    let mut shapes = vec![];
+    for m in [1, 2, 3, 4, 5, 7, 9] {
+        for n in [1, 3, 4, 5, 9] {
+            for k in [0, 1, 7, 8, 9, 15, 16, 17, 31, 32, 33, 64, 65] {
+                shapes.push((m, n, k));
+            }
+        }
+    }
+    shapes.extend([
+        (1, 301, 1024),
+        (5, 131, 517),
+        (16, 64, 256),
+        (3, 1030, 100),
+        (1, 9, 4096 + 33),
+        (2, 5, 3 * 4096),
+        (20, 6, 300),
+    ]);
+    for ks in paths() {
+        for &(m, n, k) in &shapes {
+            let x = unaligned(&rng.vec(m * k, 1.0));
+            let x = &x[1..];
+            let wf = rng.vec(n * k, 0.05);
+            let (q, sc) = quantize_q8_rows(&wf, n, k);
+            // Unaligned int8 data too.
+            let qu: Vec<i8> = std::iter::once(0).chain(q.iter().copied()).collect();
+            let w = Mat::Q8 {
+                data: &qu[1..],
+                scales: &sc,
+                rows: n,
+                cols: k,
+            };
+            let bias = rng.vec(n, 1.0);
+            for b in [None, Some(&bias[..])] {
+                let what = format!(
+                    "{} matmul q8 m={m} n={n} k={k} bias={}",
+                    ks.isa().name(),
+                    b.is_some()
+                );
+                let mut want = vec![0f32; m * n];
+                reference::matmul(x, m, &w, b, &mut want);
+                let mut got = vec![f32::NAN; m * n];
+                ks.matmul(x, m, &w, b, &mut got);
+                assert_eq!(
+                    got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{what}: int16-activation path is not bit-exact"
+                );
+
+                let mut want_w = vec![0f32; m * n];
+                reference::matmul_q8_widened(x, m, &w, b, &mut want_w);
+                let mut got_w = vec![f32::NAN; m * n];
+                ks.matmul_q8_widened(x, m, &w, b, &mut got_w);
+                let sum_abs = |i: usize, j: usize| -> f32 {
+                    x[i * k..(i + 1) * k]
+                        .iter()
+                        .zip(&q[j * k..(j + 1) * k])
+                        .map(|(a, &b)| (a * b as f32).abs())
+                        .sum()
+                };
+                let tol = |idx: usize| DOT_REL * sum_abs(idx / n, idx % n) * sc[idx % n] + 1e-6;
+                check_close(&format!("{what} widened"), &got_w, &want_w, tol);
+
+                let a16_bound = |idx: usize| {
+                    let (i, j) = (idx / n, idx % n);
+                    let xmax = x[i * k..(i + 1) * k]
+                        .iter()
+                        .fold(0f32, |a, v| a.max(v.abs()));
+                    let qsum: f32 = q[j * k..(j + 1) * k]
+                        .iter()
+                        .map(|&v| (v as f32).abs())
+                        .sum();
+                    sc[j] * (qsum * xmax / 65534.0 + DOT_REL * sum_abs(i, j)) + 1e-6
+                };
+                check_close(&format!("{what} a16 vs widened"), &got, &want_w, a16_bound);
+            }
+        }
+    }
+}
+
+/// The quantizer's contract: |w - q * scale| <= scale / 2 (+ f32 rounding),
+/// |q| <= 127, a zero row stays zero, and the row maximum maps to +-127.
+#[test]
+fn q8_quantization_error_is_half_a_step() {
+    let mut rng = Rng(12);
+    let (rows, cols) = (37, 129);
+    let mut w = rng.vec(rows * cols, 3.0);
+    w[5 * cols..6 * cols].fill(0.0);
+    let (q, sc) = quantize_q8_rows(&w, rows, cols);
+    assert_eq!(sc[5], 0.0);
+    for r in 0..rows {
+        let row = &w[r * cols..(r + 1) * cols];
+        let qr = &q[r * cols..(r + 1) * cols];
+        for (&v, &qi) in row.iter().zip(qr) {
+            assert!(qi != -128, "row {r}: -128 produced");
+            let err = (v - qi as f32 * sc[r]).abs();
+            assert!(
+                err <= sc[r] * 0.5 * (1.0 + 1e-5) + 1e-12,
+                "row {r}: error {err} > scale/2 ({})",
+                sc[r] / 2.0
+            );
+        }
+        if sc[r] > 0.0 {
+            assert_eq!(
+                qr.iter().map(|v| v.unsigned_abs()).max(),
+                Some(127),
+                "row {r}"
+            );
         }
     }
 }

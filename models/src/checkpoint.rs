@@ -41,7 +41,8 @@ pub struct TensorStore {
 }
 
 /// A weight matrix `[rows, cols]` ready for [`tts_kernels::matmul`]: f32 or
-/// bf16, either borrowed from the memory map (zero copy) or owned.
+/// bf16, either borrowed from the memory map (zero copy) or owned; or int8
+/// with per-row scales, quantized at load time (see [`crate::quant`]).
 pub struct Weight {
     rows: usize,
     cols: usize,
@@ -53,6 +54,7 @@ enum WeightData {
     MappedBf16(Arc<MappedFile>, usize),
     OwnedF32(Vec<f32>),
     OwnedBf16(Vec<u16>),
+    OwnedQ8 { data: Vec<i8>, scales: Vec<f32> },
 }
 
 impl Weight {
@@ -69,14 +71,16 @@ impl Weight {
             WeightData::MappedBf16(f, off) => Mat::Bf16 { data: f.u16s(*off, n), rows, cols },
             WeightData::OwnedF32(v) => Mat::F32 { data: v, rows, cols },
             WeightData::OwnedBf16(v) => Mat::Bf16 { data: v, rows, cols },
+            WeightData::OwnedQ8 { data, scales } => Mat::Q8 { data, scales, rows, cols },
         }
     }
-    /// Bytes of weight data (resident when touched).
+    /// Bytes of weight data (resident when touched; int8 includes its scales).
     pub fn bytes(&self) -> usize {
-        match &self.data {
-            WeightData::MappedF32(..) | WeightData::OwnedF32(_) => self.rows * self.cols * 4,
-            WeightData::MappedBf16(..) | WeightData::OwnedBf16(_) => self.rows * self.cols * 2,
-        }
+        self.mat().bytes()
+    }
+    /// Whether the data is owned int8.
+    pub fn is_q8(&self) -> bool {
+        matches!(self.data, WeightData::OwnedQ8 { .. })
     }
     /// Row `r` as f32 (embedding look-up).
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
@@ -95,7 +99,19 @@ impl Weight {
                     *o += bf16_to_f32(v);
                 }
             }
+            Mat::Q8 { data, scales, cols, .. } => {
+                let s = scales[r];
+                for (o, &q) in out.iter_mut().zip(&data[r * cols..(r + 1) * cols]) {
+                    *o += q as f32 * s;
+                }
+            }
         }
+    }
+    /// An owned int8 weight: `data` is `[rows, cols]`, `scales` `[rows]`.
+    pub fn from_q8(rows: usize, cols: usize, data: Vec<i8>, scales: Vec<f32>) -> Self {
+        assert_eq!(data.len(), rows * cols);
+        assert_eq!(scales.len(), rows);
+        Weight { rows, cols, data: WeightData::OwnedQ8 { data, scales } }
     }
     /// An owned f32 weight (tests, generated checkpoints).
     pub fn from_f32(rows: usize, cols: usize, data: Vec<f32>) -> Self {

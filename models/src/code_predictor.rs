@@ -8,6 +8,7 @@ use crate::checkpoint::{TensorStore, Weight};
 use crate::config::TalkerConfig;
 use crate::error::Result;
 use crate::lm::{KvCache, Qwen3Lm};
+use crate::quant::Precision;
 use crate::sampling::{pick, Rng, SamplerConfig};
 
 pub struct CodePredictor {
@@ -35,6 +36,12 @@ pub struct PredictScratch {
 
 impl CodePredictor {
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
+        Self::load_with(store, cfg, Precision::F32)
+    }
+
+    /// [`Self::load`] with the decoder's linear layers in `precision` (the
+    /// embeddings, heads and projection keep the stored weights).
+    pub fn load_with(store: &TensorStore, cfg: &TalkerConfig, precision: Precision) -> Result<Self> {
         let cp = &cfg.code_predictor;
         let (th, ch, groups) = (cfg.lm.hidden_size, cp.hidden_size, cfg.num_code_groups);
         let p = "talker.code_predictor";
@@ -52,7 +59,7 @@ impl CodePredictor {
         } else {
             None
         };
-        Ok(CodePredictor { lm: Qwen3Lm::load(store, &format!("{p}.model"), cp)?, embeddings, heads, projection, talker_hidden: th })
+        Ok(CodePredictor { lm: Qwen3Lm::load_with(store, &format!("{p}.model"), cp, precision)?, embeddings, heads, projection, talker_hidden: th })
     }
 
     pub fn vocab_size(&self) -> usize {

@@ -13,6 +13,8 @@
 //!   logits-processor pipeline and a seedable RNG.
 //! - [`codec`]: code2wav (one-shot, official 300/25 chunked, and a stateful
 //!   streaming decoder).
+//! - [`quant`]: per-stage weight precision ([`quant::Precision`]: stored
+//!   bf16/f32, or int8 per output channel converted at load time).
 //! - [`synth`]: prompt construction and the per-frame generation loop.
 //! - [`gen`]: random-weight checkpoints in the hub layout.
 //!
@@ -30,9 +32,11 @@ pub mod code_predictor;
 pub mod codec;
 pub mod gen;
 pub mod lm;
+pub mod quant;
 pub mod sampling;
 pub mod synth;
 pub mod talker;
 pub mod tokenizer;
 
-pub use synth::{FrameGenerator, GenOptions, Qwen3Tts, Request};
+pub use quant::Precision;
+pub use synth::{FrameGenerator, GenOptions, LoadOptions, Qwen3Tts, Request};

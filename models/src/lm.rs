@@ -12,6 +12,7 @@ use tts_kernels::{attention, matmul, rms_norm, rope, silu_mul, AttnShape};
 use crate::checkpoint::{TensorStore, Weight};
 use crate::config::LmConfig;
 use crate::error::Result;
+use crate::quant::{convert, Precision};
 
 struct Layer {
     input_norm: Vec<f32>,
@@ -148,7 +149,13 @@ impl Qwen3Lm {
     /// Loads `{prefix}.layers.{i}.*` and `{prefix}.norm.weight`; `in_dim` is
     /// the width of the rows fed to [`Self::forward`] (the hidden size).
     pub fn load(store: &TensorStore, prefix: &str, cfg: &LmConfig) -> Result<Self> {
+        Self::load_with(store, prefix, cfg, Precision::F32)
+    }
+
+    /// [`Self::load`] with the linear layers converted to `precision`.
+    pub fn load_with(store: &TensorStore, prefix: &str, cfg: &LmConfig, precision: Precision) -> Result<Self> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
+        let weight = |name: &str, shape: &[usize]| store.weight(name, shape).map(|w| convert(w, precision));
         let (qd, kvd) = (cfg.num_heads * hd, cfg.num_kv_heads * hd);
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for i in 0..cfg.num_layers {
@@ -156,15 +163,15 @@ impl Qwen3Lm {
             layers.push(Layer {
                 input_norm: store.vector(&format!("{p}.input_layernorm.weight"), &[h])?,
                 post_norm: store.vector(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
-                q: store.weight(&format!("{p}.self_attn.q_proj.weight"), &[qd, h])?,
-                k: store.weight(&format!("{p}.self_attn.k_proj.weight"), &[kvd, h])?,
-                v: store.weight(&format!("{p}.self_attn.v_proj.weight"), &[kvd, h])?,
-                o: store.weight(&format!("{p}.self_attn.o_proj.weight"), &[h, qd])?,
+                q: weight(&format!("{p}.self_attn.q_proj.weight"), &[qd, h])?,
+                k: weight(&format!("{p}.self_attn.k_proj.weight"), &[kvd, h])?,
+                v: weight(&format!("{p}.self_attn.v_proj.weight"), &[kvd, h])?,
+                o: weight(&format!("{p}.self_attn.o_proj.weight"), &[h, qd])?,
                 q_norm: store.vector(&format!("{p}.self_attn.q_norm.weight"), &[hd])?,
                 k_norm: store.vector(&format!("{p}.self_attn.k_norm.weight"), &[hd])?,
-                gate: store.weight(&format!("{p}.mlp.gate_proj.weight"), &[cfg.intermediate_size, h])?,
-                up: store.weight(&format!("{p}.mlp.up_proj.weight"), &[cfg.intermediate_size, h])?,
-                down: store.weight(&format!("{p}.mlp.down_proj.weight"), &[h, cfg.intermediate_size])?,
+                gate: weight(&format!("{p}.mlp.gate_proj.weight"), &[cfg.intermediate_size, h])?,
+                up: weight(&format!("{p}.mlp.up_proj.weight"), &[cfg.intermediate_size, h])?,
+                down: weight(&format!("{p}.mlp.down_proj.weight"), &[h, cfg.intermediate_size])?,
                 window: cfg.layer_windows.get(i).copied().flatten(),
             });
         }

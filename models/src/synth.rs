@@ -16,6 +16,7 @@ use crate::codec::Code2Wav;
 use crate::config::{GenerationConfig, ModelKind, TtsConfig};
 use crate::error::{ModelError, Result};
 use crate::lm::KvCache;
+use crate::quant::Precision;
 use crate::sampling::{pick, Rng, SamplerConfig, TalkerRules};
 use crate::talker::Talker;
 use crate::tokenizer::{template, TextTokenizer};
@@ -29,6 +30,8 @@ pub struct Qwen3Tts {
     pub talker: Talker,
     pub code_predictor: CodePredictor,
     pub code2wav: Code2Wav,
+    /// The precision each LM was loaded at (provenance for reports).
+    pub precision: LoadOptions,
 }
 
 /// Generation options (the official `generate` keyword arguments).
@@ -114,8 +117,29 @@ impl Prompt {
 /// talker's position table the model is outside what it was trained on.
 pub const MAX_TEXT_TOKENS: usize = 8192;
 
+/// How [`Qwen3Tts::load_with`] prepares the weights: the precision of each
+/// LM stage (code2wav always runs its stored f32 weights).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    pub talker: Precision,
+    pub code_predictor: Precision,
+}
+
+impl LoadOptions {
+    /// Both LMs at `p`.
+    pub fn uniform(p: Precision) -> Self {
+        LoadOptions { talker: p, code_predictor: p }
+    }
+}
+
 impl Qwen3Tts {
+    /// Loads a checkpoint with its stored weights ([`LoadOptions::default`]).
     pub fn load(dir: &Path) -> Result<Self> {
+        Self::load_with(dir, LoadOptions::default())
+    }
+
+    /// Loads a checkpoint, converting each LM stage to its precision.
+    pub fn load_with(dir: &Path, options: LoadOptions) -> Result<Self> {
         let config = TtsConfig::load(&dir.join("config.json"))?;
         if config.kind != ModelKind::CustomVoice {
             return Err(ModelError::Config {
@@ -136,8 +160,8 @@ impl Qwen3Tts {
             });
         }
         let store = TensorStore::open_dir(dir, "model")?;
-        let talker = Talker::load(&store, &config.talker)?;
-        let code_predictor = CodePredictor::load(&store, &config.talker)?;
+        let talker = Talker::load_with(&store, &config.talker, options.talker)?;
+        let code_predictor = CodePredictor::load_with(&store, &config.talker, options.code_predictor)?;
         // The speaker encoder (Base checkpoints) is not used by CustomVoice.
         store.ignore_prefix("speaker_encoder.");
         store.finish()?;
@@ -152,7 +176,16 @@ impl Qwen3Tts {
                 ),
             });
         }
-        Ok(Qwen3Tts { dir: dir.to_path_buf(), config, generation, tokenizer, talker, code_predictor, code2wav })
+        Ok(Qwen3Tts {
+            dir: dir.to_path_buf(),
+            config,
+            generation,
+            tokenizer,
+            talker,
+            code_predictor,
+            code2wav,
+            precision: options,
+        })
     }
 
     /// Speaker names (lower-case, sorted).

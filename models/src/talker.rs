@@ -7,6 +7,7 @@ use crate::checkpoint::{TensorStore, Weight};
 use crate::config::TalkerConfig;
 use crate::error::Result;
 use crate::lm::{KvCache, Qwen3Lm};
+use crate::quant::Precision;
 
 pub struct Talker {
     pub(crate) lm: Qwen3Lm,
@@ -22,9 +23,15 @@ pub struct Talker {
 
 impl Talker {
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
+        Self::load_with(store, cfg, Precision::F32)
+    }
+
+    /// [`Self::load`] with the decoder's linear layers in `precision` (the
+    /// embeddings, text projection and codec head keep the stored weights).
+    pub fn load_with(store: &TensorStore, cfg: &TalkerConfig, precision: Precision) -> Result<Self> {
         let (h, th) = (cfg.lm.hidden_size, cfg.text_hidden_size);
         Ok(Talker {
-            lm: Qwen3Lm::load(store, "talker.model", &cfg.lm)?,
+            lm: Qwen3Lm::load_with(store, "talker.model", &cfg.lm, precision)?,
             text_embedding: store.weight("talker.model.text_embedding.weight", &[cfg.text_vocab_size, th])?,
             fc1: store.weight("talker.text_projection.linear_fc1.weight", &[th, th])?,
             fc1_b: store.vector("talker.text_projection.linear_fc1.bias", &[th])?,

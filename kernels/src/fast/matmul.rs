@@ -1,4 +1,6 @@
-//! `y = x W^T + b` with f32 or bf16 weights.
+//! `y = x W^T + b` with f32, bf16 or int8 (per-row scale) weights. Every
+//! format is widened to f32 in registers and accumulated with FMAs; int8
+//! applies its row scale to the finished dot product.
 //!
 //! Decode is a matvec over weights far larger than cache, so it is bound by
 //! weight bandwidth: every weight byte is read once per call. A task owns a
@@ -41,6 +43,17 @@ impl WElem for u16 {
     }
 }
 
+impl WElem for i8 {
+    #[inline(always)]
+    unsafe fn vload<S: Simd>(s: S, p: *const i8) -> S::V {
+        s.load_i8(p)
+    }
+    #[inline(always)]
+    fn to_f32(self) -> f32 {
+        self as f32
+    }
+}
+
 const NR: usize = 4;
 
 pub(crate) fn matmul<S: Simd>(
@@ -63,14 +76,22 @@ pub(crate) fn matmul<S: Simd>(
                 data.len() >= n * k,
                 "matmul: weight data shorter than [n, k]"
             );
-            run(s, x, m, data, n, k, bias, out)
+            run(s, x, m, data, None, n, k, bias, out)
         }
         Mat::Bf16 { data, .. } => {
             assert!(
                 data.len() >= n * k,
                 "matmul: weight data shorter than [n, k]"
             );
-            run(s, x, m, data, n, k, bias, out)
+            run(s, x, m, data, None, n, k, bias, out)
+        }
+        Mat::Q8 { data, scales, .. } => {
+            assert!(
+                data.len() >= n * k,
+                "matmul: weight data shorter than [n, k]"
+            );
+            assert!(scales.len() >= n, "matmul: fewer scales than rows");
+            run(s, x, m, data, Some(scales), n, k, bias, out)
         }
     }
 }
@@ -81,6 +102,7 @@ fn run<S: Simd, W: WElem>(
     x: &[f32],
     m: usize,
     w: &[W],
+    scales: Option<&[f32]>,
     n: usize,
     k: usize,
     bias: Option<&[f32]>,
@@ -95,8 +117,9 @@ fn run<S: Simd, W: WElem>(
             #[inline(always)]
             || {
                 // SAFETY: the asserts in `matmul` give x = [m, k],
-                // w >= [n, k], out = [m, n], and j0 <= j1 <= n; tasks get
-                // disjoint row ranges, so their writes to `dst` are disjoint.
+                // w >= [n, k], scales (int8) >= [n], out = [m, n], and
+                // j0 <= j1 <= n; tasks get disjoint row ranges, so their
+                // writes to `dst` are disjoint.
                 unsafe {
                     // 16 lanes: 6 x rows x 4 weight rows = 24 of 32 zmm
                     // accumulators, so each widened bf16 weight vector
@@ -105,9 +128,9 @@ fn run<S: Simd, W: WElem>(
                     // widening shares vector pipes with the FMAs). AVX2
                     // has 16 ymm, so 2 x 4.
                     if S::LANES >= 16 {
-                        rows_kernel::<S, W, 6>(s, x, m, w, n, k, bias, j0, j1, dst)
+                        rows_kernel::<S, W, 6>(s, x, m, w, scales, n, k, bias, j0, j1, dst)
                     } else {
-                        rows_kernel::<S, W, 2>(s, x, m, w, n, k, bias, j0, j1, dst)
+                        rows_kernel::<S, W, 2>(s, x, m, w, scales, n, k, bias, j0, j1, dst)
                     }
                 }
             },
@@ -131,7 +154,8 @@ fn run<S: Simd, W: WElem>(
 /// Output features `j0..j1` for all `m` rows.
 ///
 /// # Safety
-/// `x` is `[m, k]`, `w` at least `[n, k]`, `dst` points at a live `[m, n]`
+/// `x` is `[m, k]`, `w` at least `[n, k]`, `scales` (int8) at least `[n]`,
+/// `dst` points at a live `[m, n]`
 /// buffer of which this call alone writes columns `j0..j1 <= n`.
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
@@ -140,6 +164,7 @@ unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
     x: &[f32],
     m: usize,
     w: &[W],
+    scales: Option<&[f32]>,
     n: usize,
     k: usize,
     bias: Option<&[f32]>,
@@ -149,6 +174,7 @@ unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
 ) {
     let out = dst.ptr();
     let put = |i: usize, j: usize, v: f32| {
+        let v = scales.map_or(v, |sc| v * sc[j]);
         *out.add(i * n + j) = v + bias.map_or(0.0, |b| b[j]);
     };
     // Writes one MRc x NRc block at (i, j).

@@ -12,6 +12,8 @@ pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod q8;
 
 use rayon::prelude::*;
 

@@ -66,6 +66,10 @@ impl Simd for Avx2 {
         _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
     }
     #[inline(always)]
+    unsafe fn load_i8(self, p: *const i8) -> __m256 {
+        _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p as *const __m128i)))
+    }
+    #[inline(always)]
     unsafe fn load_part(self, p: *const f32, n: usize) -> __m256 {
         // Masked-off lanes are not accessed (no fault past the slice end).
         _mm256_maskload_ps(p, self.mask(n))

@@ -63,6 +63,10 @@ impl Simd for Avx512 {
         _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
     }
     #[inline(always)]
+    unsafe fn load_i8(self, p: *const i8) -> __m512 {
+        _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p as *const __m128i)))
+    }
+    #[inline(always)]
     unsafe fn load_part(self, p: *const f32, n: usize) -> __m512 {
         // Masked-off lanes are not accessed (no fault past the slice end).
         _mm512_maskz_loadu_ps(mask(n), p)

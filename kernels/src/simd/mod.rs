@@ -40,6 +40,10 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
     /// # Safety
     /// `p` must be valid for reading `LANES` u16 (any alignment).
     unsafe fn load_bf16(self, p: *const u16) -> Self::V;
+    /// Loads `LANES` i8, widened to f32 (exact).
+    /// # Safety
+    /// `p` must be valid for reading `LANES` i8 (any alignment).
+    unsafe fn load_i8(self, p: *const i8) -> Self::V;
     /// Loads the first `n < LANES` lanes; the others are zero and their
     /// memory is not touched.
     /// # Safety

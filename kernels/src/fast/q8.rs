@@ -1,0 +1,298 @@
+//! Int8-weight matmul with int16 activations (the semantics of
+//! [`crate::matmul`] on [`crate::Mat::Q8`]; reference:
+//! `reference::matmul_q8_a16`).
+//!
+//! Why int16 activations rather than widening int8 to f32: a widened f32
+//! weight vector costs a load, two conversions and an FMA per 16 weights,
+//! which kept the m = 1 matvec compute-bound at ~9 G weights/s per core
+//! (the same rate as bf16, so int8's halved bytes bought little). Here 32
+//! weights take one load, one sign extension to int16 and one
+//! `vpdpwssd` (AVX-512 VNNI: 32 int16 products summed pairwise into 16
+//! int32 lanes) per activation row; AVX2 uses `vpmaddwd` + `vpaddd` on 16.
+//!
+//! Exactness: a lane gains at most 2 * 32767 * 127 = 8.3e6 per instruction,
+//! so i32 lanes are flushed to an i64 total every `KB` = 4096 inputs (256
+//! instructions per lane on either ISA: < 2^31). Totals are exact integers,
+//! so every path and thread count gives the reference's bits.
+
+use super::{SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
+use crate::mat::quantize_a16_row;
+use core::arch::x86_64::*;
+use rayon::prelude::*;
+
+/// Inputs per i32 accumulation block (see the module docs).
+const KB: usize = 4096;
+/// Weight rows per block.
+const NR: usize = 4;
+
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Q8Path {
+    Avx2,
+    Avx512Vnni,
+}
+
+impl Q8Path {
+    /// The VNNI path when the CPU has it (an `Avx512` token alone proves
+    /// only avx512f), else AVX2.
+    pub(crate) fn for_avx512() -> Q8Path {
+        if is_x86_feature_detected!("avx512bw")
+            && is_x86_feature_detected!("avx512vl")
+            && is_x86_feature_detected!("avx512vnni")
+        {
+            Q8Path::Avx512Vnni
+        } else {
+            Q8Path::Avx2
+        }
+    }
+}
+
+/// # Panics
+/// On shapes that do not match (`x = [m, k]`, `w >= [n, k]`, `out = [m, n]`).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn matmul(
+    path: Q8Path,
+    x: &[f32],
+    m: usize,
+    w: &[i8],
+    scales: &[f32],
+    n: usize,
+    k: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
+    assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
+    assert!(w.len() >= n * k, "matmul: weight data shorter than [n, k]");
+    assert!(scales.len() >= n, "matmul: fewer scales than rows");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), n, "matmul: bias is not [n]");
+    }
+    if m == 0 || n == 0 {
+        return;
+    }
+    // Decode (m = 1, k <= 4096) quantizes into the stack.
+    let mut xq_stack = [0i16; 4096];
+    let mut xq_heap = Vec::new();
+    let xq: &mut [i16] = if m * k <= xq_stack.len() {
+        &mut xq_stack[..m * k]
+    } else {
+        xq_heap.resize(m * k, 0);
+        &mut xq_heap
+    };
+    let mut sx_stack = [0f32; 16];
+    let mut sx_heap = Vec::new();
+    let sx: &mut [f32] = if m <= sx_stack.len() {
+        &mut sx_stack[..m]
+    } else {
+        sx_heap.resize(m, 0.0);
+        &mut sx_heap
+    };
+    for i in 0..m {
+        sx[i] = quantize_a16_row(&x[i * k..(i + 1) * k], &mut xq[i * k..(i + 1) * k]);
+    }
+    let (xq, sx) = (&*xq, &*sx);
+    let dst = SharedOut::new(out);
+    let rows = |j0: usize, j1: usize| {
+        // SAFETY: the asserts above give xq = [m, k], w >= [n, k],
+        // scales >= [n], out = [m, n], and j0 <= j1 <= n; tasks get
+        // disjoint row ranges, so their writes to `dst` are disjoint. The
+        // path was chosen by detection of its features (`Q8Path`, built
+        // only from an `Avx2`/`Avx512` token or `for_avx512`).
+        unsafe {
+            match path {
+                Q8Path::Avx512Vnni => rows_vnni(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
+                Q8Path::Avx2 => rows_avx2(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
+            }
+        }
+    };
+    let work = m * n * k;
+    if work < PAR_MIN_WORK || n <= NR {
+        rows(0, n);
+        return;
+    }
+    let threads = rayon::current_num_threads().max(1);
+    let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
+    let per = n.div_ceil(4 * threads).max(min_rows).next_multiple_of(NR);
+    let tasks = n.div_ceil(per);
+    (0..tasks)
+        .into_par_iter()
+        .for_each(|t| rows(t * per, ((t + 1) * per).min(n)));
+}
+
+/// Output features `j0..j1` for all `m` rows, blocked `MR x NR`.
+macro_rules! rows_fn {
+    ($name:ident, $block:ident, $feat:literal, $mr:literal) => {
+        /// # Safety
+        /// The CPU has the features named in `target_feature`; `xq` is
+        /// `[m, k]`, `w` at least `[n, k]`, `scales` at least `[n]`, `dst`
+        /// a live `[m, n]` buffer of which this call alone writes columns
+        /// `j0..j1 <= n`.
+        #[allow(clippy::too_many_arguments)]
+        #[target_feature(enable = $feat)]
+        unsafe fn $name(
+            xq: &[i16],
+            sx: &[f32],
+            m: usize,
+            w: &[i8],
+            scales: &[f32],
+            n: usize,
+            k: usize,
+            bias: Option<&[f32]>,
+            j0: usize,
+            j1: usize,
+            dst: SharedOut,
+        ) {
+            let out = dst.ptr();
+            let (xp, wp) = (xq.as_ptr(), w.as_ptr());
+            macro_rules! block {
+                ($r:literal, $c:expr, $i:expr, $j:expr) => {{
+                    let t = $block::<$r, { $c }>(xp.add($i * k), wp.add($j * k), k);
+                    for (ii, row) in t.iter().enumerate() {
+                        for (jj, &v) in row.iter().enumerate() {
+                            let (i, j) = ($i + ii, $j + jj);
+                            *out.add(i * n + j) =
+                                v as f32 * (sx[i] * scales[j]) + bias.map_or(0.0, |b| b[j]);
+                        }
+                    }
+                }};
+            }
+            let mut j = j0;
+            while j < j1 {
+                if j1 - j >= NR {
+                    let mut i = 0;
+                    while m - i >= $mr {
+                        block!($mr, NR, i, j);
+                        i += $mr;
+                    }
+                    while i < m {
+                        block!(1, NR, i, j);
+                        i += 1;
+                    }
+                    j += NR;
+                } else {
+                    for i in 0..m {
+                        block!(1, 1, i, j);
+                    }
+                    j += 1;
+                }
+            }
+        }
+    };
+}
+
+// AVX-512: MR x NR = 4 x 4 accumulators + 4 weight vectors + 1 activation
+// vector of 32 zmm. AVX2: 2 x 4 + 4 + 1 of 16 ymm.
+rows_fn!(
+    rows_vnni,
+    block_vnni,
+    "avx512f,avx512bw,avx512vl,avx512vnni",
+    4
+);
+rows_fn!(rows_avx2, block_avx2, "avx2", 2);
+
+/// Exact `t[i][j] = sum_p x[i*k + p] * w[j*k + p]` over `MR` activation rows
+/// and `NR` weight rows.
+///
+/// # Safety
+/// avx512f, avx512bw, avx512vl and avx512vnni present; `x` valid for `MR * k` i16
+/// reads, `w` for `NR * k` i8 reads.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn block_vnni<const MR: usize, const NR: usize>(
+    x: *const i16,
+    w: *const i8,
+    k: usize,
+) -> [[i64; NR]; MR] {
+    let mut tot = [[0i64; NR]; MR];
+    let mut p0 = 0;
+    while p0 < k {
+        let p1 = (p0 + KB).min(k);
+        let mut acc = [[_mm512_setzero_si512(); NR]; MR];
+        let mut p = p0;
+        while p + 32 <= p1 {
+            let mut wv = [_mm512_setzero_si512(); NR];
+            for (jj, v) in wv.iter_mut().enumerate() {
+                *v = _mm512_cvtepi8_epi16(_mm256_loadu_si256(w.add(jj * k + p) as *const __m256i));
+            }
+            for (ii, a) in acc.iter_mut().enumerate() {
+                let xv = _mm512_loadu_si512(x.add(ii * k + p) as *const __m512i);
+                for (aj, &wj) in a.iter_mut().zip(&wv) {
+                    *aj = _mm512_dpwssd_epi32(*aj, xv, wj);
+                }
+            }
+            p += 32;
+        }
+        if p < p1 {
+            // Tail: masked loads read only the remaining elements; the
+            // zeroed lanes add nothing.
+            let mask = (1u32 << (p1 - p)) - 1;
+            let mut wv = [_mm512_setzero_si512(); NR];
+            for (jj, v) in wv.iter_mut().enumerate() {
+                *v = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, w.add(jj * k + p)));
+            }
+            for (ii, a) in acc.iter_mut().enumerate() {
+                let xv = _mm512_maskz_loadu_epi16(mask, x.add(ii * k + p));
+                for (aj, &wj) in a.iter_mut().zip(&wv) {
+                    *aj = _mm512_dpwssd_epi32(*aj, xv, wj);
+                }
+            }
+        }
+        for (t, a) in tot.iter_mut().zip(&acc) {
+            for (tj, &aj) in t.iter_mut().zip(a) {
+                let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(aj));
+                let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(aj));
+                *tj += _mm512_reduce_add_epi64(_mm512_add_epi64(lo, hi));
+            }
+        }
+        p0 = p1;
+    }
+    tot
+}
+
+/// [`block_vnni`] on AVX2: 16 inputs per `vpmaddwd`, scalar tail.
+///
+/// # Safety
+/// avx2 present; `x` valid for `MR * k` i16 reads, `w` for `NR * k` i8.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn block_avx2<const MR: usize, const NR: usize>(
+    x: *const i16,
+    w: *const i8,
+    k: usize,
+) -> [[i64; NR]; MR] {
+    let mut tot = [[0i64; NR]; MR];
+    let mut p0 = 0;
+    while p0 < k {
+        let p1 = (p0 + KB).min(k);
+        let mut acc = [[_mm256_setzero_si256(); NR]; MR];
+        let mut p = p0;
+        while p + 16 <= p1 {
+            let mut wv = [_mm256_setzero_si256(); NR];
+            for (jj, v) in wv.iter_mut().enumerate() {
+                *v = _mm256_cvtepi8_epi16(_mm_loadu_si128(w.add(jj * k + p) as *const __m128i));
+            }
+            for (ii, a) in acc.iter_mut().enumerate() {
+                let xv = _mm256_loadu_si256(x.add(ii * k + p) as *const __m256i);
+                for (aj, &wj) in a.iter_mut().zip(&wv) {
+                    *aj = _mm256_add_epi32(*aj, _mm256_madd_epi16(xv, wj));
+                }
+            }
+            p += 16;
+        }
+        for (ii, (t, a)) in tot.iter_mut().zip(&acc).enumerate() {
+            for (jj, (tj, &aj)) in t.iter_mut().zip(a).enumerate() {
+                let lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(aj));
+                let hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(aj));
+                let s = _mm256_add_epi64(lo, hi);
+                let mut l = [0i64; 4];
+                _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, s);
+                *tj += l.iter().sum::<i64>();
+                for q in p..p1 {
+                    *tj += *x.add(ii * k + q) as i64 * *w.add(jj * k + q) as i64;
+                }
+            }
+        }
+        p0 = p1;
+    }
+    tot
+}

@@ -362,7 +362,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
         let Some(frame) = gen.next_frame() else { break };
         codes.extend(frame);
         n += 1;
-        if show && n % 5 == 0 {
+        if show && n.is_multiple_of(5) {
             eprint!(
                 "\rgenerating: {n} frames ({:.1} s of audio) in {:.1} s",
                 n as f64 / fps,

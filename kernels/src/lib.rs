@@ -17,6 +17,12 @@
 //!   `fast` (private): the optimised kernels, generic over the token, with
 //!   rayon over output rows / channels / heads when the work is large.
 //!
+//! Weights: [`Mat`] is f32, bf16 or int8 with one scale per row
+//! ([`Mat::Q8`], made by [`quantize_q8_rows`]). Int8 matmul quantizes each
+//! activation row to int16 and sums in exact integers (AVX-512 VNNI
+//! `vpdpwssd`, AVX2 `vpmaddwd`), so all paths agree bit for bit on it;
+//! [`Kernels::matmul_q8_widened`] is the f32-activation alternative.
+//!
 //! Paths: matmul, conv1d (incl. grouped/depthwise), conv_transpose1d,
 //! attention, rms_norm, silu_mul, gelu and snake_beta have SIMD versions,
 //! parallel on rayon's global pool when a call has more than ~64k

@@ -2,13 +2,17 @@
 //! [`crate::matmul`] on [`crate::Mat::Q8`]; reference:
 //! `reference::matmul_q8_a16`).
 //!
-//! Why int16 activations rather than widening int8 to f32: a widened f32
-//! weight vector costs a load, two conversions and an FMA per 16 weights,
-//! which kept the m = 1 matvec compute-bound at ~9 G weights/s per core
-//! (the same rate as bf16, so int8's halved bytes bought little). Here 32
-//! weights take one load, one sign extension to int16 and one
-//! `vpdpwssd` (AVX-512 VNNI: 32 int16 products summed pairwise into 16
-//! int32 lanes) per activation row; AVX2 uses `vpmaddwd` + `vpaddd` on 16.
+//! Why int16 activations rather than widening int8 to f32
+//! (`Kernels::matmul_q8_widened`): the integer sums are exact, so every ISA
+//! and thread count gives the reference's bits, and 32 weights take one
+//! load, one sign extension and one `vpdpwssd` (AVX-512 VNNI: 32 int16
+//! products summed pairwise into 16 int32 lanes) per activation row instead
+//! of two loads, four conversions and two FMAs; AVX2 uses `vpmaddwd` +
+//! `vpaddd` on 16. Measured (docs/performance.md): from DRAM at m = 1 both
+//! reach ~16 G weights/s on 2 threads (not a ranking; both are bound by the
+//! per-core work, not bandwidth), and in cache the widened kernel was
+//! faster (47 vs 41 G/s at 2048x2048): the instruction count is not what
+//! limits this loop yet.
 //!
 //! Exactness: a lane gains at most 2 * 32767 * 127 = 8.3e6 per instruction,
 //! so i32 lanes are flushed to an i64 total every `KB` = 4096 inputs (256

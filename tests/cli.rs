@@ -135,7 +135,7 @@ fn speak_writes_pcm16_to_stdout_and_reads_text_from_stdin() {
     let r = hound::WavReader::new(std::io::Cursor::new(o.stdout)).unwrap();
     assert_eq!(r.spec().bits_per_sample, 16);
     assert_eq!(r.spec().sample_rate, 24000);
-    assert!(r.len() > 0 && r.len() as usize % 1920 == 0, "{} samples", r.len());
+    assert!(r.len() > 0 && (r.len() as usize).is_multiple_of(1920), "{} samples", r.len());
 }
 
 #[test]

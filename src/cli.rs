@@ -40,7 +40,11 @@ enum Command {
     GenCheckpoint(GenArgs),
     /// Benchmark the streaming engine: text lengths × concurrency × repeats.
     Bench(bench::BenchArgs),
+    /// Serve the realtime WebSocket API and OpenAI-compatible HTTP.
+    Serve(serve::ServeArgs),
 }
+
+mod serve;
 
 #[derive(Args)]
 struct ModelArg {
@@ -148,6 +152,7 @@ pub fn run() -> Result<()> {
         Command::Voices(a) => voices(a),
         Command::GenCheckpoint(a) => gen_checkpoint(a),
         Command::Bench(a) => bench::bench(a),
+        Command::Serve(a) => serve::serve(a),
     }
 }
 

@@ -1,0 +1,67 @@
+//! `tts-rt serve`: the realtime WebSocket + OpenAI-compatible HTTP server
+//! (the `transport/` crate); this file only turns flags into a ServeConfig.
+
+use std::net::{IpAddr, SocketAddr};
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use clap::Args;
+use tts_actors::EngineConfig;
+use tts_transport::ServeConfig;
+
+use crate::model_path;
+
+#[derive(Args)]
+pub struct ServeArgs {
+    /// Checkpoint directory (default: $TTS_RT_MODEL, else the Hugging Face
+    /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
+    #[arg(long)]
+    model: Option<PathBuf>,
+    /// Address to listen on; loopback unless you mean to expose it.
+    #[arg(long, default_value = "127.0.0.1")]
+    host: IpAddr,
+    /// Port (0: any free port; the bound one is printed).
+    #[arg(long, default_value_t = 8080)]
+    port: u16,
+    /// Require `Authorization: Bearer TOKEN` (or `?token=TOKEN`) on every
+    /// route but /health and /ready.
+    #[arg(long, env = "TTS_RT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// WebSocket sessions at once (more get 503).
+    #[arg(long, default_value_t = 64)]
+    max_sessions: usize,
+    /// Synthesis requests running at once in the engine (all sessions).
+    #[arg(long, default_value_t = 16)]
+    max_requests: usize,
+    /// Cap on codec frames per request (12.5 per second of audio).
+    #[arg(long)]
+    max_frames: Option<usize>,
+    /// Seconds in-flight streams get to finish after SIGTERM / ctrl-c.
+    #[arg(long, default_value_t = 10.0)]
+    drain_timeout_s: f64,
+}
+
+pub fn serve(a: ServeArgs) -> Result<()> {
+    // Resolved (and downloaded if need be) before listening, so a missing
+    // model fails here with its instructions rather than as a 503 forever.
+    let dir = model_path::resolve(a.model.as_deref())?;
+    let mut cfg = ServeConfig::new(dir);
+    cfg.addr = SocketAddr::new(a.host, a.port);
+    cfg.token = a.token;
+    cfg.max_sessions = a.max_sessions;
+    cfg.max_frames = a.max_frames;
+    cfg.engine = EngineConfig {
+        max_active_requests: a.max_requests,
+        ..EngineConfig::default()
+    };
+    anyhow::ensure!(
+        a.drain_timeout_s.is_finite() && a.drain_timeout_s >= 0.0,
+        "--drain-timeout-s must be a number of seconds >= 0"
+    );
+    cfg.drain_timeout = Duration::from_secs_f64(a.drain_timeout_s);
+    tts_transport::run_blocking(cfg, |addr| {
+        println!("listening on http://{addr} (WebSocket: ws://{addr}/v1/realtime)");
+    })
+    .context("tts-rt serve")
+}

@@ -1,0 +1,93 @@
+//! `tts-rt serve` as a process: it prints where it listens, answers
+//! /health and /ready on loopback, and on SIGTERM drains and exits 0.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{SocketAddr, TcpStream};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    let mut s = TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut r = String::new();
+    s.read_to_string(&mut r)?;
+    let status = r
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = r.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    Ok((status, body))
+}
+
+#[cfg(unix)]
+#[test]
+fn serve_starts_reports_ready_and_drains_on_sigterm() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny-a");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tts-rt"))
+        .args([
+            "serve",
+            "--model",
+            fixture,
+            "--port",
+            "0",
+            "--drain-timeout-s",
+            "5",
+        ])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tts-rt serve");
+    let mut line = String::new();
+    BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let addr: SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    assert!(addr.ip().is_loopback(), "loopback by default: {addr}");
+    assert_eq!(get(addr, "/health").unwrap().0, 200);
+    let t0 = Instant::now();
+    loop {
+        let (status, body) = get(addr, "/ready").unwrap();
+        if status == 200 {
+            assert!(body.contains("tiny-a"), "{body}");
+            break;
+        }
+        assert_eq!(status, 503, "{body}");
+        assert!(t0.elapsed() < Duration::from_secs(60), "never ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let kill = Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(kill.success());
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "did not exit after SIGTERM"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(status.success(), "exit {status:?}; stderr:\n{err}");
+    assert!(err.contains("shutting down"), "{err}");
+}

@@ -1,0 +1,351 @@
+//! Prometheus metrics for `/metrics`, in the text exposition format.
+//!
+//! Hand-rolled (a few atomics and two fixed-bucket histograms) rather than a
+//! metrics crate: the set is small and fixed, and nothing here runs on a
+//! realtime path — observations happen once per finished context.
+
+use std::fmt::Write as _;
+use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
+use std::sync::Mutex;
+
+use tts_actors::{EngineStats, StageKind};
+
+/// TTFP buckets in seconds, around the 80 ms codec frame: one frame, two,
+/// three, four, six, eight, then the slow tail.
+const TTFP_BUCKETS: [f64; 12] = [
+    0.04, 0.08, 0.12, 0.16, 0.24, 0.32, 0.48, 0.64, 1.0, 2.0, 4.0, 8.0,
+];
+/// RTF buckets: below 1.0 keeps up with playback; the fine steps around 1
+/// are where a deployment decides.
+const RTF_BUCKETS: [f64; 11] = [0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0, 4.0];
+
+#[derive(Debug)]
+struct Histogram {
+    bounds: &'static [f64],
+    /// Cumulative counts per bound, then the +Inf count and the sum.
+    data: Mutex<(Vec<u64>, u64, f64)>,
+}
+
+impl Histogram {
+    fn new(bounds: &'static [f64]) -> Self {
+        Histogram {
+            bounds,
+            data: Mutex::new((vec![0; bounds.len()], 0, 0.0)),
+        }
+    }
+
+    fn observe(&self, v: f64) {
+        if !v.is_finite() {
+            return;
+        }
+        let mut d = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        for (i, b) in self.bounds.iter().enumerate() {
+            if v <= *b {
+                d.0[i] += 1;
+            }
+        }
+        d.1 += 1;
+        d.2 += v;
+    }
+
+    fn render(&self, name: &str, help: &str, out: &mut String) {
+        let d = self.data.lock().unwrap_or_else(|e| e.into_inner());
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
+        for (b, c) in self.bounds.iter().zip(&d.0) {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {c}");
+        }
+        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", d.1);
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", d.2, d.1);
+    }
+}
+
+/// Labelled counter over a fixed label set.
+#[derive(Debug)]
+struct Counters<const N: usize> {
+    labels: [&'static str; N],
+    values: [AtomicU64; N],
+}
+
+impl<const N: usize> Counters<N> {
+    fn new(labels: [&'static str; N]) -> Self {
+        Counters {
+            labels,
+            values: std::array::from_fn(|_| AtomicU64::new(0)),
+        }
+    }
+
+    fn inc(&self, label: &str) {
+        if let Some(i) = self.labels.iter().position(|l| *l == label) {
+            self.values[i].fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    fn get(&self, label: &str) -> u64 {
+        self.labels
+            .iter()
+            .position(|l| *l == label)
+            .map_or(0, |i| self.values[i].load(Ordering::Relaxed))
+    }
+
+    fn render(&self, name: &str, label: &str, help: &str, out: &mut String) {
+        let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} counter");
+        for (l, v) in self.labels.iter().zip(&self.values) {
+            let _ = writeln!(
+                out,
+                "{name}{{{label}=\"{l}\"}} {}",
+                v.load(Ordering::Relaxed)
+            );
+        }
+    }
+}
+
+/// Refusal reasons counted by `tts_refusals_total`.
+pub const REFUSALS: [&str; 6] = [
+    "unauthorized",
+    "not_ready",
+    "too_many_sessions",
+    "shutting_down",
+    "at_capacity",
+    "invalid_request",
+];
+/// Outcomes counted by `tts_contexts_total`.
+pub const OUTCOMES: [&str; 4] = ["done", "cancelled", "failed", "abandoned"];
+
+#[derive(Debug)]
+pub struct ServerMetrics {
+    ttfp: Histogram,
+    rtf: Histogram,
+    underruns: AtomicU64,
+    contexts: Counters<4>,
+    http_requests: Counters<4>,
+    refusals: Counters<6>,
+    protocol_errors: AtomicU64,
+    barge_ins: AtomicU64,
+    sessions_total: AtomicU64,
+    pub sessions_active: AtomicI64,
+    pub http_streams_active: AtomicI64,
+    /// Segments cut and waiting for the engine, over all sessions.
+    pub pending_segments: AtomicI64,
+    /// Items held by sessions across turns (open contexts, remembered ids,
+    /// pending acks, VAD clock entries): flat over a long session.
+    pub session_retained_items: AtomicI64,
+}
+
+impl Default for ServerMetrics {
+    fn default() -> Self {
+        ServerMetrics {
+            ttfp: Histogram::new(&TTFP_BUCKETS),
+            rtf: Histogram::new(&RTF_BUCKETS),
+            underruns: AtomicU64::new(0),
+            contexts: Counters::new(OUTCOMES),
+            http_requests: Counters::new(OUTCOMES),
+            refusals: Counters::new(REFUSALS),
+            protocol_errors: AtomicU64::new(0),
+            barge_ins: AtomicU64::new(0),
+            sessions_total: AtomicU64::new(0),
+            sessions_active: AtomicI64::new(0),
+            http_streams_active: AtomicI64::new(0),
+            pending_segments: AtomicI64::new(0),
+            session_retained_items: AtomicI64::new(0),
+        }
+    }
+}
+
+impl ServerMetrics {
+    /// A finished WebSocket context (`http: false`) or HTTP speech request.
+    pub fn finished(
+        &self,
+        http: bool,
+        outcome: &str,
+        ttfp_ms: Option<f64>,
+        rtf: Option<f64>,
+        underruns: Option<u32>,
+    ) {
+        if http {
+            self.http_requests.inc(outcome);
+        } else {
+            self.contexts.inc(outcome);
+        }
+        if let Some(t) = ttfp_ms {
+            self.ttfp.observe(t / 1e3);
+        }
+        if let Some(r) = rtf {
+            self.rtf.observe(r);
+        }
+        if let Some(u) = underruns {
+            self.underruns.fetch_add(u as u64, Ordering::Relaxed);
+        }
+    }
+
+    pub fn refused(&self, reason: &str) {
+        self.refusals.inc(reason);
+    }
+
+    pub fn refusals(&self, reason: &str) -> u64 {
+        self.refusals.get(reason)
+    }
+
+    pub fn protocol_error(&self) {
+        self.protocol_errors.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn barge_in(&self) {
+        self.barge_ins.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn session_opened(&self) {
+        self.sessions_total.fetch_add(1, Ordering::Relaxed);
+        self.sessions_active.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn session_closed(&self) {
+        self.sessions_active.fetch_sub(1, Ordering::Relaxed);
+    }
+
+    /// The exposition text; `engine` is `None` until the model is loaded.
+    pub fn render(&self, ready: bool, engine: Option<&EngineStats>) -> String {
+        let mut o = String::with_capacity(4096);
+        let g = |o: &mut String, name: &str, help: &str, v: f64| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
+        };
+        let c = |o: &mut String, name: &str, help: &str, v: u64| {
+            let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} counter\n{name} {v}");
+        };
+        g(
+            &mut o,
+            "tts_ready",
+            "1 once the model is loaded and the engine runs",
+            ready as u8 as f64,
+        );
+        self.ttfp.render(
+            "tts_ttfp_seconds",
+            "Time to first packet per context / HTTP request (server side)",
+            &mut o,
+        );
+        self.rtf.render(
+            "tts_rtf",
+            "Real-time factor per context / HTTP request (synthesis time over audio time)",
+            &mut o,
+        );
+        c(
+            &mut o,
+            "tts_underruns_total",
+            "Playback underruns at prebuffer 0 (METRICS.md simulation), summed",
+            self.underruns.load(Ordering::Relaxed),
+        );
+        self.contexts.render(
+            "tts_contexts_total",
+            "outcome",
+            "WebSocket contexts by outcome",
+            &mut o,
+        );
+        self.http_requests.render(
+            "tts_http_speech_total",
+            "outcome",
+            "POST /v1/audio/speech requests by outcome",
+            &mut o,
+        );
+        self.refusals.render(
+            "tts_refusals_total",
+            "reason",
+            "Refused connections and requests by reason",
+            &mut o,
+        );
+        c(
+            &mut o,
+            "tts_protocol_errors_total",
+            "Client messages answered with an error event",
+            self.protocol_errors.load(Ordering::Relaxed),
+        );
+        c(
+            &mut o,
+            "tts_barge_ins_total",
+            "Speech starts that cancelled speaking contexts",
+            self.barge_ins.load(Ordering::Relaxed),
+        );
+        c(
+            &mut o,
+            "tts_sessions_total",
+            "WebSocket sessions opened",
+            self.sessions_total.load(Ordering::Relaxed),
+        );
+        g(
+            &mut o,
+            "tts_sessions_active",
+            "Open WebSocket sessions",
+            self.sessions_active.load(Ordering::Relaxed) as f64,
+        );
+        g(
+            &mut o,
+            "tts_http_streams_active",
+            "HTTP speech responses in flight",
+            self.http_streams_active.load(Ordering::Relaxed) as f64,
+        );
+        g(
+            &mut o,
+            "tts_pending_segments",
+            "Text segments waiting for the engine (all sessions)",
+            self.pending_segments.load(Ordering::Relaxed) as f64,
+        );
+        g(
+            &mut o,
+            "tts_session_retained_items",
+            "Items sessions hold across turns (contexts, remembered ids, pending acks, VAD clock)",
+            self.session_retained_items.load(Ordering::Relaxed) as f64,
+        );
+        if let Some(e) = engine {
+            g(
+                &mut o,
+                "tts_engine_active_requests",
+                "Requests admitted and running in the engine",
+                e.active_requests as f64,
+            );
+            g(
+                &mut o,
+                "tts_engine_reserved_bytes",
+                "Bytes reserved by the engine's admission ledger",
+                e.reserved_bytes as f64,
+            );
+            let _ = writeln!(o, "# HELP tts_engine_held_states Requests holding state per stage (queue depth)\n# TYPE tts_engine_held_states gauge");
+            for k in StageKind::ALL {
+                let _ = writeln!(
+                    o,
+                    "tts_engine_held_states{{stage=\"{k}\"}} {}",
+                    e.held_states[k.index()]
+                );
+            }
+            let _ = writeln!(o, "# HELP tts_engine_restarts_total Stage worker restarts\n# TYPE tts_engine_restarts_total counter");
+            for k in StageKind::ALL {
+                let _ = writeln!(
+                    o,
+                    "tts_engine_restarts_total{{stage=\"{k}\"}} {}",
+                    e.restarts[k.index()]
+                );
+            }
+        }
+        o
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn histograms_are_cumulative() {
+        let m = ServerMetrics::default();
+        m.finished(false, "done", Some(100.0), Some(0.5), Some(2));
+        m.finished(true, "done", Some(30.0), None, None);
+        m.refused("not_ready");
+        let t = m.render(false, None);
+        assert!(t.contains("tts_ttfp_seconds_bucket{le=\"0.04\"} 1"), "{t}");
+        assert!(t.contains("tts_ttfp_seconds_bucket{le=\"0.12\"} 2"));
+        assert!(t.contains("tts_ttfp_seconds_count 2"));
+        assert!(t.contains("tts_rtf_bucket{le=\"0.5\"} 1"));
+        assert!(t.contains("tts_underruns_total 2"));
+        assert!(t.contains("tts_contexts_total{outcome=\"done\"} 1"));
+        assert!(t.contains("tts_http_speech_total{outcome=\"done\"} 1"));
+        assert!(t.contains("tts_refusals_total{reason=\"not_ready\"} 1"));
+        assert!(t.contains("tts_ready 0"));
+    }
+}

@@ -1,0 +1,492 @@
+//! OpenAI-compatible HTTP: `POST /v1/audio/speech`, `GET /v1/models`,
+//! `GET /v1/audio/voices`, with OpenAI's JSON error shape so the official
+//! SDKs (and the frameworks built on them) work unmodified.
+//!
+//! The response always streams: audio bytes leave as soon as the engine
+//! decodes each chunk. `pcm` is raw 16-bit little-endian mono; `wav` is the
+//! same behind a 44-byte header whose two size fields are 0xFFFFFFFF (the
+//! length is unknown when the header leaves — the streaming-WAV convention
+//! most decoders accept; read to the end of the body). The sample rate is in
+//! the `X-Sample-Rate` header (and in the WAV header).
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use axum::body::{Body, Bytes};
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::Json;
+use tokio::sync::mpsc;
+use tts_actors::{ErrorKind, Event, Stream};
+use tts_audio::StreamResampler;
+use tts_models::Request;
+
+use crate::protocol::{self, AudioFormat};
+use crate::server::{AppState, Drain, Loaded, TokenQuery};
+
+/// OpenAI's own input limit.
+pub const MAX_INPUT_CHARS: usize = 4096;
+/// Chunks buffered between the synthesis task and the response body: a
+/// client that stops reading stalls the task, which stops acknowledging, which
+/// pauses the engine (its slow-consumer bound) — no unbounded queue anywhere.
+const BODY_CHUNKS: usize = 8;
+
+/// OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`.
+pub fn error_response(
+    status: StatusCode,
+    message: &str,
+    kind: &str,
+    param: Option<&str>,
+) -> Response {
+    (
+        status,
+        Json(serde_json::json!({
+            "error": {
+                "message": message,
+                "type": kind,
+                "param": param,
+                "code": null,
+            }
+        })),
+    )
+        .into_response()
+}
+
+/// A 400 naming the offending parameter.
+struct Invalid {
+    message: String,
+    param: &'static str,
+}
+
+fn invalid(message: String, param: &'static str) -> Invalid {
+    Invalid { message, param }
+}
+
+impl IntoResponse for Invalid {
+    fn into_response(self) -> Response {
+        error_response(
+            StatusCode::BAD_REQUEST,
+            &self.message,
+            "invalid_request_error",
+            Some(self.param),
+        )
+    }
+}
+
+#[derive(serde::Deserialize)]
+struct SpeechRequest {
+    /// Any value is accepted (clients send `tts-1`, `gpt-4o-mini-tts`, ...):
+    /// the server has one model.
+    #[allow(dead_code)]
+    model: Option<String>,
+    input: String,
+    voice: Option<String>,
+    instructions: Option<String>,
+    response_format: Option<String>,
+    speed: Option<f64>,
+    stream_format: Option<String>,
+    // Extensions (not in OpenAI's API).
+    sample_rate: Option<u32>,
+    language: Option<String>,
+    seed: Option<u64>,
+    greedy: Option<bool>,
+    max_frames: Option<usize>,
+}
+
+#[derive(Clone, Copy, PartialEq)]
+enum Container {
+    Wav,
+    Pcm,
+}
+
+/// Everything a valid request resolved to.
+struct Plan {
+    req: Request,
+    container: Container,
+    sse: bool,
+    rate: u32,
+}
+
+fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
+    let r: SpeechRequest = serde_json::from_slice(body)
+        .map_err(|e| invalid(format!("invalid JSON body: {e}"), "body"))?;
+    if r.input.trim().is_empty() {
+        return Err(invalid("input is empty".into(), "input"));
+    }
+    let n = r.input.chars().count();
+    if n > MAX_INPUT_CHARS {
+        return Err(invalid(
+            format!("input has {n} characters; the limit is {MAX_INPUT_CHARS} (split the text, or use the WebSocket API for long text)"),
+            "input",
+        ));
+    }
+    let voice = match &r.voice {
+        None => m.voices.default_speaker().unwrap_or_default().to_string(),
+        Some(v) => m.voices.resolve(v).ok_or_else(|| {
+            invalid(
+                format!(
+                    "unknown voice {v:?}; use one of: {}",
+                    m.voices.valid().join(", ")
+                ),
+                "voice",
+            )
+        })?,
+    };
+    let container = match r.response_format.as_deref() {
+        // OpenAI's default is mp3, which this server does not encode; WAV
+        // is what a client that did not choose can still play.
+        None | Some("wav") => Container::Wav,
+        Some("pcm") => Container::Pcm,
+        Some(other) => {
+            return Err(invalid(
+                format!("response_format {other:?} is not supported; use \"wav\" or \"pcm\""),
+                "response_format",
+            ))
+        }
+    };
+    if let Some(s) = r.speed {
+        if s != 1.0 {
+            return Err(invalid(
+                format!("speed {s} is not supported: tts-rt speaks at the model's natural rate; omit speed or send 1.0"),
+                "speed",
+            ));
+        }
+    }
+    let sse = match r.stream_format.as_deref() {
+        None | Some("audio") => false,
+        Some("sse") => true,
+        Some(other) => {
+            return Err(invalid(
+                format!("stream_format {other:?} is not supported; use \"audio\" or \"sse\""),
+                "stream_format",
+            ))
+        }
+    };
+    let rate = r.sample_rate.unwrap_or(m.native_rate);
+    if !(protocol::MIN_SAMPLE_RATE..=protocol::MAX_SAMPLE_RATE).contains(&rate) {
+        return Err(invalid(
+            format!(
+                "sample_rate {rate} is out of range; use {}..={}",
+                protocol::MIN_SAMPLE_RATE,
+                protocol::MAX_SAMPLE_RATE
+            ),
+            "sample_rate",
+        ));
+    }
+    let language = r.language.unwrap_or_else(|| "auto".into()).to_lowercase();
+    if !m.languages.contains(&language) {
+        return Err(invalid(
+            format!(
+                "unknown language {language:?}; use one of: {}",
+                m.languages.join(", ")
+            ),
+            "language",
+        ));
+    }
+    let mut options = m.model.default_options();
+    if r.greedy == Some(true) {
+        options = options.greedy();
+    }
+    options.seed = r.seed.unwrap_or(0);
+    options.max_frames = match r.max_frames {
+        Some(f) if f == 0 || f > m.max_frames => {
+            return Err(invalid(
+                format!("max_frames {f} must be 1..={}", m.max_frames),
+                "max_frames",
+            ))
+        }
+        Some(f) => f,
+        None => m.max_frames,
+    };
+    Ok(Plan {
+        req: Request {
+            text: r.input,
+            speaker: Some(voice),
+            language,
+            instruct: r.instructions.filter(|i| !i.trim().is_empty()),
+            text_streaming: false,
+            options,
+        },
+        container,
+        sse,
+        rate,
+    })
+}
+
+/// A 44-byte PCM16 mono WAV header for a stream of unknown length.
+pub fn streaming_wav_header(rate: u32) -> Vec<u8> {
+    let mut h = Vec::with_capacity(44);
+    h.extend_from_slice(b"RIFF");
+    h.extend_from_slice(&u32::MAX.to_le_bytes());
+    h.extend_from_slice(b"WAVEfmt ");
+    h.extend_from_slice(&16u32.to_le_bytes());
+    h.extend_from_slice(&1u16.to_le_bytes()); // PCM
+    h.extend_from_slice(&1u16.to_le_bytes()); // mono
+    h.extend_from_slice(&rate.to_le_bytes());
+    h.extend_from_slice(&(rate * 2).to_le_bytes()); // bytes per second
+    h.extend_from_slice(&2u16.to_le_bytes()); // block align
+    h.extend_from_slice(&16u16.to_le_bytes()); // bits per sample
+    h.extend_from_slice(b"data");
+    h.extend_from_slice(&u32::MAX.to_le_bytes());
+    h
+}
+
+pub async fn speech(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+    body: Bytes,
+) -> Response {
+    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+        return r.into_response();
+    }
+    if st.drain_state() != Drain::Running {
+        st.metrics.refused("shutting_down");
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down",
+            "server_error",
+            None,
+        );
+    }
+    let Some(m) = st.loaded() else {
+        st.metrics.refused("not_ready");
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the model is still loading; retry when GET /ready answers 200",
+            "server_error",
+            None,
+        );
+    };
+    let plan = match plan(&m, &body) {
+        Ok(p) => p,
+        Err(r) => {
+            st.metrics.refused("invalid_request");
+            return r.into_response();
+        }
+    };
+    let session = m.engine.open_session();
+    let stream = match session.synthesize(plan.req.clone()).await {
+        Ok(s) => s,
+        Err(e) => {
+            let (status, kind) = match e.kind() {
+                ErrorKind::AtCapacity => {
+                    st.metrics.refused("at_capacity");
+                    (StatusCode::TOO_MANY_REQUESTS, "rate_limit_error")
+                }
+                ErrorKind::InvalidRequest => {
+                    st.metrics.refused("invalid_request");
+                    (StatusCode::BAD_REQUEST, "invalid_request_error")
+                }
+                _ => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
+            };
+            return error_response(status, &e.to_string(), kind, None);
+        }
+    };
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
+    let content_type = match (plan.sse, plan.container) {
+        (true, _) => "text/event-stream",
+        (false, Container::Wav) => "audio/wav",
+        (false, Container::Pcm) => "audio/pcm",
+    };
+    let rate = plan.rate;
+    tokio::spawn(produce(st.clone(), m.clone(), stream, plan, tx));
+    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }));
+    let mut resp = Response::new(body);
+    let h = resp.headers_mut();
+    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
+    h.insert("x-sample-rate", HeaderValue::from(rate));
+    h.insert(
+        "x-audio-encoding",
+        HeaderValue::from_static("pcm_s16le; channels=1"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
+    resp
+}
+
+/// Reads the engine stream, resamples, encodes and feeds the body.
+async fn produce(
+    st: Arc<AppState>,
+    m: Arc<Loaded>,
+    mut stream: Stream,
+    plan: Plan,
+    tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+) {
+    let _live = st.track();
+    st.metrics
+        .http_streams_active
+        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    let mut drain = st.drain.subscribe();
+    let mut rs = StreamResampler::new(m.native_rate, plan.rate).expect("rate validated");
+    let t0 = Instant::now();
+    let emit = |samples: &[f32], first: &mut bool| -> Bytes {
+        let mut bytes = Vec::new();
+        if *first && plan.container == Container::Wav {
+            bytes.extend_from_slice(&streaming_wav_header(plan.rate));
+        }
+        *first = false;
+        protocol::encode_samples(samples, AudioFormat::Pcm16, &mut bytes);
+        if plan.sse {
+            let ev = serde_json::json!({
+                "type": "speech.audio.delta",
+                "audio": protocol::base64_encode(&bytes),
+            });
+            Bytes::from(format!("data: {ev}\n\n"))
+        } else {
+            Bytes::from(bytes)
+        }
+    };
+    let mut first = true;
+    let mut out = Vec::new();
+    let outcome = loop {
+        let ev = tokio::select! {
+            ev = stream.next() => ev,
+            _ = async { let _ = drain.wait_for(|d| *d == Drain::Force).await; } => {
+                let _ = tx.send(Err(std::io::Error::other("server shutting down"))).await;
+                break "cancelled";
+            }
+        };
+        match ev {
+            Some(Event::Audio(chunk)) => {
+                out.clear();
+                rs.step(&chunk.samples, &mut out);
+                if chunk.terminal {
+                    rs.flush(&mut out);
+                }
+                if !out.is_empty() || first {
+                    let b = emit(&out, &mut first);
+                    if tx.send(Ok(b)).await.is_err() {
+                        // The client went away: dropping the stream cancels.
+                        break "abandoned";
+                    }
+                }
+                stream.ack(chunk.seq);
+            }
+            Some(Event::Started { .. }) => {}
+            Some(Event::Done { metrics, stop, .. }) => {
+                st.metrics.finished(
+                    true,
+                    "done",
+                    metrics.ttfp_ms,
+                    metrics.rtf,
+                    metrics.underruns,
+                );
+                if plan.sse {
+                    let ev = serde_json::json!({
+                        "type": "speech.audio.done",
+                        "usage": {
+                            "input_tokens": plan.req.text.chars().count(),
+                            "output_tokens": metrics.frames,
+                            "total_tokens": plan.req.text.chars().count() as u64 + metrics.frames.unwrap_or(0),
+                        },
+                        "stop": format!("{stop:?}").to_lowercase(),
+                        "sample_rate": plan.rate,
+                        "elapsed_ms": t0.elapsed().as_secs_f64() * 1e3,
+                    });
+                    let _ = tx.send(Ok(Bytes::from(format!("data: {ev}\n\n")))).await;
+                }
+                break "done";
+            }
+            Some(Event::Error { error, .. }) => {
+                if plan.sse {
+                    let ev = serde_json::json!({"type": "error", "error": {"message": error.to_string(), "type": "server_error"}});
+                    let _ = tx.send(Ok(Bytes::from(format!("data: {ev}\n\n")))).await;
+                } else {
+                    // Headers are gone: abort the body so the client sees a
+                    // truncated transfer, not a short "complete" file.
+                    let _ = tx.send(Err(std::io::Error::other(error.to_string()))).await;
+                }
+                break "failed";
+            }
+            Some(Event::Cancelled { .. }) | None => break "cancelled",
+        }
+    };
+    if outcome != "done" {
+        st.metrics.finished(true, outcome, None, None, None);
+    }
+    st.metrics
+        .http_streams_active
+        .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+}
+
+pub async fn models(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+) -> Response {
+    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+        return r.into_response();
+    }
+    let Some(m) = st.loaded() else {
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the model is still loading",
+            "server_error",
+            None,
+        );
+    };
+    Json(serde_json::json!({
+        "object": "list",
+        "data": [{
+            "id": m.model_id,
+            "object": "model",
+            "created": 0,
+            "owned_by": "tts-rt",
+        }],
+    }))
+    .into_response()
+}
+
+pub async fn voices(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+) -> Response {
+    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+        return r.into_response();
+    }
+    let Some(m) = st.loaded() else {
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the model is still loading",
+            "server_error",
+            None,
+        );
+    };
+    let mut voices: Vec<serde_json::Value> = m
+        .voices
+        .speakers()
+        .iter()
+        .map(|s| serde_json::json!({"id": s, "speaker": s, "kind": "speaker"}))
+        .collect();
+    voices.extend(
+        m.voices
+            .openai_mapping()
+            .into_iter()
+            .map(|(v, s)| serde_json::json!({"id": v, "speaker": s, "kind": "openai"})),
+    );
+    Json(serde_json::json!({
+        "voices": voices,
+        "languages": m.languages,
+        "sample_rate": m.native_rate,
+    }))
+    .into_response()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn streaming_wav_header_layout() {
+        let h = streaming_wav_header(24000);
+        assert_eq!(h.len(), 44);
+        assert_eq!(&h[0..4], b"RIFF");
+        assert_eq!(&h[36..40], b"data");
+        assert_eq!(u32::from_le_bytes(h[24..28].try_into().unwrap()), 24000);
+        assert_eq!(u32::from_le_bytes(h[40..44].try_into().unwrap()), u32::MAX);
+    }
+}

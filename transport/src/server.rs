@@ -1,0 +1,574 @@
+//! The server: configuration, startup (listen first, load the model in the
+//! background), routes, authentication, and graceful shutdown.
+//!
+//! Shutdown is a three-state broadcast ([`Drain`]): `Running` → `Draining`
+//! (stop accepting connections and new contexts; streams in flight go on)
+//! → `Force` at the drain deadline (cancel what is left). A watch counter of
+//! live sessions and HTTP streams is the completion guard the server waits
+//! on before it returns.
+
+use std::future::IntoFuture;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::{Duration, Instant};
+
+use axum::extract::ws::WebSocketUpgrade;
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use tokio::sync::{oneshot, watch, Semaphore};
+use tts_actors::{Engine, EngineConfig};
+use tts_models::Qwen3Tts;
+
+use crate::error::TransportError;
+use crate::metrics::ServerMetrics;
+use crate::protocol::HARD_MESSAGE_BYTES;
+use crate::voices::Voices;
+use crate::{openai, session};
+
+/// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
+/// before anything starts.
+#[derive(Debug)]
+pub struct ServeConfig {
+    pub model_dir: PathBuf,
+    /// Loopback by default: exposing the port is a decision, not a default.
+    pub addr: SocketAddr,
+    /// Bearer token required on every route but `/health` and `/ready`.
+    pub token: Option<String>,
+    /// The server sets `explicit_acks` itself (it acknowledges audio when
+    /// written, or when the client says it was played).
+    pub engine: EngineConfig,
+    /// WebSocket sessions at once; more are refused with 503.
+    pub max_sessions: usize,
+    /// Open contexts per session.
+    pub max_contexts: usize,
+    /// Appended-but-unsynthesized characters per context.
+    pub max_pending_chars: usize,
+    /// Cap on codec frames per synthesis request (default: the checkpoint's
+    /// `max_new_tokens - 1`).
+    pub max_frames: Option<usize>,
+    /// How long in-flight streams may take to finish after SIGTERM.
+    pub drain_timeout: Duration,
+    /// Test hook: model loading waits for this (keeps `/ready` at 503).
+    pub load_gate: Option<oneshot::Receiver<()>>,
+}
+
+impl ServeConfig {
+    pub fn new(model_dir: PathBuf) -> Self {
+        ServeConfig {
+            model_dir,
+            addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
+            token: None,
+            engine: EngineConfig::default(),
+            max_sessions: 64,
+            max_contexts: 8,
+            max_pending_chars: 16 * 1024,
+            max_frames: None,
+            drain_timeout: Duration::from_secs(10),
+            load_gate: None,
+        }
+    }
+
+    pub fn validate(&self) -> Result<(), TransportError> {
+        let bad = |key, message: String| Err(TransportError::Config { key, message });
+        if self.max_sessions == 0 {
+            return bad("max_sessions", "must be at least 1".into());
+        }
+        if self.max_contexts == 0 {
+            return bad("max_contexts", "must be at least 1".into());
+        }
+        if self.max_pending_chars < 16 {
+            return bad(
+                "max_pending_chars",
+                format!("must be at least 16, got {}", self.max_pending_chars),
+            );
+        }
+        if self.max_frames == Some(0) {
+            return bad("max_frames", "must be at least 1".into());
+        }
+        if matches!(&self.token, Some(t) if t.is_empty()) {
+            return bad(
+                "token",
+                "is empty; omit it to serve without authentication".into(),
+            );
+        }
+        self.engine.validate()?;
+        Ok(())
+    }
+}
+
+/// Server lifecycle, broadcast to every session and HTTP stream.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Drain {
+    Running,
+    /// No new connections or contexts; in-flight streams finish.
+    Draining,
+    /// The drain deadline passed: cancel and close.
+    Force,
+}
+
+/// The loaded model and its engine.
+pub struct Loaded {
+    pub engine: Engine,
+    pub model: Arc<Qwen3Tts>,
+    pub voices: Voices,
+    pub languages: Vec<String>,
+    /// Checkpoint directory name (what `/v1/models` lists).
+    pub model_id: String,
+    pub native_rate: u32,
+    pub samples_per_frame: usize,
+    pub max_frames: usize,
+}
+
+pub struct AppState {
+    pub model_dir: PathBuf,
+    pub token: Option<String>,
+    pub max_contexts: usize,
+    pub max_pending_chars: usize,
+    pub prebuffer_ms: f64,
+    pub loaded: OnceLock<Arc<Loaded>>,
+    load_error: Mutex<Option<String>>,
+    pub metrics: ServerMetrics,
+    sessions: Arc<Semaphore>,
+    pub drain: watch::Sender<Drain>,
+    /// Live sessions and HTTP streams (the completion guard).
+    live: watch::Sender<usize>,
+    pub started: Instant,
+}
+
+/// Held by a session or HTTP stream while it runs.
+pub struct LiveGuard(watch::Sender<usize>);
+
+impl Drop for LiveGuard {
+    fn drop(&mut self) {
+        self.0.send_modify(|n| *n -= 1);
+    }
+}
+
+impl AppState {
+    pub fn track(&self) -> LiveGuard {
+        self.live.send_modify(|n| *n += 1);
+        LiveGuard(self.live.clone())
+    }
+
+    pub fn drain_state(&self) -> Drain {
+        *self.drain.borrow()
+    }
+
+    pub fn loaded(&self) -> Option<Arc<Loaded>> {
+        self.loaded.get().cloned()
+    }
+
+    /// `Ok` when no token is configured, or the request carries it as a
+    /// bearer header or a `token` query parameter.
+    pub fn authorize(
+        &self,
+        headers: &HeaderMap,
+        query_token: Option<&str>,
+    ) -> Result<(), Unauthorized> {
+        let Some(want) = &self.token else {
+            return Ok(());
+        };
+        let bearer = headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| v.strip_prefix("Bearer "));
+        let ok = [bearer, query_token]
+            .into_iter()
+            .flatten()
+            .any(|got| constant_time_eq(got.as_bytes(), want.as_bytes()));
+        if ok {
+            Ok(())
+        } else {
+            self.metrics.refused("unauthorized");
+            Err(Unauthorized)
+        }
+    }
+}
+
+/// A request without the right token (401 in OpenAI's error shape).
+pub struct Unauthorized;
+
+impl IntoResponse for Unauthorized {
+    fn into_response(self) -> Response {
+        openai::error_response(
+            StatusCode::UNAUTHORIZED,
+            "missing or wrong token: send `Authorization: Bearer <token>` (or `?token=` on WebSocket URLs)",
+            "authentication_error",
+            None,
+        )
+    }
+}
+
+/// Compares without an early exit, so response time does not reveal how
+/// much of a guessed token was right.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+#[derive(serde::Deserialize)]
+pub struct TokenQuery {
+    pub token: Option<String>,
+}
+
+/// A running server.
+pub struct Server {
+    addr: SocketAddr,
+    state: Arc<AppState>,
+    task: tokio::task::JoinHandle<Result<(), TransportError>>,
+}
+
+impl Server {
+    /// Validates `cfg`, binds, and starts serving; the model loads in the
+    /// background (`/ready` answers 503 until it is up). Call inside a
+    /// multi-threaded tokio runtime.
+    pub async fn start(mut cfg: ServeConfig) -> Result<Server, TransportError> {
+        cfg.validate()?;
+        let listener = tokio::net::TcpListener::bind(cfg.addr)
+            .await
+            .map_err(|source| TransportError::Bind {
+                addr: cfg.addr,
+                source,
+            })?;
+        let addr = listener.local_addr()?;
+        let (drain, _) = watch::channel(Drain::Running);
+        let (live, _) = watch::channel(0usize);
+        let state = Arc::new(AppState {
+            model_dir: cfg.model_dir.clone(),
+            token: cfg.token.clone(),
+            max_contexts: cfg.max_contexts,
+            max_pending_chars: cfg.max_pending_chars,
+            prebuffer_ms: cfg.engine.prebuffer_ms,
+            loaded: OnceLock::new(),
+            load_error: Mutex::new(None),
+            metrics: ServerMetrics::default(),
+            sessions: Arc::new(Semaphore::new(cfg.max_sessions)),
+            drain,
+            live,
+            started: Instant::now(),
+        });
+        let loader = spawn_loader(&mut cfg, state.clone());
+        let app = router(state.clone());
+        let st = state.clone();
+        let drain_timeout = cfg.drain_timeout;
+        let task = tokio::spawn(async move {
+            let mut drain_rx = st.drain.subscribe();
+            let signal = {
+                let mut rx = drain_rx.clone();
+                async move {
+                    let _ = rx.wait_for(|d| *d != Drain::Running).await;
+                }
+            };
+            let serve = axum::serve(listener, app)
+                .with_graceful_shutdown(signal)
+                .into_future();
+            tokio::pin!(serve);
+            // Serve until a shutdown starts (or the model fails to load).
+            let mut serve_done = false;
+            tokio::select! {
+                r = &mut serve => {
+                    r?;
+                    serve_done = true;
+                }
+                _ = drain_rx.wait_for(|d| *d != Drain::Running) => {}
+            }
+            let deadline = tokio::time::Instant::now() + drain_timeout;
+            // Draining: the listener is closed; wait for HTTP connections and
+            // for sessions / streams to finish, until the deadline.
+            let mut live = st.live.subscribe();
+            let finished = async {
+                if !serve_done {
+                    let _ = (&mut serve).await;
+                }
+                let _ = live.wait_for(|n| *n == 0).await;
+            };
+            if tokio::time::timeout_at(deadline, finished).await.is_err() {
+                let _ = st.drain.send(Drain::Force);
+                // Forced: sessions cancel and close within a frame or two.
+                let mut live = st.live.subscribe();
+                let _ =
+                    tokio::time::timeout(Duration::from_secs(2), live.wait_for(|n| *n == 0)).await;
+            }
+            drop(loader);
+            if let Some(e) = st
+                .load_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take()
+            {
+                return Err(TransportError::Model {
+                    dir: st.model_dir.display().to_string(),
+                    message: e,
+                });
+            }
+            Ok(())
+        });
+        Ok(Server { addr, state, task })
+    }
+
+    pub fn local_addr(&self) -> SocketAddr {
+        self.addr
+    }
+
+    pub fn state(&self) -> &Arc<AppState> {
+        &self.state
+    }
+
+    /// Starts the drain (what SIGTERM does).
+    pub fn shutdown(&self) {
+        self.state.drain.send_if_modified(|d| {
+            let was = *d == Drain::Running;
+            if was {
+                *d = Drain::Draining;
+            }
+            was
+        });
+    }
+
+    /// Waits until the server has stopped.
+    pub async fn wait(self) -> Result<(), TransportError> {
+        match self.task.await {
+            Ok(r) => r,
+            Err(e) => Err(TransportError::Io(std::io::Error::other(e.to_string()))),
+        }
+    }
+
+    /// Waits for the model (`Err` with the load error if it failed).
+    pub async fn ready(&self) -> Result<(), TransportError> {
+        let mut drain = self.state.drain.subscribe();
+        loop {
+            if self.state.loaded.get().is_some() {
+                return Ok(());
+            }
+            if let Some(e) = self
+                .state
+                .load_error
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .clone()
+            {
+                return Err(TransportError::Model {
+                    dir: self.state.model_dir.display().to_string(),
+                    message: e,
+                });
+            }
+            let _ = tokio::time::timeout(Duration::from_millis(20), drain.changed()).await;
+        }
+    }
+}
+
+fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHandle<()> {
+    let gate = cfg.load_gate.take();
+    let dir = cfg.model_dir.clone();
+    let mut engine_cfg = cfg.engine.clone();
+    // The transport acknowledges every chunk itself (on write, or on the
+    // client's audio.ack), so unacknowledged audio is what the client has
+    // not taken yet.
+    engine_cfg.explicit_acks = true;
+    let max_frames = cfg.max_frames;
+    tokio::spawn(async move {
+        if let Some(g) = gate {
+            let _ = g.await;
+        }
+        let t0 = Instant::now();
+        let r = tokio::task::spawn_blocking(move || -> Result<Loaded, String> {
+            let model = Arc::new(Qwen3Tts::load(&dir).map_err(|e| e.to_string())?);
+            let engine = Engine::start(model.clone(), engine_cfg).map_err(|e| e.to_string())?;
+            let default_frames = model.default_options().max_frames.max(1);
+            Ok(Loaded {
+                voices: Voices::new(model.speakers()),
+                languages: model.languages(),
+                model_id: dir
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_else(|| "tts-rt".into()),
+                native_rate: model.code2wav.sample_rate(),
+                samples_per_frame: model.code2wav.samples_per_frame(),
+                max_frames: max_frames.unwrap_or(default_frames),
+                engine,
+                model,
+            })
+        })
+        .await;
+        match r {
+            Ok(Ok(l)) => {
+                eprintln!(
+                    "tts-rt serve: model {} ready in {:.1} s ({} Hz, speakers: {})",
+                    l.model_id,
+                    t0.elapsed().as_secs_f64(),
+                    l.native_rate,
+                    l.voices.speakers().join(", ")
+                );
+                let _ = st.loaded.set(Arc::new(l));
+            }
+            Ok(Err(e)) => fail_load(&st, e),
+            Err(e) => fail_load(&st, format!("the loader panicked: {e}")),
+        }
+    })
+}
+
+fn fail_load(st: &AppState, e: String) {
+    eprintln!("tts-rt serve: model failed to load: {e}");
+    *st.load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
+    let _ = st.drain.send(Drain::Draining);
+}
+
+fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .route("/metrics", get(metrics))
+        .route("/v1/realtime", get(realtime))
+        .route("/v1/audio/speech", post(openai::speech))
+        .route("/v1/models", get(openai::models))
+        .route("/v1/audio/voices", get(openai::voices))
+        .with_state(state)
+}
+
+async fn health(State(st): State<Arc<AppState>>) -> Response {
+    Json(serde_json::json!({
+        "status": "ok",
+        "uptime_s": st.started.elapsed().as_secs_f64(),
+    }))
+    .into_response()
+}
+
+async fn ready(State(st): State<Arc<AppState>>) -> Response {
+    let draining = st.drain_state() != Drain::Running;
+    match (st.loaded(), draining) {
+        (Some(l), false) => Json(serde_json::json!({
+            "status": "ready",
+            "model": l.model_id,
+            "sample_rate": l.native_rate,
+        }))
+        .into_response(),
+        (_, true) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"status": "draining"})),
+        )
+            .into_response(),
+        (None, false) => (
+            StatusCode::SERVICE_UNAVAILABLE,
+            Json(serde_json::json!({"status": "loading"})),
+        )
+            .into_response(),
+    }
+}
+
+async fn metrics(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+) -> Response {
+    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+        return r.into_response();
+    }
+    let loaded = st.loaded();
+    let stats = loaded.as_ref().map(|l| l.engine.stats());
+    (
+        [(
+            header::CONTENT_TYPE,
+            "text/plain; version=0.0.4; charset=utf-8",
+        )],
+        st.metrics.render(loaded.is_some(), stats.as_ref()),
+    )
+        .into_response()
+}
+
+async fn realtime(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+    ws: WebSocketUpgrade,
+) -> Response {
+    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+        return r.into_response();
+    }
+    if st.drain_state() != Drain::Running {
+        st.metrics.refused("shutting_down");
+        return openai::error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the server is shutting down; reconnect to another instance",
+            "server_error",
+            None,
+        );
+    }
+    let Some(loaded) = st.loaded() else {
+        st.metrics.refused("not_ready");
+        return openai::error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the model is still loading; retry when GET /ready answers 200",
+            "server_error",
+            None,
+        );
+    };
+    let Ok(permit) = st.sessions.clone().try_acquire_owned() else {
+        st.metrics.refused("too_many_sessions");
+        return openai::error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "too many sessions; retry later or raise --max-sessions",
+            "server_error",
+            None,
+        );
+    };
+    ws.max_message_size(HARD_MESSAGE_BYTES)
+        .max_frame_size(HARD_MESSAGE_BYTES)
+        .on_upgrade(move |socket| session::run(st, loaded, socket, permit))
+}
+
+/// Runs a server until SIGTERM or ctrl-c, then drains and returns. Builds
+/// its own runtime (the CLI has none). `on_listening` gets the bound address.
+pub fn run_blocking(
+    cfg: ServeConfig,
+    on_listening: impl FnOnce(SocketAddr),
+) -> Result<(), TransportError> {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        // Two workers: the async side only moves bytes; the engine's own
+        // threads and the kernels' rayon pool do the compute.
+        .worker_threads(2)
+        .enable_all()
+        .thread_name("tts-serve")
+        .build()?;
+    rt.block_on(async move {
+        let server = Server::start(cfg).await?;
+        on_listening(server.local_addr());
+        let state = server.state().clone();
+        let mut drain = state.drain.subscribe();
+        tokio::select! {
+            _ = shutdown_signal() => {
+                eprintln!("tts-rt serve: shutting down (draining in-flight streams)");
+                server.shutdown();
+            }
+            // The model failed to load: the server drains by itself.
+            _ = drain.wait_for(|d| *d != Drain::Running) => {}
+        }
+        server.wait().await
+    })
+}
+
+async fn shutdown_signal() {
+    let ctrl_c = async {
+        let _ = tokio::signal::ctrl_c().await;
+    };
+    #[cfg(unix)]
+    let term = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut s) => {
+                s.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let term = std::future::pending::<()>();
+    tokio::select! {
+        _ = ctrl_c => {}
+        _ = term => {}
+    }
+}

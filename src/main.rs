@@ -13,7 +13,10 @@ fn main() -> ExitCode {
         Err(e) => {
             // A closed pipe (e.g. `tts-rt speak ... --out - | head -c 100`)
             // is the reader's choice, not an error.
-            if e.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)) {
+            if e.chain().any(|c| {
+                c.downcast_ref::<std::io::Error>()
+                    .is_some_and(|io| io.kind() == std::io::ErrorKind::BrokenPipe)
+            }) {
                 return ExitCode::SUCCESS;
             }
             eprintln!("error: {e}");

@@ -13,7 +13,9 @@ fn bin() -> Command {
 }
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn run(c: &mut Command) -> Output {
@@ -22,14 +24,21 @@ fn run(c: &mut Command) -> Output {
 
 fn ok(c: &mut Command) -> Output {
     let o = run(c);
-    assert!(o.status.success(), "tts-rt failed: {}", String::from_utf8_lossy(&o.stderr));
+    assert!(
+        o.status.success(),
+        "tts-rt failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
     o
 }
 
 fn fails_with(c: &mut Command, needles: &[&str]) {
     let o = run(c);
     let err = String::from_utf8_lossy(&o.stderr);
-    assert!(!o.status.success(), "expected failure, got success; stderr: {err}");
+    assert!(
+        !o.status.success(),
+        "expected failure, got success; stderr: {err}"
+    );
     assert!(!err.contains("panicked"), "panicked: {err}");
     for n in needles {
         assert!(err.contains(n), "stderr should mention {n:?}: {err}");
@@ -58,16 +67,26 @@ struct Case {
 /// The first golden case of a fixture as CLI arguments plus its expected output.
 fn golden_case(fx: &str, index: usize) -> Case {
     let dir = fixture("goldens").join(fx);
-    let cases: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
+    let cases: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
     let c = &cases["cases"][index];
     let name = c["name"].as_str().unwrap();
     let bytes = std::fs::read(dir.join("goldens.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let codes_t = st.tensor(&format!("{name}.codes")).unwrap();
     let g = codes_t.shape()[1];
-    let flat: Vec<u32> = codes_t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32).collect();
-    let wav: Vec<f32> =
-        st.tensor(&format!("{name}.wav")).unwrap().data().chunks_exact(4).map(|b| f32::from_le_bytes(b.try_into().unwrap())).collect();
+    let flat: Vec<u32> = codes_t
+        .data()
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32)
+        .collect();
+    let wav: Vec<f32> = st
+        .tensor(&format!("{name}.wav"))
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
     let mut args = vec![
         "speak".to_string(),
         c["text"].as_str().unwrap().to_string(),
@@ -87,7 +106,11 @@ fn golden_case(fx: &str, index: usize) -> Case {
     if !c["non_streaming_mode"].as_bool().unwrap() {
         args.push("--text-streaming".into());
     }
-    Case { args, codes: flat.chunks(g).map(|f| f.to_vec()).collect(), wav }
+    Case {
+        args,
+        codes: flat.chunks(g).map(|f| f.to_vec()).collect(),
+        wav,
+    }
 }
 
 #[test]
@@ -97,8 +120,16 @@ fn speak_reproduces_official_greedy_output_on_both_fixtures() {
         let case = golden_case(fx, idx);
         let wav = tmp.path().join(format!("{fx}-{idx}.wav"));
         let codes = tmp.path().join(format!("{fx}-{idx}.json"));
-        ok(bin().args(&case.args).arg("--out").arg(&wav).arg("--wav-format").arg("f32").arg("--codes-out").arg(&codes));
-        let got: Vec<Vec<u32>> = serde_json::from_str(&std::fs::read_to_string(&codes).unwrap()).unwrap();
+        ok(bin()
+            .args(&case.args)
+            .arg("--out")
+            .arg(&wav)
+            .arg("--wav-format")
+            .arg("f32")
+            .arg("--codes-out")
+            .arg(&codes));
+        let got: Vec<Vec<u32>> =
+            serde_json::from_str(&std::fs::read_to_string(&codes).unwrap()).unwrap();
         assert_eq!(got, case.codes, "{fx}/{idx}: codes");
         let (_, samples) = read_wav_f32(&wav);
         let e = rel_l2(&samples, &case.wav);
@@ -109,7 +140,12 @@ fn speak_reproduces_official_greedy_output_on_both_fixtures() {
         for stream in [false, true] {
             let out = tmp.path().join(format!("{fx}-{idx}-dec{stream}.wav"));
             let mut c = bin();
-            c.args(["decode", "--model"]).arg(fixture(fx)).arg("--codes").arg(&codes).arg("--out").arg(&out);
+            c.args(["decode", "--model"])
+                .arg(fixture(fx))
+                .arg("--codes")
+                .arg(&codes)
+                .arg("--out")
+                .arg(&out);
             c.args(["--wav-format", "f32"]);
             if stream {
                 c.arg("--stream");
@@ -117,7 +153,10 @@ fn speak_reproduces_official_greedy_output_on_both_fixtures() {
             ok(&mut c);
             let (_, dec) = read_wav_f32(&out);
             let e = rel_l2(&dec, &case.wav);
-            assert!(e <= 1e-4, "{fx}/{idx}: decode (stream={stream}) rel-L2 {e:.2e}");
+            assert!(
+                e <= 1e-4,
+                "{fx}/{idx}: decode (stream={stream}) rel-L2 {e:.2e}"
+            );
         }
     }
 }
@@ -125,24 +164,50 @@ fn speak_reproduces_official_greedy_output_on_both_fixtures() {
 #[test]
 fn speak_writes_pcm16_to_stdout_and_reads_text_from_stdin() {
     let mut c = bin();
-    c.args(["speak", "--model"]).arg(fixture("tiny-a")).args(["--speaker", "ryan", "--max-frames", "3", "--out", "-"]);
-    c.stdin(Stdio::piped()).stdout(Stdio::piped()).stderr(Stdio::piped());
+    c.args(["speak", "--model"]).arg(fixture("tiny-a")).args([
+        "--speaker",
+        "ryan",
+        "--max-frames",
+        "3",
+        "--out",
+        "-",
+    ]);
+    c.stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped());
     let mut child = c.spawn().unwrap();
     use std::io::Write;
-    child.stdin.take().unwrap().write_all(b"Hello from stdin.\n").unwrap();
+    child
+        .stdin
+        .take()
+        .unwrap()
+        .write_all(b"Hello from stdin.\n")
+        .unwrap();
     let o = child.wait_with_output().unwrap();
     assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
     let r = hound::WavReader::new(std::io::Cursor::new(o.stdout)).unwrap();
     assert_eq!(r.spec().bits_per_sample, 16);
     assert_eq!(r.spec().sample_rate, 24000);
-    assert!(r.len() > 0 && (r.len() as usize).is_multiple_of(1920), "{} samples", r.len());
+    assert!(
+        r.len() > 0 && (r.len() as usize).is_multiple_of(1920),
+        "{} samples",
+        r.len()
+    );
 }
 
 #[test]
 fn voices_lists_speakers_and_languages() {
     let o = ok(bin().args(["voices", "--model"]).arg(fixture("tiny-b")));
     let s = String::from_utf8_lossy(&o.stdout);
-    for w in ["aiden", "vivian", "dylan", "chinese", "english", "auto", "supported"] {
+    for w in [
+        "aiden",
+        "vivian",
+        "dylan",
+        "chinese",
+        "english",
+        "auto",
+        "supported",
+    ] {
         assert!(s.contains(w), "voices output lacks {w}: {s}");
     }
 }
@@ -151,14 +216,30 @@ fn voices_lists_speakers_and_languages() {
 fn gen_checkpoint_tiny_loads_and_speaks() {
     let tmp = tempfile::tempdir().unwrap();
     let dir = tmp.path().join("ckpt");
-    ok(bin().args(["gen-checkpoint", "--preset", "tiny", "--out"]).arg(&dir));
+    ok(bin()
+        .args(["gen-checkpoint", "--preset", "tiny", "--out"])
+        .arg(&dir));
     let wav = tmp.path().join("x.wav");
-    ok(bin().args(["speak", "Hello world.", "--max-frames", "4", "--wav-format", "f32", "--model"]).arg(&dir).arg("--out").arg(&wav));
+    ok(bin()
+        .args([
+            "speak",
+            "Hello world.",
+            "--max-frames",
+            "4",
+            "--wav-format",
+            "f32",
+            "--model",
+        ])
+        .arg(&dir)
+        .arg("--out")
+        .arg(&wav));
     let (rate, s) = read_wav_f32(&wav);
     assert_eq!(rate, 24000);
     assert_eq!(s.len(), 4 * 1920);
     assert!(s.iter().all(|v| v.is_finite()));
-    let (lo, hi) = s.iter().fold((f32::MAX, f32::MIN), |(a, b), &v| (a.min(v), b.max(v)));
+    let (lo, hi) = s
+        .iter()
+        .fold((f32::MAX, f32::MIN), |(a, b), &v| (a.min(v), b.max(v)));
     assert!(hi - lo > 0.01, "random checkpoint audio is constant");
 }
 
@@ -167,26 +248,117 @@ fn user_errors_are_clear() {
     let a = fixture("tiny-a");
     let tmp = tempfile::tempdir().unwrap();
     let out = tmp.path().join("o.wav");
-    fails_with(bin().args(["speak", "Hi", "--speaker", "nobody", "--model"]).arg(&a).arg("--out").arg(&out), &["nobody", "ryan"]);
-    fails_with(bin().args(["speak", "Hi", "--language", "elvish", "--model"]).arg(&a).arg("--out").arg(&out), &["elvish", "english"]);
-    fails_with(bin().args(["speak", "   ", "--model"]).arg(&a).arg("--out").arg(&out), &["empty"]);
-    fails_with(bin().args(["speak", "Hi", "--max-frames", "0", "--model"]).arg(&a).arg("--out").arg(&out), &["--max-frames"]);
-    fails_with(bin().args(["speak", "Hi", "--max-frames", "999999999", "--model"]).arg(&a).arg("--out").arg(&out), &["--max-frames"]);
-    fails_with(bin().args(["speak", "Hi", "--model"]).arg(&a).args(["--out", "/nonexistent-dir/x.wav"]), &["/nonexistent-dir/x.wav"]);
-    fails_with(bin().args(["speak", "Hi", "--model", "/nonexistent-model", "--out"]).arg(&out), &["/nonexistent-model"]);
-    fails_with(bin().args(["speak", "Hi", "--wav-format", "mp3", "--model"]).arg(&a).arg("--out").arg(&out), &["mp3"]);
+    fails_with(
+        bin()
+            .args(["speak", "Hi", "--speaker", "nobody", "--model"])
+            .arg(&a)
+            .arg("--out")
+            .arg(&out),
+        &["nobody", "ryan"],
+    );
+    fails_with(
+        bin()
+            .args(["speak", "Hi", "--language", "elvish", "--model"])
+            .arg(&a)
+            .arg("--out")
+            .arg(&out),
+        &["elvish", "english"],
+    );
+    fails_with(
+        bin()
+            .args(["speak", "   ", "--model"])
+            .arg(&a)
+            .arg("--out")
+            .arg(&out),
+        &["empty"],
+    );
+    fails_with(
+        bin()
+            .args(["speak", "Hi", "--max-frames", "0", "--model"])
+            .arg(&a)
+            .arg("--out")
+            .arg(&out),
+        &["--max-frames"],
+    );
+    fails_with(
+        bin()
+            .args(["speak", "Hi", "--max-frames", "999999999", "--model"])
+            .arg(&a)
+            .arg("--out")
+            .arg(&out),
+        &["--max-frames"],
+    );
+    fails_with(
+        bin()
+            .args(["speak", "Hi", "--model"])
+            .arg(&a)
+            .args(["--out", "/nonexistent-dir/x.wav"]),
+        &["/nonexistent-dir/x.wav"],
+    );
+    fails_with(
+        bin()
+            .args(["speak", "Hi", "--model", "/nonexistent-model", "--out"])
+            .arg(&out),
+        &["/nonexistent-model"],
+    );
+    fails_with(
+        bin()
+            .args(["speak", "Hi", "--wav-format", "mp3", "--model"])
+            .arg(&a)
+            .arg("--out")
+            .arg(&out),
+        &["mp3"],
+    );
     // No model anywhere: the message says how to get one.
     let home = tempfile::tempdir().unwrap();
     fails_with(
-        bin().env("HOME", home.path()).env("HF_HUB_OFFLINE", "1").env_remove("HF_HOME").env_remove("HF_HUB_CACHE").env_remove("XDG_CACHE_HOME").args(["speak", "Hi", "--out"]).arg(&out),
-        &["Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice", "hf download", "--model"],
+        bin()
+            .env("HOME", home.path())
+            .env("HF_HUB_OFFLINE", "1")
+            .env_remove("HF_HOME")
+            .env_remove("HF_HUB_CACHE")
+            .env_remove("XDG_CACHE_HOME")
+            .args(["speak", "Hi", "--out"])
+            .arg(&out),
+        &[
+            "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice",
+            "hf download",
+            "--model",
+        ],
     );
     // decode: malformed and out-of-range codes.
     let codes = tmp.path().join("c.json");
     std::fs::write(&codes, "[[1,2,3]]").unwrap();
-    fails_with(bin().args(["decode", "--model"]).arg(&a).arg("--codes").arg(&codes).arg("--out").arg(&out), &["frame 0", "8"]);
+    fails_with(
+        bin()
+            .args(["decode", "--model"])
+            .arg(&a)
+            .arg("--codes")
+            .arg(&codes)
+            .arg("--out")
+            .arg(&out),
+        &["frame 0", "8"],
+    );
     std::fs::write(&codes, format!("[{:?}]", vec![5000; 8])).unwrap();
-    fails_with(bin().args(["decode", "--model"]).arg(&a).arg("--codes").arg(&codes).arg("--out").arg(&out), &["5000"]);
+    fails_with(
+        bin()
+            .args(["decode", "--model"])
+            .arg(&a)
+            .arg("--codes")
+            .arg(&codes)
+            .arg("--out")
+            .arg(&out),
+        &["5000"],
+    );
     std::fs::write(&codes, "{oops").unwrap();
-    fails_with(bin().args(["decode", "--model"]).arg(&a).arg("--codes").arg(&codes).arg("--out").arg(&out), &["JSON array"]);
+    fails_with(
+        bin()
+            .args(["decode", "--model"])
+            .arg(&a)
+            .arg("--codes")
+            .arg(&codes)
+            .arg("--out")
+            .arg(&out),
+        &["JSON array"],
+    );
 }

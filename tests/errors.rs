@@ -10,7 +10,9 @@ use safetensors::SafeTensors;
 use tts_models::{ModelError, Qwen3Tts, Request};
 
 fn fixture(name: &str) -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures").join(name)
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
 }
 
 fn copy_dir(src: &Path, dst: &Path) {
@@ -44,12 +46,17 @@ type Tensors = BTreeMap<String, (Dtype, Vec<usize>, Vec<u8>)>;
 fn read_tensors(path: &Path) -> Tensors {
     let bytes = std::fs::read(path).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
-    st.tensors().into_iter().map(|(n, v)| (n, (v.dtype(), v.shape().to_vec(), v.data().to_vec()))).collect()
+    st.tensors()
+        .into_iter()
+        .map(|(n, v)| (n, (v.dtype(), v.shape().to_vec(), v.data().to_vec())))
+        .collect()
 }
 
 fn write_tensors(path: &Path, t: &Tensors) {
-    let views: Vec<(String, TensorView<'_>)> =
-        t.iter().map(|(n, (d, s, b))| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap())).collect();
+    let views: Vec<(String, TensorView<'_>)> = t
+        .iter()
+        .map(|(n, (d, s, b))| (n.clone(), TensorView::new(*d, s.clone(), b).unwrap()))
+        .collect();
     safetensors::serialize_to_file(views, &None, path).unwrap();
 }
 
@@ -61,7 +68,8 @@ fn edit_model(dir: &Path, f: impl FnOnce(&mut Tensors)) {
 }
 
 fn edit_config(path: &Path, f: impl FnOnce(&mut serde_json::Value)) {
-    let mut v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
+    let mut v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap();
     f(&mut v);
     std::fs::write(path, serde_json::to_string_pretty(&v).unwrap()).unwrap();
 }
@@ -75,7 +83,10 @@ fn missing_tensor_is_named() {
         t.remove(PROBE);
     });
     let e = load_err(d.path());
-    assert!(matches!(&e, ModelError::MissingTensor { tensor, .. } if tensor == PROBE), "{e}");
+    assert!(
+        matches!(&e, ModelError::MissingTensor { tensor, .. } if tensor == PROBE),
+        "{e}"
+    );
     assert!(e.to_string().contains(PROBE));
 }
 
@@ -89,17 +100,26 @@ fn misshaped_tensor_names_both_shapes() {
         t.insert(PROBE.into(), (dt, new, vec![0u8; n * 2]));
     });
     let e = load_err(d.path());
-    assert!(matches!(&e, ModelError::ShapeMismatch { tensor, .. } if tensor == PROBE), "{e}");
+    assert!(
+        matches!(&e, ModelError::ShapeMismatch { tensor, .. } if tensor == PROBE),
+        "{e}"
+    );
 }
 
 #[test]
 fn unexpected_tensor_is_refused() {
     let d = copy_fixture("tiny-a");
     edit_model(d.path(), |t| {
-        t.insert("talker.model.layers.99.mlp.up_proj.weight".into(), (Dtype::F32, vec![2], vec![0u8; 8]));
+        t.insert(
+            "talker.model.layers.99.mlp.up_proj.weight".into(),
+            (Dtype::F32, vec![2], vec![0u8; 8]),
+        );
     });
     let e = load_err(d.path());
-    assert!(matches!(&e, ModelError::UnexpectedTensors { first, .. } if first.contains("layers.99")), "{e}");
+    assert!(
+        matches!(&e, ModelError::UnexpectedTensors { first, .. } if first.contains("layers.99")),
+        "{e}"
+    );
 }
 
 #[test]
@@ -114,7 +134,12 @@ fn truncated_and_garbage_files_are_reported() {
     assert!(matches!(e, ModelError::Safetensors { .. }), "{e}");
     assert!(e.to_string().contains("truncated"), "{e}");
 
-    for junk in [&b""[..], b"abc", b"\xff\xff\xff\xff\xff\xff\xff\x7fxxxx", b"\x08\x00\x00\x00\x00\x00\x00\x00not json"] {
+    for junk in [
+        &b""[..],
+        b"abc",
+        b"\xff\xff\xff\xff\xff\xff\xff\x7fxxxx",
+        b"\x08\x00\x00\x00\x00\x00\x00\x00not json",
+    ] {
         std::fs::write(&p, junk).unwrap();
         let e = load_err(d.path());
         assert!(matches!(e, ModelError::Safetensors { .. }), "{e}");
@@ -129,7 +154,10 @@ fn integer_tensors_are_refused_by_name() {
         t.insert(PROBE.into(), (Dtype::I16, shape, data));
     });
     let e = load_err(d.path());
-    assert!(matches!(&e, ModelError::UnsupportedDtype { tensor, .. } if tensor == PROBE), "{e}");
+    assert!(
+        matches!(&e, ModelError::UnsupportedDtype { tensor, .. } if tensor == PROBE),
+        "{e}"
+    );
 }
 
 #[test]
@@ -143,13 +171,21 @@ fn config_errors_name_the_key() {
 
     copy_dir(&fixture("tiny-a"), d.path());
     edit_config(&cfg, |v| {
-        v["talker_config"].as_object_mut().unwrap().remove("hidden_size");
+        v["talker_config"]
+            .as_object_mut()
+            .unwrap()
+            .remove("hidden_size");
     });
     let e = load_err(d.path()).to_string();
-    assert!(e.contains("talker_config.hidden_size") && e.contains("missing"), "{e}");
+    assert!(
+        e.contains("talker_config.hidden_size") && e.contains("missing"),
+        "{e}"
+    );
 
     copy_dir(&fixture("tiny-a"), d.path());
-    edit_config(&cfg, |v| v["talker_config"]["num_key_value_heads"] = 3.into());
+    edit_config(&cfg, |v| {
+        v["talker_config"]["num_key_value_heads"] = 3.into()
+    });
     let e = load_err(d.path()).to_string();
     assert!(e.contains("num_key_value_heads"), "{e}");
 
@@ -159,7 +195,9 @@ fn config_errors_name_the_key() {
     assert!(matches!(e, ModelError::Json { .. }), "{e}");
 
     copy_dir(&fixture("tiny-a"), d.path());
-    edit_config(&d.path().join("speech_tokenizer/config.json"), |v| v["model_type"] = "mimi".into());
+    edit_config(&d.path().join("speech_tokenizer/config.json"), |v| {
+        v["model_type"] = "mimi".into()
+    });
     let e = load_err(d.path());
     assert!(matches!(e, ModelError::UnknownModelType { .. }), "{e}");
 }
@@ -187,10 +225,14 @@ fn f32_and_f16_checkpoints_load() {
         edit_model(d.path(), |t| {
             for (dt, _, data) in t.values_mut() {
                 assert_eq!(*dt, Dtype::BF16);
-                let vals = data.chunks_exact(2).map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16));
+                let vals = data
+                    .chunks_exact(2)
+                    .map(|b| f32::from_bits((u16::from_le_bytes([b[0], b[1]]) as u32) << 16));
                 *data = match target {
                     Dtype::F32 => vals.flat_map(|v| v.to_le_bytes()).collect(),
-                    _ => vals.flat_map(|v| half::f16::from_f32(v).to_le_bytes()).collect(),
+                    _ => vals
+                        .flat_map(|v| half::f16::from_f32(v).to_le_bytes())
+                        .collect(),
                 };
                 *dt = target;
             }
@@ -228,18 +270,45 @@ fn bad_requests_are_rejected_with_the_valid_choices() {
     };
     let err = |r: Request| m.start(&r).err().expect("request should fail").to_string();
 
-    let e = err(Request { speaker: Some("nobody".into()), ..base.clone() });
-    assert!(e.contains("nobody") && e.contains("ryan") && e.contains("serena"), "{e}");
-    let e = err(Request { language: "klingon".into(), ..base.clone() });
-    assert!(e.contains("klingon") && e.contains("english") && e.contains("auto"), "{e}");
-    let e = err(Request { text: "   ".into(), ..base.clone() });
+    let e = err(Request {
+        speaker: Some("nobody".into()),
+        ..base.clone()
+    });
+    assert!(
+        e.contains("nobody") && e.contains("ryan") && e.contains("serena"),
+        "{e}"
+    );
+    let e = err(Request {
+        language: "klingon".into(),
+        ..base.clone()
+    });
+    assert!(
+        e.contains("klingon") && e.contains("english") && e.contains("auto"),
+        "{e}"
+    );
+    let e = err(Request {
+        text: "   ".into(),
+        ..base.clone()
+    });
     assert!(e.contains("empty"), "{e}");
     let mut o = base.options.clone();
     o.talker.temperature = 0.0;
-    let e = err(Request { options: o, ..base.clone() });
+    let e = err(Request {
+        options: o,
+        ..base.clone()
+    });
     assert!(e.contains("temperature"), "{e}");
-    let e = err(Request { text: "word ".repeat(20_000), ..base.clone() });
+    let e = err(Request {
+        text: "word ".repeat(20_000),
+        ..base.clone()
+    });
     assert!(e.contains("tokens"), "{e}");
     // Case-insensitive names, as upstream.
-    assert!(m.start(&Request { speaker: Some("RYAN".into()), language: "English".into(), ..base }).is_ok());
+    assert!(m
+        .start(&Request {
+            speaker: Some("RYAN".into()),
+            language: "English".into(),
+            ..base
+        })
+        .is_ok());
 }

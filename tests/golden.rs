@@ -28,8 +28,12 @@ struct Golden {
 impl Golden {
     fn load(fixture: &str) -> Golden {
         let dir = root().join("goldens").join(fixture);
-        let cases = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
-        Golden { cases, bytes: std::fs::read(dir.join("goldens.safetensors")).unwrap() }
+        let cases = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap())
+            .unwrap();
+        Golden {
+            cases,
+            bytes: std::fs::read(dir.join("goldens.safetensors")).unwrap(),
+        }
     }
     fn tensors(&self) -> SafeTensors<'_> {
         SafeTensors::deserialize(&self.bytes).unwrap()
@@ -39,16 +43,34 @@ impl Golden {
     }
     fn f32(&self, name: &str) -> (Vec<f32>, Vec<usize>) {
         let t = self.tensors();
-        let v = t.tensor(name).unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
+        let v = t
+            .tensor(name)
+            .unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
         assert_eq!(v.dtype(), safetensors::Dtype::F32, "{name}");
-        (v.data().chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(), v.shape().to_vec())
+        (
+            v.data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            v.shape().to_vec(),
+        )
     }
     fn codes(&self, name: &str) -> (Vec<u32>, Vec<usize>) {
         let t = self.tensors();
-        let v = t.tensor(name).unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
+        let v = t
+            .tensor(name)
+            .unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
         let data: Vec<u32> = match v.dtype() {
-            safetensors::Dtype::I64 => v.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32).collect(),
-            safetensors::Dtype::I32 => v.data().chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32).collect(),
+            safetensors::Dtype::I64 => v
+                .data()
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32)
+                .collect(),
+            safetensors::Dtype::I32 => v
+                .data()
+                .chunks_exact(4)
+                .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32)
+                .collect(),
             d => panic!("{name}: unexpected dtype {d:?}"),
         };
         (data, v.shape().to_vec())
@@ -64,11 +86,16 @@ fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
 
 fn max_abs(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "length mismatch");
-    a.iter().zip(b).map(|(x, y)| (x - y).abs()).fold(0.0, f32::max)
+    a.iter()
+        .zip(b)
+        .map(|(x, y)| (x - y).abs())
+        .fold(0.0, f32::max)
 }
 
 fn model(fixture: &str) -> Arc<Qwen3Tts> {
-    Arc::new(Qwen3Tts::load(&root().join(fixture)).unwrap_or_else(|e| panic!("loading {fixture}: {e}")))
+    Arc::new(
+        Qwen3Tts::load(&root().join(fixture)).unwrap_or_else(|e| panic!("loading {fixture}: {e}")),
+    )
 }
 
 fn request(model: &Qwen3Tts, case: &Value) -> Request {
@@ -85,7 +112,8 @@ fn request(model: &Qwen3Tts, case: &Value) -> Request {
 }
 
 fn ids(v: &Value) -> Option<Vec<u32>> {
-    v.as_array().map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
+    v.as_array()
+        .map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
 }
 
 #[test]
@@ -96,7 +124,11 @@ fn tokenizer_matches_official() {
         for item in g.cases["tokenizer"].as_array().unwrap() {
             let text = item["text"].as_str().unwrap();
             let want = ids(&item["ids"]).unwrap();
-            assert_eq!(m.tokenizer.encode(text).unwrap(), want, "{fx}: tokenizing {text:?}");
+            assert_eq!(
+                m.tokenizer.encode(text).unwrap(),
+                want,
+                "{fx}: tokenizing {text:?}"
+            );
         }
     }
 }
@@ -109,8 +141,16 @@ fn prompts_match_official() {
         for case in g.cases["cases"].as_array().unwrap() {
             let name = case["name"].as_str().unwrap();
             let p = m.build_prompt(&request(&m, case)).unwrap();
-            assert_eq!(p.input_ids, ids(&case["input_ids"]).unwrap(), "{fx}/{name}: input ids");
-            assert_eq!(p.instruct_ids, ids(&case["instruct_ids"]), "{fx}/{name}: instruct ids");
+            assert_eq!(
+                p.input_ids,
+                ids(&case["input_ids"]).unwrap(),
+                "{fx}/{name}: input ids"
+            );
+            assert_eq!(
+                p.instruct_ids,
+                ids(&case["instruct_ids"]),
+                "{fx}/{name}: instruct ids"
+            );
             let (want, shape) = g.f32(&format!("{name}.prefill_embeds"));
             assert_eq!(p.prefill_rows(), shape[0], "{fx}/{name}: prefill rows");
             let e = rel_l2(&p.prefill, &want);
@@ -123,7 +163,13 @@ fn prompts_match_official() {
 }
 
 /// Talker and code-predictor logits with the golden codes fed back.
-fn teacher_force(m: &Qwen3Tts, p: &Prompt, codes: &[u32], groups: usize, steps: usize) -> (Vec<f32>, Vec<f32>) {
+fn teacher_force(
+    m: &Qwen3Tts,
+    p: &Prompt,
+    codes: &[u32],
+    groups: usize,
+    steps: usize,
+) -> (Vec<f32>, Vec<f32>) {
     let h = m.talker.hidden_size();
     let mut cache = m.talker.new_cache();
     let (mut hidden, logits) = m.talker.forward(&p.prefill, p.prefill_rows(), &mut cache);
@@ -134,14 +180,19 @@ fn teacher_force(m: &Qwen3Tts, p: &Prompt, codes: &[u32], groups: usize, steps: 
         let mut x = vec![0f32; h];
         m.talker.add_codec_embedding(frame[0], &mut x);
         let mut out = vec![0u32; groups - 1];
-        m.code_predictor.predict(&hidden, &x, &mut cp_cache, &mut out, |i, l| {
-            cp.extend_from_slice(l);
-            frame[i + 1]
-        });
+        m.code_predictor
+            .predict(&hidden, &x, &mut cp_cache, &mut out, |i, l| {
+                cp.extend_from_slice(l);
+                frame[i + 1]
+            });
         for (i, &c) in frame[1..].iter().enumerate() {
             m.code_predictor.add_embedding(i, c, &mut x);
         }
-        let add = if t < p.trailing_rows() { &p.trailing[t * h..(t + 1) * h] } else { &p.tts_pad[..] };
+        let add = if t < p.trailing_rows() {
+            &p.trailing[t * h..(t + 1) * h]
+        } else {
+            &p.tts_pad[..]
+        };
         x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
         if t + 1 < steps {
             let (hd, logits) = m.talker.forward(&x, 1, &mut cache);
@@ -168,7 +219,10 @@ fn teacher_forced_logits_match_official() {
             let e = rel_l2(&got_t, &want_t);
             assert!(e <= 1e-4, "{fx}/{name}: talker logits rel-L2 {e:.2e}");
             let e = rel_l2(&got_c, &want_c);
-            assert!(e <= 1e-4, "{fx}/{name}: code predictor logits rel-L2 {e:.2e}");
+            assert!(
+                e <= 1e-4,
+                "{fx}/{name}: code predictor logits rel-L2 {e:.2e}"
+            );
         }
     }
 }
@@ -186,7 +240,11 @@ fn greedy_codes_match_official() {
             assert_eq!(got.len() / shape[1], shape[0], "{fx}/{name}: frame count");
             assert_eq!(got, want, "{fx}/{name}: greedy codes");
             let hit_eos = gen.stop_reason() == Some(tts_models::synth::StopReason::Eos);
-            assert_eq!(hit_eos, case["hit_eos"].as_bool().unwrap(), "{fx}/{name}: stop reason");
+            assert_eq!(
+                hit_eos,
+                case["hit_eos"].as_bool().unwrap(),
+                "{fx}/{name}: stop reason"
+            );
         }
     }
 }
@@ -201,7 +259,10 @@ fn waveforms_match_official() {
             let name = case["name"].as_str().unwrap();
             let (codes, _) = g.codes(&format!("{name}.codes"));
             let (want, _) = g.f32(&format!("{name}.wav"));
-            let got = m.code2wav.decode_chunked(&codes, codes.len() / groups, 300, 25).unwrap();
+            let got = m
+                .code2wav
+                .decode_chunked(&codes, codes.len() / groups, 300, 25)
+                .unwrap();
             let e = rel_l2(&got, &want);
             assert!(e <= 1e-4, "{fx}/{name}: waveform rel-L2 {e:.2e}");
         }
@@ -216,7 +277,9 @@ fn waveforms_match_official() {
             let (codes, shape) = g.codes(codes_name);
             let (want, _) = g.f32(wav_name);
             let got = if chunked {
-                m.code2wav.decode_chunked(&codes, shape[0], 300, 25).unwrap()
+                m.code2wav
+                    .decode_chunked(&codes, shape[0], 300, 25)
+                    .unwrap()
             } else {
                 m.code2wav.decode(&codes, shape[0]).unwrap()
             };

@@ -25,12 +25,16 @@ fn root() -> PathBuf {
 }
 
 fn load(dir: &Path, p: Precision) -> Arc<Qwen3Tts> {
-    Arc::new(Qwen3Tts::load_with(dir, LoadOptions::uniform(p)).unwrap_or_else(|e| panic!("loading {dir:?}: {e}")))
+    Arc::new(
+        Qwen3Tts::load_with(dir, LoadOptions::uniform(p))
+            .unwrap_or_else(|e| panic!("loading {dir:?}: {e}")),
+    )
 }
 
 fn golden_codes(fixture: &str) -> (Value, Vec<(String, Vec<u32>)>) {
     let dir = root().join("goldens").join(fixture);
-    let cases: Value = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
+    let cases: Value =
+        serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
     let bytes = std::fs::read(dir.join("goldens.safetensors")).unwrap();
     let st = SafeTensors::deserialize(&bytes).unwrap();
     let mut out = Vec::new();
@@ -38,12 +42,16 @@ fn golden_codes(fixture: &str) -> (Value, Vec<(String, Vec<u32>)>) {
         let name = case["name"].as_str().unwrap().to_string();
         let t = st.tensor(&format!("{name}.codes")).unwrap();
         let codes: Vec<u32> = match t.dtype() {
-            safetensors::Dtype::I64 => {
-                t.data().chunks_exact(8).map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32).collect()
-            }
-            safetensors::Dtype::I32 => {
-                t.data().chunks_exact(4).map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32).collect()
-            }
+            safetensors::Dtype::I64 => t
+                .data()
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32)
+                .collect(),
+            safetensors::Dtype::I32 => t
+                .data()
+                .chunks_exact(4)
+                .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32)
+                .collect(),
             d => panic!("{name}: unexpected dtype {d:?}"),
         };
         out.push((name, codes));
@@ -79,14 +87,19 @@ fn teacher_force(m: &Qwen3Tts, p: &Prompt, codes: &[u32]) -> (Vec<f32>, Vec<f32>
         let mut x = vec![0f32; h];
         m.talker.add_codec_embedding(frame[0], &mut x);
         let mut out = vec![0u32; groups - 1];
-        m.code_predictor.predict(&hidden, &x, &mut cp_cache, &mut out, |i, l| {
-            cp.extend_from_slice(l);
-            frame[i + 1]
-        });
+        m.code_predictor
+            .predict(&hidden, &x, &mut cp_cache, &mut out, |i, l| {
+                cp.extend_from_slice(l);
+                frame[i + 1]
+            });
         for (i, &c) in frame[1..].iter().enumerate() {
             m.code_predictor.add_embedding(i, c, &mut x);
         }
-        let add = if t < p.trailing_rows() { &p.trailing[t * h..(t + 1) * h] } else { &p.tts_pad[..] };
+        let add = if t < p.trailing_rows() {
+            &p.trailing[t * h..(t + 1) * h]
+        } else {
+            &p.tts_pad[..]
+        };
         x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
         if t + 1 < frames {
             let (hd, logits) = m.talker.forward(&x, 1, &mut cache);
@@ -137,7 +150,9 @@ impl Agreement {
 }
 
 fn argmax(v: &[f32]) -> usize {
-    v.iter().enumerate().fold(0, |b, (i, &x)| if x > v[b] { i } else { b })
+    v.iter()
+        .enumerate()
+        .fold(0, |b, (i, &x)| if x > v[b] { i } else { b })
 }
 
 /// KL(softmax(p) || softmax(q)) in nats, in f64.
@@ -147,7 +162,10 @@ fn kl(p: &[f32], q: &[f32]) -> f64 {
         m + v.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln()
     };
     let (lp, lq) = (lse(p), lse(q));
-    p.iter().zip(q).map(|(&a, &b)| (a as f64 - lp).exp() * ((a as f64 - lp) - (b as f64 - lq))).sum()
+    p.iter()
+        .zip(q)
+        .map(|(&a, &b)| (a as f64 - lp).exp() * ((a as f64 - lp) - (b as f64 - lq)))
+        .sum()
 }
 
 #[derive(Debug, Default)]
@@ -190,10 +208,19 @@ fn compare(f32m: &Qwen3Tts, low: &Arc<Qwen3Tts>, cases: &[(String, Request, Vec<
 
         let got = low.start(req).unwrap().run_to_end();
         let n = got.len().min(codes.len());
-        r.greedy_equal += got[..n].iter().zip(&codes[..n]).filter(|(a, b)| a == b).count();
+        r.greedy_equal += got[..n]
+            .iter()
+            .zip(&codes[..n])
+            .filter(|(a, b)| a == b)
+            .count();
         r.greedy_total += codes.len().max(got.len());
-        let prefix = got.chunks(groups).zip(codes.chunks(groups)).take_while(|(a, b)| a == b).count();
-        r.greedy_prefix.push((name.clone(), prefix, codes.len() / groups));
+        let prefix = got
+            .chunks(groups)
+            .zip(codes.chunks(groups))
+            .take_while(|(a, b)| a == b)
+            .count();
+        r.greedy_prefix
+            .push((name.clone(), prefix, codes.len() / groups));
         r.greedy_survived += prefix;
         r.greedy_diverged += (got != *codes) as usize;
     }
@@ -272,12 +299,26 @@ fn int8_passes_fidelity_gate_on_fixtures() {
         total.greedy_diverged += r.greedy_diverged;
     }
     print("fixtures int8", &total);
-    for (what, a) in [("codebook 0", total.codebook0), ("predicted codebooks", total.predicted)] {
-        assert!(a.top1() >= TOP1_MIN, "int8 {what}: teacher-forced top-1 {:.4} < {TOP1_MIN}", a.top1());
-        assert!(a.mean_kl() <= KL_MAX, "int8 {what}: mean KL {:.2e} > {KL_MAX:e}", a.mean_kl());
+    for (what, a) in [
+        ("codebook 0", total.codebook0),
+        ("predicted codebooks", total.predicted),
+    ] {
+        assert!(
+            a.top1() >= TOP1_MIN,
+            "int8 {what}: teacher-forced top-1 {:.4} < {TOP1_MIN}",
+            a.top1()
+        );
+        assert!(
+            a.mean_kl() <= KL_MAX,
+            "int8 {what}: mean KL {:.2e} > {KL_MAX:e}",
+            a.mean_kl()
+        );
     }
     let g = total.greedy_survival();
-    assert!(g >= SURVIVAL_MIN, "int8: greedy per-frame survival {g:.4} < {SURVIVAL_MIN}");
+    assert!(
+        g >= SURVIVAL_MIN,
+        "int8: greedy per-frame survival {g:.4} < {SURVIVAL_MIN}"
+    );
 }
 
 /// The f32 path loaded through `load_with` is the parity-tested one: same
@@ -289,7 +330,10 @@ fn default_load_options_are_the_stored_weights() {
     let m = load(&dir, Precision::F32);
     let (json, codes) = golden_codes("tiny-a");
     let case = &json["cases"][0];
-    assert_eq!(m.start(&request(&m, case)).unwrap().run_to_end(), codes[0].1);
+    assert_eq!(
+        m.start(&request(&m, case)).unwrap().run_to_end(),
+        codes[0].1
+    );
 }
 
 /// The same figures on a full-size checkpoint (not run by default: it needs
@@ -304,16 +348,21 @@ fn full_size_report() {
         eprintln!("set TTS_RT_PRECISION_MODEL to a checkpoint directory");
         return;
     };
-    let frames: usize = std::env::var("TTS_RT_PRECISION_FRAMES").ok().and_then(|s| s.parse().ok()).unwrap_or(20);
+    let frames: usize = std::env::var("TTS_RT_PRECISION_FRAMES")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(20);
     let dir = PathBuf::from(dir);
     let f32m = load(&dir, Precision::F32);
     let low = load(&dir, Precision::Int8);
     let speaker = f32m.speakers().into_iter().next();
     let mut cases = Vec::new();
-    for (i, text) in
-        ["The quick brown fox jumps over the lazy dog near the river bank today.", "Hello world, this is a test."]
-            .iter()
-            .enumerate()
+    for (i, text) in [
+        "The quick brown fox jumps over the lazy dog near the river bank today.",
+        "Hello world, this is a test.",
+    ]
+    .iter()
+    .enumerate()
     {
         let mut options = f32m.default_options().greedy();
         options.max_frames = frames;
@@ -329,5 +378,8 @@ fn full_size_report() {
         let codes = f32m.start(&req).unwrap().run_to_end();
         cases.push((format!("case{i}"), req, codes));
     }
-    print(&format!("{} int8 ({frames} frames/case)", dir.display()), &compare(&f32m, &low, &cases));
+    print(
+        &format!("{} int8 ({frames} frames/case)", dir.display()),
+        &compare(&f32m, &low, &cases),
+    );
 }

@@ -67,11 +67,32 @@ impl Weight {
     pub fn mat(&self) -> Mat<'_> {
         let (rows, cols, n) = (self.rows, self.cols, self.rows * self.cols);
         match &self.data {
-            WeightData::MappedF32(f, off) => Mat::F32 { data: f.f32s(*off, n), rows, cols },
-            WeightData::MappedBf16(f, off) => Mat::Bf16 { data: f.u16s(*off, n), rows, cols },
-            WeightData::OwnedF32(v) => Mat::F32 { data: v, rows, cols },
-            WeightData::OwnedBf16(v) => Mat::Bf16 { data: v, rows, cols },
-            WeightData::OwnedQ8 { data, scales } => Mat::Q8 { data, scales, rows, cols },
+            WeightData::MappedF32(f, off) => Mat::F32 {
+                data: f.f32s(*off, n),
+                rows,
+                cols,
+            },
+            WeightData::MappedBf16(f, off) => Mat::Bf16 {
+                data: f.u16s(*off, n),
+                rows,
+                cols,
+            },
+            WeightData::OwnedF32(v) => Mat::F32 {
+                data: v,
+                rows,
+                cols,
+            },
+            WeightData::OwnedBf16(v) => Mat::Bf16 {
+                data: v,
+                rows,
+                cols,
+            },
+            WeightData::OwnedQ8 { data, scales } => Mat::Q8 {
+                data,
+                scales,
+                rows,
+                cols,
+            },
         }
     }
     /// Bytes of weight data (resident when touched; int8 includes its scales).
@@ -99,7 +120,9 @@ impl Weight {
                     *o += bf16_to_f32(v);
                 }
             }
-            Mat::Q8 { data, scales, cols, .. } => {
+            Mat::Q8 {
+                data, scales, cols, ..
+            } => {
                 let s = scales[r];
                 for (o, &q) in out.iter_mut().zip(&data[r * cols..(r + 1) * cols]) {
                     *o += q as f32 * s;
@@ -111,12 +134,20 @@ impl Weight {
     pub fn from_q8(rows: usize, cols: usize, data: Vec<i8>, scales: Vec<f32>) -> Self {
         assert_eq!(data.len(), rows * cols);
         assert_eq!(scales.len(), rows);
-        Weight { rows, cols, data: WeightData::OwnedQ8 { data, scales } }
+        Weight {
+            rows,
+            cols,
+            data: WeightData::OwnedQ8 { data, scales },
+        }
     }
     /// An owned f32 weight (tests, generated checkpoints).
     pub fn from_f32(rows: usize, cols: usize, data: Vec<f32>) -> Self {
         assert_eq!(data.len(), rows * cols);
-        Weight { rows, cols, data: WeightData::OwnedF32(data) }
+        Weight {
+            rows,
+            cols,
+            data: WeightData::OwnedF32(data),
+        }
     }
 }
 
@@ -135,11 +166,17 @@ impl TensorStore {
         if index.exists() {
             let text = read_text(&index)?;
             let v: serde_json::Value =
-                serde_json::from_str(&text).map_err(|source| ModelError::Json { path: index.clone(), source })?;
-            let map = v.get("weight_map").and_then(|m| m.as_object()).ok_or_else(|| ModelError::Config {
-                path: index.clone(),
-                message: "missing object `weight_map`".into(),
-            })?;
+                serde_json::from_str(&text).map_err(|source| ModelError::Json {
+                    path: index.clone(),
+                    source,
+                })?;
+            let map = v
+                .get("weight_map")
+                .and_then(|m| m.as_object())
+                .ok_or_else(|| ModelError::Config {
+                    path: index.clone(),
+                    message: "missing object `weight_map`".into(),
+                })?;
             let mut shards: Vec<String> = Vec::new();
             for (tensor, file) in map {
                 let file = file.as_str().ok_or_else(|| ModelError::Config {
@@ -162,16 +199,20 @@ impl TensorStore {
             // The index must agree with the shards' own headers.
             for (tensor, file) in map {
                 match store.entries.get(tensor) {
-                    None => {
+                    None => return Err(ModelError::Config {
+                        path: index.clone(),
+                        message: format!(
+                            "lists tensor `{tensor}` in {file}, but that shard does not contain it"
+                        ),
+                    }),
+                    Some(e)
+                        if paths[e.file].file_name().and_then(|n| n.to_str()) != file.as_str() =>
+                    {
                         return Err(ModelError::Config {
                             path: index.clone(),
-                            message: format!("lists tensor `{tensor}` in {file}, but that shard does not contain it"),
-                        })
-                    }
-                    Some(e) if paths[e.file].file_name().and_then(|n| n.to_str()) != file.as_str() => {
-                        return Err(ModelError::Config {
-                            path: index.clone(),
-                            message: format!("lists tensor `{tensor}` in {file}, but it is in another shard"),
+                            message: format!(
+                                "lists tensor `{tensor}` in {file}, but it is in another shard"
+                            ),
                         })
                     }
                     _ => {}
@@ -183,7 +224,10 @@ impl TensorStore {
         } else {
             Err(ModelError::Io {
                 path: single,
-                source: std::io::Error::new(std::io::ErrorKind::NotFound, "no such file (nor a sharded index)"),
+                source: std::io::Error::new(
+                    std::io::ErrorKind::NotFound,
+                    "no such file (nor a sharded index)",
+                ),
             })
         }
     }
@@ -193,10 +237,17 @@ impl TensorStore {
         let mut files = Vec::new();
         let mut entries = HashMap::new();
         for (fi, path) in paths.iter().enumerate() {
-            let file = MappedFile::open(path).map_err(|source| ModelError::Io { path: path.clone(), source })?;
+            let file = MappedFile::open(path).map_err(|source| ModelError::Io {
+                path: path.clone(),
+                source,
+            })?;
             let bytes = file.bytes();
-            let bad = |message: String| ModelError::Safetensors { path: path.clone(), message };
-            let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes).map_err(|e| bad(describe_st_error(e, bytes.len())))?;
+            let bad = |message: String| ModelError::Safetensors {
+                path: path.clone(),
+                message,
+            };
+            let (header_len, meta) = safetensors::SafeTensors::read_metadata(bytes)
+                .map_err(|e| bad(describe_st_error(e, bytes.len())))?;
             let data_start = 8 + header_len;
             for (name, info) in meta.tensors() {
                 let dtype = match info.dtype {
@@ -204,7 +255,10 @@ impl TensorStore {
                     safetensors::Dtype::F16 => DType::F16,
                     safetensors::Dtype::BF16 => DType::BF16,
                     other => {
-                        return Err(ModelError::UnsupportedDtype { tensor: name, dtype: format!("{other:?}") });
+                        return Err(ModelError::UnsupportedDtype {
+                            tensor: name,
+                            dtype: format!("{other:?}"),
+                        });
                     }
                 };
                 let (s, e) = info.data_offsets;
@@ -213,12 +267,22 @@ impl TensorStore {
                 }
                 entries.insert(
                     name,
-                    Entry { file: fi, dtype, shape: info.shape.clone(), start: data_start + s, end: data_start + e },
+                    Entry {
+                        file: fi,
+                        dtype,
+                        shape: info.shape.clone(),
+                        start: data_start + s,
+                        end: data_start + e,
+                    },
                 );
             }
             files.push(Arc::new(file));
         }
-        Ok(TensorStore { files, entries, taken: Mutex::new(HashSet::new()) })
+        Ok(TensorStore {
+            files,
+            entries,
+            taken: Mutex::new(HashSet::new()),
+        })
     }
 
     pub fn contains(&self, name: &str) -> bool {
@@ -227,14 +291,20 @@ impl TensorStore {
 
     /// Names and shapes of all tensors (sorted), for diagnostics.
     pub fn shapes(&self) -> BTreeMap<&str, &[usize]> {
-        self.entries.iter().map(|(k, e)| (k.as_str(), e.shape.as_slice())).collect()
+        self.entries
+            .iter()
+            .map(|(k, e)| (k.as_str(), e.shape.as_slice()))
+            .collect()
     }
 
     fn entry(&self, name: &str, shape: &[usize]) -> Result<&Entry> {
         let e = self
             .entries
             .get(name)
-            .ok_or_else(|| ModelError::MissingTensor { tensor: name.to_string(), expected: shape.to_vec() })?;
+            .ok_or_else(|| ModelError::MissingTensor {
+                tensor: name.to_string(),
+                expected: shape.to_vec(),
+            })?;
         if e.shape != shape {
             return Err(ModelError::ShapeMismatch {
                 tensor: name.to_string(),
@@ -242,7 +312,10 @@ impl TensorStore {
                 actual: e.shape.clone(),
             });
         }
-        self.taken.lock().unwrap_or_else(|p| p.into_inner()).insert(name.to_string());
+        self.taken
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .insert(name.to_string());
         Ok(e)
     }
 
@@ -256,21 +329,36 @@ impl TensorStore {
         let file = &self.files[e.file];
         let data = match e.dtype {
             DType::F32 if file.f32_aligned(e.start) => WeightData::MappedF32(file.clone(), e.start),
-            DType::BF16 if file.u16_aligned(e.start) => WeightData::MappedBf16(file.clone(), e.start),
-            DType::F32 => WeightData::OwnedF32(decode_f32(&file.bytes()[e.start..e.end], DType::F32)),
+            DType::BF16 if file.u16_aligned(e.start) => {
+                WeightData::MappedBf16(file.clone(), e.start)
+            }
+            DType::F32 => {
+                WeightData::OwnedF32(decode_f32(&file.bytes()[e.start..e.end], DType::F32))
+            }
             DType::BF16 => WeightData::OwnedBf16(
-                file.bytes()[e.start..e.end].chunks_exact(2).map(|b| u16::from_le_bytes([b[0], b[1]])).collect(),
+                file.bytes()[e.start..e.end]
+                    .chunks_exact(2)
+                    .map(|b| u16::from_le_bytes([b[0], b[1]]))
+                    .collect(),
             ),
-            DType::F16 => WeightData::OwnedF32(decode_f32(&file.bytes()[e.start..e.end], DType::F16)),
+            DType::F16 => {
+                WeightData::OwnedF32(decode_f32(&file.bytes()[e.start..e.end], DType::F16))
+            }
         };
-        debug_assert_eq!(e.end - e.start, n * if e.dtype == DType::F32 { 4 } else { 2 });
+        debug_assert_eq!(
+            e.end - e.start,
+            n * if e.dtype == DType::F32 { 4 } else { 2 }
+        );
         Ok(Weight { rows, cols, data })
     }
 
     /// Any tensor widened to an owned f32 vector (norms, biases, conv kernels).
     pub fn vector(&self, name: &str, shape: &[usize]) -> Result<Vec<f32>> {
         let e = self.entry(name, shape)?;
-        Ok(decode_f32(&self.files[e.file].bytes()[e.start..e.end], e.dtype))
+        Ok(decode_f32(
+            &self.files[e.file].bytes()[e.start..e.end],
+            e.dtype,
+        ))
     }
 
     /// Like [`Self::vector`] for a tensor that may be absent.
@@ -295,37 +383,59 @@ impl TensorStore {
     /// another architecture or size must not load silently.
     pub fn finish(&self) -> Result<()> {
         let taken = self.taken.lock().unwrap_or_else(|p| p.into_inner());
-        let mut extra: Vec<&String> = self.entries.keys().filter(|k| !taken.contains(*k)).collect();
+        let mut extra: Vec<&String> = self
+            .entries
+            .keys()
+            .filter(|k| !taken.contains(*k))
+            .collect();
         if extra.is_empty() {
             return Ok(());
         }
         extra.sort();
-        Err(ModelError::UnexpectedTensors { count: extra.len(), first: extra[0].clone() })
+        Err(ModelError::UnexpectedTensors {
+            count: extra.len(),
+            first: extra[0].clone(),
+        })
     }
 }
 
 fn decode_f32(bytes: &[u8], dtype: DType) -> Vec<f32> {
     match dtype {
-        DType::F32 => bytes.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect(),
-        DType::BF16 => bytes.chunks_exact(2).map(|b| bf16_to_f32(u16::from_le_bytes([b[0], b[1]]))).collect(),
-        DType::F16 => {
-            bytes.chunks_exact(2).map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32()).collect()
-        }
+        DType::F32 => bytes
+            .chunks_exact(4)
+            .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+            .collect(),
+        DType::BF16 => bytes
+            .chunks_exact(2)
+            .map(|b| bf16_to_f32(u16::from_le_bytes([b[0], b[1]])))
+            .collect(),
+        DType::F16 => bytes
+            .chunks_exact(2)
+            .map(|b| half::f16::from_bits(u16::from_le_bytes([b[0], b[1]])).to_f32())
+            .collect(),
     }
 }
 
 fn describe_st_error(e: safetensors::SafeTensorError, len: usize) -> String {
     use safetensors::SafeTensorError as E;
     match e {
-        E::HeaderTooSmall => format!("file is {len} bytes, too short for a safetensors header (truncated?)"),
-        E::MetadataIncompleteBuffer => {
-            "data section is shorter or longer than the header declares (truncated or corrupt file)".into()
+        E::HeaderTooSmall => {
+            format!("file is {len} bytes, too short for a safetensors header (truncated?)")
         }
-        E::InvalidHeaderLength => "header length field is larger than the file (truncated or not safetensors)".into(),
+        E::MetadataIncompleteBuffer => {
+            "data section is shorter or longer than the header declares (truncated or corrupt file)"
+                .into()
+        }
+        E::InvalidHeaderLength => {
+            "header length field is larger than the file (truncated or not safetensors)".into()
+        }
         other => format!("{other}"),
     }
 }
 
 pub(crate) fn read_text(path: &Path) -> Result<String> {
-    std::fs::read_to_string(path).map_err(|source| ModelError::Io { path: path.to_path_buf(), source })
+    std::fs::read_to_string(path).map_err(|source| ModelError::Io {
+        path: path.to_path_buf(),
+        source,
+    })
 }

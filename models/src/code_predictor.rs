@@ -41,12 +41,21 @@ impl CodePredictor {
 
     /// [`Self::load`] with the decoder's linear layers in `precision` (the
     /// embeddings, heads and projection keep the stored weights).
-    pub fn load_with(store: &TensorStore, cfg: &TalkerConfig, precision: Precision) -> Result<Self> {
+    pub fn load_with(
+        store: &TensorStore,
+        cfg: &TalkerConfig,
+        precision: Precision,
+    ) -> Result<Self> {
         let cp = &cfg.code_predictor;
         let (th, ch, groups) = (cfg.lm.hidden_size, cp.hidden_size, cfg.num_code_groups);
         let p = "talker.code_predictor";
         let embeddings = (0..groups - 1)
-            .map(|i| store.weight(&format!("{p}.model.codec_embedding.{i}.weight"), &[cp.vocab_size, th]))
+            .map(|i| {
+                store.weight(
+                    &format!("{p}.model.codec_embedding.{i}.weight"),
+                    &[cp.vocab_size, th],
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let heads = (0..groups - 1)
             .map(|i| store.weight(&format!("{p}.lm_head.{i}.weight"), &[cp.vocab_size, ch]))
@@ -59,7 +68,13 @@ impl CodePredictor {
         } else {
             None
         };
-        Ok(CodePredictor { lm: Qwen3Lm::load_with(store, &format!("{p}.model"), cp, precision)?, embeddings, heads, projection, talker_hidden: th })
+        Ok(CodePredictor {
+            lm: Qwen3Lm::load_with(store, &format!("{p}.model"), cp, precision)?,
+            embeddings,
+            heads,
+            projection,
+            talker_hidden: th,
+        })
     }
 
     pub fn vocab_size(&self) -> usize {
@@ -93,7 +108,14 @@ impl CodePredictor {
         codes: &mut [u32],
         choose: impl FnMut(usize, &mut [f32]) -> u32,
     ) {
-        self.predict_with(talker_hidden, c0_embedding, cache, &mut PredictScratch::default(), codes, choose)
+        self.predict_with(
+            talker_hidden,
+            c0_embedding,
+            cache,
+            &mut PredictScratch::default(),
+            codes,
+            choose,
+        )
     }
 
     /// [`Self::predict`] with caller-owned working memory: with a `cache`
@@ -113,7 +135,11 @@ impl CodePredictor {
         cache.clear();
         // Prefill of 2 rows, then one row per predicted codebook but the last.
         self.lm.reserve(cache, steps + 1);
-        let PredictScratch { x, projected, logits } = scratch;
+        let PredictScratch {
+            x,
+            projected,
+            logits,
+        } = scratch;
         x.clear();
         x.extend_from_slice(talker_hidden);
         x.extend_from_slice(c0_embedding);
@@ -153,6 +179,8 @@ impl CodePredictor {
         rng: &mut Rng,
     ) {
         let mut scratch = Vec::new();
-        self.predict(talker_hidden, c0_embedding, cache, codes, |_, l| pick(l, sampler, rng, &mut scratch))
+        self.predict(talker_hidden, c0_embedding, cache, codes, |_, l| {
+            pick(l, sampler, rng, &mut scratch)
+        })
     }
 }

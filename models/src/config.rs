@@ -20,21 +20,30 @@ struct Obj<'a> {
 
 impl<'a> Obj<'a> {
     fn err(&self, key: &str, message: impl std::fmt::Display) -> ModelError {
-        ModelError::Config { path: self.file.to_path_buf(), message: format!("`{}{key}` {message}", self.prefix) }
+        ModelError::Config {
+            path: self.file.to_path_buf(),
+            message: format!("`{}{key}` {message}", self.prefix),
+        }
     }
     fn get(&self, key: &str) -> Option<&'a Value> {
         self.v.get(key).filter(|v| !v.is_null())
     }
     fn sub(&self, key: &str) -> Result<Obj<'a>> {
         match self.get(key) {
-            Some(v) if v.is_object() => Ok(Obj { file: self.file, prefix: format!("{}{key}.", self.prefix), v }),
+            Some(v) if v.is_object() => Ok(Obj {
+                file: self.file,
+                prefix: format!("{}{key}.", self.prefix),
+                v,
+            }),
             Some(_) => Err(self.err(key, "must be an object")),
             None => Err(self.err(key, "is missing")),
         }
     }
     fn usize(&self, key: &str) -> Result<usize> {
         let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
-        v.as_u64().map(|x| x as usize).ok_or_else(|| self.err(key, format!("must be a non-negative integer, found {v}")))
+        v.as_u64()
+            .map(|x| x as usize)
+            .ok_or_else(|| self.err(key, format!("must be a non-negative integer, found {v}")))
     }
     fn usize_or(&self, key: &str, default: usize) -> Result<usize> {
         if self.get(key).is_some() {
@@ -56,7 +65,8 @@ impl<'a> Obj<'a> {
     }
     fn f64(&self, key: &str) -> Result<f64> {
         let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
-        v.as_f64().ok_or_else(|| self.err(key, format!("must be a number, found {v}")))
+        v.as_f64()
+            .ok_or_else(|| self.err(key, format!("must be a number, found {v}")))
     }
     fn f64_or(&self, key: &str, default: f64) -> Result<f64> {
         if self.get(key).is_some() {
@@ -68,27 +78,41 @@ impl<'a> Obj<'a> {
     fn bool_or(&self, key: &str, default: bool) -> Result<bool> {
         match self.get(key) {
             None => Ok(default),
-            Some(v) => v.as_bool().ok_or_else(|| self.err(key, format!("must be true or false, found {v}"))),
+            Some(v) => v
+                .as_bool()
+                .ok_or_else(|| self.err(key, format!("must be true or false, found {v}"))),
         }
     }
     fn str(&self, key: &str) -> Result<&'a str> {
         let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
-        v.as_str().ok_or_else(|| self.err(key, format!("must be a string, found {v}")))
+        v.as_str()
+            .ok_or_else(|| self.err(key, format!("must be a string, found {v}")))
     }
     fn usize_list(&self, key: &str) -> Result<Vec<usize>> {
         let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
-        let arr = v.as_array().ok_or_else(|| self.err(key, "must be a list of integers"))?;
+        let arr = v
+            .as_array()
+            .ok_or_else(|| self.err(key, "must be a list of integers"))?;
         arr.iter()
-            .map(|x| x.as_u64().map(|x| x as usize).ok_or_else(|| self.err(key, "must be a list of non-negative integers")))
+            .map(|x| {
+                x.as_u64()
+                    .map(|x| x as usize)
+                    .ok_or_else(|| self.err(key, "must be a list of non-negative integers"))
+            })
             .collect()
     }
     fn id_map(&self, key: &str) -> Result<BTreeMap<String, u32>> {
-        let Some(v) = self.get(key) else { return Ok(BTreeMap::new()) };
-        let obj = v.as_object().ok_or_else(|| self.err(key, "must be an object of name -> id"))?;
+        let Some(v) = self.get(key) else {
+            return Ok(BTreeMap::new());
+        };
+        let obj = v
+            .as_object()
+            .ok_or_else(|| self.err(key, "must be an object of name -> id"))?;
         obj.iter()
             .map(|(k, x)| {
                 let id = x.as_u64().and_then(|x| u32::try_from(x).ok());
-                id.map(|id| (k.to_lowercase(), id)).ok_or_else(|| self.err(&format!("{key}.{k}"), "must be an integer id"))
+                id.map(|id| (k.to_lowercase(), id))
+                    .ok_or_else(|| self.err(&format!("{key}.{k}"), "must be an integer id"))
             })
             .collect()
     }
@@ -117,32 +141,57 @@ impl LmConfig {
         let num_heads = o.positive("num_attention_heads")?;
         let num_kv_heads = o.usize_or("num_key_value_heads", num_heads)?;
         if num_kv_heads == 0 || num_heads % num_kv_heads != 0 {
-            return Err(o.err("num_key_value_heads", format!("({num_kv_heads}) must divide num_attention_heads ({num_heads})")));
+            return Err(o.err(
+                "num_key_value_heads",
+                format!("({num_kv_heads}) must divide num_attention_heads ({num_heads})"),
+            ));
         }
         let head_dim = o.usize_or("head_dim", hidden_size / num_heads)?;
         if head_dim == 0 || head_dim % 2 != 0 {
-            return Err(o.err("head_dim", "must be a positive even number (rotary embedding)"));
+            return Err(o.err(
+                "head_dim",
+                "must be a positive even number (rotary embedding)",
+            ));
         }
-        let act = o.get("hidden_act").and_then(|v| v.as_str()).unwrap_or("silu");
+        let act = o
+            .get("hidden_act")
+            .and_then(|v| v.as_str())
+            .unwrap_or("silu");
         if act != "silu" {
-            return Err(o.err("hidden_act", format!("is {act:?}; only \"silu\" is implemented")));
+            return Err(o.err(
+                "hidden_act",
+                format!("is {act:?}; only \"silu\" is implemented"),
+            ));
         }
         if o.bool_or("attention_bias", false)? {
-            return Err(o.err("attention_bias", "is true; the Qwen3 blocks here have no attention bias"));
+            return Err(o.err(
+                "attention_bias",
+                "is true; the Qwen3 blocks here have no attention bias",
+            ));
         }
         let num_layers = o.positive("num_hidden_layers")?;
-        let window = if o.bool_or("use_sliding_window", false)? { Some(o.positive("sliding_window")?) } else { None };
+        let window = if o.bool_or("use_sliding_window", false)? {
+            Some(o.positive("sliding_window")?)
+        } else {
+            None
+        };
         let layer_windows = match o.get("layer_types").and_then(|v| v.as_array()) {
             Some(types) => {
                 if types.len() != num_layers {
-                    return Err(o.err("layer_types", format!("has {} entries for {num_layers} layers", types.len())));
+                    return Err(o.err(
+                        "layer_types",
+                        format!("has {} entries for {num_layers} layers", types.len()),
+                    ));
                 }
                 types
                     .iter()
                     .map(|t| match t.as_str() {
                         Some("full_attention") => Ok(None),
                         Some("sliding_attention") => window.map(Some).ok_or_else(|| {
-                            o.err("layer_types", "names sliding_attention but use_sliding_window is false")
+                            o.err(
+                                "layer_types",
+                                "names sliding_attention but use_sliding_window is false",
+                            )
                         }),
                         _ => Err(o.err("layer_types", format!("has unknown entry {t}"))),
                     })
@@ -150,7 +199,9 @@ impl LmConfig {
             }
             None => {
                 let max_window_layers = o.usize_or("max_window_layers", 28)?;
-                (0..num_layers).map(|i| if i >= max_window_layers { window } else { None }).collect()
+                (0..num_layers)
+                    .map(|i| if i >= max_window_layers { window } else { None })
+                    .collect()
             }
         };
         Ok(LmConfig {
@@ -229,19 +280,35 @@ impl TtsConfig {
     }
 
     pub fn from_value(path: &Path, v: &Value) -> Result<Self> {
-        let root = Obj { file: path, prefix: String::new(), v };
+        let root = Obj {
+            file: path,
+            prefix: String::new(),
+            v,
+        };
         if !v.is_object() {
-            return Err(ModelError::Config { path: path.into(), message: "must be a JSON object".into() });
+            return Err(ModelError::Config {
+                path: path.into(),
+                message: "must be a JSON object".into(),
+            });
         }
         let model_type = root.str("model_type")?;
         if model_type != "qwen3_tts" {
-            return Err(ModelError::UnknownModelType { path: path.into(), found: model_type.into(), expected: "qwen3_tts" });
+            return Err(ModelError::UnknownModelType {
+                path: path.into(),
+                found: model_type.into(),
+                expected: "qwen3_tts",
+            });
         }
         let kind = match root.str("tts_model_type")? {
             "custom_voice" => ModelKind::CustomVoice,
             "voice_design" => ModelKind::VoiceDesign,
             "base" => ModelKind::Base,
-            other => return Err(root.err("tts_model_type", format!("is {other:?}; expected custom_voice, voice_design or base"))),
+            other => {
+                return Err(root.err(
+                    "tts_model_type",
+                    format!("is {other:?}; expected custom_voice, voice_design or base"),
+                ))
+            }
         };
         let t = root.sub("talker_config")?;
         let lm = LmConfig::parse(&t)?;
@@ -249,11 +316,19 @@ impl TtsConfig {
         let code_predictor = LmConfig::parse(&cp_obj)?;
         let num_code_groups = t.positive("num_code_groups")?;
         if num_code_groups < 2 {
-            return Err(t.err("num_code_groups", "must be at least 2 (codebook 0 plus predicted codebooks)"));
+            return Err(t.err(
+                "num_code_groups",
+                "must be at least 2 (codebook 0 plus predicted codebooks)",
+            ));
         }
         let cp_groups = cp_obj.usize_or("num_code_groups", num_code_groups)?;
         if cp_groups != num_code_groups {
-            return Err(cp_obj.err("num_code_groups", format!("({cp_groups}) differs from talker_config.num_code_groups ({num_code_groups})")));
+            return Err(cp_obj.err(
+                "num_code_groups",
+                format!(
+                    "({cp_groups}) differs from talker_config.num_code_groups ({num_code_groups})"
+                ),
+            ));
         }
         let codec = CodecIds {
             pad: t.u32("codec_pad_id")?,
@@ -269,16 +344,27 @@ impl TtsConfig {
         let dialects = t.get("spk_is_dialect").and_then(|d| d.as_object());
         let mut speakers = BTreeMap::new();
         for (name, id) in spk_ids {
-            let dialect = match dialects.and_then(|d| d.iter().find(|(k, _)| k.to_lowercase() == name)).map(|(_, v)| v) {
+            let dialect = match dialects
+                .and_then(|d| d.iter().find(|(k, _)| k.to_lowercase() == name))
+                .map(|(_, v)| v)
+            {
                 None | Some(Value::Bool(false)) | Some(Value::Null) => None,
                 Some(Value::String(s)) => {
                     let s = s.to_lowercase();
                     if !languages.contains_key(&s) {
-                        return Err(t.err(&format!("spk_is_dialect.{name}"), format!("names {s:?}, which is not in codec_language_id")));
+                        return Err(t.err(
+                            &format!("spk_is_dialect.{name}"),
+                            format!("names {s:?}, which is not in codec_language_id"),
+                        ));
                     }
                     Some(s)
                 }
-                Some(other) => return Err(t.err(&format!("spk_is_dialect.{name}"), format!("must be false or a language name, found {other}"))),
+                Some(other) => {
+                    return Err(t.err(
+                        &format!("spk_is_dialect.{name}"),
+                        format!("must be false or a language name, found {other}"),
+                    ))
+                }
             };
             speakers.insert(name, Speaker { id, dialect });
         }
@@ -295,7 +381,11 @@ impl TtsConfig {
         let cfg = TtsConfig {
             path: path.into(),
             kind,
-            size: root.get("tts_model_size").and_then(|s| s.as_str()).unwrap_or("").to_string(),
+            size: root
+                .get("tts_model_size")
+                .and_then(|s| s.as_str())
+                .unwrap_or("")
+                .to_string(),
             im_start_token_id: root.u32("im_start_token_id")?,
             im_end_token_id: root.u32("im_end_token_id")?,
             tts_pad_token_id: root.u32("tts_pad_token_id")?,
@@ -337,12 +427,18 @@ impl TtsConfig {
         }
         for (name, s) in &self.talker.speakers {
             if s.id >= v {
-                return Err(t.err(&format!("spk_id.{name}"), format!("({}) is outside the codec vocabulary ({v})", s.id)));
+                return Err(t.err(
+                    &format!("spk_id.{name}"),
+                    format!("({}) is outside the codec vocabulary ({v})", s.id),
+                ));
             }
         }
         for (name, &id) in &self.talker.languages {
             if id >= v {
-                return Err(t.err(&format!("codec_language_id.{name}"), format!("({id}) is outside the codec vocabulary ({v})")));
+                return Err(t.err(
+                    &format!("codec_language_id.{name}"),
+                    format!("({id}) is outside the codec vocabulary ({v})"),
+                ));
             }
         }
         if self.talker.lm.vocab_size < 1024 {
@@ -401,7 +497,11 @@ impl GenerationConfig {
             return Ok(d);
         }
         let v = read_json(path)?;
-        let o = Obj { file: path, prefix: String::new(), v: &v };
+        let o = Obj {
+            file: path,
+            prefix: String::new(),
+            v: &v,
+        };
         Ok(GenerationConfig {
             do_sample: o.bool_or("do_sample", d.do_sample)?,
             temperature: o.f64_or("temperature", d.temperature as f64)? as f32,
@@ -409,7 +509,9 @@ impl GenerationConfig {
             top_p: o.f64_or("top_p", d.top_p as f64)? as f32,
             repetition_penalty: o.f64_or("repetition_penalty", d.repetition_penalty as f64)? as f32,
             subtalker_do_sample: o.bool_or("subtalker_dosample", d.subtalker_do_sample)?,
-            subtalker_temperature: o.f64_or("subtalker_temperature", d.subtalker_temperature as f64)? as f32,
+            subtalker_temperature: o
+                .f64_or("subtalker_temperature", d.subtalker_temperature as f64)?
+                as f32,
             subtalker_top_k: o.usize_or("subtalker_top_k", d.subtalker_top_k)?,
             subtalker_top_p: o.f64_or("subtalker_top_p", d.subtalker_top_p as f64)? as f32,
             max_new_tokens: o.usize_or("max_new_tokens", d.max_new_tokens)?,
@@ -648,5 +750,8 @@ impl CodecConfig {
 
 pub(crate) fn read_json(path: &Path) -> Result<Value> {
     let text = read_text(path)?;
-    serde_json::from_str(&text).map_err(|source| ModelError::Json { path: path.into(), source })
+    serde_json::from_str(&text).map_err(|source| ModelError::Json {
+        path: path.into(),
+        source,
+    })
 }

@@ -28,7 +28,10 @@ pub enum ModelError {
     #[error("{path}: not a valid safetensors file: {message}")]
     Safetensors { path: PathBuf, message: String },
     #[error("checkpoint is missing tensor `{tensor}` (expected shape {expected:?}); is the checkpoint complete and of the configured size?")]
-    MissingTensor { tensor: String, expected: Vec<usize> },
+    MissingTensor {
+        tensor: String,
+        expected: Vec<usize>,
+    },
     #[error("tensor `{tensor}` has shape {actual:?}, but the config implies {expected:?}")]
     ShapeMismatch {
         tensor: String,

@@ -153,10 +153,18 @@ const LANGUAGES: [(&str, u32); 12] = [
 ];
 
 fn configs(d: &Dims) -> (Value, Value) {
-    let spk_id: BTreeMap<_, _> = SPEAKERS.iter().map(|(n, id, _)| (n.to_string(), json!(id))).collect();
-    let dialect: BTreeMap<_, _> =
-        SPEAKERS.iter().map(|(n, _, dl)| (n.to_string(), dl.map_or(json!(false), |s| json!(s)))).collect();
-    let langs: BTreeMap<_, _> = LANGUAGES.iter().map(|(n, id)| (n.to_string(), json!(id))).collect();
+    let spk_id: BTreeMap<_, _> = SPEAKERS
+        .iter()
+        .map(|(n, id, _)| (n.to_string(), json!(id)))
+        .collect();
+    let dialect: BTreeMap<_, _> = SPEAKERS
+        .iter()
+        .map(|(n, _, dl)| (n.to_string(), dl.map_or(json!(false), |s| json!(s))))
+        .collect();
+    let langs: BTreeMap<_, _> = LANGUAGES
+        .iter()
+        .map(|(n, id)| (n.to_string(), json!(id)))
+        .collect();
     let sec = d.head_dim / 2;
     let mrope = [sec - 2 * (sec * 5 / 16), sec * 5 / 16, sec * 5 / 16];
     let config = json!({
@@ -261,15 +269,29 @@ fn configs(d: &Dims) -> (Value, Value) {
 /// Tensor list: (name, shape, fan_in for scaling; 0 = norm-like "around 1").
 fn talker_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
     let mut v = Vec::new();
-    let mut lm = |prefix: &str, h: usize, inter: usize, layers: usize, heads: usize, kv: usize, hd: usize| {
+    let mut lm = |prefix: &str,
+                  h: usize,
+                  inter: usize,
+                  layers: usize,
+                  heads: usize,
+                  kv: usize,
+                  hd: usize| {
         for l in 0..layers {
             let p = format!("{prefix}.layers.{l}");
             v.push((format!("{p}.input_layernorm.weight"), vec![h], 0));
             v.push((format!("{p}.post_attention_layernorm.weight"), vec![h], 0));
-            v.push((format!("{p}.self_attn.q_proj.weight"), vec![heads * hd, h], h));
+            v.push((
+                format!("{p}.self_attn.q_proj.weight"),
+                vec![heads * hd, h],
+                h,
+            ));
             v.push((format!("{p}.self_attn.k_proj.weight"), vec![kv * hd, h], h));
             v.push((format!("{p}.self_attn.v_proj.weight"), vec![kv * hd, h], h));
-            v.push((format!("{p}.self_attn.o_proj.weight"), vec![h, heads * hd], heads * hd));
+            v.push((
+                format!("{p}.self_attn.o_proj.weight"),
+                vec![h, heads * hd],
+                heads * hd,
+            ));
             v.push((format!("{p}.self_attn.q_norm.weight"), vec![hd], 0));
             v.push((format!("{p}.self_attn.k_norm.weight"), vec![hd], 0));
             v.push((format!("{p}.mlp.gate_proj.weight"), vec![inter, h], h));
@@ -278,23 +300,75 @@ fn talker_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
         }
         v.push((format!("{prefix}.norm.weight"), vec![h], 0));
     };
-    lm("talker.model", d.hidden, d.inter, d.layers, d.heads, d.kv, d.head_dim);
-    lm("talker.code_predictor.model", d.cp_hidden, d.cp_inter, d.cp_layers, d.cp_heads, d.cp_kv, d.cp_head_dim);
+    lm(
+        "talker.model",
+        d.hidden,
+        d.inter,
+        d.layers,
+        d.heads,
+        d.kv,
+        d.head_dim,
+    );
+    lm(
+        "talker.code_predictor.model",
+        d.cp_hidden,
+        d.cp_inter,
+        d.cp_layers,
+        d.cp_heads,
+        d.cp_kv,
+        d.cp_head_dim,
+    );
     let (h, th) = (d.hidden, d.text_hidden);
-    v.push(("talker.model.text_embedding.weight".into(), vec![151936, th], 1));
-    v.push(("talker.model.codec_embedding.weight".into(), vec![3072, h], 1));
-    v.push(("talker.text_projection.linear_fc1.weight".into(), vec![th, th], th));
-    v.push(("talker.text_projection.linear_fc1.bias".into(), vec![th], th));
-    v.push(("talker.text_projection.linear_fc2.weight".into(), vec![h, th], th));
+    v.push((
+        "talker.model.text_embedding.weight".into(),
+        vec![151936, th],
+        1,
+    ));
+    v.push((
+        "talker.model.codec_embedding.weight".into(),
+        vec![3072, h],
+        1,
+    ));
+    v.push((
+        "talker.text_projection.linear_fc1.weight".into(),
+        vec![th, th],
+        th,
+    ));
+    v.push((
+        "talker.text_projection.linear_fc1.bias".into(),
+        vec![th],
+        th,
+    ));
+    v.push((
+        "talker.text_projection.linear_fc2.weight".into(),
+        vec![h, th],
+        th,
+    ));
     v.push(("talker.text_projection.linear_fc2.bias".into(), vec![h], th));
     v.push(("talker.codec_head.weight".into(), vec![3072, h], h));
     for i in 0..d.groups - 1 {
-        v.push((format!("talker.code_predictor.model.codec_embedding.{i}.weight"), vec![2048, h], 4 * d.groups));
-        v.push((format!("talker.code_predictor.lm_head.{i}.weight"), vec![2048, d.cp_hidden], d.cp_hidden));
+        v.push((
+            format!("talker.code_predictor.model.codec_embedding.{i}.weight"),
+            vec![2048, h],
+            4 * d.groups,
+        ));
+        v.push((
+            format!("talker.code_predictor.lm_head.{i}.weight"),
+            vec![2048, d.cp_hidden],
+            d.cp_hidden,
+        ));
     }
     if d.cp_hidden != h {
-        v.push(("talker.code_predictor.small_to_mtp_projection.weight".into(), vec![d.cp_hidden, h], h));
-        v.push(("talker.code_predictor.small_to_mtp_projection.bias".into(), vec![d.cp_hidden], h));
+        v.push((
+            "talker.code_predictor.small_to_mtp_projection.weight".into(),
+            vec![d.cp_hidden, h],
+            h,
+        ));
+        v.push((
+            "talker.code_predictor.small_to_mtp_projection.bias".into(),
+            vec![d.cp_hidden],
+            h,
+        ));
     }
     v
 }
@@ -306,22 +380,58 @@ fn codec_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
     let mut v: Vec<(String, Vec<usize>, usize)> = Vec::new();
     let cd = d.c_codebook_dim / 2;
     let q = "decoder.quantizer";
-    v.push((format!("{q}.rvq_first.vq.layers.0._codebook.embedding_sum"), vec![2048, cd], 1));
-    v.push((format!("{q}.rvq_first.vq.layers.0._codebook.cluster_usage"), vec![2048], 0));
+    v.push((
+        format!("{q}.rvq_first.vq.layers.0._codebook.embedding_sum"),
+        vec![2048, cd],
+        1,
+    ));
+    v.push((
+        format!("{q}.rvq_first.vq.layers.0._codebook.cluster_usage"),
+        vec![2048],
+        0,
+    ));
     for i in 0..d.groups - 1 {
-        v.push((format!("{q}.rvq_rest.vq.layers.{i}._codebook.embedding_sum"), vec![2048, cd], 1));
-        v.push((format!("{q}.rvq_rest.vq.layers.{i}._codebook.cluster_usage"), vec![2048], 0));
+        v.push((
+            format!("{q}.rvq_rest.vq.layers.{i}._codebook.embedding_sum"),
+            vec![2048, cd],
+            1,
+        ));
+        v.push((
+            format!("{q}.rvq_rest.vq.layers.{i}._codebook.cluster_usage"),
+            vec![2048],
+            0,
+        ));
     }
     for r in ["rvq_first", "rvq_rest"] {
-        v.push((format!("{q}.{r}.output_proj.weight"), vec![d.c_codebook_dim, cd, 1], cd));
-        v.push((format!("{q}.{r}.input_proj.weight"), vec![cd, d.c_codebook_dim, 1], d.c_codebook_dim));
+        v.push((
+            format!("{q}.{r}.output_proj.weight"),
+            vec![d.c_codebook_dim, cd, 1],
+            cd,
+        ));
+        v.push((
+            format!("{q}.{r}.input_proj.weight"),
+            vec![cd, d.c_codebook_dim, 1],
+            d.c_codebook_dim,
+        ));
     }
-    v.push(("decoder.pre_conv.conv.weight".into(), vec![d.c_latent, d.c_codebook_dim, 3], 3 * d.c_codebook_dim));
-    v.push(("decoder.pre_conv.conv.bias".into(), vec![d.c_latent], d.c_codebook_dim));
+    v.push((
+        "decoder.pre_conv.conv.weight".into(),
+        vec![d.c_latent, d.c_codebook_dim, 3],
+        3 * d.c_codebook_dim,
+    ));
+    v.push((
+        "decoder.pre_conv.conv.bias".into(),
+        vec![d.c_latent],
+        d.c_codebook_dim,
+    ));
     let (ch, ci) = (d.c_hidden, d.c_inter);
     let qd = d.c_heads * d.c_head_dim;
     let t = "decoder.pre_transformer";
-    v.push((format!("{t}.input_proj.weight"), vec![ch, d.c_latent], d.c_latent));
+    v.push((
+        format!("{t}.input_proj.weight"),
+        vec![ch, d.c_latent],
+        d.c_latent,
+    ));
     v.push((format!("{t}.input_proj.bias"), vec![ch], d.c_latent));
     v.push((format!("{t}.output_proj.weight"), vec![d.c_latent, ch], ch));
     v.push((format!("{t}.output_proj.bias"), vec![d.c_latent], ch));
@@ -355,7 +465,11 @@ fn codec_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
         v.push((format!("{p}.1.pwconv2.bias"), vec![lat], 4 * lat));
         v.push((format!("{p}.1.gamma"), vec![lat], SMALL));
     }
-    v.push(("decoder.decoder.0.conv.weight".into(), vec![d.c_dim, lat, 7], 7 * lat));
+    v.push((
+        "decoder.decoder.0.conv.weight".into(),
+        vec![d.c_dim, lat, 7],
+        7 * lat,
+    ));
     v.push(("decoder.decoder.0.conv.bias".into(), vec![d.c_dim], 7 * lat));
     let mut cin = d.c_dim;
     for (b, &s) in [8usize, 5, 4, 3].iter().enumerate() {
@@ -363,7 +477,11 @@ fn codec_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
         let p = format!("decoder.decoder.{}", b + 1);
         v.push((format!("{p}.block.0.alpha"), vec![cin], SMALL));
         v.push((format!("{p}.block.0.beta"), vec![cin], SMALL));
-        v.push((format!("{p}.block.1.conv.weight"), vec![cin, cout, 2 * s], cin * 2));
+        v.push((
+            format!("{p}.block.1.conv.weight"),
+            vec![cin, cout, 2 * s],
+            cin * 2,
+        ));
         v.push((format!("{p}.block.1.conv.bias"), vec![cout], cin));
         for r in 2..5 {
             let rp = format!("{p}.block.{r}");
@@ -371,9 +489,17 @@ fn codec_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
                 v.push((format!("{rp}.{a}.alpha"), vec![cout], SMALL));
                 v.push((format!("{rp}.{a}.beta"), vec![cout], SMALL));
             }
-            v.push((format!("{rp}.conv1.conv.weight"), vec![cout, cout, 7], 7 * cout));
+            v.push((
+                format!("{rp}.conv1.conv.weight"),
+                vec![cout, cout, 7],
+                7 * cout,
+            ));
             v.push((format!("{rp}.conv1.conv.bias"), vec![cout], 7 * cout));
-            v.push((format!("{rp}.conv2.conv.weight"), vec![cout, cout, 1], 2 * cout));
+            v.push((
+                format!("{rp}.conv2.conv.weight"),
+                vec![cout, cout, 1],
+                2 * cout,
+            ));
             v.push((format!("{rp}.conv2.conv.bias"), vec![cout], cout));
         }
         cin = cout;
@@ -382,7 +508,11 @@ fn codec_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
     v.push(("decoder.decoder.5.beta".into(), vec![cin], SMALL));
     // The last conv maps to the waveform: a smaller gain keeps the random
     // decoder's output mostly inside the [-1, 1] clamp.
-    v.push(("decoder.decoder.6.conv.weight".into(), vec![1, cin, 7], 7 * cin * 400));
+    v.push((
+        "decoder.decoder.6.conv.weight".into(),
+        vec![1, cin, 7],
+        7 * cin * 400,
+    ));
     v.push(("decoder.decoder.6.conv.bias".into(), vec![1], 7 * cin));
     v
 }
@@ -400,13 +530,20 @@ fn fill(rng: &mut Rng, n: usize, fan_in: usize) -> Vec<f32> {
     }
 }
 
-fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, usize)], bf16: bool, rng: &mut Rng) -> Result<()> {
+fn write_safetensors(
+    path: &Path,
+    tensors: &[(String, Vec<usize>, usize)],
+    bf16: bool,
+    rng: &mut Rng,
+) -> Result<()> {
     let mut bufs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(tensors.len());
     for (name, shape, fan_in) in tensors {
         let n: usize = shape.iter().product();
         let vals = fill(rng, n, *fan_in);
         let bytes = if bf16 {
-            vals.iter().flat_map(|&x| tts_kernels::f32_to_bf16(x).to_le_bytes()).collect()
+            vals.iter()
+                .flat_map(|&x| tts_kernels::f32_to_bf16(x).to_le_bytes())
+                .collect()
         } else {
             vals.iter().flat_map(|&x| x.to_le_bytes()).collect()
         };
@@ -415,19 +552,32 @@ fn write_safetensors(path: &Path, tensors: &[(String, Vec<usize>, usize)], bf16:
     let dtype = if bf16 { Dtype::BF16 } else { Dtype::F32 };
     let views: Vec<(String, TensorView<'_>)> = bufs
         .iter()
-        .map(|(n, s, b)| (n.clone(), TensorView::new(dtype, s.clone(), b).expect("tensor view of a consistent buffer")))
+        .map(|(n, s, b)| {
+            (
+                n.clone(),
+                TensorView::new(dtype, s.clone(), b).expect("tensor view of a consistent buffer"),
+            )
+        })
         .collect();
-    safetensors::serialize_to_file(views, &None, path)
-        .map_err(|e| ModelError::Safetensors { path: path.into(), message: e.to_string() })
+    safetensors::serialize_to_file(views, &None, path).map_err(|e| ModelError::Safetensors {
+        path: path.into(),
+        message: e.to_string(),
+    })
 }
 
 fn write(path: &Path, text: &str) -> Result<()> {
-    std::fs::write(path, text).map_err(|source| ModelError::Io { path: path.into(), source })
+    std::fs::write(path, text).map_err(|source| ModelError::Io {
+        path: path.into(),
+        source,
+    })
 }
 
 /// GPT-2 byte-to-unicode table (printable stand-ins for every byte).
 fn byte_to_unicode() -> Vec<char> {
-    let mut bs: Vec<u32> = (b'!' as u32..=b'~' as u32).chain(0xA1..=0xAC).chain(0xAE..=0xFF).collect();
+    let mut bs: Vec<u32> = (b'!' as u32..=b'~' as u32)
+        .chain(0xA1..=0xAC)
+        .chain(0xAE..=0xFF)
+        .collect();
     let mut cs = bs.clone();
     let mut n = 0;
     for b in 0..256u32 {
@@ -457,7 +607,10 @@ fn tokenizer_files() -> (String, String, String) {
     let mut merges: Vec<(String, String)> = Vec::new();
     for word in WORDS.split(' ') {
         for prefix in ["", " "] {
-            let bytes: Vec<String> = format!("{prefix}{word}").bytes().map(|b| table[b as usize].to_string()).collect();
+            let bytes: Vec<String> = format!("{prefix}{word}")
+                .bytes()
+                .map(|b| table[b as usize].to_string())
+                .collect();
             let mut cur = bytes[0].clone();
             for piece in &bytes[1..] {
                 let merged = format!("{cur}{piece}");
@@ -510,32 +663,61 @@ fn tokenizer_files() -> (String, String, String) {
         "tokenizer_class": "Qwen2Tokenizer",
         "unk_token": null
     });
-    (vocab_json, merges_txt, serde_json::to_string_pretty(&tok_cfg).expect("config serializes"))
+    (
+        vocab_json,
+        merges_txt,
+        serde_json::to_string_pretty(&tok_cfg).expect("config serializes"),
+    )
 }
 
 /// Writes a complete random checkpoint directory.
 pub fn write_checkpoint(dir: &Path, preset: Preset, seed: u64) -> Result<()> {
     let d = dims(preset);
     let st = dir.join("speech_tokenizer");
-    std::fs::create_dir_all(&st).map_err(|source| ModelError::Io { path: st.clone(), source })?;
+    std::fs::create_dir_all(&st).map_err(|source| ModelError::Io {
+        path: st.clone(),
+        source,
+    })?;
     let (config, codec) = configs(&d);
-    write(&dir.join("config.json"), &serde_json::to_string_pretty(&config).expect("json"))?;
+    write(
+        &dir.join("config.json"),
+        &serde_json::to_string_pretty(&config).expect("json"),
+    )?;
     let gen = json!({"do_sample": true, "repetition_penalty": 1.05, "temperature": 0.9, "top_p": 1.0, "top_k": 50,
         "subtalker_dosample": true, "subtalker_temperature": 0.9, "subtalker_top_p": 1.0, "subtalker_top_k": 50,
         "max_new_tokens": 8192});
-    write(&dir.join("generation_config.json"), &serde_json::to_string_pretty(&gen).expect("json"))?;
+    write(
+        &dir.join("generation_config.json"),
+        &serde_json::to_string_pretty(&gen).expect("json"),
+    )?;
     let (vocab, merges, tok_cfg) = tokenizer_files();
     write(&dir.join("vocab.json"), &vocab)?;
     write(&dir.join("merges.txt"), &merges)?;
     write(&dir.join("tokenizer_config.json"), &tok_cfg)?;
-    write(&dir.join("preprocessor_config.json"), "{\n  \"processor_class\": \"Qwen3TTSProcessor\"\n}\n")?;
-    write(&st.join("config.json"), &serde_json::to_string_pretty(&codec).expect("json"))?;
+    write(
+        &dir.join("preprocessor_config.json"),
+        "{\n  \"processor_class\": \"Qwen3TTSProcessor\"\n}\n",
+    )?;
+    write(
+        &st.join("config.json"),
+        &serde_json::to_string_pretty(&codec).expect("json"),
+    )?;
     write(
         &st.join("preprocessor_config.json"),
         "{\n  \"feature_extractor_type\": \"EncodecFeatureExtractor\",\n  \"feature_size\": 1,\n  \"padding_side\": \"right\",\n  \"padding_value\": 0.0,\n  \"return_attention_mask\": true,\n  \"sampling_rate\": 24000\n}\n",
     )?;
     let mut rng = Rng::new(seed);
-    write_safetensors(&dir.join("model.safetensors"), &talker_tensors(&d), true, &mut rng)?;
-    write_safetensors(&st.join("model.safetensors"), &codec_tensors(&d), false, &mut rng)?;
+    write_safetensors(
+        &dir.join("model.safetensors"),
+        &talker_tensors(&d),
+        true,
+        &mut rng,
+    )?;
+    write_safetensors(
+        &st.join("model.safetensors"),
+        &codec_tensors(&d),
+        false,
+        &mut rng,
+    )?;
     Ok(())
 }

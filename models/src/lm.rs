@@ -39,8 +39,9 @@ pub struct Rope {
 impl Rope {
     pub fn new(head_dim: usize, theta: f64) -> Self {
         let theta = theta as f32;
-        let inv_freq =
-            (0..head_dim / 2).map(|i| 1.0f32 / theta.powf((2 * i) as f32 / head_dim as f32)).collect();
+        let inv_freq = (0..head_dim / 2)
+            .map(|i| 1.0f32 / theta.powf((2 * i) as f32 / head_dim as f32))
+            .collect();
         Rope { inv_freq }
     }
 
@@ -93,8 +94,8 @@ struct Scratch {
 impl Scratch {
     fn bytes(&self) -> usize {
         [
-            &self.x, &self.hn, &self.q, &self.k, &self.v, &self.att, &self.proj, &self.gate, &self.up, &self.act,
-            &self.cos, &self.sin, &self.tmp,
+            &self.x, &self.hn, &self.q, &self.k, &self.v, &self.att, &self.proj, &self.gate,
+            &self.up, &self.act, &self.cos, &self.sin, &self.tmp,
         ]
         .iter()
         .map(|b| b.capacity() * 4)
@@ -134,7 +135,12 @@ impl KvCache {
     /// Bytes held (capacity, including the forward's working buffers), for
     /// memory accounting.
     pub fn bytes(&self) -> usize {
-        self.k.iter().chain(&self.v).map(|b| b.capacity() * 4).sum::<usize>() + self.scratch.bytes()
+        self.k
+            .iter()
+            .chain(&self.v)
+            .map(|b| b.capacity() * 4)
+            .sum::<usize>()
+            + self.scratch.bytes()
     }
 }
 
@@ -153,9 +159,15 @@ impl Qwen3Lm {
     }
 
     /// [`Self::load`] with the linear layers converted to `precision`.
-    pub fn load_with(store: &TensorStore, prefix: &str, cfg: &LmConfig, precision: Precision) -> Result<Self> {
+    pub fn load_with(
+        store: &TensorStore,
+        prefix: &str,
+        cfg: &LmConfig,
+        precision: Precision,
+    ) -> Result<Self> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
-        let weight = |name: &str, shape: &[usize]| store.weight(name, shape).map(|w| convert(w, precision));
+        let weight =
+            |name: &str, shape: &[usize]| store.weight(name, shape).map(|w| convert(w, precision));
         let (qd, kvd) = (cfg.num_heads * hd, cfg.num_kv_heads * hd);
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for i in 0..cfg.num_layers {
@@ -169,9 +181,18 @@ impl Qwen3Lm {
                 o: weight(&format!("{p}.self_attn.o_proj.weight"), &[h, qd])?,
                 q_norm: store.vector(&format!("{p}.self_attn.q_norm.weight"), &[hd])?,
                 k_norm: store.vector(&format!("{p}.self_attn.k_norm.weight"), &[hd])?,
-                gate: weight(&format!("{p}.mlp.gate_proj.weight"), &[cfg.intermediate_size, h])?,
-                up: weight(&format!("{p}.mlp.up_proj.weight"), &[cfg.intermediate_size, h])?,
-                down: weight(&format!("{p}.mlp.down_proj.weight"), &[h, cfg.intermediate_size])?,
+                gate: weight(
+                    &format!("{p}.mlp.gate_proj.weight"),
+                    &[cfg.intermediate_size, h],
+                )?,
+                up: weight(
+                    &format!("{p}.mlp.up_proj.weight"),
+                    &[cfg.intermediate_size, h],
+                )?,
+                down: weight(
+                    &format!("{p}.mlp.down_proj.weight"),
+                    &[h, cfg.intermediate_size],
+                )?,
                 window: cfg.layer_windows.get(i).copied().flatten(),
             });
         }
@@ -253,16 +274,34 @@ impl Qwen3Lm {
         fit(&mut sc.sin, n * half);
         for i in 0..n {
             let r = i * half..(i + 1) * half;
-            self.rope.at(pos0 + i, &mut sc.cos[r.clone()], &mut sc.sin[r]);
+            self.rope
+                .at(pos0 + i, &mut sc.cos[r.clone()], &mut sc.sin[r]);
         }
-        let Scratch { x, hn, q, k, v, att, proj, gate, up, act, cos, sin, tmp } = sc;
+        let Scratch {
+            x,
+            hn,
+            q,
+            k,
+            v,
+            att,
+            proj,
+            gate,
+            up,
+            act,
+            cos,
+            sin,
+            tmp,
+        } = sc;
         for (li, l) in self.layers.iter().enumerate() {
             rms_norm(x, &l.input_norm, c.rms_norm_eps, hn);
             matmul(hn, n, &l.q.mat(), None, q);
             matmul(hn, n, &l.k.mat(), None, k);
             matmul(hn, n, &l.v.mat(), None, v);
             for i in 0..n {
-                let (cos, sin) = (&cos[i * half..(i + 1) * half], &sin[i * half..(i + 1) * half]);
+                let (cos, sin) = (
+                    &cos[i * half..(i + 1) * half],
+                    &sin[i * half..(i + 1) * half],
+                );
                 let qi = &mut q[i * qd..(i + 1) * qd];
                 tmp[..qd].copy_from_slice(qi);
                 rms_norm(&tmp[..qd], &l.q_norm, c.rms_norm_eps, qi);

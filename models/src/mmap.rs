@@ -32,11 +32,13 @@ impl MappedFile {
     }
 
     pub fn f32_aligned(&self, offset: usize) -> bool {
-        cfg!(target_endian = "little") && (self.bytes().as_ptr() as usize + offset).is_multiple_of(4)
+        cfg!(target_endian = "little")
+            && (self.bytes().as_ptr() as usize + offset).is_multiple_of(4)
     }
 
     pub fn u16_aligned(&self, offset: usize) -> bool {
-        cfg!(target_endian = "little") && (self.bytes().as_ptr() as usize + offset).is_multiple_of(2)
+        cfg!(target_endian = "little")
+            && (self.bytes().as_ptr() as usize + offset).is_multiple_of(2)
     }
 
     /// `n` f32 values starting at byte `offset`.

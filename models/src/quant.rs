@@ -59,7 +59,8 @@ impl std::fmt::Display for Precision {
 impl std::str::FromStr for Precision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
-        Precision::from_name(s).ok_or_else(|| format!("unknown precision {s:?}; expected f32 or int8"))
+        Precision::from_name(s)
+            .ok_or_else(|| format!("unknown precision {s:?}; expected f32 or int8"))
     }
 }
 
@@ -82,8 +83,10 @@ pub fn quantize_q8(w: &Weight) -> Weight {
     let mut data = vec![0i8; rows * cols];
     let mut scales = vec![0f32; rows];
     if cols > 0 {
-        data.par_chunks_mut(ROWS_PER_TASK * cols).zip(scales.par_chunks_mut(ROWS_PER_TASK)).enumerate().for_each(
-            |(t, (q, s))| {
+        data.par_chunks_mut(ROWS_PER_TASK * cols)
+            .zip(scales.par_chunks_mut(ROWS_PER_TASK))
+            .enumerate()
+            .for_each(|(t, (q, s))| {
                 let mut row = vec![0f32; cols];
                 for (i, (qr, sr)) in q.chunks_exact_mut(cols).zip(s.iter_mut()).enumerate() {
                     let r = t * ROWS_PER_TASK + i;
@@ -98,8 +101,7 @@ pub fn quantize_q8(w: &Weight) -> Weight {
                         }
                     }
                 }
-            },
-        );
+            });
     }
     Weight::from_q8(rows, cols, data, scales)
 }

@@ -19,16 +19,27 @@ pub struct SamplerConfig {
 }
 
 impl SamplerConfig {
-    pub const GREEDY: SamplerConfig = SamplerConfig { do_sample: false, temperature: 1.0, top_k: 0, top_p: 1.0 };
+    pub const GREEDY: SamplerConfig = SamplerConfig {
+        do_sample: false,
+        temperature: 1.0,
+        top_k: 0,
+        top_p: 1.0,
+    };
 
     /// Checks ranges, naming the option at fault.
     pub fn validate(&self, what: &str) -> Result<(), String> {
         if self.do_sample {
             if !(self.temperature.is_finite() && self.temperature > 0.0) {
-                return Err(format!("{what} temperature must be a positive number, got {}", self.temperature));
+                return Err(format!(
+                    "{what} temperature must be a positive number, got {}",
+                    self.temperature
+                ));
             }
             if !(self.top_p > 0.0 && self.top_p <= 1.0) {
-                return Err(format!("{what} top-p must be in (0, 1], got {}", self.top_p));
+                return Err(format!(
+                    "{what} top-p must be in (0, 1], got {}",
+                    self.top_p
+                ));
             }
         }
         Ok(())
@@ -52,7 +63,9 @@ impl Rng {
             x = (x ^ (x >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
             x ^ (x >> 31)
         };
-        Rng { s: [next(), next(), next(), next()] }
+        Rng {
+            s: [next(), next(), next(), next()],
+        }
     }
 
     pub fn next_u64(&mut self) -> u64 {
@@ -109,7 +122,11 @@ impl TalkerRules {
                 if t < logits.len() && !seen[t] {
                     seen[t] = true;
                     let x = logits[t];
-                    logits[t] = if x < 0.0 { x * self.repetition_penalty } else { x / self.repetition_penalty };
+                    logits[t] = if x < 0.0 {
+                        x * self.repetition_penalty
+                    } else {
+                        x / self.repetition_penalty
+                    };
                 }
             }
         }
@@ -204,7 +221,12 @@ mod tests {
 
     #[test]
     fn repetition_penalty_divides_positive_and_multiplies_negative() {
-        let rules = TalkerRules { repetition_penalty: 2.0, eos: 9, min_new_tokens: 0, suppress: vec![] };
+        let rules = TalkerRules {
+            repetition_penalty: 2.0,
+            eos: 9,
+            min_new_tokens: 0,
+            suppress: vec![],
+        };
         let mut l = vec![4.0, -4.0, 1.0];
         rules.apply(&mut l, &[0, 1, 0], &mut Vec::new());
         assert_eq!(l, vec![2.0, -8.0, 1.0]);
@@ -228,17 +250,29 @@ mod tests {
 
     #[test]
     fn top_k_one_is_greedy_and_sampling_is_seeded() {
-        let cfg = SamplerConfig { do_sample: true, temperature: 0.7, top_k: 1, top_p: 1.0 };
+        let cfg = SamplerConfig {
+            do_sample: true,
+            temperature: 0.7,
+            top_k: 1,
+            top_p: 1.0,
+        };
         let mut rng = Rng::new(1);
         let mut s = Vec::new();
         for _ in 0..20 {
             let mut l = vec![0.1, 3.0, 2.9, -1.0];
             assert_eq!(pick(&mut l, &cfg, &mut rng, &mut s), 1);
         }
-        let cfg = SamplerConfig { do_sample: true, temperature: 1.0, top_k: 0, top_p: 1.0 };
+        let cfg = SamplerConfig {
+            do_sample: true,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 1.0,
+        };
         let draw = |seed| {
             let mut rng = Rng::new(seed);
-            (0..32).map(|_| pick(&mut [0.0; 8], &cfg, &mut rng, &mut Vec::new())).collect::<Vec<_>>()
+            (0..32)
+                .map(|_| pick(&mut [0.0; 8], &cfg, &mut rng, &mut Vec::new()))
+                .collect::<Vec<_>>()
         };
         assert_eq!(draw(7), draw(7));
         assert_ne!(draw(7), draw(8));
@@ -246,7 +280,12 @@ mod tests {
 
     #[test]
     fn top_p_keeps_the_smallest_sufficient_set() {
-        let cfg = SamplerConfig { do_sample: true, temperature: 1.0, top_k: 0, top_p: 0.5 };
+        let cfg = SamplerConfig {
+            do_sample: true,
+            temperature: 1.0,
+            top_k: 0,
+            top_p: 0.5,
+        };
         let mut rng = Rng::new(3);
         for _ in 0..50 {
             // softmax of [ln 6, ln 3, ln 1] = [0.6, 0.3, 0.1]: only id 0 survives p = 0.5.

@@ -53,7 +53,12 @@ impl GenOptions {
     /// The checkpoint's `generation_config.json` defaults.
     pub fn from_config(g: &GenerationConfig) -> Self {
         GenOptions {
-            talker: SamplerConfig { do_sample: g.do_sample, temperature: g.temperature, top_k: g.top_k, top_p: g.top_p },
+            talker: SamplerConfig {
+                do_sample: g.do_sample,
+                temperature: g.temperature,
+                top_k: g.top_k,
+                top_p: g.top_p,
+            },
             code_predictor: SamplerConfig {
                 do_sample: g.subtalker_do_sample,
                 temperature: g.subtalker_temperature,
@@ -128,7 +133,10 @@ pub struct LoadOptions {
 impl LoadOptions {
     /// Both LMs at `p`.
     pub fn uniform(p: Precision) -> Self {
-        LoadOptions { talker: p, code_predictor: p }
+        LoadOptions {
+            talker: p,
+            code_predictor: p,
+        }
     }
 }
 
@@ -144,7 +152,10 @@ impl Qwen3Tts {
         if config.kind != ModelKind::CustomVoice {
             return Err(ModelError::Config {
                 path: dir.join("config.json"),
-                message: format!("tts_model_type {:?} is not supported yet; use a CustomVoice checkpoint", config.kind),
+                message: format!(
+                    "tts_model_type {:?} is not supported yet; use a CustomVoice checkpoint",
+                    config.kind
+                ),
             });
         }
         let generation = GenerationConfig::load(&dir.join("generation_config.json"))?;
@@ -161,7 +172,8 @@ impl Qwen3Tts {
         }
         let store = TensorStore::open_dir(dir, "model")?;
         let talker = Talker::load_with(&store, &config.talker, options.talker)?;
-        let code_predictor = CodePredictor::load_with(&store, &config.talker, options.code_predictor)?;
+        let code_predictor =
+            CodePredictor::load_with(&store, &config.talker, options.code_predictor)?;
         // The speaker encoder (Base checkpoints) is not used by CustomVoice.
         store.ignore_prefix("speaker_encoder.");
         store.finish()?;
@@ -213,8 +225,14 @@ impl Qwen3Tts {
         if req.text.trim().is_empty() {
             return Err(ModelError::InvalidRequest("text is empty".into()));
         }
-        req.options.talker.validate("talker").map_err(ModelError::InvalidRequest)?;
-        req.options.code_predictor.validate("code predictor").map_err(ModelError::InvalidRequest)?;
+        req.options
+            .talker
+            .validate("talker")
+            .map_err(ModelError::InvalidRequest)?;
+        req.options
+            .code_predictor
+            .validate("code predictor")
+            .map_err(ModelError::InvalidRequest)?;
         if !(req.options.repetition_penalty.is_finite() && req.options.repetition_penalty > 0.0) {
             return Err(ModelError::InvalidRequest(format!(
                 "repetition penalty must be a positive number, got {}",
@@ -224,14 +242,18 @@ impl Qwen3Tts {
         let speaker = match &req.speaker {
             None => None,
             Some(s) if s.is_empty() => None,
-            Some(s) => Some(
-                t.speakers
-                    .get(&s.to_lowercase())
-                    .ok_or_else(|| ModelError::UnknownSpeaker { name: s.clone(), valid: self.speakers() })?,
-            ),
+            Some(s) => Some(t.speakers.get(&s.to_lowercase()).ok_or_else(|| {
+                ModelError::UnknownSpeaker {
+                    name: s.clone(),
+                    valid: self.speakers(),
+                }
+            })?),
         };
         if speaker.is_none() && cfg.kind == ModelKind::CustomVoice {
-            return Err(ModelError::UnknownSpeaker { name: String::new(), valid: self.speakers() });
+            return Err(ModelError::UnknownSpeaker {
+                name: String::new(),
+                valid: self.speakers(),
+            });
         }
         let lang = req.language.to_lowercase();
         let mut language_id = if lang == "auto" {
@@ -240,7 +262,10 @@ impl Qwen3Tts {
             Some(
                 *t.languages
                     .get(&lang)
-                    .ok_or_else(|| ModelError::UnknownLanguage { name: req.language.clone(), valid: self.languages() })?,
+                    .ok_or_else(|| ModelError::UnknownLanguage {
+                        name: req.language.clone(),
+                        valid: self.languages(),
+                    })?,
             )
         };
         if lang == "chinese" || lang == "auto" {
@@ -263,16 +288,24 @@ impl Qwen3Tts {
             )));
         }
         let instruct_ids = match &req.instruct {
-            Some(s) if !s.is_empty() && cfg.supports_instruct() => Some(self.tokenizer.encode(&template::instruct(s))?),
+            Some(s) if !s.is_empty() && cfg.supports_instruct() => {
+                Some(self.tokenizer.encode(&template::instruct(s))?)
+            }
             _ => None,
         };
         for &id in input_ids.iter().chain(instruct_ids.iter().flatten()) {
             if id as usize >= self.talker.text_vocab_size() {
-                return Err(ModelError::Tokenizer(format!("token id {id} is outside text_vocab_size")));
+                return Err(ModelError::Tokenizer(format!(
+                    "token id {id} is outside text_vocab_size"
+                )));
             }
         }
 
-        let specials = self.talker.project_text(&[cfg.tts_bos_token_id, cfg.tts_eos_token_id, cfg.tts_pad_token_id]);
+        let specials = self.talker.project_text(&[
+            cfg.tts_bos_token_id,
+            cfg.tts_eos_token_id,
+            cfg.tts_pad_token_id,
+        ]);
         let (tts_bos, rest) = specials.split_at(h);
         let (tts_eos, tts_pad) = rest.split_at(h);
 
@@ -295,7 +328,11 @@ impl Qwen3Tts {
         prefill.extend(self.talker.project_text(&input_ids[..3]));
         // (L-2) x tts_pad + tts_bos, each plus C(K[i]) for i < L-1.
         for (i, &cid) in codec[..kl - 1].iter().enumerate() {
-            let mut row = if i < kl - 2 { tts_pad.to_vec() } else { tts_bos.to_vec() };
+            let mut row = if i < kl - 2 {
+                tts_pad.to_vec()
+            } else {
+                tts_bos.to_vec()
+            };
             self.talker.add_codec_embedding(cid, &mut row);
             prefill.extend(row);
         }
@@ -322,7 +359,14 @@ impl Qwen3Tts {
             rows.extend_from_slice(tts_eos);
             rows
         };
-        Ok(Prompt { hidden: h, prefill, trailing, tts_pad: tts_pad.to_vec(), input_ids, instruct_ids })
+        Ok(Prompt {
+            hidden: h,
+            prefill,
+            trailing,
+            tts_pad: tts_pad.to_vec(),
+            input_ids,
+            instruct_ids,
+        })
     }
 
     /// Starts generating a request.
@@ -335,7 +379,10 @@ impl Qwen3Tts {
     /// run the talker and the code predictor on different threads.
     pub fn sessions(&self, req: &Request) -> Result<(TalkerSession, PredictorSession)> {
         let prompt = self.build_prompt(req)?;
-        Ok((TalkerSession::new(self, prompt, &req.options), PredictorSession::new(self, &req.options)))
+        Ok((
+            TalkerSession::new(self, prompt, &req.options),
+            PredictorSession::new(self, &req.options),
+        ))
     }
 
     /// KV-cache bytes a request of `prompt_rows + frames` positions holds.
@@ -400,7 +447,8 @@ type Observer = Option<Box<dyn FnMut(Observed<'_>) + Send>>;
 impl TalkerSession {
     pub fn new(model: &Qwen3Tts, prompt: Prompt, options: &GenOptions) -> Self {
         let t = &model.config.talker;
-        let mut rules = TalkerRules::official(t.lm.vocab_size, t.codec.eos, options.repetition_penalty);
+        let mut rules =
+            TalkerRules::official(t.lm.vocab_size, t.codec.eos, options.repetition_penalty);
         if options.ignore_eos {
             // The min-new-tokens rule bans EOS; banning it forever leaves
             // `max_frames` as the only stop.
@@ -437,7 +485,12 @@ impl TalkerSession {
         self.cache.bytes()
     }
 
-    fn choose(&mut self, hidden: Vec<f32>, mut logits: Vec<f32>, observer: &mut Observer) -> TalkerOutput {
+    fn choose(
+        &mut self,
+        hidden: Vec<f32>,
+        mut logits: Vec<f32>,
+        observer: &mut Observer,
+    ) -> TalkerOutput {
         if let Some(obs) = observer.as_mut() {
             obs(Observed::Talker(&logits));
         }
@@ -455,7 +508,9 @@ impl TalkerSession {
     fn prefill_observed(&mut self, model: &Qwen3Tts, observer: &mut Observer) -> TalkerOutput {
         assert!(self.cache.is_empty(), "prefill runs once per request");
         let rows = self.prompt.prefill_rows();
-        let (h, logits) = model.talker.forward(&self.prompt.prefill, rows, &mut self.cache);
+        let (h, logits) = model
+            .talker
+            .forward(&self.prompt.prefill, rows, &mut self.cache);
         self.choose(h, logits, observer)
     }
 
@@ -465,7 +520,12 @@ impl TalkerSession {
         self.step_observed(model, frame, &mut None)
     }
 
-    fn step_observed(&mut self, model: &Qwen3Tts, frame: &[u32], observer: &mut Observer) -> TalkerOutput {
+    fn step_observed(
+        &mut self,
+        model: &Qwen3Tts,
+        frame: &[u32],
+        observer: &mut Observer,
+    ) -> TalkerOutput {
         let (talker, cp) = (&model.talker, &model.code_predictor);
         let h = talker.hidden_size();
         // C(c0) + sum_i E_i(c_i) + the next trailing text row (or tts_pad).
@@ -503,19 +563,31 @@ impl PredictorSession {
         self.predict_observed(model, t, &mut None)
     }
 
-    fn predict_observed(&mut self, model: &Qwen3Tts, t: &TalkerOutput, observer: &mut Observer) -> Vec<u32> {
+    fn predict_observed(
+        &mut self,
+        model: &Qwen3Tts,
+        t: &TalkerOutput,
+        observer: &mut Observer,
+    ) -> Vec<u32> {
         let (talker, cp) = (&model.talker, &model.code_predictor);
         let mut c0_emb = vec![0f32; talker.hidden_size()];
         talker.add_codec_embedding(t.c0, &mut c0_emb);
         let mut frame = vec![0u32; cp.num_predicted() + 1];
         frame[0] = t.c0;
         let (rng, scratch, sampler) = (&mut self.rng, &mut self.scratch, &self.sampler);
-        cp.predict_with(&t.hidden, &c0_emb, &mut self.cache, &mut self.work, &mut frame[1..], |i, l| {
-            if let Some(obs) = observer.as_mut() {
-                obs(Observed::CodePredictor(i, l));
-            }
-            pick(l, sampler, rng, scratch)
-        });
+        cp.predict_with(
+            &t.hidden,
+            &c0_emb,
+            &mut self.cache,
+            &mut self.work,
+            &mut frame[1..],
+            |i, l| {
+                if let Some(obs) = observer.as_mut() {
+                    obs(Observed::CodePredictor(i, l));
+                }
+                pick(l, sampler, rng, scratch)
+            },
+        );
         frame
     }
 }
@@ -620,14 +692,19 @@ impl FrameGenerator {
             return None;
         }
         let t = Instant::now();
-        let frame = self.predictor.predict_observed(&model, &out, &mut self.observer);
+        let frame = self
+            .predictor
+            .predict_observed(&model, &out, &mut self.observer);
         self.stats.code_predictor += t.elapsed();
         self.frames += 1;
         // The official loop samples one more codebook-0 token after the last
         // frame it keeps; skip that talker step when the cap is reached.
         if self.frames < self.max_frames {
             let t = Instant::now();
-            self.pending = Some(self.talker.step_observed(&model, &frame, &mut self.observer));
+            self.pending = Some(
+                self.talker
+                    .step_observed(&model, &frame, &mut self.observer),
+            );
             self.stats.talker += t.elapsed();
         }
         Some(frame)

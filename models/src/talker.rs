@@ -28,16 +28,26 @@ impl Talker {
 
     /// [`Self::load`] with the decoder's linear layers in `precision` (the
     /// embeddings, text projection and codec head keep the stored weights).
-    pub fn load_with(store: &TensorStore, cfg: &TalkerConfig, precision: Precision) -> Result<Self> {
+    pub fn load_with(
+        store: &TensorStore,
+        cfg: &TalkerConfig,
+        precision: Precision,
+    ) -> Result<Self> {
         let (h, th) = (cfg.lm.hidden_size, cfg.text_hidden_size);
         Ok(Talker {
             lm: Qwen3Lm::load_with(store, "talker.model", &cfg.lm, precision)?,
-            text_embedding: store.weight("talker.model.text_embedding.weight", &[cfg.text_vocab_size, th])?,
+            text_embedding: store.weight(
+                "talker.model.text_embedding.weight",
+                &[cfg.text_vocab_size, th],
+            )?,
             fc1: store.weight("talker.text_projection.linear_fc1.weight", &[th, th])?,
             fc1_b: store.vector("talker.text_projection.linear_fc1.bias", &[th])?,
             fc2: store.weight("talker.text_projection.linear_fc2.weight", &[h, th])?,
             fc2_b: store.vector("talker.text_projection.linear_fc2.bias", &[h])?,
-            codec_embedding: store.weight("talker.model.codec_embedding.weight", &[cfg.lm.vocab_size, h])?,
+            codec_embedding: store.weight(
+                "talker.model.codec_embedding.weight",
+                &[cfg.lm.vocab_size, h],
+            )?,
             codec_head: store.weight("talker.codec_head.weight", &[cfg.lm.vocab_size, h])?,
             hidden: h,
         })

@@ -35,13 +35,21 @@ impl TextTokenizer {
         let vocab_path = dir.join("vocab.json");
         let merges_path = dir.join("merges.txt");
         let config_path = dir.join("tokenizer_config.json");
-        let bad = |p: &Path, m: String| ModelError::Config { path: p.to_path_buf(), message: m };
+        let bad = |p: &Path, m: String| ModelError::Config {
+            path: p.to_path_buf(),
+            message: m,
+        };
 
         let vocab_json = read_json(&vocab_path)?;
-        let vocab_obj = vocab_json.as_object().ok_or_else(|| bad(&vocab_path, "must be an object token -> id".into()))?;
+        let vocab_obj = vocab_json
+            .as_object()
+            .ok_or_else(|| bad(&vocab_path, "must be an object token -> id".into()))?;
         let mut vocab: HashMap<String, u32> = HashMap::with_capacity(vocab_obj.len() + 64);
         for (tok, id) in vocab_obj {
-            let id = id.as_u64().and_then(|i| u32::try_from(i).ok()).ok_or_else(|| bad(&vocab_path, format!("id of {tok:?} is not an integer")))?;
+            let id = id
+                .as_u64()
+                .and_then(|i| u32::try_from(i).ok())
+                .ok_or_else(|| bad(&vocab_path, format!("id of {tok:?} is not an integer")))?;
             vocab.insert(tok.clone(), id);
         }
 
@@ -54,7 +62,12 @@ impl TextTokenizer {
             let mut parts = line.split(' ');
             match (parts.next(), parts.next(), parts.next()) {
                 (Some(a), Some(b), None) => merges.push((a.to_string(), b.to_string())),
-                _ => return Err(bad(&merges_path, format!("line {} is not a merge `a b`: {line:?}", i + 1))),
+                _ => {
+                    return Err(bad(
+                        &merges_path,
+                        format!("line {} is not a merge `a b`: {line:?}", i + 1),
+                    ))
+                }
             }
         }
 
@@ -66,11 +79,18 @@ impl TextTokenizer {
             let cfg = read_json(&config_path)?;
             if let Some(dec) = cfg.get("added_tokens_decoder").and_then(|d| d.as_object()) {
                 for (id, t) in dec {
-                    let id: u32 = id.parse().map_err(|_| bad(&config_path, format!("added_tokens_decoder key {id:?} is not an id")))?;
-                    let content = t
-                        .get("content")
-                        .and_then(|c| c.as_str())
-                        .ok_or_else(|| bad(&config_path, format!("added_tokens_decoder.{id}.content is missing")))?;
+                    let id: u32 = id.parse().map_err(|_| {
+                        bad(
+                            &config_path,
+                            format!("added_tokens_decoder key {id:?} is not an id"),
+                        )
+                    })?;
+                    let content = t.get("content").and_then(|c| c.as_str()).ok_or_else(|| {
+                        bad(
+                            &config_path,
+                            format!("added_tokens_decoder.{id}.content is missing"),
+                        )
+                    })?;
                     let flag = |k: &str, d: bool| t.get(k).and_then(|v| v.as_bool()).unwrap_or(d);
                     let special = flag("special", false);
                     if let Some(&existing) = vocab.get(content) {
@@ -92,16 +112,29 @@ impl TextTokenizer {
         let vocab_size = vocab.values().map(|&v| v as usize + 1).max().unwrap_or(0);
 
         let bpe = BPE::builder()
-            .vocab_and_merges(vocab.into_iter().collect::<tokenizers::models::bpe::Vocab>(), merges)
+            .vocab_and_merges(
+                vocab
+                    .into_iter()
+                    .collect::<tokenizers::models::bpe::Vocab>(),
+                merges,
+            )
             .build()
             .map_err(|e| ModelError::Tokenizer(format!("{}: {e}", merges_path.display())))?;
         let mut inner = Tokenizer::new(bpe);
         inner.with_normalizer(Some(NFC));
-        let split = Split::new(SplitPattern::Regex(QWEN2_PATTERN.into()), SplitDelimiterBehavior::Isolated, false)
-            .map_err(|e| ModelError::Tokenizer(format!("pre-tokenizer regex: {e}")))?;
-        inner.with_pre_tokenizer(Some(Sequence::new(vec![split.into(), ByteLevel::new(false, false, false).into()])));
+        let split = Split::new(
+            SplitPattern::Regex(QWEN2_PATTERN.into()),
+            SplitDelimiterBehavior::Isolated,
+            false,
+        )
+        .map_err(|e| ModelError::Tokenizer(format!("pre-tokenizer regex: {e}")))?;
+        inner.with_pre_tokenizer(Some(Sequence::new(vec![
+            split.into(),
+            ByteLevel::new(false, false, false).into(),
+        ])));
         inner.with_decoder(Some(ByteLevel::default()));
-        let (special, normal): (Vec<_>, Vec<_>) = added.into_iter().map(|(_, t)| t).partition(|t| t.special);
+        let (special, normal): (Vec<_>, Vec<_>) =
+            added.into_iter().map(|(_, t)| t).partition(|t| t.special);
         inner.add_special_tokens(&special);
         inner.add_tokens(&normal);
         Ok(TextTokenizer { inner, vocab_size })
@@ -110,12 +143,17 @@ impl TextTokenizer {
     /// Token ids of `text`, no special tokens added (added-token literals in
     /// the text are matched, as the official processor does).
     pub fn encode(&self, text: &str) -> Result<Vec<u32>> {
-        let enc = self.inner.encode(text, false).map_err(|e| ModelError::Tokenizer(e.to_string()))?;
+        let enc = self
+            .inner
+            .encode(text, false)
+            .map_err(|e| ModelError::Tokenizer(e.to_string()))?;
         Ok(enc.get_ids().to_vec())
     }
 
     pub fn decode(&self, ids: &[u32]) -> Result<String> {
-        self.inner.decode(ids, false).map_err(|e| ModelError::Tokenizer(e.to_string()))
+        self.inner
+            .decode(ids, false)
+            .map_err(|e| ModelError::Tokenizer(e.to_string()))
     }
 
     /// One past the largest id the tokenizer can produce.

@@ -48,7 +48,9 @@ impl F32Tensor {
         match self.0.mat() {
             Mat::F32 { data, .. } => data,
             // `load` only ever builds F32 storage.
-            Mat::Bf16 { .. } | Mat::Q8 { .. } => unreachable!("F32Tensor holds f32 data by construction"),
+            Mat::Bf16 { .. } | Mat::Q8 { .. } => {
+                unreachable!("F32Tensor holds f32 data by construction")
+            }
         }
     }
 }

@@ -11,7 +11,8 @@ use clap::{Args, Parser, Subcommand};
 use tts_actors::{Engine, EngineConfig, Event};
 use tts_audio::{WavFormat, WavSink};
 use tts_models::codec::{OFFICIAL_CHUNK_FRAMES, OFFICIAL_LEFT_CONTEXT_FRAMES};
-use tts_models::{GenOptions, Qwen3Tts, Request};
+use tts_models::quant::Precision;
+use tts_models::{GenOptions, LoadOptions, Qwen3Tts, Request};
 
 use crate::model_path;
 
@@ -52,6 +53,30 @@ struct ModelArg {
     /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
     #[arg(long)]
     model: Option<PathBuf>,
+    /// LM weight precision: TALKER[,CODE_PREDICTOR], each f32 (the stored
+    /// weights, f32 compute) or int8 (per-channel, quantized at load).
+    /// int8 has not passed its full-size fidelity gate (docs/performance.md).
+    #[arg(long, default_value = "f32", value_parser = parse_precision)]
+    precision: LoadOptions,
+}
+
+/// `f32`, `int8`, or `TALKER,CODE_PREDICTOR` (e.g. `int8,f32`).
+pub(crate) fn parse_precision(s: &str) -> std::result::Result<LoadOptions, String> {
+    let mut parts = s.split(',');
+    let talker: Precision = parts.next().unwrap_or("").trim().parse()?;
+    let code_predictor = match parts.next() {
+        Some(p) => p.trim().parse()?,
+        None => talker,
+    };
+    if parts.next().is_some() {
+        return Err(format!(
+            "{s:?}: give one precision, or two (talker,code predictor)"
+        ));
+    }
+    Ok(LoadOptions {
+        talker,
+        code_predictor,
+    })
 }
 
 #[derive(Args)]
@@ -159,8 +184,8 @@ pub fn run() -> Result<()> {
 fn load(model: &ModelArg) -> Result<Arc<Qwen3Tts>> {
     let dir = model_path::resolve(model.model.as_deref())?;
     let t = Instant::now();
-    let m =
-        Qwen3Tts::load(&dir).with_context(|| format!("loading checkpoint {}", dir.display()))?;
+    let m = Qwen3Tts::load_with(&dir, model.precision)
+        .with_context(|| format!("loading checkpoint {}", dir.display()))?;
     if std::io::stderr().is_terminal() {
         eprintln!(
             "loaded {} in {:.1} s",
@@ -411,6 +436,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
             "code2wav_ms_per_frame": per(dec, n),
             "decode": if a.out.stream { "streaming" } else { "chunked-300/25" },
             "isa": tts_kernels::isa().name(),
+            "precision": format!("{},{}", model.precision.talker.name(), model.precision.code_predictor.name()),
             "threads": rayon::current_num_threads(),
         });
         eprintln!("{line}");

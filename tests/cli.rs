@@ -196,6 +196,51 @@ fn speak_writes_pcm16_to_stdout_and_reads_text_from_stdin() {
 }
 
 #[test]
+fn int8_precision_speaks_on_both_fixtures() {
+    let tmp = tempfile::tempdir().unwrap();
+    for (fx, prec) in [("tiny-a", "int8"), ("tiny-b", "int8,f32")] {
+        let wav = tmp.path().join(format!("{fx}.wav"));
+        let o = ok(bin()
+            .args([
+                "speak",
+                "Hello there.",
+                "--max-frames",
+                "4",
+                "--timings",
+                "--precision",
+                prec,
+                "--model",
+            ])
+            .arg(fixture(fx))
+            .arg("--out")
+            .arg(&wav));
+        let err = String::from_utf8_lossy(&o.stderr);
+        let want = if prec == "int8" {
+            "int8,int8"
+        } else {
+            "int8,f32"
+        };
+        assert!(
+            err.contains(want),
+            "timings should name the precision {want}: {err}"
+        );
+        let (_, s) = read_wav_f32_any(&wav);
+        assert!(!s.is_empty() && s.iter().all(|v| v.is_finite()));
+    }
+}
+
+fn read_wav_f32_any(path: &Path) -> (u32, Vec<f32>) {
+    let mut r = hound::WavReader::open(path).unwrap();
+    let rate = r.spec().sample_rate;
+    (
+        rate,
+        r.samples::<i16>()
+            .map(|s| s.unwrap() as f32 / 32767.0)
+            .collect(),
+    )
+}
+
+#[test]
 fn voices_lists_speakers_and_languages() {
     let o = ok(bin().args(["voices", "--model"]).arg(fixture("tiny-b")));
     let s = String::from_utf8_lossy(&o.stdout);
@@ -308,6 +353,14 @@ fn user_errors_are_clear() {
             .arg("--out")
             .arg(&out),
         &["mp3"],
+    );
+    fails_with(
+        bin()
+            .args(["speak", "Hi", "--precision", "int4", "--model"])
+            .arg(&a)
+            .arg("--out")
+            .arg(&out),
+        &["int4", "int8"],
     );
     // No model anywhere: the message says how to get one.
     let home = tempfile::tempdir().unwrap();

@@ -199,12 +199,14 @@ impl TensorStore {
             // The index must agree with the shards' own headers.
             for (tensor, file) in map {
                 match store.entries.get(tensor) {
-                    None => return Err(ModelError::Config {
-                        path: index.clone(),
-                        message: format!(
+                    None => {
+                        return Err(ModelError::Config {
+                            path: index.clone(),
+                            message: format!(
                             "lists tensor `{tensor}` in {file}, but that shard does not contain it"
                         ),
-                    }),
+                        })
+                    }
                     Some(e)
                         if paths[e.file].file_name().and_then(|n| n.to_str()) != file.as_str() =>
                     {

@@ -152,7 +152,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "threads": rayon::current_num_threads(),
         "cores_online": std::thread::available_parallelism().ok().map(|n| n.get()),
         "load_avg_1m_at_start": load_avg_1m(),
-        "precision": "f32 compute; LM weights as stored (BF16 in hub checkpoints), code2wav F32",
+        "precision": format!("f32 compute; talker weights {}, code predictor weights {} (f32 = as stored, BF16 in hub checkpoints); code2wav F32", model.precision.talker.name(), model.precision.code_predictor.name()),
         "env": {
             "TTS_RT_ISA": std::env::var("TTS_RT_ISA").ok(),
             "RAYON_NUM_THREADS": std::env::var("RAYON_NUM_THREADS").ok(),

@@ -18,6 +18,9 @@ pub struct ServeArgs {
     /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
     #[arg(long)]
     model: Option<PathBuf>,
+    /// LM weight precision: TALKER[,CODE_PREDICTOR], each f32 or int8.
+    #[arg(long, default_value = "f32", value_parser = super::parse_precision)]
+    precision: tts_models::LoadOptions,
     /// Address to listen on; loopback unless you mean to expose it.
     #[arg(long, default_value = "127.0.0.1")]
     host: IpAddr,
@@ -47,6 +50,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     // model fails here with its instructions rather than as a 503 forever.
     let dir = model_path::resolve(a.model.as_deref())?;
     let mut cfg = ServeConfig::new(dir);
+    cfg.precision = a.precision;
     cfg.addr = SocketAddr::new(a.host, a.port);
     cfg.token = a.token;
     cfg.max_sessions = a.max_sessions;

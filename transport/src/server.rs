@@ -34,6 +34,8 @@ use crate::{openai, session};
 #[derive(Debug)]
 pub struct ServeConfig {
     pub model_dir: PathBuf,
+    /// Weight precision of the two LMs (see `tts_models::LoadOptions`).
+    pub precision: tts_models::LoadOptions,
     /// Loopback by default: exposing the port is a decision, not a default.
     pub addr: SocketAddr,
     /// Bearer token required on every route but `/health` and `/ready`.
@@ -60,6 +62,7 @@ impl ServeConfig {
     pub fn new(model_dir: PathBuf) -> Self {
         ServeConfig {
             model_dir,
+            precision: tts_models::LoadOptions::default(),
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             token: None,
             engine: EngineConfig::default(),
@@ -366,6 +369,7 @@ impl Server {
 fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHandle<()> {
     let gate = cfg.load_gate.take();
     let dir = cfg.model_dir.clone();
+    let precision = cfg.precision;
     let mut engine_cfg = cfg.engine.clone();
     // The transport acknowledges every chunk itself (on write, or on the
     // client's audio.ack), so unacknowledged audio is what the client has
@@ -378,7 +382,7 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
         }
         let t0 = Instant::now();
         let r = tokio::task::spawn_blocking(move || -> Result<Loaded, String> {
-            let model = Arc::new(Qwen3Tts::load(&dir).map_err(|e| e.to_string())?);
+            let model = Arc::new(Qwen3Tts::load_with(&dir, precision).map_err(|e| e.to_string())?);
             let engine = Engine::start(model.clone(), engine_cfg).map_err(|e| e.to_string())?;
             let default_frames = model.default_options().max_frames.max(1);
             Ok(Loaded {

@@ -11,7 +11,6 @@ use std::sync::Arc;
 
 use safetensors::SafeTensors;
 use serde_json::Value;
-use tts_models::synth::Prompt;
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
 const FIXTURES: [&str; 2] = ["tiny-a", "tiny-b"];
@@ -162,60 +161,18 @@ fn prompts_match_official() {
     }
 }
 
-/// Talker and code-predictor logits with the golden codes fed back.
-fn teacher_force(
-    m: &Qwen3Tts,
-    p: &Prompt,
-    codes: &[u32],
-    groups: usize,
-    steps: usize,
-) -> (Vec<f32>, Vec<f32>) {
-    let h = m.talker.hidden_size();
-    let mut cache = m.talker.new_cache();
-    let (mut hidden, logits) = m.talker.forward(&p.prefill, p.prefill_rows(), &mut cache);
-    let mut talker = logits;
-    let mut cp = Vec::new();
-    let mut cp_cache = m.code_predictor.new_cache();
-    for (t, frame) in codes.chunks(groups).enumerate() {
-        let mut x = vec![0f32; h];
-        m.talker.add_codec_embedding(frame[0], &mut x);
-        let mut out = vec![0u32; groups - 1];
-        m.code_predictor
-            .predict(&hidden, &x, &mut cp_cache, &mut out, |i, l| {
-                cp.extend_from_slice(l);
-                frame[i + 1]
-            });
-        for (i, &c) in frame[1..].iter().enumerate() {
-            m.code_predictor.add_embedding(i, c, &mut x);
-        }
-        let add = if t < p.trailing_rows() {
-            &p.trailing[t * h..(t + 1) * h]
-        } else {
-            &p.tts_pad[..]
-        };
-        x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
-        if t + 1 < steps {
-            let (hd, logits) = m.talker.forward(&x, 1, &mut cache);
-            hidden = hd;
-            talker.extend(logits);
-        }
-    }
-    (talker, cp)
-}
-
 #[test]
 fn teacher_forced_logits_match_official() {
     for fx in FIXTURES {
         let g = Golden::load(fx);
         let m = model(fx);
-        let groups = m.config.talker.num_code_groups;
         for case in g.cases["cases"].as_array().unwrap() {
             let name = case["name"].as_str().unwrap();
             let p = m.build_prompt(&request(&m, case)).unwrap();
             let (codes, _) = g.codes(&format!("{name}.codes"));
             let (want_t, shape_t) = g.f32(&format!("{name}.talker_logits"));
             let (want_c, _) = g.f32(&format!("{name}.cp_logits"));
-            let (got_t, got_c) = teacher_force(&m, &p, &codes, groups, shape_t[0]);
+            let (got_t, got_c) = m.teacher_force(&p, &codes, shape_t[0]);
             let e = rel_l2(&got_t, &want_t);
             assert!(e <= 1e-4, "{fx}/{name}: talker logits rel-L2 {e:.2e}");
             let e = rel_l2(&got_c, &want_c);

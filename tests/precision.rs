@@ -17,7 +17,6 @@ use std::sync::Arc;
 
 use safetensors::SafeTensors;
 use serde_json::Value;
-use tts_models::synth::Prompt;
 use tts_models::{GenOptions, LoadOptions, Precision, Qwen3Tts, Request};
 
 fn root() -> PathBuf {
@@ -70,44 +69,6 @@ fn request(model: &Qwen3Tts, case: &Value) -> Request {
         text_streaming: !case["non_streaming_mode"].as_bool().unwrap(),
         options,
     }
-}
-
-/// Talker logits (one row per frame: prefill, then each fed-back frame but
-/// the last) and code-predictor logits (one row per predicted code) with
-/// `codes` forced.
-fn teacher_force(m: &Qwen3Tts, p: &Prompt, codes: &[u32]) -> (Vec<f32>, Vec<f32>) {
-    let groups = m.config.talker.num_code_groups;
-    let frames = codes.len() / groups;
-    let h = m.talker.hidden_size();
-    let mut cache = m.talker.new_cache();
-    let (mut hidden, mut talker) = m.talker.forward(&p.prefill, p.prefill_rows(), &mut cache);
-    let mut cp = Vec::new();
-    let mut cp_cache = m.code_predictor.new_cache();
-    for (t, frame) in codes.chunks(groups).enumerate() {
-        let mut x = vec![0f32; h];
-        m.talker.add_codec_embedding(frame[0], &mut x);
-        let mut out = vec![0u32; groups - 1];
-        m.code_predictor
-            .predict(&hidden, &x, &mut cp_cache, &mut out, |i, l| {
-                cp.extend_from_slice(l);
-                frame[i + 1]
-            });
-        for (i, &c) in frame[1..].iter().enumerate() {
-            m.code_predictor.add_embedding(i, c, &mut x);
-        }
-        let add = if t < p.trailing_rows() {
-            &p.trailing[t * h..(t + 1) * h]
-        } else {
-            &p.tts_pad[..]
-        };
-        x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
-        if t + 1 < frames {
-            let (hd, logits) = m.talker.forward(&x, 1, &mut cache);
-            hidden = hd;
-            talker.extend(logits);
-        }
-    }
-    (talker, cp)
 }
 
 /// Agreement of two sets of logit rows.
@@ -197,8 +158,8 @@ fn compare(f32m: &Qwen3Tts, low: &Arc<Qwen3Tts>, cases: &[(String, Request, Vec<
     let mut r = Report::default();
     for (name, req, codes) in cases {
         let p = f32m.build_prompt(req).unwrap();
-        let (wt, wc) = teacher_force(f32m, &p, codes);
-        let (gt, gc) = teacher_force(low, &p, codes);
+        let (wt, wc) = f32m.teacher_force(&p, codes, codes.len() / groups);
+        let (gt, gc) = low.teacher_force(&p, codes, codes.len() / groups);
         let mut a = Agreement::default();
         a.add(&wt, &gt, tv);
         r.codebook0.merge(a);

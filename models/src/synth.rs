@@ -385,6 +385,54 @@ impl Qwen3Tts {
         ))
     }
 
+    /// Teacher forcing: runs the talker over `prompt` and feeds back the given
+    /// `codes` (`[frames, num_code_groups]`) instead of its own choices,
+    /// returning the raw talker logits of the first `talker_steps` steps
+    /// (`[talker_steps, vocab]`; step 0 is the prefill, step t+1 follows frame
+    /// t) and the raw code-predictor logits of every predicted code
+    /// (`[frames, G-1, cp_vocab]`). Parity and precision gates compare these.
+    pub fn teacher_force(
+        &self,
+        prompt: &Prompt,
+        codes: &[u32],
+        talker_steps: usize,
+    ) -> (Vec<f32>, Vec<f32>) {
+        let groups = self.config.talker.num_code_groups;
+        let h = self.talker.hidden_size();
+        let mut cache = self.talker.new_cache();
+        let (mut hidden, mut talker) =
+            self.talker
+                .forward(&prompt.prefill, prompt.prefill_rows(), &mut cache);
+        let mut cp = Vec::new();
+        let mut cp_cache = self.code_predictor.new_cache();
+        for (t, frame) in codes.chunks_exact(groups).enumerate() {
+            let mut x = vec![0f32; h];
+            self.talker.add_codec_embedding(frame[0], &mut x);
+            let mut out = vec![0u32; groups - 1];
+            self.code_predictor
+                .predict(&hidden, &x, &mut cp_cache, &mut out, |i, l| {
+                    cp.extend_from_slice(l);
+                    frame[i + 1]
+                });
+            if t + 1 >= talker_steps {
+                continue;
+            }
+            for (i, &c) in frame[1..].iter().enumerate() {
+                self.code_predictor.add_embedding(i, c, &mut x);
+            }
+            let add = if t < prompt.trailing_rows() {
+                &prompt.trailing[t * h..(t + 1) * h]
+            } else {
+                &prompt.tts_pad[..]
+            };
+            x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
+            let (hd, logits) = self.talker.forward(&x, 1, &mut cache);
+            hidden = hd;
+            talker.extend(logits);
+        }
+        (talker, cp)
+    }
+
     /// KV-cache bytes a request of `prompt_rows + frames` positions holds.
     pub fn session_kv_bytes(&self, positions: usize) -> usize {
         self.talker.lm.kv_bytes_per_position() * positions

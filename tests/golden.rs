@@ -6,75 +6,15 @@
 //! waveforms within rel-L2 1e-4 (f32 compute in different summation order
 //! gives ~1e-6); streaming vs one-shot decode within 1e-5 max abs.
 
-use std::path::{Path, PathBuf};
+mod common;
+
 use std::sync::Arc;
 
-use safetensors::SafeTensors;
+use common::{request, root, Golden};
 use serde_json::Value;
-use tts_models::{GenOptions, Qwen3Tts, Request};
+use tts_models::Qwen3Tts;
 
 const FIXTURES: [&str; 2] = ["tiny-a", "tiny-b"];
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
-
-struct Golden {
-    cases: Value,
-    bytes: Vec<u8>,
-}
-
-impl Golden {
-    fn load(fixture: &str) -> Golden {
-        let dir = root().join("goldens").join(fixture);
-        let cases = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap())
-            .unwrap();
-        Golden {
-            cases,
-            bytes: std::fs::read(dir.join("goldens.safetensors")).unwrap(),
-        }
-    }
-    fn tensors(&self) -> SafeTensors<'_> {
-        SafeTensors::deserialize(&self.bytes).unwrap()
-    }
-    fn has(&self, name: &str) -> bool {
-        self.tensors().names().iter().any(|n| *n == name)
-    }
-    fn f32(&self, name: &str) -> (Vec<f32>, Vec<usize>) {
-        let t = self.tensors();
-        let v = t
-            .tensor(name)
-            .unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
-        assert_eq!(v.dtype(), safetensors::Dtype::F32, "{name}");
-        (
-            v.data()
-                .chunks_exact(4)
-                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
-                .collect(),
-            v.shape().to_vec(),
-        )
-    }
-    fn codes(&self, name: &str) -> (Vec<u32>, Vec<usize>) {
-        let t = self.tensors();
-        let v = t
-            .tensor(name)
-            .unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
-        let data: Vec<u32> = match v.dtype() {
-            safetensors::Dtype::I64 => v
-                .data()
-                .chunks_exact(8)
-                .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32)
-                .collect(),
-            safetensors::Dtype::I32 => v
-                .data()
-                .chunks_exact(4)
-                .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32)
-                .collect(),
-            d => panic!("{name}: unexpected dtype {d:?}"),
-        };
-        (data, v.shape().to_vec())
-    }
-}
 
 fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
     assert_eq!(a.len(), b.len(), "length mismatch");
@@ -95,19 +35,6 @@ fn model(fixture: &str) -> Arc<Qwen3Tts> {
     Arc::new(
         Qwen3Tts::load(&root().join(fixture)).unwrap_or_else(|e| panic!("loading {fixture}: {e}")),
     )
-}
-
-fn request(model: &Qwen3Tts, case: &Value) -> Request {
-    let mut options: GenOptions = model.default_options().greedy();
-    options.max_frames = case["max_new_tokens"].as_u64().unwrap() as usize - 1;
-    Request {
-        text: case["text"].as_str().unwrap().to_string(),
-        speaker: case["speaker"].as_str().map(str::to_string),
-        language: case["language"].as_str().unwrap().to_string(),
-        instruct: case["instruct"].as_str().map(str::to_string),
-        text_streaming: !case["non_streaming_mode"].as_bool().unwrap(),
-        options,
-    }
 }
 
 fn ids(v: &Value) -> Option<Vec<u32>> {

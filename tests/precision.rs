@@ -12,16 +12,14 @@
 //! each model follow its own choices: one flipped argmax changes everything
 //! after it, so it is reported per case as the matching prefix too.
 
+mod common;
+
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use safetensors::SafeTensors;
+use common::{request, root, Golden};
 use serde_json::Value;
-use tts_models::{GenOptions, LoadOptions, Precision, Qwen3Tts, Request};
-
-fn root() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
-}
+use tts_models::{LoadOptions, Precision, Qwen3Tts, Request};
 
 fn load(dir: &Path, p: Precision) -> Arc<Qwen3Tts> {
     Arc::new(
@@ -31,44 +29,18 @@ fn load(dir: &Path, p: Precision) -> Arc<Qwen3Tts> {
 }
 
 fn golden_codes(fixture: &str) -> (Value, Vec<(String, Vec<u32>)>) {
-    let dir = root().join("goldens").join(fixture);
-    let cases: Value =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap()).unwrap();
-    let bytes = std::fs::read(dir.join("goldens.safetensors")).unwrap();
-    let st = SafeTensors::deserialize(&bytes).unwrap();
-    let mut out = Vec::new();
-    for case in cases["cases"].as_array().unwrap() {
-        let name = case["name"].as_str().unwrap().to_string();
-        let t = st.tensor(&format!("{name}.codes")).unwrap();
-        let codes: Vec<u32> = match t.dtype() {
-            safetensors::Dtype::I64 => t
-                .data()
-                .chunks_exact(8)
-                .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32)
-                .collect(),
-            safetensors::Dtype::I32 => t
-                .data()
-                .chunks_exact(4)
-                .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32)
-                .collect(),
-            d => panic!("{name}: unexpected dtype {d:?}"),
-        };
-        out.push((name, codes));
-    }
-    (cases, out)
-}
-
-fn request(model: &Qwen3Tts, case: &Value) -> Request {
-    let mut options: GenOptions = model.default_options().greedy();
-    options.max_frames = case["max_new_tokens"].as_u64().unwrap() as usize - 1;
-    Request {
-        text: case["text"].as_str().unwrap().to_string(),
-        speaker: case["speaker"].as_str().map(str::to_string),
-        language: case["language"].as_str().unwrap().to_string(),
-        instruct: case["instruct"].as_str().map(str::to_string),
-        text_streaming: !case["non_streaming_mode"].as_bool().unwrap(),
-        options,
-    }
+    let g = Golden::load(fixture);
+    let out = g.cases["cases"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|case| {
+            let name = case["name"].as_str().unwrap().to_string();
+            let codes = g.codes(&format!("{name}.codes")).0;
+            (name, codes)
+        })
+        .collect();
+    (g.cases, out)
 }
 
 /// Agreement of two sets of logit rows.

@@ -1,0 +1,85 @@
+//! Shared by the golden-fixture tests: the committed fixtures' location,
+//! the golden tensors written by tools/make_fixtures.py, and a golden case
+//! as a greedy [`Request`].
+#![allow(dead_code)] // each test binary uses a different subset
+
+use std::path::{Path, PathBuf};
+
+use safetensors::SafeTensors;
+use serde_json::Value;
+use tts_models::{GenOptions, Qwen3Tts, Request};
+
+pub fn root() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
+}
+
+pub struct Golden {
+    pub cases: Value,
+    bytes: Vec<u8>,
+}
+
+impl Golden {
+    pub fn load(fixture: &str) -> Golden {
+        let dir = root().join("goldens").join(fixture);
+        let cases = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap())
+            .unwrap();
+        Golden {
+            cases,
+            bytes: std::fs::read(dir.join("goldens.safetensors")).unwrap(),
+        }
+    }
+    pub fn tensors(&self) -> SafeTensors<'_> {
+        SafeTensors::deserialize(&self.bytes).unwrap()
+    }
+    pub fn has(&self, name: &str) -> bool {
+        self.tensors().names().iter().any(|n| *n == name)
+    }
+    pub fn f32(&self, name: &str) -> (Vec<f32>, Vec<usize>) {
+        let t = self.tensors();
+        let v = t
+            .tensor(name)
+            .unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
+        assert_eq!(v.dtype(), safetensors::Dtype::F32, "{name}");
+        (
+            v.data()
+                .chunks_exact(4)
+                .map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]]))
+                .collect(),
+            v.shape().to_vec(),
+        )
+    }
+    pub fn codes(&self, name: &str) -> (Vec<u32>, Vec<usize>) {
+        let t = self.tensors();
+        let v = t
+            .tensor(name)
+            .unwrap_or_else(|e| panic!("golden tensor {name}: {e}"));
+        let data: Vec<u32> = match v.dtype() {
+            safetensors::Dtype::I64 => v
+                .data()
+                .chunks_exact(8)
+                .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u32)
+                .collect(),
+            safetensors::Dtype::I32 => v
+                .data()
+                .chunks_exact(4)
+                .map(|b| i32::from_le_bytes(b.try_into().unwrap()) as u32)
+                .collect(),
+            d => panic!("{name}: unexpected dtype {d:?}"),
+        };
+        (data, v.shape().to_vec())
+    }
+}
+
+/// A golden case as the greedy request the official script ran.
+pub fn request(model: &Qwen3Tts, case: &Value) -> Request {
+    let mut options: GenOptions = model.default_options().greedy();
+    options.max_frames = case["max_new_tokens"].as_u64().unwrap() as usize - 1;
+    Request {
+        text: case["text"].as_str().unwrap().to_string(),
+        speaker: case["speaker"].as_str().map(str::to_string),
+        language: case["language"].as_str().unwrap().to_string(),
+        instruct: case["instruct"].as_str().map(str::to_string),
+        text_streaming: !case["non_streaming_mode"].as_bool().unwrap(),
+        options,
+    }
+}

@@ -1,0 +1,107 @@
+"""Shared pytest fixtures for the client-interop tests.
+
+`server` starts one `tts-rt serve` on the tiny-a fixture checkpoint for the
+whole test session (loopback, any free port, a bearer token), waits for
+/ready, and stops it with SIGTERM at the end, asserting a clean drain (exit 0).
+
+Environment:
+  TTS_RT_BIN   the tts-rt binary (default: target/debug/tts-rt, built by run.sh)
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import threading
+import time
+import urllib.error
+import urllib.request
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+TOKEN = "ci-token"
+MAX_FRAMES = 40
+
+
+@dataclass
+class Server:
+    addr: str  # host:port
+    token: str
+    process: subprocess.Popen
+    stderr_lines: list
+
+    @property
+    def http(self) -> str:
+        return f"http://{self.addr}"
+
+    @property
+    def ws(self) -> str:
+        return f"ws://{self.addr}/v1/realtime"
+
+
+def _binary() -> Path:
+    b = Path(os.environ.get("TTS_RT_BIN", ROOT / "target" / "debug" / "tts-rt"))
+    if not b.exists():
+        pytest.exit(f"tts-rt binary not found at {b}: build it (cargo build) or set TTS_RT_BIN", 2)
+    return b
+
+
+@pytest.fixture(scope="session")
+def server() -> Server:
+    cmd = [
+        str(_binary()),
+        "serve",
+        "--model", str(ROOT / "tests" / "fixtures" / "tiny-a"),
+        "--port", "0",
+        "--max-frames", str(MAX_FRAMES),
+        "--token", TOKEN,
+        "--drain-timeout-s", "10",
+    ]
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    stderr_lines: list = []
+
+    def drain_stderr() -> None:
+        assert proc.stderr is not None
+        for line in proc.stderr:
+            stderr_lines.append(line)
+
+    threading.Thread(target=drain_stderr, daemon=True).start()
+    try:
+        assert proc.stdout is not None
+        first = proc.stdout.readline()
+        if "http://" not in first:
+            proc.kill()
+            pytest.fail(f"tts-rt serve did not print its address: {first!r}; stderr: {''.join(stderr_lines)}")
+        addr = first.split("http://", 1)[1].split()[0]
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                with urllib.request.urlopen(f"http://{addr}/ready", timeout=5) as r:
+                    if r.status == 200:
+                        break
+            except urllib.error.HTTPError as e:
+                if e.code != 503:
+                    raise
+            except urllib.error.URLError:
+                pass
+            if proc.poll() is not None:
+                pytest.fail(f"tts-rt serve exited early ({proc.returncode}): {''.join(stderr_lines)}")
+            if time.monotonic() > deadline:
+                pytest.fail("tts-rt serve never became ready within 120 s")
+            time.sleep(0.1)
+        srv = Server(addr=addr, token=TOKEN, process=proc, stderr_lines=stderr_lines)
+        yield srv
+    finally:
+        if proc.poll() is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                code = proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
+                pytest.fail("tts-rt serve did not exit within 30 s of SIGTERM")
+            assert code == 0, f"tts-rt serve exited {code} after SIGTERM: {''.join(stderr_lines)}"

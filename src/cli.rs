@@ -120,6 +120,10 @@ struct SpeakArgs {
     /// checkpoints); default from generation_config.json (max_new_tokens - 1).
     #[arg(long)]
     max_frames: Option<usize>,
+    /// Never stop on the end-of-speech token: generate exactly --max-frames
+    /// frames (benchmarks on fixed lengths).
+    #[arg(long, requires = "max_frames")]
+    ignore_eos: bool,
     #[arg(long)]
     temperature: Option<f32>,
     #[arg(long)]
@@ -337,6 +341,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
         opts = opts.greedy();
     }
     opts.seed = a.seed;
+    opts.ignore_eos = a.ignore_eos;
     let max_positions = model.config.talker.lm.max_position_embeddings;
     if let Some(n) = a.max_frames {
         if n == 0 {
@@ -376,6 +381,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
             a.timings,
         );
     }
+    let t_total = Instant::now();
     let mut gen = model.start(&req)?;
     let prompt_rows = gen.prompt().prefill_rows();
     let frames_cap = req
@@ -417,6 +423,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
     let t_dec = Instant::now();
     let wav = decode_audio(&model, &codes, n, a.out.stream)?;
     let dec = t_dec.elapsed();
+    let total = t_total.elapsed();
     if a.timings {
         let st = gen.stats;
         let per = |d: std::time::Duration, k: usize| {
@@ -434,6 +441,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
             "talker_ms_per_frame": per(st.talker, n.saturating_sub(1)),
             "code_predictor_ms_per_frame": per(st.code_predictor, n),
             "code2wav_ms_per_frame": per(dec, n),
+            "total_ms": total.as_secs_f64() * 1e3,
             "decode": if a.out.stream { "streaming" } else { "chunked-300/25" },
             "isa": tts_kernels::isa().name(),
             "precision": format!("{},{}", model.precision.talker.name(), model.precision.code_predictor.name()),

@@ -1,13 +1,14 @@
 //! The code predictor ("sub-talker"): a small Qwen3 decoder that, for each
 //! frame, fills codebooks 1..G-1 from the talker's hidden state and the
-//! frame's codebook-0 token. Fresh KV cache per frame; G-1 sequential steps.
+//! frame's codebook-0 token. Fresh KV cache per frame; G-1 sequential steps,
+//! run for any number of sequences together ([`CodePredictor::predict_batch`]).
 
 use tts_kernels::matmul;
 
 use crate::checkpoint::{TensorStore, Weight};
 use crate::config::TalkerConfig;
 use crate::error::Result;
-use crate::lm::{KvCache, Qwen3Lm};
+use crate::lm::{BatchScratch, KvCache, Qwen3Lm};
 use crate::quant::Precision;
 use crate::sampling::{pick, Rng, SamplerConfig};
 
@@ -23,15 +24,23 @@ pub struct CodePredictor {
     talker_hidden: usize,
 }
 
-/// Working memory of [`CodePredictor::predict_with`], owned by a session so
-/// the 15 steps of a frame reuse it.
+/// Working memory of [`CodePredictor::predict_batch`] (and of
+/// [`CodePredictor::predict_with`], its one-sequence case), owned by whoever
+/// runs frames — a session, or a stage batching sessions — so the 15 steps
+/// of a frame, and later frames, reuse it.
 #[derive(Clone, Debug, Default)]
 pub struct PredictScratch {
-    /// The rows fed to the LM at this step (talker width).
+    /// The rows fed to the LM at this step (talker width), all sequences.
     x: Vec<f32>,
     /// `x` through `small_to_mtp_projection` (1.7B).
     projected: Vec<f32>,
+    /// Rows per sequence at this step (2 for the prefill, then 1).
+    lens: Vec<usize>,
+    /// The last hidden row of each sequence `[B, cp_hidden]`.
+    last: Vec<f32>,
+    /// `[B, cp_vocab]`.
     logits: Vec<f32>,
+    lm: BatchScratch,
 }
 
 impl CodePredictor {
@@ -120,7 +129,7 @@ impl CodePredictor {
 
     /// [`Self::predict`] with caller-owned working memory: with a `cache`
     /// and `scratch` kept across frames (a session's), a frame allocates
-    /// nothing.
+    /// nothing. The one-sequence case of [`Self::predict_batch`].
     pub fn predict_with(
         &self,
         talker_hidden: &[f32],
@@ -130,40 +139,109 @@ impl CodePredictor {
         codes: &mut [u32],
         mut choose: impl FnMut(usize, &mut [f32]) -> u32,
     ) {
+        self.predict_batch(
+            talker_hidden,
+            c0_embedding,
+            &mut [cache],
+            scratch,
+            codes,
+            |_, i, l| choose(i, l),
+        )
+    }
+
+    /// Predicts codebooks 1..G-1 of one frame for `B = caches.len()`
+    /// sequences at once: the G-1 sequential steps run for all of them
+    /// together, each step one batched LM pass ([`Qwen3Lm::forward_batch`])
+    /// and one batched head matmul, so every weight is read once per step
+    /// for the whole batch. `talker_hidden` and `c0_embedding` are
+    /// `[B, talker_hidden]` (row `b` for sequence `b`), `codes` is
+    /// `[B, G-1]`, and `choose(b, i, logits)` picks sequence `b`'s code for
+    /// predicted codebook `i` (each sequence keeps its own sampler and RNG,
+    /// called in sequence order within a step). Every sequence's logits and
+    /// codes equal what [`Self::predict`] gives it alone.
+    ///
+    /// Panics if the inputs are not of the sizes above.
+    pub fn predict_batch(
+        &self,
+        talker_hidden: &[f32],
+        c0_embedding: &[f32],
+        caches: &mut [&mut KvCache],
+        scratch: &mut PredictScratch,
+        codes: &mut [u32],
+        mut choose: impl FnMut(usize, usize, &mut [f32]) -> u32,
+    ) {
         let th = self.talker_hidden;
         let steps = self.heads.len();
-        cache.clear();
-        // Prefill of 2 rows, then one row per predicted codebook but the last.
-        self.lm.reserve(cache, steps + 1);
+        let b = caches.len();
+        assert_eq!(
+            talker_hidden.len(),
+            b * th,
+            "predict: talker hidden is not [B, hidden]"
+        );
+        assert_eq!(
+            c0_embedding.len(),
+            b * th,
+            "predict: c0 embedding is not [B, hidden]"
+        );
+        assert_eq!(codes.len(), b * steps, "predict: codes is not [B, G-1]");
+        if b == 0 {
+            return;
+        }
+        for cache in caches.iter_mut() {
+            cache.clear();
+            // Prefill of 2 rows, then one row per predicted codebook but the last.
+            self.lm.reserve(cache, steps + 1);
+        }
         let PredictScratch {
             x,
             projected,
+            lens,
+            last,
             logits,
+            lm,
         } = scratch;
+        // Prefill rows per sequence: its talker hidden state, then C(c0).
         x.clear();
-        x.extend_from_slice(talker_hidden);
-        x.extend_from_slice(c0_embedding);
-        logits.resize(self.vocab_size(), 0.0);
+        for (h, e) in talker_hidden
+            .chunks_exact(th)
+            .zip(c0_embedding.chunks_exact(th))
+        {
+            x.extend_from_slice(h);
+            x.extend_from_slice(e);
+        }
+        lens.clear();
+        lens.resize(b, 2);
+        let vocab = self.vocab_size();
+        logits.resize(b * vocab, 0.0);
         let ch = self.lm.config().hidden_size;
-        let mut rows = 2;
+        last.resize(b * ch, 0.0);
         for (step, head) in self.heads.iter().enumerate() {
+            let rows: usize = lens.iter().sum();
             let input = match &self.projection {
                 None => &x[..],
-                Some((w, b)) => {
+                Some((w, bias)) => {
                     projected.resize(rows * w.rows(), 0.0);
-                    matmul(x, rows, &w.mat(), Some(b), projected);
+                    matmul(x, rows, &w.mat(), Some(bias), projected);
                     &projected[..]
                 }
             };
-            let hs = self.lm.forward_in_cache(input, rows, cache);
-            matmul(&hs[hs.len() - ch..], 1, &head.mat(), None, logits);
-            let code = choose(step, logits);
-            codes[step] = code;
+            let hs = self.lm.forward_batch(input, lens, caches, lm);
+            let mut end = 0;
+            for (dst, &len) in last.chunks_exact_mut(ch).zip(lens.iter()) {
+                end += len;
+                dst.copy_from_slice(&hs[(end - 1) * ch..end * ch]);
+            }
+            matmul(last, b, &head.mat(), None, logits);
+            for (i, l) in logits.chunks_exact_mut(vocab).enumerate() {
+                codes[i * steps + step] = choose(i, step, l);
+            }
             if step + 1 < steps {
                 x.clear();
-                x.resize(th, 0.0);
-                self.add_embedding(step, code, x);
-                rows = 1;
+                x.resize(b * th, 0.0);
+                for (i, row) in x.chunks_exact_mut(th).enumerate() {
+                    self.add_embedding(step, codes[i * steps + step], row);
+                }
+                lens.iter_mut().for_each(|l| *l = 1);
             }
         }
     }

@@ -4,8 +4,9 @@
 //! up(y))` with `y = rmsnorm(h)`; q/k get a per-head RMSNorm before
 //! rotate-half RoPE; GQA; causal (optionally sliding-window) attention.
 //! The KV cache is a separate value ([`KvCache`]) owned by the caller, so one
-//! set of weights serves any number of sessions, and a later batched forward
-//! can take several caches at once.
+//! set of weights serves any number of sessions, and
+//! [`Qwen3Lm::forward_batch`] steps several sequences (each with its own
+//! cache and positions) in one pass over the weights.
 
 use tts_kernels::{attention, matmul, rms_norm, rope, silu_mul, AttnShape};
 
@@ -100,6 +101,19 @@ impl Scratch {
         .iter()
         .map(|b| b.capacity() * 4)
         .sum()
+    }
+}
+
+/// Working memory of [`Qwen3Lm::forward_batch`], owned by whoever batches
+/// (a stage serving many sequences): the activations of every row of a call.
+/// Reused across calls, so a steady batch size allocates nothing.
+#[derive(Clone, Debug, Default)]
+pub struct BatchScratch(Scratch);
+
+impl BatchScratch {
+    /// Bytes held (capacity).
+    pub fn bytes(&self) -> usize {
+        self.0.bytes()
     }
 }
 
@@ -249,15 +263,68 @@ impl Qwen3Lm {
     /// `n` rows: the hidden states are returned in the cache's working
     /// memory, valid until its next forward.
     pub fn forward_in_cache<'c>(&self, x: &[f32], n: usize, cache: &'c mut KvCache) -> &'c [f32] {
+        // The cache's own working memory serves a one-sequence call; it is
+        // moved out (no allocation) so the batch core can borrow both.
+        let mut sc = std::mem::take(&mut cache.scratch);
+        self.run(x, &[n], &mut [&mut *cache], &mut sc);
+        cache.scratch = sc;
+        &cache.scratch.hn[..n * self.cfg.hidden_size]
+    }
+
+    /// One forward over several sequences at once: segment `i` is `lens[i]`
+    /// consecutive rows of `x = [sum(lens), hidden]` for the sequence held
+    /// in `caches[i]`, at that cache's positions `caches[i].len()..`. Returns
+    /// the final-normed hidden states of every row, `[sum(lens), hidden]`,
+    /// in `scratch` (valid until its next use).
+    ///
+    /// The linear layers run once for all rows (`matmul` with `m =
+    /// sum(lens)`), so their weights are read once per call however many
+    /// sequences take part; norms, QK-norm, RoPE, the KV append and
+    /// attention stay per sequence. Every row is computed exactly as
+    /// [`Self::forward`] computes it for its sequence alone (the kernels
+    /// treat rows independently), so a batched result is bit-identical to
+    /// the unbatched one — `models/tests/batch.rs` checks it.
+    ///
+    /// Panics if `lens` and `caches` differ in length, a segment is empty,
+    /// or `x` is not `[sum(lens), hidden]`.
+    pub fn forward_batch<'s>(
+        &self,
+        x: &[f32],
+        lens: &[usize],
+        caches: &mut [&mut KvCache],
+        scratch: &'s mut BatchScratch,
+    ) -> &'s [f32] {
+        self.run(x, lens, caches, &mut scratch.0);
+        let rows: usize = lens.iter().sum();
+        &scratch.0.hn[..rows * self.cfg.hidden_size]
+    }
+
+    /// The decoder over segments (see [`Self::forward_batch`]); the result
+    /// is left in `sc.hn`.
+    fn run(&self, x: &[f32], lens: &[usize], caches: &mut [&mut KvCache], sc: &mut Scratch) {
         let c = &self.cfg;
         let (h, hd) = (c.hidden_size, c.head_dim);
         let (qd, kvd, inter) = (c.num_heads * hd, c.num_kv_heads * hd, c.intermediate_size);
+        assert_eq!(
+            lens.len(),
+            caches.len(),
+            "lm forward: {} segment lengths for {} caches",
+            lens.len(),
+            caches.len()
+        );
+        assert!(
+            lens.iter().all(|&l| l > 0),
+            "lm forward: empty segment in {lens:?}"
+        );
+        let n: usize = lens.iter().sum();
         assert_eq!(x.len(), n * h, "lm forward: input is not [n, hidden]");
-        if cache.k.len() != self.layers.len() {
-            *cache = self.new_cache();
+        for cache in caches.iter_mut() {
+            if cache.k.len() != self.layers.len() {
+                let scratch = std::mem::take(&mut cache.scratch);
+                **cache = self.new_cache();
+                cache.scratch = scratch;
+            }
         }
-        let pos0 = cache.len;
-        let sc = &mut cache.scratch;
         fit(&mut sc.x, n * h).copy_from_slice(x);
         fit(&mut sc.hn, n * h);
         fit(&mut sc.q, n * qd);
@@ -272,10 +339,15 @@ impl Qwen3Lm {
         let half = hd / 2;
         fit(&mut sc.cos, n * half);
         fit(&mut sc.sin, n * half);
-        for i in 0..n {
-            let r = i * half..(i + 1) * half;
-            self.rope
-                .at(pos0 + i, &mut sc.cos[r.clone()], &mut sc.sin[r]);
+        // Row ranges of the segments and their first positions.
+        let mut row = 0;
+        for (cache, &len) in caches.iter().zip(lens) {
+            for i in 0..len {
+                let r = (row + i) * half..(row + i + 1) * half;
+                self.rope
+                    .at(cache.len + i, &mut sc.cos[r.clone()], &mut sc.sin[r]);
+            }
+            row += len;
         }
         let Scratch {
             x,
@@ -311,9 +383,6 @@ impl Qwen3Lm {
                 rms_norm(&tmp[..kvd], &l.k_norm, c.rms_norm_eps, ki);
                 rope(ki, hd, cos, sin);
             }
-            cache.k[li].extend_from_slice(k);
-            cache.v[li].extend_from_slice(v);
-            let n_kv = pos0 + n;
             let shape = AttnShape {
                 n_heads: c.num_heads,
                 n_kv_heads: c.num_kv_heads,
@@ -321,7 +390,25 @@ impl Qwen3Lm {
                 scale: (hd as f32).powf(-0.5),
                 window: l.window,
             };
-            attention(q, n, pos0, &cache.k[li], &cache.v[li], n_kv, 0, shape, att);
+            let mut row = 0;
+            for (cache, &len) in caches.iter_mut().zip(lens) {
+                let pos0 = cache.len;
+                let (kr, qr) = (row * kvd..(row + len) * kvd, row * qd..(row + len) * qd);
+                cache.k[li].extend_from_slice(&k[kr.clone()]);
+                cache.v[li].extend_from_slice(&v[kr]);
+                attention(
+                    &q[qr.clone()],
+                    len,
+                    pos0,
+                    &cache.k[li],
+                    &cache.v[li],
+                    pos0 + len,
+                    0,
+                    shape,
+                    &mut att[qr],
+                );
+                row += len;
+            }
             matmul(att, n, &l.o.mat(), None, proj);
             x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b);
 
@@ -332,8 +419,9 @@ impl Qwen3Lm {
             matmul(act, n, &l.down.mat(), None, proj);
             x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b);
         }
-        cache.len += n;
+        for (cache, &len) in caches.iter_mut().zip(lens) {
+            cache.len += len;
+        }
         rms_norm(x, &self.norm, c.rms_norm_eps, hn);
-        hn
     }
 }

@@ -15,7 +15,7 @@ use crate::code_predictor::{CodePredictor, PredictScratch};
 use crate::codec::Code2Wav;
 use crate::config::{GenerationConfig, ModelKind, TtsConfig};
 use crate::error::{ModelError, Result};
-use crate::lm::KvCache;
+use crate::lm::{BatchScratch, KvCache};
 use crate::quant::Precision;
 use crate::sampling::{pick, Rng, SamplerConfig, TalkerRules};
 use crate::talker::Talker;
@@ -441,8 +441,9 @@ impl Qwen3Tts {
 
 /// Talker-side state of one request: prompt, KV cache, codebook-0 history
 /// and sampler. Stage-separable from [`PredictorSession`], so the runtime can
-/// run the two LMs on different threads (and later batch each across
-/// sessions); [`FrameGenerator`] composes them for single-threaded use.
+/// run the two LMs on different threads and batch each across sessions
+/// ([`TalkerSession::step_batch`], [`PredictorSession::predict_batch`]);
+/// [`FrameGenerator`] composes them for single-threaded use.
 pub struct TalkerSession {
     prompt: Prompt,
     sampler: SamplerConfig,
@@ -574,13 +575,24 @@ impl TalkerSession {
         frame: &[u32],
         observer: &mut Observer,
     ) -> TalkerOutput {
+        let mut x = Vec::new();
+        self.feedback_row(model, frame, &mut x);
+        let (hidden, logits) = model.talker.forward(&x, 1, &mut self.cache);
+        self.choose(hidden, logits, observer)
+    }
+
+    /// Appends the talker input row of a fed-back frame to `x` and counts
+    /// the frame as fed: `C(c0) + sum_i E_i(c_i)` plus the next trailing
+    /// text row (or `tts_pad`).
+    fn feedback_row(&mut self, model: &Qwen3Tts, frame: &[u32], x: &mut Vec<f32>) {
         let (talker, cp) = (&model.talker, &model.code_predictor);
         let h = talker.hidden_size();
-        // C(c0) + sum_i E_i(c_i) + the next trailing text row (or tts_pad).
-        let mut x = vec![0f32; h];
-        talker.add_codec_embedding(frame[0], &mut x);
+        let at = x.len();
+        x.resize(at + h, 0.0);
+        let row = &mut x[at..];
+        talker.add_codec_embedding(frame[0], row);
         for (i, &code) in frame[1..].iter().enumerate() {
-            cp.add_embedding(i, code, &mut x);
+            cp.add_embedding(i, code, row);
         }
         let t = self.fed;
         let add = if t < self.prompt.trailing_rows() {
@@ -588,11 +600,69 @@ impl TalkerSession {
         } else {
             &self.prompt.tts_pad[..]
         };
-        x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
+        row.iter_mut().zip(add).for_each(|(a, b)| *a += b);
         self.fed += 1;
-        let (hidden, logits) = talker.forward(&x, 1, &mut self.cache);
-        self.choose(hidden, logits, observer)
     }
+
+    /// One talker step for several sessions in one decoder pass
+    /// ([`Talker::forward_batch`]): each session runs its prompt
+    /// ([`TalkerWork::Prefill`], a session joining) or feeds back its last
+    /// frame ([`TalkerWork::Feedback`]), with its own KV cache and
+    /// positions. Each session then picks its codebook-0 token with its own
+    /// rules, sampler and RNG, so every output equals what
+    /// [`Self::prefill`] / [`Self::step`] give that session alone. Outputs
+    /// are in `batch` order.
+    ///
+    /// Panics if a session is prefilled twice.
+    pub fn step_batch(
+        model: &Qwen3Tts,
+        batch: &mut [(&mut TalkerSession, TalkerWork<'_>)],
+        scratch: &mut BatchScratch,
+    ) -> Vec<TalkerOutput> {
+        let h = model.talker.hidden_size();
+        let mut x = Vec::new();
+        let mut lens = Vec::with_capacity(batch.len());
+        for (s, work) in batch.iter_mut() {
+            match work {
+                TalkerWork::Prefill => {
+                    assert!(s.cache.is_empty(), "prefill runs once per request");
+                    x.extend_from_slice(&s.prompt.prefill);
+                    lens.push(s.prompt.prefill_rows());
+                }
+                TalkerWork::Feedback(frame) => {
+                    s.feedback_row(model, frame, &mut x);
+                    lens.push(1);
+                }
+            }
+        }
+        let (hidden, logits) = {
+            let mut caches: Vec<&mut KvCache> =
+                batch.iter_mut().map(|(s, _)| &mut s.cache).collect();
+            model.talker.forward_batch(&x, &lens, &mut caches, scratch)
+        };
+        let vocab = model.talker.vocab_size();
+        batch
+            .iter_mut()
+            .enumerate()
+            .map(|(i, (s, _))| {
+                s.choose(
+                    hidden[i * h..(i + 1) * h].to_vec(),
+                    logits[i * vocab..(i + 1) * vocab].to_vec(),
+                    &mut None,
+                )
+            })
+            .collect()
+    }
+}
+
+/// A session's part in [`TalkerSession::step_batch`].
+#[derive(Clone, Copy, Debug)]
+pub enum TalkerWork<'a> {
+    /// Run the prompt and pick the first codebook-0 token.
+    Prefill,
+    /// Feed back this finished frame (`num_code_groups` codes) and pick the
+    /// next codebook-0 token.
+    Feedback(&'a [u32]),
 }
 
 impl PredictorSession {
@@ -637,6 +707,62 @@ impl PredictorSession {
             },
         );
         frame
+    }
+
+    /// Fills codebooks 1..G-1 for several sessions' talker outputs in one
+    /// batched code-predictor frame ([`CodePredictor::predict_batch`]);
+    /// returns each whole frame, in `batch` order. Each session samples with
+    /// its own options and RNG stream, so its frame equals what
+    /// [`Self::predict`] gives it alone.
+    pub fn predict_batch(
+        model: &Qwen3Tts,
+        batch: &mut [(&mut PredictorSession, &TalkerOutput)],
+        scratch: &mut PredictScratch,
+    ) -> Vec<Vec<u32>> {
+        let (talker, cp) = (&model.talker, &model.code_predictor);
+        let (h, steps) = (talker.hidden_size(), cp.num_predicted());
+        let b = batch.len();
+        let mut hidden = Vec::with_capacity(b * h);
+        let mut c0_emb = vec![0f32; b * h];
+        for ((_, t), e) in batch.iter().zip(c0_emb.chunks_exact_mut(h)) {
+            hidden.extend_from_slice(&t.hidden);
+            talker.add_codec_embedding(t.c0, e);
+        }
+        let mut codes = vec![0u32; b * steps];
+        let mut caches = Vec::with_capacity(b);
+        let mut pickers = Vec::with_capacity(b);
+        for (s, _) in batch.iter_mut() {
+            let PredictorSession {
+                sampler,
+                rng,
+                cache,
+                scratch,
+                ..
+            } = &mut **s;
+            caches.push(cache);
+            pickers.push((&*sampler, rng, scratch));
+        }
+        cp.predict_batch(
+            &hidden,
+            &c0_emb,
+            &mut caches,
+            scratch,
+            &mut codes,
+            |i, _, l| {
+                let (sampler, rng, scratch) = &mut pickers[i];
+                pick(l, sampler, rng, scratch)
+            },
+        );
+        batch
+            .iter()
+            .zip(codes.chunks_exact(steps))
+            .map(|((_, t), c)| {
+                let mut frame = Vec::with_capacity(steps + 1);
+                frame.push(t.c0);
+                frame.extend_from_slice(c);
+                frame
+            })
+            .collect()
     }
 }
 

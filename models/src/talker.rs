@@ -6,7 +6,7 @@ use tts_kernels::{matmul, reference::silu};
 use crate::checkpoint::{TensorStore, Weight};
 use crate::config::TalkerConfig;
 use crate::error::Result;
-use crate::lm::{KvCache, Qwen3Lm};
+use crate::lm::{BatchScratch, KvCache, Qwen3Lm};
 use crate::quant::Precision;
 
 pub struct Talker {
@@ -53,6 +53,11 @@ impl Talker {
         })
     }
 
+    /// The decoder stack.
+    pub fn lm(&self) -> &Qwen3Lm {
+        &self.lm
+    }
+
     pub fn hidden_size(&self) -> usize {
         self.hidden
     }
@@ -93,6 +98,32 @@ impl Talker {
         let last = hs[(n - 1) * self.hidden..].to_vec();
         let mut logits = vec![0f32; self.vocab_size()];
         matmul(&last, 1, &self.codec_head.mat(), None, &mut logits);
+        (last, logits)
+    }
+
+    /// Several sequences in one decoder pass ([`Qwen3Lm::forward_batch`]):
+    /// segment `i` is `lens[i]` rows of `x` for `caches[i]` (a prefill, or
+    /// one fed-back frame). Returns, per segment, the last row's final-normed
+    /// hidden state `[B, hidden]` and its codebook-0 logits `[B, vocab]`;
+    /// each equals what [`Self::forward`] returns for that sequence alone.
+    pub fn forward_batch(
+        &self,
+        x: &[f32],
+        lens: &[usize],
+        caches: &mut [&mut KvCache],
+        scratch: &mut BatchScratch,
+    ) -> (Vec<f32>, Vec<f32>) {
+        let h = self.hidden;
+        let hs = self.lm.forward_batch(x, lens, caches, scratch);
+        let b = lens.len();
+        let mut last = Vec::with_capacity(b * h);
+        let mut end = 0;
+        for &len in lens {
+            end += len;
+            last.extend_from_slice(&hs[(end - 1) * h..end * h]);
+        }
+        let mut logits = vec![0f32; b * self.vocab_size()];
+        matmul(&last, b, &self.codec_head.mat(), None, &mut logits);
         (last, logits)
     }
 

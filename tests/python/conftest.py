@@ -11,6 +11,7 @@ Environment:
 from __future__ import annotations
 
 import os
+import queue
 import signal
 import subprocess
 import threading
@@ -24,6 +25,10 @@ import pytest
 
 ROOT = Path(__file__).resolve().parents[2]
 TOKEN = "ci-token"
+# The server is on loopback: never route to it through a configured proxy
+# (the openai SDK's HTTP client honours these variables).
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost"
+_DIRECT = urllib.request.build_opener(urllib.request.ProxyHandler({}))
 MAX_FRAMES = 40
 
 
@@ -63,24 +68,38 @@ def server() -> Server:
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stderr_lines: list = []
+    stdout_lines: "queue.Queue[str | None]" = queue.Queue()
 
+    # Both pipes are drained for the server's whole life, so it can never
+    # block on a full pipe.
     def drain_stderr() -> None:
         assert proc.stderr is not None
         for line in proc.stderr:
             stderr_lines.append(line)
 
-    threading.Thread(target=drain_stderr, daemon=True).start()
-    try:
+    def drain_stdout() -> None:
         assert proc.stdout is not None
-        first = proc.stdout.readline()
+        for line in proc.stdout:
+            stdout_lines.put(line)
+        stdout_lines.put(None)
+
+    threading.Thread(target=drain_stderr, daemon=True).start()
+    threading.Thread(target=drain_stdout, daemon=True).start()
+    serving = False
+    try:
+        try:
+            first = stdout_lines.get(timeout=60) or ""
+        except queue.Empty:
+            first = ""
         if "http://" not in first:
             proc.kill()
+            proc.wait()
             pytest.fail(f"tts-rt serve did not print its address: {first!r}; stderr: {''.join(stderr_lines)}")
         addr = first.split("http://", 1)[1].split()[0]
         deadline = time.monotonic() + 120
         while True:
             try:
-                with urllib.request.urlopen(f"http://{addr}/ready", timeout=5) as r:
+                with _DIRECT.open(f"http://{addr}/ready", timeout=5) as r:
                     if r.status == 200:
                         break
             except urllib.error.HTTPError as e:
@@ -94,8 +113,11 @@ def server() -> Server:
                 pytest.fail("tts-rt serve never became ready within 120 s")
             time.sleep(0.1)
         srv = Server(addr=addr, token=TOKEN, process=proc, stderr_lines=stderr_lines)
+        serving = True
         yield srv
     finally:
+        if serving and proc.poll() is not None:
+            pytest.fail(f"tts-rt serve died during the tests (exit {proc.returncode}): {''.join(stderr_lines)}")
         if proc.poll() is None:
             proc.send_signal(signal.SIGTERM)
             try:

@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # Client-interop tests: independent clients (Python `websockets`, the official
 # `openai` package, headless Chromium for the browser page) against a real
-# `tts-rt serve`. Creates its own venv; needs the tts-rt binary (built here if
-# missing). Usage: tests/python/run.sh [pytest args]
+# `tts-rt serve`. Creates its own venv (target/client-venv, or
+# $TTS_RT_CLIENT_VENV). Tests $TTS_RT_BIN when set, else builds (or brings up
+# to date) this tree's debug binary. Usage: tests/python/run.sh [pytest args]
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 VENV="${TTS_RT_CLIENT_VENV:-target/client-venv}"
@@ -10,10 +11,13 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/pip" install -q --disable-pip-version-check -r tests/python/requirements.txt
-export TTS_RT_BIN="${TTS_RT_BIN:-$PWD/target/debug/tts-rt}"
-if [ ! -x "$TTS_RT_BIN" ]; then
+# The binary under test: $TTS_RT_BIN as given, else this tree's debug build,
+# brought up to date (a no-op after `cargo test`; never a stale binary).
+if [ -z "${TTS_RT_BIN:-}" ]; then
   cargo build --locked --bin tts-rt
+  TTS_RT_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/tts-rt"
 fi
+export TTS_RT_BIN
 set +e
 "$VENV/bin/python" -m pytest -q tests/python "$@"
 rc=$?

@@ -81,7 +81,8 @@ struct SpeechRequest {
     #[allow(dead_code)]
     model: Option<String>,
     input: String,
-    voice: Option<String>,
+    /// A name, or the SDK's custom-voice object `{"id": name}`.
+    voice: Option<serde_json::Value>,
     instructions: Option<String>,
     response_format: Option<String>,
     speed: Option<f64>,
@@ -121,7 +122,7 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
             "input",
         ));
     }
-    let voice = match &r.voice {
+    let voice = match r.voice.as_ref().map(voice_name).transpose()? {
         None => m.voices.default_speaker().unwrap_or_default().to_string(),
         Some(v) => m.voices.resolve(v).ok_or_else(|| {
             invalid(
@@ -212,6 +213,25 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
         sse,
         rate,
     })
+}
+
+/// The voice name in OpenAI's `voice`: a string (`"alloy"`), or the
+/// custom-voice object newer SDKs send (`{"id": "alloy"}`), whose id names a
+/// voice here like a string does.
+fn voice_name(v: &serde_json::Value) -> Result<&str, Invalid> {
+    let bad = || {
+        invalid(
+            format!("voice must be a voice name or {{\"id\": name}}, got {v}"),
+            "voice",
+        )
+    };
+    match v {
+        serde_json::Value::String(s) => Ok(s),
+        serde_json::Value::Object(o) if o.len() == 1 => {
+            o.get("id").and_then(|id| id.as_str()).ok_or_else(bad)
+        }
+        _ => Err(bad()),
+    }
 }
 
 /// A 44-byte PCM16 mono WAV header for a stream of unknown length.
@@ -479,6 +499,25 @@ pub async fn voices(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn voice_is_a_name_or_an_id_object() {
+        use serde_json::json;
+        assert_eq!(voice_name(&json!("alloy")).ok(), Some("alloy"));
+        assert_eq!(voice_name(&json!({"id": "eric"})).ok(), Some("eric"));
+        for bad in [
+            json!(5),
+            json!(null),
+            json!({}),
+            json!({"id": 3}),
+            json!({"id": "a", "x": 1}),
+            json!(["alloy"]),
+        ] {
+            let e = voice_name(&bad).err().expect("refused");
+            assert_eq!(e.param, "voice");
+            assert!(e.message.contains("voice name"), "{}", e.message);
+        }
+    }
 
     #[test]
     fn streaming_wav_header_layout() {

@@ -17,6 +17,8 @@ use tts_models::{GenOptions, LoadOptions, Qwen3Tts, Request};
 use crate::model_path;
 
 mod bench;
+mod client;
+mod play;
 
 #[derive(Parser)]
 #[command(
@@ -31,7 +33,7 @@ struct Cli {
 
 #[derive(Subcommand)]
 enum Command {
-    /// Synthesize TEXT (or stdin) to a WAV file.
+    /// Synthesize TEXT (or stdin) to a WAV file and/or play it live (--play).
     Speak(SpeakArgs),
     /// Decode codes (JSON array of frames) to a WAV file with code2wav only.
     Decode(DecodeArgs),
@@ -43,6 +45,11 @@ enum Command {
     Bench(bench::BenchArgs),
     /// Serve the realtime WebSocket API and OpenAI-compatible HTTP.
     Serve(serve::ServeArgs),
+    /// List the audio output devices `--play --device` can use.
+    Devices,
+    /// Speak TEXT through a running `tts-rt serve` (realtime WebSocket):
+    /// play it as it arrives and/or write a WAV; print the server's metrics.
+    Client(client::ClientArgs),
 }
 
 mod serve;
@@ -81,9 +88,9 @@ pub(crate) fn parse_precision(s: &str) -> std::result::Result<LoadOptions, Strin
 
 #[derive(Args)]
 struct OutArgs {
-    /// Output WAV path, or `-` for stdout.
+    /// Output WAV path, or `-` for stdout (`speak`: optional with --play).
     #[arg(long)]
-    out: PathBuf,
+    out: Option<PathBuf>,
     /// pcm16 (default) or f32 (exact model output).
     #[arg(long, default_value = "pcm16")]
     wav_format: WavFormat,
@@ -149,6 +156,8 @@ struct SpeakArgs {
     codes_out: Option<PathBuf>,
     #[command(flatten)]
     out: OutArgs,
+    #[command(flatten)]
+    play: play::PlayArgs,
 }
 
 #[derive(Args)]
@@ -182,6 +191,8 @@ pub fn run() -> Result<()> {
         Command::GenCheckpoint(a) => gen_checkpoint(a),
         Command::Bench(a) => bench::bench(a),
         Command::Serve(a) => serve::serve(a),
+        Command::Devices => play::devices(),
+        Command::Client(a) => client::client(a),
     }
 }
 
@@ -313,7 +324,11 @@ fn decode_audio(model: &Qwen3Tts, codes: &[u32], frames: usize, stream: bool) ->
 
 fn speak(a: SpeakArgs) -> Result<()> {
     let text = read_text(a.text)?;
-    let out = Output::open(&a.out.out)?;
+    let out = match &a.out.out {
+        Some(p) => Some(Output::open(p)?),
+        None if a.play.play => None,
+        None => bail!("nothing to do: give --out FILE (or - for stdout) and/or --play"),
+    };
     let model = load(&a.model)?;
     let mut opts: GenOptions = model.default_options();
     if let Some(v) = a.temperature {
@@ -371,16 +386,20 @@ fn speak(a: SpeakArgs) -> Result<()> {
         text_streaming: a.text_streaming,
         options: opts,
     };
-    if a.out.stream {
+    // --play always takes the streaming engine path: playback starts with
+    // the first chunk instead of after the whole utterance.
+    if a.out.stream || a.play.play {
         return speak_streamed(
             model,
             req,
             out,
             a.out.wav_format,
+            &a.play,
             a.codes_out.as_deref(),
             a.timings,
         );
     }
+    let out = out.expect("--out is given when --play is not");
     let t_total = Instant::now();
     let mut gen = model.start(&req)?;
     let prompt_rows = gen.prompt().prefill_rows();
@@ -452,13 +471,15 @@ fn speak(a: SpeakArgs) -> Result<()> {
     out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
 }
 
-/// `speak --stream`: the request runs through the streaming engine and each
-/// chunk goes to the WAV writer as it arrives.
+/// `speak --stream` / `--play`: the request runs through the streaming
+/// engine and each chunk goes to the WAV writer and/or the audio device as it
+/// arrives.
 fn speak_streamed(
     model: Arc<Qwen3Tts>,
     mut req: Request,
-    out: Output,
+    out: Option<Output>,
     format: WavFormat,
+    play: &play::PlayArgs,
     codes_out: Option<&Path>,
     timings: bool,
 ) -> Result<()> {
@@ -475,19 +496,32 @@ fn speak_streamed(
             ..EngineConfig::default()
         },
     )?;
+    let rate = model.code2wav.sample_rate();
+    let mut writer = out
+        .map(|o| AudioWriter::open(o, rate, format))
+        .transpose()?;
+    // Opened before synthesis starts, so the first chunk plays at once and a
+    // missing device fails before any work.
+    let mut player = play::Playback::open(play, rate)?;
     let session = engine.open_session();
     let mut stream = session.synthesize_blocking(req)?;
-    let mut writer = AudioWriter::open(out, model.code2wav.sample_rate(), format)?;
     let show = std::io::stderr().is_terminal();
+    // A progress line rewritten in place would garble the playback lines.
+    let progress = show && player.is_none();
     let fps = model.code2wav.config().frame_rate();
     let t0 = Instant::now();
     let mut codes = Vec::new();
     let (metrics, stop) = loop {
         match stream.next_blocking() {
             Some(Event::Audio(c)) => {
-                writer.write(&c.samples)?;
+                if let Some(w) = &mut writer {
+                    w.write(&c.samples)?;
+                }
+                if let Some(p) = &mut player {
+                    p.write(&c.samples)?;
+                }
                 codes.extend_from_slice(&c.codes);
-                if show {
+                if progress {
                     let n = c.first_frame + c.frames as u64;
                     eprint!(
                         "\rstreaming: {n} frames ({:.1} s of audio) in {:.1} s",
@@ -504,6 +538,9 @@ fn speak_streamed(
         }
     };
     engine.shutdown();
+    if let Some(p) = player {
+        p.finish()?;
+    }
     if show {
         eprintln!(
             "\rstreamed {} frames ({:.2} s of audio) in {:.2} s, first audio after {:.0} ms{}",
@@ -528,7 +565,10 @@ fn speak_streamed(
         line["threads"] = rayon::current_num_threads().into();
         eprintln!("{line}");
     }
-    writer.finish()
+    match writer {
+        Some(w) => w.finish(),
+        None => Ok(()),
+    }
 }
 
 fn write_codes(path: &Path, codes: &[u32], groups: usize) -> Result<()> {
@@ -547,7 +587,12 @@ fn decode(a: DecodeArgs) -> Result<()> {
             a.codes.display()
         )
     })?;
-    let out = Output::open(&a.out.out)?;
+    let out = Output::open(
+        a.out
+            .out
+            .as_deref()
+            .context("decode needs --out FILE (or - for stdout)")?,
+    )?;
     let model = load(&a.model)?;
     let groups = model.code2wav.num_quantizers();
     let book = model.code2wav.codebook_size() as i64;

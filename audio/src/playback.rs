@@ -130,6 +130,10 @@ pub struct DeviceInfo {
     /// be queried (on ALSA this opens it, so busy or absent devices show
     /// `None`).
     pub default_config: Option<String>,
+    /// Supported output configurations in the formats playback can write,
+    /// channel counts merged, as "8000-48000 Hz, 1-2 ch, f32" (empty when
+    /// the device could not be queried).
+    pub supported: Vec<String>,
 }
 
 /// Counters as seen by the producer.
@@ -323,14 +327,62 @@ pub fn list_output_devices() -> Result<Vec<DeviceInfo>, AudioError> {
                 c.sample_format()
             )
         });
+        let supported = d
+            .supported_output_configs()
+            .map(|r| summarize_ranges(&r.collect::<Vec<_>>()))
+            .unwrap_or_default();
         out.push(DeviceInfo {
             is_default: default_id.as_ref() == Some(&id),
             id: id.id().to_string(),
             name,
             default_config,
+            supported,
         });
     }
     Ok(out)
+}
+
+/// One line per (rate range, playable format) with its channel counts:
+/// ALSA plugins list every channel count of every format separately
+/// (hundreds of ranges for `null`).
+fn summarize_ranges(ranges: &[SupportedStreamConfigRange]) -> Vec<String> {
+    let mut groups: Vec<(u32, u32, DeviceFormat, Vec<u16>)> = Vec::new();
+    for r in ranges {
+        let Some(fmt) = DeviceFormat::PREFERENCE
+            .into_iter()
+            .find(|f| f.cpal() == r.sample_format())
+        else {
+            continue;
+        };
+        let key = (r.min_sample_rate(), r.max_sample_rate(), fmt);
+        match groups.iter_mut().find(|g| (g.0, g.1, g.2) == key) {
+            Some(g) => g.3.push(r.channels()),
+            None => groups.push((key.0, key.1, key.2, vec![r.channels()])),
+        }
+    }
+    groups
+        .into_iter()
+        .map(|(lo, hi, fmt, mut ch)| {
+            ch.sort_unstable();
+            ch.dedup();
+            let contiguous = ch.windows(2).all(|w| w[1] == w[0] + 1);
+            let ch = match (ch.first(), ch.last()) {
+                (Some(a), Some(b)) if a == b => a.to_string(),
+                (Some(a), Some(b)) if contiguous => format!("{a}-{b}"),
+                _ => ch
+                    .iter()
+                    .map(|c| c.to_string())
+                    .collect::<Vec<_>>()
+                    .join(","),
+            };
+            let rates = if lo == hi {
+                format!("{lo} Hz")
+            } else {
+                format!("{lo}-{hi} Hz")
+            };
+            format!("{rates}, {ch} ch, {}", fmt.cpal())
+        })
+        .collect()
 }
 
 fn find_device(
@@ -811,6 +863,25 @@ mod tests {
         assert_eq!(f32::from_f32(-3.0), -1.0);
         assert_eq!(i32::from_f32(1.0), i32::MAX);
         assert_eq!(i32::from_f32(0.0), 0);
+    }
+
+    #[test]
+    fn device_listing_merges_channel_counts_of_playable_formats() {
+        use cpal::SupportedBufferSize;
+        let range = |ch, lo, hi, f| {
+            SupportedStreamConfigRange::new(ch, lo, hi, SupportedBufferSize::Unknown, f)
+        };
+        let ranges = vec![
+            range(1, 8_000, 48_000, SampleFormat::F32),
+            range(2, 8_000, 48_000, SampleFormat::F32),
+            range(2, 44_100, 44_100, SampleFormat::I16),
+            range(6, 44_100, 44_100, SampleFormat::I16),
+            range(2, 8_000, 48_000, SampleFormat::I8),
+        ];
+        assert_eq!(
+            summarize_ranges(&ranges),
+            ["8000-48000 Hz, 1-2 ch, f32", "44100 Hz, 2,6 ch, i16"]
+        );
     }
 
     #[test]

@@ -1,0 +1,541 @@
+//! `tts-rt client`: speaks through a running `tts-rt serve` over the
+//! realtime WebSocket (docs/protocol.md, `tts_transport::protocol`).
+//!
+//! One context per run: `session.update` with the flags, the whole text in
+//! one `context.append`, `context.end`; audio frames are played and/or
+//! written as they arrive, and the `context.done` metrics go to stderr.
+//! The socket is driven from this thread with a single-threaded tokio
+//! runtime, one `block_on` per message, so feeding the player (which waits
+//! while the device is a queue behind) simply pauses reading: TCP
+//! backpressure then paces the server, as the protocol intends.
+
+use std::path::PathBuf;
+use std::time::{Duration, Instant};
+
+use anyhow::{anyhow, bail, Context, Result};
+use clap::Args;
+use futures_util::{SinkExt, StreamExt};
+use tokio::net::TcpStream;
+use tokio::runtime::Runtime;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::http::HeaderValue;
+use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+use tts_audio::WavFormat;
+use tts_transport::protocol::{
+    self, AudioFormat, AudioHeader, ChunkingMode, ChunkingUpdate, ClientMessage, ContextMetrics,
+    ServerMessage, SessionSettings, SessionUpdate,
+};
+
+use super::play::{PlayArgs, Playback};
+use super::{AudioWriter, Output};
+
+/// The one context this client opens.
+const CONTEXT_ID: &str = "c1";
+
+#[derive(Args)]
+pub struct ClientArgs {
+    /// Server address: `ws://HOST:PORT/v1/realtime`, or `http://HOST:PORT`
+    /// / `HOST:PORT` (the realtime path is added).
+    url: String,
+    /// Text to speak; omitted or `-`: read stdin.
+    text: Option<String>,
+    #[command(flatten)]
+    play: PlayArgs,
+    /// Also write the audio to this WAV file (`-`: stdout), in --format at
+    /// the session's rate.
+    #[arg(long)]
+    out: Option<PathBuf>,
+    /// Voice: a checkpoint speaker or an OpenAI voice name (alloy, ash, ...);
+    /// default: the server's first speaker.
+    #[arg(long)]
+    voice: Option<String>,
+    /// Language (a checkpoint language or auto); default: the server's.
+    #[arg(long)]
+    language: Option<String>,
+    /// Style instruction (1.7B checkpoints).
+    #[arg(long)]
+    instruct: Option<String>,
+    /// Bearer token of a server started with --token.
+    #[arg(long, env = "TTS_RT_TOKEN", hide_env_values = true)]
+    token: Option<String>,
+    /// Audio rate to ask the server for (8000-48000); default: the model's.
+    #[arg(long)]
+    sample_rate: Option<u32>,
+    /// Wire (and --out WAV) sample format: pcm16 or f32.
+    #[arg(long, default_value = "pcm16", value_parser = parse_format)]
+    format: AudioFormat,
+    /// Where the server cuts the text into synthesis requests: clause,
+    /// sentence or manual (one request per --max-chars); default: the
+    /// server's (clause).
+    #[arg(long, value_parser = parse_chunking)]
+    chunking: Option<ChunkingMode>,
+    /// Greedy decoding (reproducible).
+    #[arg(long)]
+    greedy: bool,
+    /// Sampling seed.
+    #[arg(long)]
+    seed: Option<u64>,
+    /// Codec frames per segment at most (capped by the server).
+    #[arg(long)]
+    max_frames: Option<usize>,
+    /// Seconds to wait for any message from the server before giving up.
+    #[arg(long, default_value_t = 60.0)]
+    timeout_s: f64,
+}
+
+fn parse_format(s: &str) -> std::result::Result<AudioFormat, String> {
+    match s {
+        "pcm16" => Ok(AudioFormat::Pcm16),
+        "f32" => Ok(AudioFormat::F32),
+        other => Err(format!("unknown format {other:?}; use pcm16 or f32")),
+    }
+}
+
+fn parse_chunking(s: &str) -> std::result::Result<ChunkingMode, String> {
+    match s {
+        "clause" => Ok(ChunkingMode::Clause),
+        "sentence" => Ok(ChunkingMode::Sentence),
+        "manual" => Ok(ChunkingMode::Manual),
+        other => Err(format!(
+            "unknown chunking {other:?}; use clause, sentence or manual"
+        )),
+    }
+}
+
+/// The WebSocket URL for what the user typed: `http(s)` becomes `ws(s)`, a
+/// bare `HOST:PORT` gets `ws://`, and an empty path becomes `/v1/realtime`
+/// (a query such as `?token=T` is kept).
+pub(crate) fn realtime_url(input: &str) -> Result<String> {
+    let input = input.trim();
+    let (scheme, rest) = match input.split_once("://") {
+        Some((s, r)) => (s.to_ascii_lowercase(), r),
+        None => ("ws".to_string(), input),
+    };
+    let scheme = match scheme.as_str() {
+        "ws" | "http" => "ws",
+        "wss" | "https" => bail!(
+            "{input}: TLS (wss://, https://) is not supported by this client; connect to the server with ws:// or http:// (e.g. through a local TLS-terminating proxy)"
+        ),
+        other => bail!("{input}: unsupported scheme {other:?}; use ws://HOST:PORT/v1/realtime or http://HOST:PORT"),
+    };
+    let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let (authority, tail) = rest.split_at(cut);
+    if authority.is_empty() {
+        bail!("{input}: no host; use ws://HOST:PORT/v1/realtime or http://HOST:PORT");
+    }
+    let tail = tail.split('#').next().unwrap_or("");
+    let (path, query) = match tail.split_once('?') {
+        Some((p, q)) => (p, Some(q)),
+        None => (tail, None),
+    };
+    let path = if path.is_empty() || path == "/" {
+        "/v1/realtime"
+    } else {
+        path
+    };
+    Ok(match query {
+        Some(q) => format!("{scheme}://{authority}{path}?{q}"),
+        None => format!("{scheme}://{authority}{path}"),
+    })
+}
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+/// The connection, driven one message at a time from this thread.
+struct Conn {
+    rt: Runtime,
+    ws: Ws,
+    url: String,
+    timeout: Duration,
+}
+
+/// One thing the server said.
+enum Incoming {
+    Msg(Box<ServerMessage>),
+    Audio(AudioHeader, Vec<f32>),
+    Closed(String),
+}
+
+impl Conn {
+    fn connect(url: &str, token: Option<&str>, timeout: Duration) -> Result<Conn> {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .context("starting the client's I/O runtime")?;
+        let mut req = url
+            .into_client_request()
+            .with_context(|| format!("{url} is not a valid WebSocket URL"))?;
+        if let Some(t) = token {
+            let v = HeaderValue::from_str(&format!("Bearer {t}")).map_err(|_| {
+                anyhow!("--token contains characters not allowed in an HTTP header")
+            })?;
+            req.headers_mut().insert("authorization", v);
+        }
+        let connected = rt.block_on(async {
+            tokio::time::timeout(timeout, tokio_tungstenite::connect_async(req)).await
+        });
+        let ws = match connected {
+            Err(_) => bail!(
+                "connecting to {url}: no answer within {:.0} s",
+                timeout.as_secs_f64()
+            ),
+            Ok(Err(e)) => return Err(connect_error(url, e)),
+            Ok(Ok((ws, _))) => ws,
+        };
+        Ok(Conn {
+            rt,
+            ws,
+            url: url.to_string(),
+            timeout,
+        })
+    }
+
+    fn send(&mut self, m: &ClientMessage) -> Result<()> {
+        let text = serde_json::to_string(m).expect("client messages serialize");
+        let ws = &mut self.ws;
+        self.rt
+            .block_on(ws.send(Message::text(text)))
+            .with_context(|| format!("sending to {}", self.url))
+    }
+
+    fn recv(&mut self) -> Result<Incoming> {
+        let ws = &mut self.ws;
+        let timeout = self.timeout;
+        loop {
+            let next = self
+                .rt
+                .block_on(async { tokio::time::timeout(timeout, ws.next()).await });
+            let m = match next {
+                Err(_) => bail!(
+                    "the server at {} sent nothing for {:.0} s (--timeout-s)",
+                    self.url,
+                    timeout.as_secs_f64()
+                ),
+                Ok(None) => return Ok(Incoming::Closed("connection closed".into())),
+                Ok(Some(Err(e))) => {
+                    return Ok(Incoming::Closed(format!("connection lost: {e}")));
+                }
+                Ok(Some(Ok(m))) => m,
+            };
+            return Ok(match m {
+                Message::Text(t) => {
+                    let msg = protocol::parse_server_text(t.as_str()).map_err(|e| {
+                        anyhow!(
+                            "the server sent a message this client does not understand ({}): {}",
+                            e.message,
+                            t.as_str()
+                        )
+                    })?;
+                    if let ServerMessage::Audio {
+                        stream_id,
+                        seq,
+                        terminal,
+                        sample_rate,
+                        format,
+                        audio,
+                        ..
+                    } = &msg
+                    {
+                        let bytes = protocol::base64_decode(audio)
+                            .context("bad base64 audio from the server")?;
+                        let h = AudioHeader {
+                            stream_id: *stream_id,
+                            seq: *seq as u32,
+                            sample_rate: *sample_rate,
+                            format: *format,
+                            terminal: *terminal,
+                        };
+                        return Ok(Incoming::Audio(h, samples(&bytes, *format)));
+                    }
+                    Incoming::Msg(Box::new(msg))
+                }
+                Message::Binary(b) => {
+                    let (h, payload) = AudioHeader::parse(&b).map_err(|e| {
+                        anyhow!("malformed audio frame from the server: {}", e.message)
+                    })?;
+                    Incoming::Audio(h, samples(payload, h.format))
+                }
+                Message::Close(f) => Incoming::Closed(match f {
+                    Some(f) if !f.reason.is_empty() => {
+                        format!("closed by the server ({}: {})", u16::from(f.code), f.reason)
+                    }
+                    Some(f) => format!("closed by the server ({})", u16::from(f.code)),
+                    None => "closed by the server".into(),
+                }),
+                _ => continue,
+            });
+        }
+    }
+
+    fn close(mut self) {
+        // Best effort: the audio is already in hand.
+        let ws = &mut self.ws;
+        let _ = self
+            .rt
+            .block_on(async { tokio::time::timeout(Duration::from_secs(2), ws.close(None)).await });
+    }
+}
+
+/// Wire samples to f32. pcm16 maps through /32767, the inverse of
+/// `tts_audio::f32_to_i16`, so a pcm16 WAV written from them holds exactly
+/// the server's integers.
+fn samples(bytes: &[u8], format: AudioFormat) -> Vec<f32> {
+    match format {
+        AudioFormat::Pcm16 => bytes
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]) as f32 / 32767.0)
+            .collect(),
+        AudioFormat::F32 => protocol::decode_samples(bytes, AudioFormat::F32),
+    }
+}
+
+/// A failed WebSocket handshake in words: the HTTP status the server gave,
+/// with its error message, or the network reason.
+fn connect_error(url: &str, e: tungstenite::Error) -> anyhow::Error {
+    match e {
+        tungstenite::Error::Http(resp) => {
+            let status = resp.status();
+            let body = resp
+                .body()
+                .as_deref()
+                .map(|b| String::from_utf8_lossy(b).into_owned())
+                .unwrap_or_default();
+            let detail = serde_json::from_str::<serde_json::Value>(&body)
+                .ok()
+                .and_then(|v| v["error"]["message"].as_str().map(str::to_string))
+                .unwrap_or(body);
+            let hint = match status.as_u16() {
+                401 | 403 => "; pass the server's token with --token (or TTS_RT_TOKEN)",
+                404 => "; is this a tts-rt serve address? the realtime path is /v1/realtime",
+                503 => "; the server is still loading, draining or full: retry shortly",
+                _ => "",
+            };
+            anyhow!("{url} refused the connection: HTTP {status}: {detail}{hint}")
+        }
+        other => anyhow!("cannot connect to {url}: {other}"),
+    }
+}
+
+fn server_error(m: &ServerMessage) -> Option<anyhow::Error> {
+    Some(match m {
+        ServerMessage::Error {
+            code,
+            message,
+            valid,
+            ..
+        } => {
+            let valid = match valid {
+                Some(v) => format!(" (valid: {})", v.join(", ")),
+                None => String::new(),
+            };
+            anyhow!("server error {}: {message}{valid}", code_name(code))
+        }
+        ServerMessage::ContextFailed { code, message, .. } => {
+            anyhow!(
+                "synthesis failed on the server ({}): {message}",
+                code_name(code)
+            )
+        }
+        ServerMessage::ContextCancelled { reason, .. } => {
+            anyhow!("the server cancelled the request ({})", code_name(reason))
+        }
+        _ => return None,
+    })
+}
+
+/// The wire name of an error code or cancel reason (`invalid_voice`).
+fn code_name<T: serde::Serialize>(v: &T) -> String {
+    serde_json::to_value(v)
+        .ok()
+        .and_then(|v| v.as_str().map(str::to_string))
+        .unwrap_or_default()
+}
+
+pub fn client(a: ClientArgs) -> Result<()> {
+    let text = super::read_text(a.text.clone())?;
+    let url = realtime_url(&a.url)?;
+    anyhow::ensure!(
+        a.timeout_s.is_finite() && a.timeout_s > 0.0,
+        "--timeout-s must be a positive number of seconds"
+    );
+    // Opened first, so an unwritable path fails before any network work.
+    let out = a.out.as_deref().map(Output::open).transpose()?;
+    let mut conn = Conn::connect(
+        &url,
+        a.token.as_deref(),
+        Duration::from_secs_f64(a.timeout_s),
+    )?;
+    match conn.recv()? {
+        Incoming::Msg(m) if matches!(*m, ServerMessage::SessionCreated { .. }) => {}
+        Incoming::Msg(m) => match server_error(&m) {
+            Some(e) => return Err(e),
+            None => bail!("expected session.created from {url}, got {}", m.to_json()),
+        },
+        Incoming::Audio(..) => bail!("expected session.created from {url}, got audio"),
+        Incoming::Closed(why) => bail!("{url}: {why} before the session started"),
+    }
+    conn.send(&ClientMessage::SessionUpdate {
+        session: SessionUpdate {
+            voice: a.voice.clone(),
+            language: a.language.clone(),
+            instruct: a.instruct.clone(),
+            sample_rate: a.sample_rate,
+            format: Some(a.format),
+            audio_transport: Some(protocol::AudioTransport::Binary),
+            chunking: a.chunking.map(|mode| ChunkingUpdate {
+                mode: Some(mode),
+                ..ChunkingUpdate::default()
+            }),
+            greedy: a.greedy.then_some(true),
+            seed: a.seed,
+            max_frames: a.max_frames,
+            ..SessionUpdate::default()
+        },
+    })?;
+    let session: SessionSettings = loop {
+        match conn.recv()? {
+            Incoming::Msg(m) => match *m {
+                ServerMessage::SessionUpdated { session } => break session,
+                ref other => {
+                    if let Some(e) = server_error(other) {
+                        return Err(e.context("the server refused the session settings"));
+                    }
+                }
+            },
+            Incoming::Audio(..) => bail!("audio from {url} before any text was sent"),
+            Incoming::Closed(why) => bail!("{url}: {why} while setting up the session"),
+        }
+    };
+    let rate = session.sample_rate;
+    let wav_format = match session.format {
+        AudioFormat::Pcm16 => WavFormat::Pcm16,
+        AudioFormat::F32 => WavFormat::F32,
+    };
+    let mut writer = out
+        .map(|o| AudioWriter::open(o, rate, wav_format))
+        .transpose()?;
+    eprintln!(
+        "session: voice {}, language {}, {} Hz {} (model {} Hz)",
+        session.voice,
+        session.language,
+        rate,
+        code_name(&session.format),
+        session.native_sample_rate
+    );
+    // Before the text goes out, so the first frame plays at once.
+    let mut player = Playback::open(&a.play, rate)?;
+
+    let t_send = Instant::now();
+    conn.send(&ClientMessage::ContextAppend {
+        context_id: CONTEXT_ID.into(),
+        text,
+    })?;
+    conn.send(&ClientMessage::ContextEnd {
+        context_id: CONTEXT_ID.into(),
+    })?;
+    let mut stream_id = None;
+    let mut next_seq = 0u32;
+    let mut first_audio = None;
+    let mut received = 0u64;
+    let metrics: ContextMetrics = loop {
+        match conn.recv()? {
+            Incoming::Msg(m) => match *m {
+                ServerMessage::ContextStarted {
+                    context_id,
+                    stream_id: id,
+                    ..
+                } if context_id == CONTEXT_ID => stream_id = Some(id),
+                ServerMessage::ContextDone {
+                    context_id,
+                    metrics,
+                    ..
+                } if context_id == CONTEXT_ID => break metrics,
+                ref other => {
+                    if let Some(e) = server_error(other) {
+                        return Err(e);
+                    }
+                }
+            },
+            Incoming::Audio(h, s) => {
+                if Some(h.stream_id) != stream_id {
+                    bail!(
+                        "audio for stream {} but this context is stream {stream_id:?}",
+                        h.stream_id
+                    );
+                }
+                if h.seq != next_seq {
+                    bail!("audio frame {} arrived where {next_seq} was due", h.seq);
+                }
+                if h.sample_rate != rate {
+                    bail!("audio at {} Hz in a session at {rate} Hz", h.sample_rate);
+                }
+                next_seq += 1;
+                if first_audio.is_none() && !s.is_empty() {
+                    first_audio = Some(t_send.elapsed());
+                }
+                received += s.len() as u64;
+                if let Some(w) = &mut writer {
+                    w.write(&s)?;
+                }
+                if let Some(p) = &mut player {
+                    p.write(&s)?;
+                }
+            }
+            Incoming::Closed(why) => bail!("{url}: {why} before the audio was complete"),
+        }
+    };
+    conn.close();
+    if let Some(p) = player {
+        p.finish()?;
+    }
+    if let Some(w) = writer {
+        w.finish()?;
+    }
+    let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0} ms"));
+    eprintln!(
+        "done: {:.2} s of audio ({received} samples at {rate} Hz in {next_seq} messages, {} segment(s)); server: ttfp {}, e2el {}, rtf {}; client: first audio after {}",
+        metrics.audio_s,
+        metrics.segments,
+        ms(metrics.ttfp_ms),
+        ms(metrics.e2el_ms),
+        metrics.rtf.map_or("n/a".to_string(), |v| format!("{v:.3}")),
+        first_audio.map_or("n/a".to_string(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3)),
+    );
+    eprintln!("metrics: {}", serde_json::to_string(&metrics)?);
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::realtime_url;
+
+    #[test]
+    fn urls_get_the_realtime_path_and_a_ws_scheme() {
+        for (input, want) in [
+            (
+                "ws://127.0.0.1:8080/v1/realtime",
+                "ws://127.0.0.1:8080/v1/realtime",
+            ),
+            ("http://127.0.0.1:8080", "ws://127.0.0.1:8080/v1/realtime"),
+            ("http://127.0.0.1:8080/", "ws://127.0.0.1:8080/v1/realtime"),
+            ("HTTP://localhost:9", "ws://localhost:9/v1/realtime"),
+            ("127.0.0.1:8080", "ws://127.0.0.1:8080/v1/realtime"),
+            ("http://h:1?token=x", "ws://h:1/v1/realtime?token=x"),
+            ("ws://h:1/custom/path?a=b#frag", "ws://h:1/custom/path?a=b"),
+            ("ws://[::1]:8080", "ws://[::1]:8080/v1/realtime"),
+        ] {
+            assert_eq!(realtime_url(input).unwrap(), want, "{input}");
+        }
+        for (bad, needle) in [
+            ("wss://h:1", "TLS"),
+            ("https://h:1", "TLS"),
+            ("ftp://h:1", "unsupported scheme"),
+            ("http://", "no host"),
+            ("http:///v1/realtime", "no host"),
+        ] {
+            let e = realtime_url(bad).unwrap_err().to_string();
+            assert!(e.contains(needle), "{bad}: {e}");
+        }
+    }
+}

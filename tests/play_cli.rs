@@ -24,7 +24,12 @@ use std::sync::OnceLock;
 use tts_audio::StreamResampler;
 
 /// Sinks, one per test (tests run in parallel).
-const PCMS: [&str; 3] = ["cli_f32_48k", "cli_pcm16_16k", "cli_native"];
+const PCMS: [&str; 4] = [
+    "cli_f32_48k",
+    "cli_pcm16_16k",
+    "cli_native",
+    "cli_prebuffer",
+];
 
 fn dir() -> &'static Path {
     static DIR: OnceLock<PathBuf> = OnceLock::new();
@@ -241,6 +246,32 @@ fn speak_play_equals_the_pcm16_out_file_within_quantisation() {
     assert_close(&got, &want, 4.0 * 0.5 / 32767.0);
     let (played, _) = report(&err);
     assert_eq!(played, want.len() as u64);
+}
+
+/// A prebuffer longer than the utterance: the device starts only when the
+/// stream is finished, so it never starves — no underruns, and the audio
+/// arrives in one contiguous run (only leading and trailing silence).
+#[test]
+fn prebuffer_longer_than_the_audio_plays_it_without_underruns() {
+    let pcm = "cli_prebuffer";
+    let out = dir().join("prebuffer.wav");
+    let err = speak(
+        pcm,
+        &out,
+        &["--wav-format", "f32", "--prebuffer-ms", "10000"],
+    );
+    let (rate, ch, _) = device_config(&err);
+    let (native, x, _) = read_wav(&out);
+    let want = expected_at(&x, native, rate);
+    let bytes = std::fs::read(dir().join(format!("{pcm}.raw"))).unwrap();
+    let mono: Vec<f32> = bytes
+        .chunks_exact(4 * ch)
+        .map(|f| f32::from_le_bytes(f[..4].try_into().unwrap()))
+        .collect();
+    let start = mono.iter().position(|s| *s != 0.0).expect("audio arrived");
+    let end = mono.iter().rposition(|s| *s != 0.0).unwrap() + 1;
+    assert_close(&mono[start..end], &want, 1e-6);
+    assert_eq!(report(&err), (want.len() as u64, 0), "{err}");
 }
 
 #[test]

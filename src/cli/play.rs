@@ -26,12 +26,17 @@ pub struct PlayArgs {
     /// own rate when usable. Audio is resampled from the model's rate.
     #[arg(long, value_name = "HZ", requires = "play")]
     pub device_rate: Option<u32>,
+    /// Audio to queue before the device starts (--play): 0 starts with the
+    /// first chunk; more rides out synthesis slower than real time at the
+    /// cost of that much extra latency.
+    #[arg(long, value_name = "MS", default_value_t = 0, requires = "play")]
+    pub prebuffer_ms: u64,
 }
 
 /// How long the device may take to play what is still queued when the
-/// stream ends: the ring holds at most `PlaybackOptions::queue` (4 s) of
-/// audio, plus a generous margin for a slow start; the player separately
-/// fails after `stall_timeout` (2 s) without progress.
+/// stream ends: the ring holds at most `queue` (4 s, or the prebuffer plus
+/// 1 s) of audio, plus a generous margin for a slow start; the player
+/// separately fails after `stall_timeout` (2 s) without progress.
 fn drain_timeout(opts: &PlaybackOptions) -> Duration {
     opts.queue + Duration::from_secs(10)
 }
@@ -51,10 +56,16 @@ impl Playback {
         if !args.play {
             return Ok(None);
         }
+        let prebuffer = Duration::from_millis(args.prebuffer_ms);
+        let defaults = PlaybackOptions::default();
         let opts = PlaybackOptions {
             device: args.device.clone(),
             sample_rate: args.device_rate,
-            ..PlaybackOptions::default()
+            prebuffer,
+            // The ring must hold the prebuffer, or the first write would
+            // wait for a device that has not started.
+            queue: defaults.queue.max(prebuffer + Duration::from_secs(1)),
+            ..defaults
         };
         let which = match &args.device {
             Some(d) => format!("audio device {d:?}"),

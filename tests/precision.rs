@@ -22,10 +22,20 @@ use serde_json::Value;
 use tts_models::{LoadOptions, Precision, Qwen3Tts, Request};
 
 fn load(dir: &Path, p: Precision) -> Arc<Qwen3Tts> {
-    Arc::new(
-        Qwen3Tts::load_with(dir, LoadOptions::uniform(p))
-            .unwrap_or_else(|e| panic!("loading {dir:?}: {e}")),
-    )
+    load_opts(dir, LoadOptions::uniform(p))
+}
+
+fn load_opts(dir: &Path, o: LoadOptions) -> Arc<Qwen3Tts> {
+    Arc::new(Qwen3Tts::load_with(dir, o).unwrap_or_else(|e| panic!("loading {dir:?}: {e}")))
+}
+
+/// `f32`, `int8`, or `q4,int8` (talker,code predictor) for labels.
+fn label(o: LoadOptions) -> String {
+    if o.talker == o.code_predictor {
+        o.talker.to_string()
+    } else {
+        format!("{},{}", o.talker, o.code_predictor)
+    }
 }
 
 fn golden_codes(fixture: &str) -> (Value, Vec<(String, Vec<u32>)>) {
@@ -183,6 +193,69 @@ fn print(label: &str, r: &Report) {
     );
 }
 
+/// Both fixtures at `o` against their f32 models, merged.
+fn fixtures_report(o: LoadOptions) -> Report {
+    let p = label(o);
+    let mut total = Report::default();
+    for fx in ["tiny-a", "tiny-b"] {
+        let dir = root().join(fx);
+        let f32m = load(&dir, Precision::F32);
+        let low = load_opts(&dir, o);
+        assert_eq!(low.precision, o);
+        let (json, codes) = golden_codes(fx);
+        let cases: Vec<_> = json["cases"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .zip(codes)
+            .map(|(c, (name, codes))| (name, request(&f32m, c), codes))
+            .collect();
+        let r = compare(&f32m, &low, &cases);
+        print(&format!("{fx} {p}"), &r);
+        total.codebook0.merge(r.codebook0);
+        total.predicted.merge(r.predicted);
+        total.greedy_equal += r.greedy_equal;
+        total.greedy_total += r.greedy_total;
+        total.greedy_survived += r.greedy_survived;
+        total.greedy_diverged += r.greedy_diverged;
+    }
+    print(&format!("fixtures {p}"), &total);
+    total
+}
+
+/// Gate thresholds of one precision.
+struct Gate {
+    top1_min: f64,
+    kl_max: f64,
+    survival_min: f64,
+}
+
+fn check_gate(p: &str, total: &Report, g: &Gate) {
+    for (what, a) in [
+        ("codebook 0", total.codebook0),
+        ("predicted codebooks", total.predicted),
+    ] {
+        assert!(
+            a.top1() >= g.top1_min,
+            "{p} {what}: teacher-forced top-1 {:.4} < {}",
+            a.top1(),
+            g.top1_min
+        );
+        assert!(
+            a.mean_kl() <= g.kl_max,
+            "{p} {what}: mean KL {:.2e} > {:e}",
+            a.mean_kl(),
+            g.kl_max
+        );
+    }
+    let s = total.greedy_survival();
+    assert!(
+        s >= g.survival_min,
+        "{p}: greedy per-frame survival {s:.4} < {}",
+        g.survival_min
+    );
+}
+
 /// Int8 gate on both fixtures.
 ///
 /// Thresholds, and why:
@@ -205,53 +278,70 @@ fn print(label: &str, r: &Report) {
 ///   can show. A broken kernel drops it towards 0.
 #[test]
 fn int8_passes_fidelity_gate_on_fixtures() {
-    const TOP1_MIN: f64 = 0.97;
-    const KL_MAX: f64 = 1e-3;
-    const SURVIVAL_MIN: f64 = 0.75;
-    let mut total = Report::default();
-    for fx in ["tiny-a", "tiny-b"] {
-        let dir = root().join(fx);
-        let f32m = load(&dir, Precision::F32);
-        let low = load(&dir, Precision::Int8);
-        assert_eq!(low.precision, LoadOptions::uniform(Precision::Int8));
-        let (json, codes) = golden_codes(fx);
-        let cases: Vec<_> = json["cases"]
-            .as_array()
-            .unwrap()
-            .iter()
-            .zip(codes)
-            .map(|(c, (name, codes))| (name, request(&f32m, c), codes))
-            .collect();
-        let r = compare(&f32m, &low, &cases);
-        print(&format!("{fx} int8"), &r);
-        total.codebook0.merge(r.codebook0);
-        total.predicted.merge(r.predicted);
-        total.greedy_equal += r.greedy_equal;
-        total.greedy_total += r.greedy_total;
-        total.greedy_survived += r.greedy_survived;
-        total.greedy_diverged += r.greedy_diverged;
-    }
-    print("fixtures int8", &total);
-    for (what, a) in [
-        ("codebook 0", total.codebook0),
-        ("predicted codebooks", total.predicted),
-    ] {
-        assert!(
-            a.top1() >= TOP1_MIN,
-            "int8 {what}: teacher-forced top-1 {:.4} < {TOP1_MIN}",
-            a.top1()
-        );
-        assert!(
-            a.mean_kl() <= KL_MAX,
-            "int8 {what}: mean KL {:.2e} > {KL_MAX:e}",
-            a.mean_kl()
-        );
-    }
-    let g = total.greedy_survival();
-    assert!(
-        g >= SURVIVAL_MIN,
-        "int8: greedy per-frame survival {g:.4} < {SURVIVAL_MIN}"
+    let total = fixtures_report(LoadOptions::uniform(Precision::Int8));
+    check_gate("int8", &total, &QUALITY_GATE);
+}
+
+/// The quality gate (reasoning above): what a precision must pass on the
+/// fixtures before it may become a default.
+const QUALITY_GATE: Gate = Gate {
+    top1_min: 0.97,
+    kl_max: 1e-3,
+    survival_min: 0.75,
+};
+
+/// Whether `r` passes `g` (for reporting; `check_gate` asserts).
+fn passes(r: &Report, g: &Gate) -> bool {
+    [r.codebook0, r.predicted]
+        .iter()
+        .all(|a| a.top1() >= g.top1_min && a.mean_kl() <= g.kl_max)
+        && r.greedy_survival() >= g.survival_min
+}
+
+/// 4-bit weights on both fixtures, uniform and with the code predictor at
+/// int8 (`--precision q4,int8`).
+///
+/// **q4 does not pass the quality gate** (`QUALITY_GATE`, the int8 one) and
+/// is not expected to: a 4-bit group step is ~10x int8's per-row step
+/// (relative weight error 8.8% vs 0.84% on Gaussian weights, see the
+/// kernels' `q4_format_error_report`), and the KL grows with the square of
+/// the logit perturbation (~100x). Measured on the fixtures: mean KL
+/// 3.8e-3 (codebook 0) and 1.6e-2 (predicted codebooks), top-1 0.90 and
+/// 0.69 on their nearly flat random logits (f32 margin ~0.28 nats), and
+/// greedy decoding leaves the f32 path within a frame or two. So q4 stays
+/// opt-in and f32 the default (`default_load_options_are_the_stored_weights`).
+///
+/// What this test asserts is q4's *envelope*, so that a quantizer or kernel
+/// regression fails loudly while the expected 4-bit loss passes: per
+/// codebook class mean KL <= 3e-2 nats (2x the worse measured class;
+/// a wrong scale, nibble order or activation permutation gives KL ~1 and
+/// top-1 near 1/vocab) and top-1 >= 0.6 (measured 0.69 at the worst).
+/// Greedy survival is printed, not gated: on these flat logits it is ~0.2
+/// for q4 and says nothing beyond the KL.
+#[test]
+fn q4_fidelity_envelope_on_fixtures() {
+    const ENVELOPE: Gate = Gate {
+        top1_min: 0.6,
+        kl_max: 3e-2,
+        survival_min: 0.0,
+    };
+    let q4 = LoadOptions::uniform(Precision::Q4);
+    let total = fixtures_report(q4);
+    println!(
+        "q4 passes the quality gate: {}",
+        passes(&total, &QUALITY_GATE)
     );
+    check_gate("q4", &total, &ENVELOPE);
+    let mixed = LoadOptions {
+        talker: Precision::Q4,
+        code_predictor: Precision::Int8,
+    };
+    let total = fixtures_report(mixed);
+    println!(
+        "q4,int8 passes the quality gate: {}",
+        passes(&total, &QUALITY_GATE)
+    );
+    check_gate("q4,int8", &total, &ENVELOPE);
 }
 
 /// The f32 path loaded through `load_with` is the parity-tested one: same
@@ -273,7 +363,9 @@ fn default_load_options_are_the_stored_weights() {
 /// a generated 0.6B checkpoint and minutes of CPU):
 /// `TTS_RT_PRECISION_MODEL=/path/q06b cargo test --release --test precision -- --ignored --nocapture`.
 /// The teacher is the f32 model's own greedy output over `FRAMES` frames
-/// (EOS ignored, so the length is fixed).
+/// (EOS ignored, so the length is fixed). `TTS_RT_PRECISION_LIST` picks
+/// the arms, `;`-separated `--precision` spellings (default
+/// `int8;q4;q4,int8`); each is loaded, reported and dropped in turn.
 #[test]
 #[ignore]
 fn full_size_report() {
@@ -285,9 +377,20 @@ fn full_size_report() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(20);
+    let arms: Vec<LoadOptions> = std::env::var("TTS_RT_PRECISION_LIST")
+        .unwrap_or_else(|_| "int8;q4;q4,int8".into())
+        .split(';')
+        .map(|a| {
+            let mut it = a.split(',').map(|p| p.trim().parse::<Precision>().unwrap());
+            let talker = it.next().unwrap();
+            LoadOptions {
+                talker,
+                code_predictor: it.next().unwrap_or(talker),
+            }
+        })
+        .collect();
     let dir = PathBuf::from(dir);
     let f32m = load(&dir, Precision::F32);
-    let low = load(&dir, Precision::Int8);
     let speaker = f32m.speakers().into_iter().next();
     let mut cases = Vec::new();
     for (i, text) in [
@@ -311,8 +414,11 @@ fn full_size_report() {
         let codes = f32m.start(&req).unwrap().run_to_end();
         cases.push((format!("case{i}"), req, codes));
     }
-    print(
-        &format!("{} int8 ({frames} frames/case)", dir.display()),
-        &compare(&f32m, &low, &cases),
-    );
+    for o in arms {
+        let low = load_opts(&dir, o);
+        print(
+            &format!("{} {} ({frames} frames/case)", dir.display(), label(o)),
+            &compare(&f32m, &low, &cases),
+        );
+    }
 }

@@ -4,7 +4,10 @@
 //! conv, elements for element-wise kernels.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
-use tts_kernels::{f32_to_bf16, quantize_q8_rows, AttnShape, Conv1dShape, Isa, Kernels, Mat};
+use tts_kernels::{
+    f32_to_bf16, quantize_q4_rows, quantize_q8_rows, AttnShape, Conv1dShape, Isa, Kernels, Mat,
+    Q4Rows,
+};
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2_654_435_761).max(1);
@@ -31,6 +34,7 @@ struct Formats {
     bf16: Vec<u16>,
     q8: Vec<i8>,
     scales: Vec<f32>,
+    q4: Q4Rows,
     n: usize,
     k: usize,
 }
@@ -40,16 +44,18 @@ impl Formats {
         let f32 = data(n * k, seed);
         let bf16 = f32.iter().map(|&v| f32_to_bf16(v)).collect();
         let (q8, scales) = quantize_q8_rows(&f32, n, k);
+        let q4 = quantize_q4_rows(&f32, n, k);
         Formats {
             f32,
             bf16,
             q8,
             scales,
+            q4,
             n,
             k,
         }
     }
-    fn mats(&self) -> [(&'static str, Mat<'_>); 3] {
+    fn mats(&self) -> [(&'static str, Mat<'_>); 4] {
         let (rows, cols) = (self.n, self.k);
         [
             (
@@ -73,6 +79,16 @@ impl Formats {
                 Mat::Q8 {
                     data: &self.q8,
                     scales: &self.scales,
+                    rows,
+                    cols,
+                },
+            ),
+            (
+                "q4",
+                Mat::Q4 {
+                    data: &self.q4.data,
+                    group_scales: &self.q4.group_scales,
+                    scales: &self.q4.scales,
                     rows,
                     cols,
                 },
@@ -135,10 +151,10 @@ fn streaming(c: &mut Criterion) {
     let x = data(k, 1);
     let mut out = vec![0f32; n];
     for ks in paths().into_iter().filter(|k| k.isa() != Isa::Scalar) {
-        for fi in 0..4 {
-            // 0..3: each format through `matmul`; 3: int8 through the
+        for fi in 0..5 {
+            // 0..4: each format through `matmul`; 4: int8 through the
             // widened (f32-activation) kernel.
-            let (dt, fm) = if fi == 3 {
+            let (dt, fm) = if fi == 4 {
                 ("q8_widened", 2)
             } else {
                 (ws[0].mats()[fi].0, fi)
@@ -153,7 +169,7 @@ fn streaming(c: &mut Criterion) {
                 b.iter(|| {
                     for w in &ws {
                         let mat = w.mats()[fm].1;
-                        if fi == 3 {
+                        if fi == 4 {
                             ks.matmul_q8_widened(black_box(&x), 1, &mat, None, &mut out);
                         } else {
                             ks.matmul(black_box(&x), 1, &mat, None, &mut out);

@@ -22,6 +22,11 @@
 //! activation row to int16 and sums in exact integers (AVX-512 VNNI
 //! `vpdpwssd`, AVX2 `vpmaddwd`), so all paths agree bit for bit on it;
 //! [`Kernels::matmul_q8_widened`] is the f32-activation alternative.
+//! [`Mat::Q4`] is 4-bit group-wise ([`q4`]: groups of 32 inputs, a u8
+//! scale per group and an f32 per row, made by [`quantize_q4_rows`]); its
+//! matmul quantizes activations to int8 and sums in exact integers too
+//! (AVX-512 VNNI `vpdpbusd`, AVX2 `vpmaddubsw`, and a portable kernel that
+//! the scalar path runs), so all paths agree bit for bit.
 //!
 //! Paths: matmul, conv1d (incl. grouped/depthwise), conv_transpose1d,
 //! attention, rms_norm, silu_mul, gelu and snake_beta have SIMD versions,
@@ -49,6 +54,7 @@ mod dispatch;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod fast;
 mod mat;
+pub mod q4;
 pub mod reference;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod simd;
@@ -58,6 +64,7 @@ pub use mat::{
     bf16_to_f32, f32_to_bf16, quantize_a16_row, quantize_q8_row, quantize_q8_rows, Mat, A16_MAX,
     Q8_MAX,
 };
+pub use q4::{quantize_a8_row, quantize_q4_rows, Q4Rows};
 
 #[cfg(target_arch = "x86_64")]
 use simd::{avx2::Avx2, avx512::Avx512};
@@ -152,6 +159,37 @@ impl Kernels {
                     )
                 }
             }
+        }
+        if let Mat::Q4 {
+            data,
+            group_scales,
+            scales,
+            rows,
+            cols,
+        } = *w
+        {
+            use fast::q4::{matmul as q4, Q4Path};
+            let path = match self.path {
+                // Exact integers: the portable kernel has the reference's
+                // bits, so the scalar path may run it (multi-threaded).
+                Path::Scalar => Q4Path::Portable,
+                #[cfg(target_arch = "x86_64")]
+                Path::Avx2(_) => Q4Path::Avx2,
+                #[cfg(target_arch = "x86_64")]
+                Path::Avx512(_) => Q4Path::for_avx512(),
+            };
+            return q4(
+                path,
+                x,
+                m,
+                data,
+                group_scales,
+                scales,
+                rows,
+                cols,
+                bias,
+                out,
+            );
         }
         dispatch!(self, reference::matmul(x, m, w, bias, out), |s| {
             fast::matmul::matmul(s, x, m, w, bias, out)

@@ -31,17 +31,40 @@ pub enum Mat<'a> {
         rows: usize,
         cols: usize,
     },
+    /// 4-bit group-wise weights (see [`crate::q4`] for format and layout):
+    /// `w[r][c] = (q * group_scales[r][c / 32]) as f32 * scales[r]` with
+    /// `q in [-8, 7]` stored as nibbles in super-block order, rows padded to
+    /// 512 inputs. [`crate::quantize_q4_rows`] makes one.
+    ///
+    /// [`crate::matmul`] quantizes each activation row to int8 with its own
+    /// scale ([`crate::quantize_a8_row`]) and sums
+    /// `sum_g s_g * (q_g . x_g)` in exact integers (AVX-512 VNNI
+    /// `vpdpbusd`, AVX2 `vpmaddubsw`), then applies `scale_x * scale_w`
+    /// once: every path gives the reference's bits.
+    Q4 {
+        data: &'a [u8],
+        group_scales: &'a [u8],
+        scales: &'a [f32],
+        rows: usize,
+        cols: usize,
+    },
 }
 
 impl Mat<'_> {
     pub fn rows(&self) -> usize {
         match *self {
-            Mat::F32 { rows, .. } | Mat::Bf16 { rows, .. } | Mat::Q8 { rows, .. } => rows,
+            Mat::F32 { rows, .. }
+            | Mat::Bf16 { rows, .. }
+            | Mat::Q8 { rows, .. }
+            | Mat::Q4 { rows, .. } => rows,
         }
     }
     pub fn cols(&self) -> usize {
         match *self {
-            Mat::F32 { cols, .. } | Mat::Bf16 { cols, .. } | Mat::Q8 { cols, .. } => cols,
+            Mat::F32 { cols, .. }
+            | Mat::Bf16 { cols, .. }
+            | Mat::Q8 { cols, .. }
+            | Mat::Q4 { cols, .. } => cols,
         }
     }
     /// Bytes of weight data (scales included) a full read touches.
@@ -50,13 +73,35 @@ impl Mat<'_> {
             Mat::F32 { rows, cols, .. } => rows * cols * 4,
             Mat::Bf16 { rows, cols, .. } => rows * cols * 2,
             Mat::Q8 { rows, cols, .. } => rows * cols + rows * 4,
+            Mat::Q4 { rows, cols, .. } => {
+                rows * (crate::q4::q4_row_bytes(cols) + crate::q4::q4_row_groups(cols) + 4)
+            }
         }
     }
 
     /// Row `r` widened to f32 into `out` (used for embedding look-ups);
-    /// int8 rows are dequantized (`q * scale`).
+    /// int8 rows are dequantized (`q * scale`), 4-bit ones as
+    /// `(q * s_group) as f32 * scale`.
     pub fn row_to_f32(&self, r: usize, out: &mut [f32]) {
         match *self {
+            Mat::Q4 {
+                data,
+                group_scales,
+                scales,
+                cols,
+                ..
+            } => {
+                let (rb, rg) = (
+                    crate::q4::q4_row_bytes(cols),
+                    crate::q4::q4_row_groups(cols),
+                );
+                crate::q4::q4_row_to_f32(
+                    &data[r * rb..(r + 1) * rb],
+                    &group_scales[r * rg..(r + 1) * rg],
+                    scales[r],
+                    &mut out[..cols],
+                );
+            }
             Mat::Q8 {
                 data, scales, cols, ..
             } => {

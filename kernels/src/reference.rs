@@ -2,6 +2,7 @@
 //! Straightforward loops, f32 accumulation, no parallelism.
 
 use crate::mat::quantize_a16_row;
+use crate::q4::{q4_get, q4_row_bytes, q4_row_groups, quantize_a8_row, Q4_GROUP};
 use crate::{AttnShape, Conv1dShape, Mat};
 
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
@@ -10,6 +11,15 @@ pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut 
     assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
     if let Mat::Q8 { data, scales, .. } = *w {
         return matmul_q8_a16(x, m, data, scales, n, k, bias, out);
+    }
+    if let Mat::Q4 {
+        data,
+        group_scales,
+        scales,
+        ..
+    } = *w
+    {
+        return matmul_q4_a8(x, m, data, group_scales, scales, n, k, bias, out);
     }
     let mut row = vec![0f32; k];
     for j in 0..n {
@@ -53,6 +63,52 @@ fn matmul_q8_a16(
                 .zip(wj)
                 .map(|(&a, &w)| a as i64 * w as i64)
                 .sum();
+            out[i * n + j] = dot as f32 * (sx[i] * scales[j]) + b;
+        }
+    }
+}
+
+/// 4-bit group-wise weights x int8-quantized activations, exact integer
+/// dot products (the semantics of `matmul` on `Mat::Q4`):
+/// `out[i][j] = (sum_g s[j][g] * sum_{c in g} xq[i][c] q[j][c]) as f32
+/// * (sx[i] * d[j]) + b[j]`, the sum an exact i64.
+#[allow(clippy::too_many_arguments)]
+fn matmul_q4_a8(
+    x: &[f32],
+    m: usize,
+    data: &[u8],
+    group_scales: &[u8],
+    scales: &[f32],
+    n: usize,
+    k: usize,
+    bias: Option<&[f32]>,
+    out: &mut [f32],
+) {
+    let (rb, rg) = (q4_row_bytes(k), q4_row_groups(k));
+    assert!(data.len() >= n * rb, "matmul: Q4 data shorter than [n, k]");
+    assert!(
+        group_scales.len() >= n * rg,
+        "matmul: fewer Q4 group scales than [n, groups]"
+    );
+    assert!(scales.len() >= n, "matmul: fewer scales than rows");
+    let mut xq = vec![0i8; m * k];
+    let sx: Vec<f32> = (0..m)
+        .map(|i| quantize_a8_row(&x[i * k..(i + 1) * k], &mut xq[i * k..(i + 1) * k]))
+        .collect();
+    for j in 0..n {
+        let (wj, sj) = (&data[j * rb..], &group_scales[j * rg..]);
+        let b = bias.map_or(0.0, |b| b[j]);
+        for i in 0..m {
+            let xi = &xq[i * k..(i + 1) * k];
+            let mut dot = 0i64;
+            for (g, xg) in xi.chunks(Q4_GROUP).enumerate() {
+                let t: i64 = xg
+                    .iter()
+                    .enumerate()
+                    .map(|(c, &a)| a as i64 * q4_get(wj, g * Q4_GROUP + c) as i64)
+                    .sum();
+                dot += t * sj[g] as i64;
+            }
             out[i * n + j] = dot as f32 * (sx[i] * scales[j]) + b;
         }
     }

@@ -16,8 +16,10 @@
 //! - snake: `2e-6 * inv_beta + 2.4e-7 * |x|`: the vector sin is accurate to
 //!   3e-7 absolute (sin^2 doubles it) plus one rounding of the sum.
 
+use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
-    f32_to_bf16, quantize_q8_rows, reference, AttnShape, Conv1dShape, Isa, Kernels, Mat,
+    f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnShape,
+    Conv1dShape, Isa, Kernels, Mat,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -266,6 +268,169 @@ fn q8_quantization_error_is_half_a_step() {
             );
         }
     }
+}
+
+/// 4-bit group-wise weights. `matmul` (int8 activations, exact integer
+/// sums) must equal the reference bit for bit on every path (the scalar
+/// path runs the portable kernel, not the reference), any k: partial
+/// groups and super-blocks (k not a multiple of 32 / 512), and k past
+/// 32 super-blocks (16384), where i32 lanes are flushed to i64; m > 1 in
+/// every blocking remainder; rayon-sized problems; 1 and 3 threads. And
+/// the result must be the exact product of the int8-rounded activations
+/// with the dequantized weights: each x moves by at most `sx / 2`, so the
+/// output by at most `sx / 2 * sum_c |w_c|` (+ f32 rounding of the dot).
+#[test]
+fn matmul_q4() {
+    let mut rng = Rng(21);
+    let mut shapes = vec![];
+    for m in [1, 2, 3, 4, 5, 7] {
+        for n in [1, 3, 4, 5, 9] {
+            for k in [0, 1, 7, 31, 32, 33, 64, 100, 511, 512, 513] {
+                shapes.push((m, n, k));
+            }
+        }
+    }
+    shapes.extend([
+        (1, 301, 1024),
+        (5, 131, 517),
+        (16, 64, 1024),
+        (3, 1030, 100),
+        (1, 9, 32 * 512 + 33),
+        (2, 5, 3 * 16384),
+        (20, 6, 300),
+        (9, 17, 3072),
+    ]);
+    for ks in paths() {
+        for &(m, n, k) in &shapes {
+            let x = unaligned(&rng.vec(m * k, 1.0));
+            let x = &x[1..];
+            let wf = rng.vec(n * k, 0.05);
+            let q = quantize_q4_rows(&wf, n, k);
+            // Unaligned nibble data too.
+            let du: Vec<u8> = std::iter::once(0).chain(q.data.iter().copied()).collect();
+            let w = Mat::Q4 {
+                data: &du[1..],
+                group_scales: &q.group_scales,
+                scales: &q.scales,
+                rows: n,
+                cols: k,
+            };
+            let bias = rng.vec(n, 1.0);
+            for b in [None, Some(&bias[..])] {
+                let what = format!(
+                    "{} matmul q4 m={m} n={n} k={k} bias={}",
+                    ks.isa().name(),
+                    b.is_some()
+                );
+                let mut want = vec![0f32; m * n];
+                reference::matmul(x, m, &w, b, &mut want);
+                for threads in [1, 3] {
+                    let got = bits_with_threads(threads, || {
+                        let mut got = vec![f32::NAN; m * n];
+                        ks.matmul(x, m, &w, b, &mut got);
+                        got
+                    });
+                    assert_eq!(
+                        got,
+                        want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "{what} threads={threads}: not bit-exact"
+                    );
+                }
+                // Against f32 arithmetic on the dequantized weights.
+                let mut deq = vec![0f32; k];
+                let mut exact = vec![0f32; m * n];
+                let mut bound = vec![0f32; m * n];
+                for j in 0..n {
+                    w.row_to_f32(j, &mut deq);
+                    for i in 0..m {
+                        let xi = &x[i * k..(i + 1) * k];
+                        let mut qi = vec![0i8; k];
+                        let sx = quantize_a8_row(xi, &mut qi);
+                        let dot: f64 = xi.iter().zip(&deq).map(|(a, b)| (a * b) as f64).sum();
+                        let abs: f32 = deq.iter().map(|v| v.abs()).sum();
+                        let mag: f32 = xi.iter().zip(&deq).map(|(a, b)| (a * b).abs()).sum();
+                        exact[i * n + j] = dot as f32 + b.map_or(0.0, |b| b[j]);
+                        bound[i * n + j] = sx / 2.0 * abs * (1.0 + 1e-3) + DOT_REL * mag + 1e-6;
+                    }
+                }
+                check_close(&format!("{what} vs dequantized"), &want, &exact, |i| {
+                    bound[i]
+                });
+            }
+        }
+    }
+}
+
+/// The 4-bit quantizer's contract (see `quantize_q4_row`): every element
+/// within one step `d * s_g` of its weight, each group's squared error no
+/// more than the no-clamp scale's bound (32 * (step / 2)^2 with
+/// `step = d * ceil(a / 7d)`), group scales in 1..=255 (0 only for an
+/// all-zero group), zero rows and groups stay zero, the nibbles of padding
+/// hold q = 0, and a non-finite row gets a NaN scale.
+#[test]
+fn q4_quantization_error_is_bounded() {
+    let mut rng = Rng(22);
+    let (rows, cols) = (37, 1100);
+    let mut w = rng.vec(rows * cols, 3.0);
+    w[5 * cols..6 * cols].fill(0.0);
+    w[7 * cols + 64..7 * cols + 96].fill(0.0);
+    // Groups far below the row's largest, and one big outlier.
+    for v in &mut w[9 * cols..10 * cols] {
+        *v *= 1e-3;
+    }
+    w[9 * cols + 3] = 50.0;
+    let q = quantize_q4_rows(&w, rows, cols);
+    let (rb, rg) = (q4_row_bytes(cols), q4_row_groups(cols));
+    assert_eq!(q.scales[5], 0.0);
+    assert!(q.group_scales[5 * rg..6 * rg].iter().all(|&s| s == 0));
+    assert_eq!(q.group_scales[7 * rg + 2], 0);
+    let mat = Mat::Q4 {
+        data: &q.data,
+        group_scales: &q.group_scales,
+        scales: &q.scales,
+        rows,
+        cols,
+    };
+    let mut deq = vec![0f32; cols];
+    for r in 0..rows {
+        mat.row_to_f32(r, &mut deq);
+        let row = &w[r * cols..(r + 1) * cols];
+        let d = q.scales[r];
+        for (g, (wg, dg)) in row.chunks(Q4_GROUP).zip(deq.chunks(Q4_GROUP)).enumerate() {
+            let s = q.group_scales[r * rg + g];
+            let a = wg.iter().fold(0f32, |m, v| m.max(v.abs()));
+            if a == 0.0 {
+                assert_eq!(s, 0, "row {r} group {g}");
+                assert!(dg.iter().all(|&v| v == 0.0));
+                continue;
+            }
+            assert!(s >= 1, "row {r} group {g}: scale 0 for a non-zero group");
+            let step = d * s as f32;
+            let mut sse = 0f64;
+            for (&v, &u) in wg.iter().zip(dg) {
+                let e = (v - u).abs();
+                assert!(
+                    e <= step * (1.0 + 1e-5) + 1e-12,
+                    "row {r} group {g}: error {e} > step {step}"
+                );
+                sse += (e as f64).powi(2);
+            }
+            let step0 = d as f64 * (a as f64 / (7.0 * d as f64)).ceil().min(255.0);
+            let bound = wg.len() as f64 * (step0 / 2.0).powi(2) * (1.0 + 1e-4) + 1e-20;
+            assert!(
+                sse <= bound,
+                "row {r} group {g}: squared error {sse} > no-clamp bound {bound}"
+            );
+        }
+        // Padding past `cols` decodes to q = 0 (nibble 8).
+        let stored = &q.data[r * rb..(r + 1) * rb];
+        for c in cols..rb * 2 {
+            assert_eq!(tts_kernels::q4::q4_get(stored, c), 0, "row {r} pad {c}");
+        }
+    }
+    let mut bad = vec![1.0f32; 64];
+    bad[3] = f32::NAN;
+    assert!(quantize_q4_rows(&bad, 1, 64).scales[0].is_nan());
 }
 
 #[test]
@@ -723,4 +888,103 @@ fn free_functions_use_the_selected_path() {
     assert_eq!(sel.isa(), tts_kernels::isa());
     assert!(sel.isa().is_supported());
     assert_eq!(Isa::available()[0], Isa::Scalar);
+}
+
+/// Prints the weight-reconstruction error of the 4-bit format against
+/// alternatives (not a test of behaviour: `cargo test -p tts-kernels --release
+/// --test differential -- --ignored --nocapture q4_format_error_report`),
+/// for the group-size choice in docs/performance.md. Relative RMS error
+/// `||w - deq|| / ||w||` over 256 rows x 3072 of Gaussian and of
+/// heavy-tailed (Student-t, 3 dof) weights with one 20x outlier per row.
+#[test]
+#[ignore]
+fn q4_format_error_report() {
+    let mut rng = Rng(23);
+    let (rows, cols) = (256, 3072);
+    let gauss = |rng: &mut Rng| {
+        // Box-Muller.
+        let u1 = (rng.f() * 0.5 + 0.5).max(1e-12);
+        let u2 = rng.f() * 0.5 + 0.5;
+        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f32::consts::PI * u2).cos()
+    };
+    let g: Vec<f32> = (0..rows * cols).map(|_| gauss(&mut rng)).collect();
+    let mut t: Vec<f32> = (0..rows * cols)
+        .map(|_| {
+            let z = gauss(&mut rng);
+            let chi: f32 = (0..3).map(|_| gauss(&mut rng).powi(2)).sum();
+            z / (chi / 3.0).sqrt()
+        })
+        .collect();
+    for r in 0..rows {
+        t[r * cols + (r * 37) % cols] = 20.0;
+    }
+    let rel = |w: &[f32], deq: &[f32]| {
+        let e: f64 = w
+            .iter()
+            .zip(deq)
+            .map(|(a, b)| ((a - b) as f64).powi(2))
+            .sum();
+        let n: f64 = w.iter().map(|a| (*a as f64).powi(2)).sum();
+        (e / n).sqrt()
+    };
+    // Float group scale, same candidate search, no u8 rounding.
+    let float_groups = |w: &[f32], group: usize, search: bool| {
+        let mut out = vec![0f32; w.len()];
+        for (src, dst) in w.chunks(group).zip(out.chunks_mut(group)) {
+            let a = src.iter().fold(0f32, |m, v| m.max(v.abs()));
+            if a == 0.0 {
+                continue;
+            }
+            let cands: Vec<f32> = if search {
+                (0..6).map(|c| a / (7.0 + c as f32 / 5.0)).collect()
+            } else {
+                vec![a / 7.0]
+            };
+            let mut best = (f32::INFINITY, vec![0f32; src.len()]);
+            for s in cands {
+                let d: Vec<f32> = src
+                    .iter()
+                    .map(|v| (v / s).round().clamp(-8.0, 7.0) * s)
+                    .collect();
+                let e: f32 = src.iter().zip(&d).map(|(a, b)| (a - b).powi(2)).sum();
+                if e < best.0 {
+                    best = (e, d);
+                }
+            }
+            dst.copy_from_slice(&best.1);
+        }
+        out
+    };
+    for (name, w) in [("gaussian", &g), ("student-t3 + outlier", &t)] {
+        let q = quantize_q4_rows(w, rows, cols);
+        let mat = Mat::Q4 {
+            data: &q.data,
+            group_scales: &q.group_scales,
+            scales: &q.scales,
+            rows,
+            cols,
+        };
+        let mut deq = vec![0f32; rows * cols];
+        for r in 0..rows {
+            mat.row_to_f32(r, &mut deq[r * cols..(r + 1) * cols]);
+        }
+        let (q8, sc) = quantize_q8_rows(w, rows, cols);
+        let d8: Vec<f32> = q8
+            .iter()
+            .enumerate()
+            .map(|(i, &v)| v as f32 * sc[i / cols])
+            .collect();
+        println!(
+            "{name}: shipped q4 (g32, u8 group scale, search): {:.4}",
+            rel(w, &deq)
+        );
+        for group in [32, 64, 128] {
+            println!(
+                "{name}: g{group} f32 scale, absmax/7: {:.4}; with search: {:.4}",
+                rel(w, &float_groups(w, group, false)),
+                rel(w, &float_groups(w, group, true))
+            );
+        }
+        println!("{name}: int8 per row: {:.4}", rel(w, &d8));
+    }
 }

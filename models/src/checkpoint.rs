@@ -42,7 +42,8 @@ pub struct TensorStore {
 
 /// A weight matrix `[rows, cols]` ready for [`tts_kernels::matmul`]: f32 or
 /// bf16, either borrowed from the memory map (zero copy) or owned; or int8
-/// with per-row scales, quantized at load time (see [`crate::quant`]).
+/// with per-row scales or 4-bit group-wise, quantized at load time (see
+/// [`crate::quant`]).
 pub struct Weight {
     rows: usize,
     cols: usize,
@@ -55,6 +56,7 @@ enum WeightData {
     OwnedF32(Vec<f32>),
     OwnedBf16(Vec<u16>),
     OwnedQ8 { data: Vec<i8>, scales: Vec<f32> },
+    OwnedQ4(tts_kernels::Q4Rows),
 }
 
 impl Weight {
@@ -93,6 +95,13 @@ impl Weight {
                 rows,
                 cols,
             },
+            WeightData::OwnedQ4(q) => Mat::Q4 {
+                data: &q.data,
+                group_scales: &q.group_scales,
+                scales: &q.scales,
+                rows,
+                cols,
+            },
         }
     }
     /// Bytes of weight data (resident when touched; int8 includes its scales).
@@ -128,6 +137,13 @@ impl Weight {
                     *o += q as f32 * s;
                 }
             }
+            m @ Mat::Q4 { cols, .. } => {
+                let mut row = vec![0f32; cols];
+                m.row_to_f32(r, &mut row);
+                for (o, v) in out.iter_mut().zip(row) {
+                    *o += v;
+                }
+            }
         }
     }
     /// An owned int8 weight: `data` is `[rows, cols]`, `scales` `[rows]`.
@@ -138,6 +154,21 @@ impl Weight {
             rows,
             cols,
             data: WeightData::OwnedQ8 { data, scales },
+        }
+    }
+    /// An owned 4-bit group-wise weight ([`tts_kernels::q4`] layout for
+    /// `[rows, cols]`).
+    pub fn from_q4(rows: usize, cols: usize, q: tts_kernels::Q4Rows) -> Self {
+        assert_eq!(q.data.len(), rows * tts_kernels::q4::q4_row_bytes(cols));
+        assert_eq!(
+            q.group_scales.len(),
+            rows * tts_kernels::q4::q4_row_groups(cols)
+        );
+        assert_eq!(q.scales.len(), rows);
+        Weight {
+            rows,
+            cols,
+            data: WeightData::OwnedQ4(q),
         }
     }
     /// An owned f32 weight (tests, generated checkpoints).

@@ -10,12 +10,19 @@
 //! `small_to_mtp_projection` keep the stored precision: they are ~2% of the
 //! bytes a frame reads and they touch the logits directly.
 //!
+//! [`Precision::Q4`] converts the same layers to 4-bit group-wise weights
+//! (groups of 32 inputs with a u8 scale each and an f32 per row: 4.25 bits
+//! per weight; format in [`tts_kernels::q4`]); its matmul quantizes
+//! activations to int8 per row and sums in exact integers.
+//!
 //! Decode reads every weight once per step, so the bytes per weight set the
-//! floor: int8 halves the bytes of bf16 (see docs/performance.md for the
-//! measured speed and the fidelity gates in tests/precision.rs).
+//! floor: int8 halves the bytes of bf16 and q4 nearly halves them again
+//! (see docs/performance.md for the measured speed and the fidelity gates
+//! in tests/precision.rs).
 
 use rayon::prelude::*;
-use tts_kernels::{quantize_q8_row, Mat};
+use tts_kernels::q4::{q4_row_bytes, q4_row_groups, quantize_q4_row};
+use tts_kernels::{quantize_q8_row, Mat, Q4Rows};
 
 use crate::checkpoint::Weight;
 
@@ -27,24 +34,29 @@ pub enum Precision {
     F32,
     /// Int8 weights, one f32 scale per output channel, f32 compute.
     Int8,
+    /// 4-bit weights in groups of 32 inputs (u8 group scale, f32 row
+    /// scale), int8 activations, exact integer sums.
+    Q4,
 }
 
 impl Precision {
-    pub const ALL: [Precision; 2] = [Precision::F32, Precision::Int8];
+    pub const ALL: [Precision; 3] = [Precision::F32, Precision::Int8, Precision::Q4];
 
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "f32",
             Precision::Int8 => "int8",
+            Precision::Q4 => "q4",
         }
     }
 
-    /// Parses `f32` (alias `bf16`, `native`: the stored weights) or `int8`
-    /// (alias `i8`, `q8`).
+    /// Parses `f32` (alias `bf16`, `native`: the stored weights), `int8`
+    /// (alias `i8`, `q8`) or `q4` (alias `int4`, `4bit`).
     pub fn from_name(s: &str) -> Option<Precision> {
         match s.trim().to_ascii_lowercase().as_str() {
             "f32" | "bf16" | "native" => Some(Precision::F32),
             "int8" | "i8" | "q8" => Some(Precision::Int8),
+            "q4" | "int4" | "4bit" => Some(Precision::Q4),
             _ => None,
         }
     }
@@ -60,7 +72,7 @@ impl std::str::FromStr for Precision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Precision::from_name(s)
-            .ok_or_else(|| format!("unknown precision {s:?}; expected f32 or int8"))
+            .ok_or_else(|| format!("unknown precision {s:?}; expected f32, int8 or q4"))
     }
 }
 
@@ -69,6 +81,7 @@ pub fn convert(w: Weight, precision: Precision) -> Weight {
     match precision {
         Precision::F32 => w,
         Precision::Int8 => quantize_q8(&w),
+        Precision::Q4 => quantize_q4(&w),
     }
 }
 
@@ -104,4 +117,80 @@ pub fn quantize_q8(w: &Weight) -> Weight {
             });
     }
     Weight::from_q8(rows, cols, data, scales)
+}
+
+/// Group-wise 4-bit copy of `w` (from its f32 values; an int8 or 4-bit
+/// weight is dequantized first, so prefer converting the stored weights).
+pub fn quantize_q4(w: &Weight) -> Weight {
+    let (rows, cols) = (w.rows(), w.cols());
+    let mat = w.mat();
+    let (rb, rg) = (q4_row_bytes(cols), q4_row_groups(cols));
+    let mut q = Q4Rows {
+        data: vec![0x88; rows * rb],
+        group_scales: vec![0; rows * rg],
+        scales: vec![0.0; rows],
+    };
+    if cols > 0 {
+        q.data
+            .par_chunks_mut(ROWS_PER_TASK * rb)
+            .zip(q.group_scales.par_chunks_mut(ROWS_PER_TASK * rg))
+            .zip(q.scales.par_chunks_mut(ROWS_PER_TASK))
+            .enumerate()
+            .for_each(|(t, ((d, g), s))| {
+                let mut row = vec![0f32; cols];
+                for (i, ((dr, gr), sr)) in d
+                    .chunks_exact_mut(rb)
+                    .zip(g.chunks_exact_mut(rg))
+                    .zip(s.iter_mut())
+                    .enumerate()
+                {
+                    mat.row_to_f32(t * ROWS_PER_TASK + i, &mut row);
+                    *sr = quantize_q4_row(&row, dr, gr);
+                }
+            });
+    }
+    Weight::from_q4(rows, cols, q)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn names_round_trip_and_aliases_parse() {
+        for p in Precision::ALL {
+            assert_eq!(p.name().parse::<Precision>(), Ok(p));
+        }
+        assert_eq!("INT4".parse::<Precision>(), Ok(Precision::Q4));
+        assert_eq!("bf16".parse::<Precision>(), Ok(Precision::F32));
+        let e = "q3".parse::<Precision>().unwrap_err();
+        assert!(e.contains("q4"), "{e}");
+    }
+
+    #[test]
+    fn q4_conversion_matches_the_kernel_quantizer() {
+        let (rows, cols) = (70, 96);
+        let v: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+            .collect();
+        let want = tts_kernels::quantize_q4_rows(&v, rows, cols);
+        let w = convert(Weight::from_f32(rows, cols, v), Precision::Q4);
+        match w.mat() {
+            Mat::Q4 {
+                data,
+                group_scales,
+                scales,
+                ..
+            } => {
+                assert_eq!(data, &want.data[..]);
+                assert_eq!(group_scales, &want.group_scales[..]);
+                assert_eq!(scales, &want.scales[..]);
+            }
+            _ => panic!("not Q4"),
+        }
+        assert_eq!(
+            w.bytes(),
+            rows * (q4_row_bytes(cols) + q4_row_groups(cols) + 4)
+        );
+    }
 }

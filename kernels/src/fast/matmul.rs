@@ -93,6 +93,25 @@ pub(crate) fn matmul<S: Simd>(
             assert!(scales.len() >= n, "matmul: fewer scales than rows");
             run(s, x, m, data, Some(scales), n, k, bias, out)
         }
+        // 4-bit weights have their own integer kernels (`Kernels::matmul`
+        // sends them there); this keeps a direct call correct.
+        Mat::Q4 {
+            data,
+            group_scales,
+            scales,
+            ..
+        } => super::q4::matmul(
+            super::q4::Q4Path::Portable,
+            x,
+            m,
+            data,
+            group_scales,
+            scales,
+            n,
+            k,
+            bias,
+            out,
+        ),
     }
 }
 

@@ -12,6 +12,7 @@ pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
+pub(crate) mod q4;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q8;
 

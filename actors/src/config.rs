@@ -58,6 +58,9 @@ pub enum FaultAction {
     Panic,
     /// Block the stage until the watchdog retires it (at most 60 s).
     Stall,
+    /// Hold the step this long (below the deadline: a slow step, not a
+    /// stall), so the inputs that arrive meanwhile form one batch.
+    Delay(Duration),
 }
 
 #[derive(Clone, Debug)]
@@ -90,6 +93,15 @@ pub struct EngineConfig {
     /// Consumers acknowledge chunks explicitly with `ack(seq)`; when false,
     /// receiving a chunk acknowledges it.
     pub explicit_acks: bool,
+    /// Most requests the talker and the code predictor step together in one
+    /// batched forward (each stage batches every ready request of a round,
+    /// up to this many). 1 steps requests one at a time.
+    pub max_batch: usize,
+    /// Longest the talker or the code predictor waits, before a step, for
+    /// requests whose inputs the other one is producing right now, so they
+    /// share the step (0: never wait). The wait ends as soon as they
+    /// arrive or the other stage goes idle; this only bounds it.
+    pub batch_gather: Duration,
     #[cfg(feature = "fault-injection")]
     pub fault: Option<Fault>,
 }
@@ -109,6 +121,8 @@ impl Default for EngineConfig {
             stream_capacity: 32,
             tick: Duration::from_millis(5),
             explicit_acks: false,
+            max_batch: 16,
+            batch_gather: Duration::from_millis(200),
             #[cfg(feature = "fault-injection")]
             fault: None,
         }
@@ -156,6 +170,9 @@ impl EngineConfig {
                     self.tick, self.stage_deadline
                 ),
             );
+        }
+        if self.max_batch == 0 {
+            return bad("max_batch", "must be at least 1".into());
         }
         if self.kv_positions_cap == Some(0) {
             return bad("kv_positions_cap", "must be at least 1".into());

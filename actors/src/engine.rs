@@ -83,7 +83,14 @@ pub struct EngineStats {
     pub restarts: [u64; 3],
     /// Requests holding state in each stage.
     pub held_states: [usize; 3],
+    /// Model calls per stage; a batched call (several requests stepped in
+    /// one forward) counts once.
     pub steps: [u64; 3],
+    /// Inputs served by those calls (the sum of their batch sizes):
+    /// `batched_inputs / steps` is the mean batch size.
+    pub batched_inputs: [u64; 3],
+    /// Largest batch one call served.
+    pub max_batch: [usize; 3],
     /// Data messages dropped because their request was no longer live.
     pub stale_epoch_dropped: u64,
     /// Data messages dropped because their sender's generation was retired.
@@ -183,6 +190,9 @@ impl Engine {
             restarts: StageKind::ALL.map(|k| s.health(k).restarts.load(Ordering::Acquire)),
             held_states: StageKind::ALL.map(|k| s.health(k).held.load(Ordering::Acquire)),
             steps: StageKind::ALL.map(|k| s.health(k).steps.load(Ordering::Acquire)),
+            batched_inputs: StageKind::ALL
+                .map(|k| s.health(k).batched_inputs.load(Ordering::Acquire)),
+            max_batch: StageKind::ALL.map(|k| s.health(k).max_batch.load(Ordering::Acquire)),
             stale_epoch_dropped: s.stale_epoch.load(Ordering::Acquire),
             stale_generation_dropped: s.stale_generation.load(Ordering::Acquire),
             reserved_bytes: s.reserved_bytes.load(Ordering::Acquire),

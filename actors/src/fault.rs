@@ -1,5 +1,5 @@
 //! Fault injection for tests (cargo feature `fault-injection`, off by
-//! default): panic or stall a named stage at a given step, once.
+//! default): panic, stall or delay a named stage at a given step, once.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -20,6 +20,7 @@ pub(crate) fn maybe_fire(shared: &Shared, stage: StageKind, step: u64, generatio
     match action {
         None => {}
         Some(FaultAction::Panic) => panic!("injected fault: {stage} panicked at step {step}"),
+        Some(FaultAction::Delay(d)) => std::thread::sleep(d),
         Some(FaultAction::Stall) => {
             // Stuck until the watchdog retires this generation (bounded so a
             // broken watchdog fails the test instead of hanging it).

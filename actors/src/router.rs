@@ -134,14 +134,15 @@ fn spawn_stage<L: StageLogic + Send>(
     config: &EngineConfig,
 ) -> (Arbiter, Addr<StageActor<L>>) {
     let arbiter = Arbiter::new();
-    let (shared, dir, mailbox, recheck) = (
+    let (shared, dir, mailbox, recheck, gather) = (
         shared.clone(),
         dir.clone(),
         config.mailbox_capacity(),
         config.tick,
+        config.batch_gather,
     );
     let addr = Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {
-        StageActor::new(logic, shared, dir, mailbox, recheck)
+        StageActor::new(logic, shared, dir, mailbox, recheck, gather)
     });
     (arbiter, addr)
 }
@@ -176,9 +177,18 @@ impl Router {
         dir: Directory,
     ) -> Addr<Router> {
         Router::create(move |ctx| {
-            let (ta, talker) = spawn_stage(Talker::new(model.clone()), &shared, &dir, &config);
-            let (pa, predictor) =
-                spawn_stage(Predictor::new(model.clone()), &shared, &dir, &config);
+            let (ta, talker) = spawn_stage(
+                Talker::new(model.clone(), config.max_batch),
+                &shared,
+                &dir,
+                &config,
+            );
+            let (pa, predictor) = spawn_stage(
+                Predictor::new(model.clone(), config.max_batch),
+                &shared,
+                &dir,
+                &config,
+            );
             let (ca, code2wav) = spawn_stage(
                 Code2Wav::new(model.clone(), config.chunks.clone()),
                 &shared,
@@ -322,7 +332,12 @@ impl Router {
         let (shared, dir, model) = (self.shared.clone(), self.dir.clone(), self.model.clone());
         let arbiter = match stage {
             StageKind::Talker => {
-                let (arb, addr) = spawn_stage(Talker::new(model), &shared, &dir, &self.config);
+                let (arb, addr) = spawn_stage(
+                    Talker::new(model, self.config.max_batch),
+                    &shared,
+                    &dir,
+                    &self.config,
+                );
                 dir.write()
                     .unwrap_or_else(|e| e.into_inner())
                     .as_mut()
@@ -331,7 +346,12 @@ impl Router {
                 arb
             }
             StageKind::CodePredictor => {
-                let (arb, addr) = spawn_stage(Predictor::new(model), &shared, &dir, &self.config);
+                let (arb, addr) = spawn_stage(
+                    Predictor::new(model, self.config.max_batch),
+                    &shared,
+                    &dir,
+                    &self.config,
+                );
                 dir.write()
                     .unwrap_or_else(|e| e.into_inner())
                     .as_mut()

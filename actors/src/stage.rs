@@ -2,15 +2,22 @@
 //!
 //! Each model stage is a [`StageActor`] around a [`StageLogic`] (the model
 //! calls and per-request state), supervised by `actix::Supervisor` on its
-//! own Arbiter thread. Data messages are queued locally and processed one
-//! item at a time from a self-notification, so control messages (drops)
-//! are handled between steps and a future batched forward can take every
-//! ready item of a round at once.
+//! own Arbiter thread. Data messages are queued locally and processed in
+//! rounds from a self-notification, so control messages (drops, and new
+//! work joining) are handled between steps. A round takes every item ready
+//! when it starts; a step takes up to [`StageLogic::max_batch`] of them
+//! (distinct requests) at once — the talker and the code predictor run them
+//! as one batched forward, code2wav one at a time.
 //!
 //! Failure handling:
 //! - a panic in a model call is caught here, the stage's in-flight requests
 //!   are reported to the router ([`StageFailed`]), the generation is bumped,
-//!   and the actor stops so its supervisor restarts it with empty state;
+//!   and the actor stops so its supervisor restarts it with empty state. A
+//!   batched step shares its failure: the panic cannot be pinned on one
+//!   request (the caches of the whole batch may be half-updated), so every
+//!   request in the batch is lost with the stage's state — exactly what a
+//!   panic already meant before batching, since a restarted stage holds
+//!   nothing and the router fails every request in flight;
 //! - a stall is detected by the router's watchdog from [`StageHealth`]
 //!   (busy longer than the deadline); the router bumps the generation and
 //!   starts a replacement, and this instance, when it wakes, sees it was
@@ -39,8 +46,13 @@ pub struct StageHealth {
     pub restarts: AtomicU64,
     /// Requests holding state in the stage.
     pub held: AtomicUsize,
-    /// Model steps run (all requests, all generations).
+    /// Model calls run (all requests, all generations); a batched call
+    /// counts once.
     pub steps: AtomicU64,
+    /// Inputs those calls served (the sum of their batch sizes).
+    pub batched_inputs: AtomicU64,
+    /// Largest batch one call served.
+    pub max_batch: AtomicUsize,
 }
 
 /// Engine-wide shared figures.
@@ -128,14 +140,24 @@ pub struct StepCx<'a> {
 }
 
 impl StepCx<'_> {
-    /// Runs one model call: counts the step, fires an injected fault if one
-    /// is due, and returns the result with its wall time.
+    /// Runs one model call for one input: see [`Self::batch_call`].
     pub fn model_call<R>(&mut self, stage: StageKind, f: impl FnOnce() -> R) -> (R, Duration) {
-        let step = self
-            .shared
-            .health(stage)
-            .steps
-            .fetch_add(1, Ordering::Relaxed);
+        self.batch_call(stage, 1, f)
+    }
+
+    /// Runs one model call serving `inputs` inputs: counts the step and its
+    /// batch size, fires an injected fault if one is due, and returns the
+    /// result with its wall time.
+    pub fn batch_call<R>(
+        &mut self,
+        stage: StageKind,
+        inputs: usize,
+        f: impl FnOnce() -> R,
+    ) -> (R, Duration) {
+        let h = self.shared.health(stage);
+        let step = h.steps.fetch_add(1, Ordering::Relaxed);
+        h.batched_inputs.fetch_add(inputs as u64, Ordering::Relaxed);
+        h.max_batch.fetch_max(inputs, Ordering::Relaxed);
         #[cfg(feature = "fault-injection")]
         crate::fault::maybe_fire(self.shared, stage, step, self.generation);
         let _ = step;
@@ -153,9 +175,15 @@ pub trait StageLogic: Sized + Unpin + 'static {
     fn stamp(input: &Self::Input) -> &Stamp;
     /// The stage that sent this input (None: the router).
     fn sender(input: &Self::Input) -> Option<StageKind>;
-    /// Processes one input, appending hand-offs to `cx.out`. Returns the
-    /// input back when it must wait (paused request).
-    fn process(&mut self, input: Self::Input, cx: &mut StepCx<'_>) -> Option<Self::Input>;
+    /// The stage whose outputs come back to this one (the talker ↔
+    /// predictor cycle), if any: see [`StageActor`]'s gathering.
+    const PARTNER: Option<StageKind> = None;
+    /// Most inputs one step may take (1: one at a time).
+    fn max_batch(&self) -> usize;
+    /// Processes the inputs of one step — at most [`Self::max_batch`], each
+    /// for a different request — appending hand-offs to `cx.out`. Returns
+    /// the inputs that must wait (paused requests).
+    fn process(&mut self, inputs: Vec<Self::Input>, cx: &mut StepCx<'_>) -> Vec<Self::Input>;
     /// Drops a request's state; true if there was any.
     fn drop_request(&mut self, key: RequestKey) -> bool;
     /// Requests holding state.
@@ -172,6 +200,11 @@ pub struct StageActor<L: StageLogic> {
     deferred: Vec<L::Input>,
     tick_pending: bool,
     recheck_pending: bool,
+    /// Longest a step waits for the partner's outputs (0: never waits).
+    gather: Duration,
+    /// When the current wait for the partner began.
+    gathering_since: Option<Instant>,
+    gather_timer_pending: bool,
     mailbox: usize,
     recheck: Duration,
     retired: bool,
@@ -184,6 +217,7 @@ impl<L: StageLogic> StageActor<L> {
         dir: Directory,
         mailbox: usize,
         recheck: Duration,
+        gather: Duration,
     ) -> Self {
         let generation = shared.health(L::KIND).generation.load(Ordering::Acquire);
         StageActor {
@@ -195,6 +229,9 @@ impl<L: StageLogic> StageActor<L> {
             deferred: Vec::new(),
             tick_pending: false,
             recheck_pending: false,
+            gather,
+            gathering_since: None,
+            gather_timer_pending: false,
             mailbox,
             recheck,
             retired: false,
@@ -237,10 +274,63 @@ impl<L: StageLogic> StageActor<L> {
         self.update_held();
     }
 
-    /// Runs one item inside the panic boundary. Returns false if the actor
-    /// must stop processing (panicked, retired or waiting on a full mailbox).
-    fn run_one(&mut self, item: L::Input, ctx: &mut Context<Self>) -> bool {
-        let key = L::stamp(&item).key;
+    /// Whether the next step should wait for the partner stage: this stage
+    /// holds requests whose next input is not here yet, and the partner is
+    /// mid-step (so those inputs are about to arrive, and waiting lets them
+    /// join this step's batch: one pass over the weights instead of two).
+    /// The partner's outputs arriving re-run the check; a timer bounds the
+    /// wait by `gather`.
+    ///
+    /// Without it, two requests settle into a pipeline — one at the talker
+    /// while the other is at the predictor — and never share a step.
+    fn should_gather(&mut self, ctx: &mut Context<Self>) -> bool {
+        let Some(partner) = L::PARTNER else {
+            return false;
+        };
+        let limit = self.logic.max_batch();
+        if self.gather.is_zero() || limit <= 1 || self.ready.len() >= limit {
+            self.gathering_since = None;
+            return false;
+        }
+        let here: Vec<RequestKey> = self
+            .ready
+            .iter()
+            .chain(&self.deferred)
+            .map(|i| L::stamp(i).key)
+            .collect();
+        let missing = self.logic.held().iter().any(|k| !here.contains(k));
+        let partner_busy = self
+            .shared
+            .health(partner)
+            .busy_since_us
+            .load(Ordering::Acquire)
+            != 0;
+        if !(missing && partner_busy) {
+            self.gathering_since = None;
+            return false;
+        }
+        let now = Instant::now();
+        let since = *self.gathering_since.get_or_insert(now);
+        let waited = now - since;
+        if waited >= self.gather {
+            self.gathering_since = None;
+            return false;
+        }
+        if !self.gather_timer_pending {
+            self.gather_timer_pending = true;
+            ctx.run_later(self.gather - waited, |act, ctx| {
+                act.gather_timer_pending = false;
+                act.schedule_tick(ctx);
+            });
+        }
+        true
+    }
+
+    /// Runs one step (a batch of items for distinct requests) inside the
+    /// panic boundary. Returns false if the actor must stop processing
+    /// (panicked, retired or waiting on a full mailbox).
+    fn run_step(&mut self, items: Vec<L::Input>, ctx: &mut Context<Self>) -> bool {
+        let keys: Vec<RequestKey> = items.iter().map(|i| L::stamp(i).key).collect();
         let mut out = Vec::new();
         let started = self.shared.now_us();
         self.health()
@@ -255,7 +345,7 @@ impl<L: StageLogic> StageActor<L> {
                 generation,
                 shared: &shared,
             };
-            logic.process(item, &mut cx)
+            logic.process(items, &mut cx)
         }));
         // Clear only our own mark: a retired instance waking up must not
         // hide its replacement's step from the watchdog.
@@ -272,10 +362,9 @@ impl<L: StageLogic> StageActor<L> {
             return false;
         }
         match result {
-            Ok(Some(back)) => self.deferred.push(back),
-            Ok(None) => {}
+            Ok(back) => self.deferred.extend(back),
             Err(panic) => {
-                self.fail(key, panic_message(&*panic), ctx);
+                self.fail(keys, panic_message(&*panic), ctx);
                 return false;
             }
         }
@@ -292,9 +381,9 @@ impl<L: StageLogic> StageActor<L> {
 
     /// The panic path: report, bump the generation, stop (the supervisor
     /// restarts this actor with empty state).
-    fn fail(&mut self, current: RequestKey, message: String, ctx: &mut Context<Self>) {
+    fn fail(&mut self, current: Vec<RequestKey>, message: String, ctx: &mut Context<Self>) {
         let mut requests = self.logic.held();
-        requests.push(current);
+        requests.extend(current);
         requests.extend(
             self.ready
                 .iter()
@@ -429,6 +518,8 @@ impl<L: StageLogic> Supervised for StageActor<L> {
         self.reset();
         self.tick_pending = false;
         self.recheck_pending = false;
+        self.gather_timer_pending = false;
+        self.gathering_since = None;
         self.generation = self.health().generation.load(Ordering::Acquire);
     }
 }
@@ -458,17 +549,34 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
 
     fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
         self.tick_pending = false;
-        if self.retired {
+        if self.retired || self.should_gather(ctx) {
             return;
         }
-        // One round: every item ready now, one step each (a batched forward
-        // slots in here). Mailbox messages are handled between rounds.
-        let round = self.ready.len();
-        for _ in 0..round {
-            let Some(item) = self.ready.pop_front() else {
+        // One round: every item ready now, in steps of up to `max_batch`
+        // items for distinct requests (a request's next item waits for the
+        // next step, keeping its order). Mailbox messages — drops, new
+        // requests — are handled between rounds.
+        let mut left = self.ready.len();
+        let limit = self.logic.max_batch().max(1);
+        while left > 0 {
+            let mut items = Vec::new();
+            let mut keys = Vec::new();
+            while left > 0 && items.len() < limit {
+                let Some(front) = self.ready.front() else {
+                    break;
+                };
+                let key = L::stamp(front).key;
+                if keys.contains(&key) {
+                    break;
+                }
+                keys.push(key);
+                items.extend(self.ready.pop_front());
+                left -= 1;
+            }
+            if items.is_empty() {
                 break;
-            };
-            if !self.run_one(item, ctx) {
+            }
+            if !self.run_step(items, ctx) {
                 if !self.retired {
                     // Resume after the waiting hand-off (or restart).
                     self.schedule_tick(ctx);

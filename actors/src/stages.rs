@@ -10,8 +10,10 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
+use tts_models::code_predictor::PredictScratch;
 use tts_models::codec::DecoderState;
-use tts_models::synth::{PredictorSession, StopReason, TalkerSession};
+use tts_models::lm::BatchScratch;
+use tts_models::synth::{PredictorSession, StopReason, TalkerOutput, TalkerSession, TalkerWork};
 use tts_models::Qwen3Tts;
 
 use crate::config::ChunkSchedule;
@@ -32,17 +34,34 @@ struct TalkerReq {
     max_frames: usize,
 }
 
-/// The talker stage: owns every request's talker KV cache.
+/// The talker stage: owns every request's talker KV cache. Each step runs
+/// every ready request (prefills of joining requests and fed-back frames)
+/// through one batched decoder pass.
 pub struct Talker {
     model: Arc<Qwen3Tts>,
     reqs: HashMap<RequestKey, TalkerReq>,
+    max_batch: usize,
+    scratch: BatchScratch,
+}
+
+/// One request's part in a talker step.
+struct TalkerJob {
+    key: RequestKey,
+    /// Index of the frame the picked token is for.
+    index: u64,
+    times: StageTimes,
+    open: Option<Box<PredictorSession>>,
+    /// `None`: the prefill; else the frame fed back.
+    feedback: Option<Vec<u32>>,
 }
 
 impl Talker {
-    pub fn new(model: Arc<Qwen3Tts>) -> Self {
+    pub fn new(model: Arc<Qwen3Tts>, max_batch: usize) -> Self {
         Talker {
             model,
             reqs: HashMap::new(),
+            max_batch,
+            scratch: BatchScratch::default(),
         }
     }
 
@@ -78,10 +97,82 @@ impl Talker {
             times,
         }));
     }
+
+    /// Sorts one input into this step's jobs, or answers it at once.
+    fn admit(
+        &mut self,
+        input: TalkerInput,
+        jobs: &mut Vec<TalkerJob>,
+        deferred: &mut Vec<TalkerInput>,
+        cx: &mut StepCx<'_>,
+    ) {
+        match input {
+            TalkerInput::Start(s) => {
+                let s = *s;
+                let key = s.stamp.key;
+                let times = StageTimes {
+                    handoff: s.stamp.sent_at.elapsed(),
+                    ..StageTimes::default()
+                };
+                let open = Some(Box::new(s.predictor));
+                if s.max_frames == 0 {
+                    cx.out.push(Output::Predictor(TalkerToken {
+                        stamp: Stamp::new(key, cx.generation),
+                        frame_index: 0,
+                        kind: TokenKind::End(StopReason::MaxFrames),
+                        last: false,
+                        open,
+                        times,
+                    }));
+                    return;
+                }
+                self.reqs.insert(
+                    key,
+                    TalkerReq {
+                        session: s.talker,
+                        gate: s.gate,
+                        max_frames: s.max_frames,
+                    },
+                );
+                jobs.push(TalkerJob {
+                    key,
+                    index: 0,
+                    times,
+                    open,
+                    feedback: None,
+                });
+            }
+            TalkerInput::Feedback(mut f) => {
+                let key = f.stamp.key;
+                let Some(req) = self.reqs.get(&key) else {
+                    cx.shared.stale_request();
+                    return;
+                };
+                if req.gate.should_pause() {
+                    // The consumer is behind: hold this request only (it
+                    // leaves the batch until it resumes). Time spent paused
+                    // is not hand-off time.
+                    f.stamp.sent_at = Instant::now();
+                    deferred.push(TalkerInput::Feedback(f));
+                    return;
+                }
+                let mut times = f.times;
+                times.handoff += f.stamp.sent_at.elapsed();
+                jobs.push(TalkerJob {
+                    key,
+                    index: f.frame_index + 1,
+                    times,
+                    open: None,
+                    feedback: Some(f.codes),
+                });
+            }
+        }
+    }
 }
 
 impl StageLogic for Talker {
     const KIND: StageKind = StageKind::Talker;
+    const PARTNER: Option<StageKind> = Some(StageKind::CodePredictor);
     type Input = TalkerInput;
 
     fn stamp(i: &TalkerInput) -> &Stamp {
@@ -98,63 +189,53 @@ impl StageLogic for Talker {
         }
     }
 
-    fn process(&mut self, input: TalkerInput, cx: &mut StepCx<'_>) -> Option<TalkerInput> {
-        match input {
-            TalkerInput::Start(s) => {
-                let s = *s;
-                let key = s.stamp.key;
-                let mut times = StageTimes {
-                    handoff: s.stamp.sent_at.elapsed(),
-                    ..StageTimes::default()
-                };
-                let open = Some(Box::new(s.predictor));
-                if s.max_frames == 0 {
-                    cx.out.push(Output::Predictor(TalkerToken {
-                        stamp: Stamp::new(key, cx.generation),
-                        frame_index: 0,
-                        kind: TokenKind::End(StopReason::MaxFrames),
-                        last: false,
-                        open,
-                        times,
-                    }));
-                    return None;
-                }
-                let mut req = TalkerReq {
-                    session: s.talker,
-                    gate: s.gate,
-                    max_frames: s.max_frames,
-                };
-                let model = self.model.clone();
-                let (out, d) = cx.model_call(StageKind::Talker, || req.session.prefill(&model));
-                times.talker += d;
-                let max_frames = req.max_frames;
-                self.reqs.insert(key, req);
-                self.emit(key, 0, out, max_frames, open, times, cx);
-                None
-            }
-            TalkerInput::Feedback(mut f) => {
-                let key = f.stamp.key;
-                let Some(req) = self.reqs.get_mut(&key) else {
-                    cx.shared.stale_request();
-                    return None;
-                };
-                if req.gate.should_pause() {
-                    // The consumer is behind: hold this request only. Time
-                    // spent paused is not hand-off time.
-                    f.stamp.sent_at = Instant::now();
-                    return Some(TalkerInput::Feedback(f));
-                }
-                let mut times = f.times;
-                times.handoff += f.stamp.sent_at.elapsed();
-                let model = self.model.clone();
-                let (out, d) =
-                    cx.model_call(StageKind::Talker, || req.session.step(&model, &f.codes));
-                times.talker += d;
-                let max_frames = req.max_frames;
-                self.emit(key, f.frame_index + 1, out, max_frames, None, times, cx);
-                None
+    fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    fn process(&mut self, inputs: Vec<TalkerInput>, cx: &mut StepCx<'_>) -> Vec<TalkerInput> {
+        let mut jobs = Vec::with_capacity(inputs.len());
+        let mut deferred = Vec::new();
+        for input in inputs {
+            self.admit(input, &mut jobs, &mut deferred, cx);
+        }
+        if jobs.is_empty() {
+            return deferred;
+        }
+        // The jobs' sessions, in job order (the stage runs distinct
+        // requests per step, so each key appears once).
+        let at: HashMap<RequestKey, usize> =
+            jobs.iter().enumerate().map(|(i, j)| (j.key, i)).collect();
+        let mut slots: Vec<Option<&mut TalkerSession>> = jobs.iter().map(|_| None).collect();
+        for (key, req) in self.reqs.iter_mut() {
+            if let Some(&i) = at.get(key) {
+                slots[i] = Some(&mut req.session);
             }
         }
+        let mut batch: Vec<(&mut TalkerSession, TalkerWork<'_>)> = slots
+            .into_iter()
+            .zip(&jobs)
+            .map(|(s, j)| {
+                let work = match &j.feedback {
+                    None => TalkerWork::Prefill,
+                    Some(codes) => TalkerWork::Feedback(codes),
+                };
+                (s.expect("every job's request is held"), work)
+            })
+            .collect();
+        let (model, scratch) = (&self.model, &mut self.scratch);
+        let (outs, d) = cx.batch_call(StageKind::Talker, batch.len(), || {
+            TalkerSession::step_batch(model, &mut batch, scratch)
+        });
+        drop(batch);
+        for (job, out) in jobs.into_iter().zip(outs) {
+            let mut times = job.times;
+            // The wall time of the step this request took part in.
+            times.talker += d;
+            let max_frames = self.reqs[&job.key].max_frames;
+            self.emit(job.key, job.index, out, max_frames, job.open, times, cx);
+        }
+        deferred
     }
 
     fn drop_request(&mut self, key: RequestKey) -> bool {
@@ -171,22 +252,38 @@ impl StageLogic for Talker {
 }
 
 /// The code predictor stage: owns every request's predictor RNG stream.
+/// Each step runs the frame of every ready request as one batched
+/// code-predictor frame (its G-1 sequential steps shared by the batch).
 pub struct Predictor {
     model: Arc<Qwen3Tts>,
     reqs: HashMap<RequestKey, PredictorSession>,
+    max_batch: usize,
+    scratch: PredictScratch,
 }
 
 impl Predictor {
-    pub fn new(model: Arc<Qwen3Tts>) -> Self {
+    pub fn new(model: Arc<Qwen3Tts>, max_batch: usize) -> Self {
         Predictor {
             model,
             reqs: HashMap::new(),
+            max_batch,
+            scratch: PredictScratch::default(),
         }
     }
 }
 
+/// One request's part in a predictor step.
+struct PredictJob {
+    key: RequestKey,
+    frame_index: u64,
+    last: bool,
+    out: TalkerOutput,
+    times: StageTimes,
+}
+
 impl StageLogic for Predictor {
     const KIND: StageKind = StageKind::CodePredictor;
+    const PARTNER: Option<StageKind> = Some(StageKind::Talker);
     type Input = TalkerToken;
 
     fn stamp(i: &TalkerToken) -> &Stamp {
@@ -197,61 +294,96 @@ impl StageLogic for Predictor {
         Some(StageKind::Talker)
     }
 
-    fn process(&mut self, mut t: TalkerToken, cx: &mut StepCx<'_>) -> Option<TalkerToken> {
-        let key = t.stamp.key;
-        if let Some(open) = t.open.take() {
-            self.reqs.insert(key, *open);
-        }
-        let Some(session) = self.reqs.get_mut(&key) else {
-            cx.shared.stale_request();
-            return None;
-        };
-        let mut times = t.times;
-        times.handoff += t.stamp.sent_at.elapsed();
-        let first = t.frame_index == 0;
-        match t.kind {
-            TokenKind::End(stop) => {
-                self.reqs.remove(&key);
-                cx.out.push(Output::Code2Wav(FrameForDecode {
-                    stamp: Stamp::new(key, cx.generation),
-                    frame_index: t.frame_index,
-                    codes: None,
-                    first,
-                    stop: Some(stop),
-                    produced_at: Instant::now(),
-                    times,
-                }));
+    fn max_batch(&self) -> usize {
+        self.max_batch
+    }
+
+    fn process(&mut self, inputs: Vec<TalkerToken>, cx: &mut StepCx<'_>) -> Vec<TalkerToken> {
+        let mut jobs = Vec::with_capacity(inputs.len());
+        for mut t in inputs {
+            let key = t.stamp.key;
+            if let Some(open) = t.open.take() {
+                self.reqs.insert(key, *open);
             }
-            TokenKind::C0(out) => {
-                let model = self.model.clone();
-                let (frame, d) =
-                    cx.model_call(StageKind::CodePredictor, || session.predict(&model, &out));
-                times.code_predictor += d;
-                let produced_at = Instant::now();
-                let stamp = Stamp::new(key, cx.generation);
-                if t.last {
+            if !self.reqs.contains_key(&key) {
+                cx.shared.stale_request();
+                continue;
+            }
+            let mut times = t.times;
+            times.handoff += t.stamp.sent_at.elapsed();
+            match t.kind {
+                TokenKind::End(stop) => {
                     self.reqs.remove(&key);
-                } else {
-                    // Feed back first: the talker is the critical path.
-                    cx.out.push(Output::Talker(FrameFeedback {
-                        stamp,
+                    cx.out.push(Output::Code2Wav(FrameForDecode {
+                        stamp: Stamp::new(key, cx.generation),
                         frame_index: t.frame_index,
-                        codes: frame.clone(),
+                        codes: None,
+                        first: t.frame_index == 0,
+                        stop: Some(stop),
+                        produced_at: Instant::now(),
                         times,
                     }));
                 }
-                cx.out.push(Output::Code2Wav(FrameForDecode {
-                    stamp,
+                TokenKind::C0(out) => jobs.push(PredictJob {
+                    key,
                     frame_index: t.frame_index,
-                    codes: Some(frame),
-                    first,
-                    stop: t.last.then_some(StopReason::MaxFrames),
-                    produced_at,
+                    last: t.last,
+                    out,
+                    times,
+                }),
+            }
+        }
+        if jobs.is_empty() {
+            return Vec::new();
+        }
+        let at: HashMap<RequestKey, usize> =
+            jobs.iter().enumerate().map(|(i, j)| (j.key, i)).collect();
+        let mut slots: Vec<Option<&mut PredictorSession>> = jobs.iter().map(|_| None).collect();
+        for (key, session) in self.reqs.iter_mut() {
+            if let Some(&i) = at.get(key) {
+                slots[i] = Some(session);
+            }
+        }
+        let mut batch: Vec<(&mut PredictorSession, &TalkerOutput)> = slots
+            .into_iter()
+            .zip(&jobs)
+            .map(|(s, j)| (s.expect("every job's request is held"), &j.out))
+            .collect();
+        let (model, scratch) = (&self.model, &mut self.scratch);
+        let (frames, d) = cx.batch_call(StageKind::CodePredictor, batch.len(), || {
+            PredictorSession::predict_batch(model, &mut batch, scratch)
+        });
+        drop(batch);
+        let produced_at = Instant::now();
+        let mut decode = Vec::with_capacity(jobs.len());
+        for (job, frame) in jobs.into_iter().zip(frames) {
+            let mut times = job.times;
+            times.code_predictor += d;
+            let stamp = Stamp::new(job.key, cx.generation);
+            if job.last {
+                self.reqs.remove(&job.key);
+            } else {
+                // Feed back first (all of the step's frames before any goes
+                // to code2wav): the talker is the critical path.
+                cx.out.push(Output::Talker(FrameFeedback {
+                    stamp,
+                    frame_index: job.frame_index,
+                    codes: frame.clone(),
                     times,
                 }));
             }
+            decode.push(Output::Code2Wav(FrameForDecode {
+                stamp,
+                frame_index: job.frame_index,
+                codes: Some(frame),
+                first: job.frame_index == 0,
+                stop: job.last.then_some(StopReason::MaxFrames),
+                produced_at,
+                times,
+            }));
         }
-        None
+        cx.out.extend(decode);
+        Vec::new()
     }
 
     fn drop_request(&mut self, key: RequestKey) -> bool {
@@ -310,7 +442,34 @@ impl StageLogic for Code2Wav {
         Some(StageKind::CodePredictor)
     }
 
-    fn process(&mut self, f: FrameForDecode, cx: &mut StepCx<'_>) -> Option<FrameForDecode> {
+    fn max_batch(&self) -> usize {
+        1
+    }
+
+    fn process(&mut self, inputs: Vec<FrameForDecode>, cx: &mut StepCx<'_>) -> Vec<FrameForDecode> {
+        for f in inputs {
+            self.decode(f, cx);
+        }
+        Vec::new()
+    }
+
+    fn drop_request(&mut self, key: RequestKey) -> bool {
+        self.reqs.remove(&key).is_some()
+    }
+
+    fn held(&self) -> Vec<RequestKey> {
+        self.reqs.keys().copied().collect()
+    }
+
+    fn clear(&mut self) {
+        self.reqs.clear();
+    }
+}
+
+impl Code2Wav {
+    /// One frame (or end marker) of one request: decodes when the chunk
+    /// schedule says a chunk is due.
+    fn decode(&mut self, f: FrameForDecode, cx: &mut StepCx<'_>) {
         let key = f.stamp.key;
         if f.first {
             self.reqs.insert(
@@ -330,7 +489,7 @@ impl StageLogic for Code2Wav {
         }
         let Some(r) = self.reqs.get_mut(&key) else {
             cx.shared.stale_request();
-            return None;
+            return;
         };
         r.times.handoff += f.stamp.sent_at.elapsed();
         if let Some(codes) = &f.codes {
@@ -360,7 +519,7 @@ impl StageLogic for Code2Wav {
                     stamp: Stamp::new(key, cx.generation),
                     message: e.to_string(),
                 }));
-                return None;
+                return;
             }
             cx.out.push(Output::Router(AudioOut::Chunk {
                 stamp: Stamp::new(key, cx.generation),
@@ -403,18 +562,5 @@ impl StageLogic for Code2Wav {
                 last_frame_at: r.last_frame_at,
             }));
         }
-        None
-    }
-
-    fn drop_request(&mut self, key: RequestKey) -> bool {
-        self.reqs.remove(&key).is_some()
-    }
-
-    fn held(&self) -> Vec<RequestKey> {
-        self.reqs.keys().copied().collect()
-    }
-
-    fn clear(&mut self) {
-        self.reqs.clear();
     }
 }

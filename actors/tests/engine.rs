@@ -467,6 +467,7 @@ fn run_fault(stage: StageKind, action: FaultAction) {
     let want = match action {
         FaultAction::Panic => ErrorKind::StageFailed,
         FaultAction::Stall => ErrorKind::StageStalled,
+        FaultAction::Delay(_) => unreachable!("a delay is not a fault"),
     };
     assert_eq!(c.error_kind(), want, "{stage} {action:?}: {:?}", c.terminal);
     if let Event::Error { error, .. } = &c.terminal {
@@ -605,4 +606,295 @@ fn invalid_config_and_requests_are_refused_up_front() {
         (Some(0), 0, Some(true), None)
     );
     engine.shutdown();
+}
+
+// ---- Batching across sessions -------------------------------------------
+//
+// The talker and the code predictor step every ready request of a round in
+// one batched forward. A batched row is computed exactly as alone, so every
+// request's codes (and therefore audio) must equal its offline reference
+// whatever else shares its steps.
+
+/// Requests of different texts, lengths and decoding modes.
+fn mixed_requests(m: &Qwen3Tts, n: usize, frames: &[usize]) -> Vec<Request> {
+    const TEXTS: [&str; 4] = [
+        "First voice in the batch.",
+        "A second, rather longer sentence, so its prompt has more rows.",
+        "Third.",
+        "The fourth one talks for a while and then stops.",
+    ];
+    (0..n)
+        .map(|i| {
+            request(
+                m,
+                TEXTS[i % TEXTS.len()],
+                frames[i % frames.len()],
+                i % 2 == 0,
+                40 + i as u64,
+            )
+        })
+        .collect()
+}
+
+/// Starts `reqs` on their own sessions and threads at once; each thread
+/// checks its stream against the offline reference.
+fn run_concurrently(engine: &Engine, m: &Arc<Qwen3Tts>, reqs: Vec<Request>) {
+    let handles: Vec<_> = reqs
+        .into_iter()
+        .enumerate()
+        .map(|(i, req)| {
+            let want = reference(m, &req);
+            let (session, m) = (engine.open_session(), m.clone());
+            std::thread::spawn(move || {
+                let mut s = session.synthesize_blocking(req).unwrap();
+                let c = collect(&mut s, false);
+                c.done();
+                assert_matches(&m, &c, &want, &format!("request {i}"));
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join().unwrap();
+    }
+}
+
+#[test]
+fn batched_sessions_produce_what_each_produces_alone() {
+    within(180, || {
+        for fx in ["tiny-a", "tiny-b"] {
+            let m = model(fx);
+            // The talker's first step is held 300 ms so the other requests'
+            // starts queue behind it: they are then prefilled in one batch
+            // and run in lockstep (greedy and sampled requests mixed).
+            let cfg = EngineConfig {
+                fault: Some(Fault {
+                    stage: StageKind::Talker,
+                    after_steps: 0,
+                    action: FaultAction::Delay(Duration::from_millis(300)),
+                }),
+                ..config()
+            };
+            let engine = Engine::start(m.clone(), cfg).unwrap();
+            run_concurrently(&engine, &m, mixed_requests(&m, 4, &[17, 11, 23, 6]));
+            assert_idle(&engine);
+            let st = engine.stats();
+            assert!(st.max_batch[0] >= 3, "{fx}: talker never batched: {st:?}");
+            assert!(
+                st.max_batch[1] >= 2,
+                "{fx}: predictor never batched: {st:?}"
+            );
+            assert_eq!(st.max_batch[2], 1, "code2wav runs one input per step");
+            assert!(
+                st.batched_inputs[1] > st.steps[1],
+                "{fx}: predictor mean batch is 1: {st:?}"
+            );
+            assert_eq!(st.generations, [0, 0, 0]);
+            engine.shutdown();
+        }
+    });
+}
+
+#[test]
+fn max_batch_one_steps_requests_alone_with_the_same_codes() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(
+            m.clone(),
+            EngineConfig {
+                max_batch: 1,
+                ..config()
+            },
+        )
+        .unwrap();
+        run_concurrently(&engine, &m, mixed_requests(&m, 3, &[9, 13]));
+        assert_idle(&engine);
+        let st = engine.stats();
+        assert_eq!(st.max_batch, [1, 1, 1], "{st:?}");
+        assert_eq!(st.batched_inputs, st.steps);
+        engine.shutdown();
+        let err = Engine::start(
+            m.clone(),
+            EngineConfig {
+                max_batch: 0,
+                ..config()
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("max_batch"), "{err}");
+    });
+}
+
+#[test]
+fn sessions_join_and_leave_a_running_batch() {
+    within(180, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(m.clone(), config()).unwrap();
+        // A long request runs throughout; others join while it streams,
+        // some leave early (5 frames, 0 frames), one joins after they left.
+        let long = request(&m, "I keep talking while others come and go.", 60, false, 3);
+        let want_long = reference(&m, &long);
+        let mut s_long = engine.open_session().synthesize_blocking(long).unwrap();
+        assert!(matches!(
+            s_long.next_blocking(),
+            Some(Event::Started { .. })
+        ));
+        // Wait for the long one's first audio: the others join mid-stream.
+        let mut first = match s_long.next_blocking() {
+            Some(Event::Audio(c)) => vec![c],
+            other => panic!("expected audio, got {other:?}"),
+        };
+        let joiners = vec![
+            request(&m, "Short visit.", 5, true, 0),
+            request(&m, "Nothing at all.", 0, true, 0),
+            request(&m, "A medium-length visit, sampled.", 19, false, 11),
+        ];
+        run_concurrently(&engine, &m, joiners);
+        // And one more after those left, while the long one still runs.
+        run_concurrently(&engine, &m, vec![request(&m, "Late joiner.", 8, false, 5)]);
+        let mut rest = collect_rest(&mut s_long);
+        first.append(&mut rest.chunks);
+        rest.chunks = first;
+        rest.done();
+        assert_matches(&m, &rest, &want_long, "long request");
+        assert_idle(&engine);
+        engine.shutdown();
+    });
+}
+
+/// [`collect`] for a stream whose `Started` (and maybe some audio) was
+/// already read.
+fn collect_rest(s: &mut Stream) -> Collected {
+    let mut chunks: Vec<AudioChunk> = Vec::new();
+    loop {
+        match s.next_blocking().expect("a terminal event") {
+            Event::Audio(c) => chunks.push(c),
+            Event::Started { .. } => panic!("Started twice"),
+            terminal => {
+                assert!(s.next_blocking().is_none());
+                return Collected { chunks, terminal };
+            }
+        }
+    }
+}
+
+#[test]
+fn cancelling_one_request_of_a_batch_leaves_the_others_intact() {
+    within(180, || {
+        let m = model("tiny-a");
+        let cfg = EngineConfig {
+            fault: Some(Fault {
+                stage: StageKind::Talker,
+                after_steps: 0,
+                action: FaultAction::Delay(Duration::from_millis(200)),
+            }),
+            ..config()
+        };
+        let engine = Engine::start(m.clone(), cfg).unwrap();
+        let keep = mixed_requests(&m, 3, &[40, 33, 45]);
+        let wants: Vec<Reference> = keep.iter().map(|r| reference(&m, r)).collect();
+        let mut streams: Vec<Stream> = keep
+            .into_iter()
+            .map(|r| engine.open_session().synthesize_blocking(r).unwrap())
+            .collect();
+        let mut victim = engine
+            .open_session()
+            .synthesize_blocking(request(&m, "I am cut off mid-batch.", 300, false, 9))
+            .unwrap();
+        // Every request has streamed audio (so all share steps), then the
+        // fourth is cancelled.
+        let mut got: Vec<Vec<AudioChunk>> = vec![Vec::new(); streams.len()];
+        for (s, g) in streams.iter_mut().zip(got.iter_mut()) {
+            assert!(matches!(s.next_blocking(), Some(Event::Started { .. })));
+            match s.next_blocking() {
+                Some(Event::Audio(c)) => g.push(c),
+                e => panic!("expected audio, got {e:?}"),
+            }
+        }
+        assert!(matches!(
+            victim.next_blocking(),
+            Some(Event::Started { .. })
+        ));
+        while !matches!(victim.next_blocking(), Some(Event::Audio(_))) {}
+        let ack = victim.cancel().wait().unwrap();
+        assert!(ack.was_active);
+        assert_eq!(ack.late_audio_samples, 0);
+        let mut terminal = None;
+        while let Some(e) = victim.next_blocking() {
+            assert!(terminal.is_none(), "event after the terminal event: {e:?}");
+            if e.is_terminal() {
+                terminal = Some(e);
+            }
+        }
+        assert!(
+            matches!(terminal, Some(Event::Cancelled { .. })),
+            "{terminal:?}"
+        );
+        for ((s, mut g), want) in streams.iter_mut().zip(got).zip(&wants) {
+            let mut rest = collect_rest(s);
+            g.append(&mut rest.chunks);
+            rest.chunks = g;
+            rest.done();
+            assert_matches(&m, &rest, want, "a batch-mate of the cancelled request");
+        }
+        assert_idle(&engine);
+        let st = engine.stats();
+        assert!(st.max_batch[1] >= 2, "never batched: {st:?}");
+        assert_eq!(st.generations, [0, 0, 0]);
+        engine.shutdown();
+    });
+}
+
+/// A panic inside a batched step: the batch shares the failure. Under the
+/// engine's contract a panicking stage restarts empty, so every request in
+/// flight — batch-mates included — ends with an explicit `StageFailed`
+/// error (never a hang or wrong audio); requests submitted afterwards run
+/// on the new generation, batched again, and equal their references.
+#[test]
+fn a_panic_in_a_batched_step_fails_the_batch_and_the_engine_recovers() {
+    within(240, || {
+        let m = model("tiny-a");
+        for stage in [StageKind::Talker, StageKind::CodePredictor] {
+            let cfg = EngineConfig {
+                stage_deadline: Duration::from_secs(20),
+                fault: Some(Fault {
+                    stage,
+                    // Past the (batched) prefill: the requests are in
+                    // lockstep by then.
+                    after_steps: 4,
+                    action: FaultAction::Panic,
+                }),
+                ..config()
+            };
+            let engine = Engine::start(m.clone(), cfg).unwrap();
+            let reqs = mixed_requests(&m, 3, &[200]);
+            let handles: Vec<_> = reqs
+                .into_iter()
+                .map(|req| {
+                    let session = engine.open_session();
+                    std::thread::spawn(move || {
+                        let mut s = session.synthesize_blocking(req).unwrap();
+                        collect(&mut s, false)
+                    })
+                })
+                .collect();
+            for h in handles {
+                let c = h.join().unwrap();
+                assert_eq!(c.error_kind(), ErrorKind::StageFailed, "{stage}");
+                if let Event::Error { error, .. } = &c.terminal {
+                    assert!(error.to_string().contains(stage.name()), "{error}");
+                }
+            }
+            assert_idle(&engine);
+            let st = engine.stats();
+            assert_eq!(st.generation(stage), 1, "{stage}: {st:?}");
+            // The failed step was a batch (the requests were already
+            // sharing steps before it).
+            assert!(st.max_batch[stage.index()] >= 2, "{stage}: {st:?}");
+            // The restarted stage batches again and its output is exact.
+            run_concurrently(&engine, &m, mixed_requests(&m, 3, &[12, 7, 15]));
+            assert_idle(&engine);
+            engine.shutdown();
+        }
+    });
 }

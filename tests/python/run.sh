@@ -11,11 +11,15 @@ if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
 "$VENV/bin/pip" install -q --disable-pip-version-check -r tests/python/requirements.txt
-# The binary under test: $TTS_RT_BIN as given, else this tree's debug build,
-# brought up to date (a no-op after `cargo test`; never a stale binary).
+# The binary under test: $TTS_RT_BIN as given, else this tree's debug build.
+# In CI, `cargo test --workspace` has just built it from this very tree (a
+# `cargo build --bin` could rebuild it with other dependency features);
+# anywhere else it is brought up to date, so a stale binary is never tested.
 if [ -z "${TTS_RT_BIN:-}" ]; then
-  cargo build --locked --bin tts-rt
-  TTS_RT_BIN="$(cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/tts-rt"
+  TTS_RT_BIN="$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-target}" && pwd)/debug/tts-rt"
+  if [ "${CI:-}" != true ] || [ ! -x "$TTS_RT_BIN" ]; then
+    cargo build --locked --bin tts-rt
+  fi
 fi
 export TTS_RT_BIN
 set +e

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import base64
 import json
+import math
 import struct
 import urllib.error
 import urllib.request
@@ -290,7 +291,7 @@ def test_base64_f32_audio_matches_http_pcm_within_quantisation(server, rt):
     rt.update(voice="serena", format="f32", audio_transport="base64", greedy=True, max_frames=8)
     rt.send({"type": "context.append", "context_id": "b", "text": "Base sixty four."})
     rt.send({"type": "context.end", "context_id": "b"})
-    seqs, samples, end, started = [], [], None, None
+    seqs, samples, end, started, last_terminal = [], [], None, None, False
     while end is None:
         m = rt.recv()
         assert isinstance(m, dict), "binary audio although audio_transport is base64"
@@ -306,7 +307,7 @@ def test_base64_f32_audio_matches_http_pcm_within_quantisation(server, rt):
             end = m
         else:
             pytest.fail(f"unexpected {m}")
-    assert seqs == list(range(len(seqs))) and last_terminal
+    assert seqs and seqs == list(range(len(seqs))) and last_terminal
     assert end["metrics"]["output_samples"] == len(samples)
 
     want, _ = http_pcm(server, "Base sixty four.", "serena", greedy=True, max_frames=8)
@@ -365,6 +366,44 @@ def test_cancel_is_acknowledged_and_no_audio_follows(rt):
     n = collect(rt, "next")
     assert n.end["type"] == "context.done" and n.frames
     assert n.started["stream_id"] != started["stream_id"]
+
+
+def input_frame(samples: list[float], rate: int) -> bytes:
+    """Client microphone audio: the same 16-byte header (stream id 0), pcm16."""
+    pcm = array("h", [max(-32767, min(32767, round(x * 32767))) for x in samples]).tobytes()
+    return HEADER.pack(1, 0, 16, 0, 0, rate) + pcm
+
+
+def test_barge_in_cancels_the_speaking_context_with_no_late_audio(rt):
+    rt.update(seed=5, audio_acks=True, chunking={"mode": "sentence"}, vad={"min_speech_ms": 60})
+    text = " ".join(f"Here is a long answer, part {i}, that the user will interrupt." for i in range(8))
+    rt.send({"type": "context.append", "context_id": "agent", "text": text})
+    rt.send({"type": "context.end", "context_id": "agent"})
+    while not isinstance(rt.recv(), Frame):
+        pass
+    # The user talks: 100 ms of room noise (as base64 JSON), then a loud
+    # tone (as binary frames with the audio header), in 20 ms pieces.
+    rate = 16000
+    quiet = array("h", [16] * 320).tobytes()
+    for _ in range(5):
+        rt.send({"type": "input_audio.append", "audio": base64.b64encode(quiet).decode(), "sample_rate": rate})
+    tone = [0.3 * math.sin(i * 0.2) for i in range(rate * 200 // 1000)]
+    for i in range(0, len(tone), 320):
+        rt.ws.send(input_frame(tone[i : i + 320], rate))
+    seen = rt.sync("end")
+    speech = [m for m in seen if isinstance(m, dict) and m["type"] == "speech.started"]
+    cancels = [i for i, m in enumerate(seen) if isinstance(m, dict) and m["type"] == "context.cancelled"]
+    assert len(speech) == 1 and len(cancels) == 1, seen
+    assert (speech[0]["audio_start_ms"], speech[0]["detection_ms"]) == (100.0, 60.0), speech
+    c = seen[cancels[0]]
+    assert (c["context_id"], c["reason"], c["late_audio_samples"]) == ("agent", "barge_in", 0), c
+    assert isinstance(c["interruption_ms"], (int, float)) and 0 <= c["interruption_ms"] < 60_000
+    assert seen.index(speech[0]) < cancels[0], "speech.started comes first"
+    assert not any(isinstance(m, Frame) for m in seen[cancels[0] :]), "audio after context.cancelled"
+    # Malformed input audio is refused by name; the session goes on.
+    rt.ws.send(HEADER.pack(1, 0, 16, 0, 0, 100) + bytes(4))
+    e = rt.expect_error("invalid_audio")
+    assert "sample rate" in e["message"], e
 
 
 def test_malformed_messages_get_named_errors_and_the_connection_survives(rt):

@@ -37,6 +37,8 @@ Options (defaults in brackets):
                        working tree, so uncommitted edits cannot leak in
   --json PATH          report path [target/side_by_side/side_by_side-DATE.json]
   --max-load X         refuse to start when the 1-minute load average exceeds X
+  --wait-load X        after building, wait (up to --wait-max seconds [1800]) until the
+                       1-minute load average is below X before measuring
   --busy-load X        label the run BUSY when the 1-minute load before it exceeds X [1.0]
   --target X           ratio official-bf16 / fastest tts-rt to call "met" [6]
   -h, --help           this text
@@ -56,11 +58,11 @@ die() { echo "side_by_side.sh: $*" >&2; exit 2; }
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 model="" frames=50 passes=3 tts_prec="f32,int8" ref_dtype="bf16,f32" threads=2
 text="The quick brown fox jumps over the lazy dog near the river bank today."
-speaker=ryan language=english seed=1 warmup=4 bin="" rev="" json="" max_load="" busy_load=1.0 target=6
+speaker=ryan language=english seed=1 warmup=4 bin="" rev="" json="" max_load="" busy_load=1.0 target=6 wait_load="" wait_max=1800
 while [ $# -gt 0 ]; do
     case "$1" in
         -h|--help) usage; exit 0 ;;
-        --model|--frames|--passes|--tts-precision|--ref-dtype|--threads|--text|--speaker|--language|--seed|--warmup-frames|--bin|--rev|--json|--max-load|--busy-load|--target)
+        --model|--frames|--passes|--tts-precision|--ref-dtype|--threads|--text|--speaker|--language|--seed|--warmup-frames|--bin|--rev|--json|--max-load|--busy-load|--target|--wait-load|--wait-max)
             [ $# -ge 2 ] || die "$1 needs a value (see --help)"
             case "$1" in
                 --model) model=$2 ;; --frames) frames=$2 ;; --passes) passes=$2 ;;
@@ -68,7 +70,7 @@ while [ $# -gt 0 ]; do
                 --text) text=$2 ;; --speaker) speaker=$2 ;; --language) language=$2 ;;
                 --seed) seed=$2 ;; --warmup-frames) warmup=$2 ;; --bin) bin=$2 ;; --rev) rev=$2 ;;
                 --json) json=$2 ;; --max-load) max_load=$2 ;; --busy-load) busy_load=$2 ;;
-                --target) target=$2 ;;
+                --target) target=$2 ;; --wait-load) wait_load=$2 ;; --wait-max) wait_max=$2 ;;
             esac
             shift 2 ;;
         *) die "unknown argument '$1' (see --help)" ;;
@@ -84,6 +86,8 @@ is_uint "$warmup" || die "--warmup-frames must be a non-negative integer, got '$
 is_num "$busy_load" || die "--busy-load must be a number, got '$busy_load'"
 is_num "$target" || die "--target must be a number, got '$target'"
 [ -z "$max_load" ] || is_num "$max_load" || die "--max-load must be a number, got '$max_load'"
+[ -z "$wait_load" ] || is_num "$wait_load" || die "--wait-load must be a number, got '$wait_load'"
+is_uint "$wait_max" || die "--wait-max must be a whole number of seconds, got '$wait_max'"
 [ -z "$bin" ] || [ -z "$rev" ] || die "give --bin or --rev, not both"
 if [ -n "$bin" ]; then bin_given=true; else bin_given=false; fi
 [ "$passes" -ge 3 ] || echo "side_by_side.sh: warning: $passes pass(es); the measuring rules want at least 3" >&2
@@ -174,6 +178,14 @@ complete "$model" || die "$model is not a complete checkpoint (missing files, or
 model=$(cd "$model" && pwd)
 
 # --- runs -------------------------------------------------------------------------
+if [ -n "$wait_load" ]; then
+    waited=0
+    while awk -v l="$(load1)" -v m="$wait_load" 'BEGIN{exit !(l>=m)}'; do
+        [ "$waited" -lt "$wait_max" ] || { echo "side_by_side.sh: load still $(load1) after ${wait_max}s; measuring anyway (labelled)" >&2; break; }
+        sleep 15; waited=$((waited + 15))
+    done
+    echo "waited ${waited}s for load < $wait_load" >&2
+fi
 runs="$tmp/runs.jsonl"
 : >"$runs"
 load_before=$(loadavg)

@@ -14,6 +14,7 @@
 //! - [`segment`]: text segmentation at clause/sentence boundaries with a
 //!   deadline. [`vad`]: the voice-activity seam and the energy detector.
 //! - [`voices`]: OpenAI voice names → checkpoint speakers.
+//! - [`web`]: the browser page at `/` (static files compiled in, no auth).
 //! - [`metrics`]: Prometheus text for `/metrics`. `record`: METRICS.md
 //!   figures for a context spanning several engine requests.
 //!
@@ -33,6 +34,7 @@ pub mod server;
 mod session;
 pub mod vad;
 pub mod voices;
+pub mod web;
 
 pub use error::TransportError;
 pub use server::{run_blocking, Drain, ServeConfig, Server};

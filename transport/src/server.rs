@@ -27,7 +27,7 @@ use crate::error::TransportError;
 use crate::metrics::ServerMetrics;
 use crate::protocol::HARD_MESSAGE_BYTES;
 use crate::voices::Voices;
-use crate::{openai, session};
+use crate::{openai, session, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
 /// before anything starts.
@@ -432,6 +432,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/audio/speech", post(openai::speech))
         .route("/v1/models", get(openai::models))
         .route("/v1/audio/voices", get(openai::voices))
+        .merge(web::router())
         .with_state(state)
 }
 

@@ -1,0 +1,223 @@
+"""The browser page (`/`, transport/web/) in headless Chromium.
+
+Debian's /usr/bin/chromium driven by the `playwright` package (no browser
+download). The page streams text over /v1/realtime and plays it through its
+AudioWorklet jitter buffer; assertions read `window.ttsDebug`, the state the
+page exposes. Headless Chromium without a sound card still runs an
+AudioContext (it renders to a null sink), so the worklet really plays.
+
+Environment:
+  TTS_RT_CHROMIUM   the browser (default /usr/bin/chromium)
+  TTS_RT_SCREENSHOTS a directory: save speak.png, stop.png, live.png and
+                     wrong-token.png there (to look at the page)
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+# Pinned in requirements.txt: a missing package is a failure, not a skip.
+from playwright import sync_api as playwright_sync  # noqa: E402
+
+CHROMIUM = os.environ.get("TTS_RT_CHROMIUM", "/usr/bin/chromium")
+# As root in a container: no sandbox, no GPU, nothing that phones home.
+ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+    "--autoplay-policy=no-user-gesture-required",
+]
+# Several sentences: with the tiny fixture every segment runs to
+# --max-frames (40 frames, 3.2 s), and with audio acks the server stays
+# at most ~4 s ahead of playback, so there is audio left to stop.
+LONG_TEXT = " ".join(
+    f"This is sentence number {i} of a long text that keeps the speaker busy." for i in range(1, 9)
+)
+TIMEOUT_MS = 60_000
+
+
+@pytest.fixture(scope="module")
+def browser():
+    if not Path(CHROMIUM).exists():
+        pytest.fail(f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set TTS_RT_CHROMIUM)")
+    with playwright_sync.sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=ARGS, headless=True)
+        yield b
+        b.close()
+
+
+@pytest.fixture
+def page(browser):
+    ctx = browser.new_context(viewport={"width": 1000, "height": 900})
+    pg = ctx.new_page()
+    console: list[str] = []
+    pg.on("console", lambda m: console.append(f"{m.type}: {m.text}"))
+    pg.on("pageerror", lambda e: console.append(f"pageerror: {e}"))
+    pg.console_lines = console  # type: ignore[attr-defined]
+    yield pg
+    ctx.close()
+
+
+def debug(pg) -> dict:
+    return pg.evaluate("() => JSON.parse(JSON.stringify(window.ttsDebug))")
+
+
+def wait_for(pg, expr: str, what: str, timeout_ms: int = TIMEOUT_MS) -> None:
+    try:
+        pg.wait_for_function(expr, timeout=timeout_ms)
+    except playwright_sync.TimeoutError:
+        pytest.fail(f"timed out waiting for {what}; page state: {debug(pg)}; console: {pg.console_lines}")
+
+
+def screenshot(pg, name: str) -> None:
+    d = os.environ.get("TTS_RT_SCREENSHOTS")
+    if d:
+        Path(d).mkdir(parents=True, exist_ok=True)
+        pg.screenshot(path=str(Path(d) / f"{name}.png"), full_page=True)
+
+
+def assert_clean_console(pg) -> None:
+    bad = [l for l in pg.console_lines if l.startswith(("pageerror", "error"))]
+    assert not bad, f"errors in the browser console (CSP violations, exceptions): {bad}"
+
+
+def open_page(pg, server, token: str) -> None:
+    pg.goto(f"{server.http}/?token={token}")
+    wait_for(pg, "() => window.ttsDebug && window.ttsDebug.connected", "the WebSocket to connect")
+    wait_for(pg, "() => !document.getElementById('speak').disabled", "the Speak button")
+
+
+def test_browser_speaks_plays_and_stops(server, page):
+    open_page(page, server, server.token)
+    voices = page.eval_on_selector_all("#voice option", "os => os.map(o => o.value)")
+    assert "alloy" in voices and len(voices) > 1, voices
+
+    # 1. A short text plays to the end, acknowledged as it plays.
+    page.fill("#text", "Hello from the browser test.")
+    page.click("#speak")
+    wait_for(page, "() => window.ttsDebug.chunks >= 1", "the first audio chunk")
+    wait_for(
+        page,
+        "() => { const d = window.ttsDebug; const c = d.contexts[d.current];"
+        " return c && c.state === 'done' && d.worklet.drained >= 1 && d.worklet.buffered === 0; }",
+        "the first utterance to finish playing",
+    )
+    d = debug(page)
+    first = d["contexts"][d["current"]]
+    assert d["connection"] == "open" and d["connected"]
+    assert d["audioState"] == "running", d
+    assert d["sampleRate"] == d["audioRate"], "the server resampled to the AudioContext's rate"
+    assert d["session"]["format"] == "f32" and d["session"]["audio_acks"] is True
+    assert d["ttfpMs"] is not None and d["ttfpMs"] > 0
+    assert first["chunks"] >= 1 and first["samples"] > 0
+    # Everything received was played (the tail of the buffer included).
+    assert d["worklet"]["played"] >= first["samples"], (d["worklet"], first)
+    assert d["acksSent"] >= 1 and first["ackedSeq"] == first["chunks"] - 1, first
+    assert first["metrics"]["complete"] is True
+    assert not d["errors"], d["errors"]
+    screenshot(page, "speak")
+
+    # 2. A long text, stopped mid-utterance: silence at once, the server
+    # acknowledges the cancel, and nothing plays afterwards.
+    page.fill("#text", LONG_TEXT)
+    page.click("#speak")
+    wait_for(
+        page,
+        "() => { const d = window.ttsDebug; const c = d.contexts[d.current];"
+        " return c && c.chunks >= 2 && d.worklet.state === 'playing' && d.worklet.buffered > 0; }",
+        "the long text to be playing",
+    )
+    before = debug(page)
+    long_id = before["current"]
+    assert before["contexts"][long_id]["state"] in ("open", "ended"), "still being synthesized"
+    page.click("#stop")
+    wait_for(page, "() => window.ttsDebug.stop && window.ttsDebug.stop.flushed", "the worklet flush")
+    wait_for(page, "() => window.ttsDebug.stop && window.ttsDebug.stop.ack", "the server's cancel ack")
+    d = debug(page)
+    stop = d["stop"]
+    assert stop["contexts"] == [long_id]
+    assert stop["ack"]["reason"] == "client"
+    assert stop["ack"]["late_audio_samples"] == 0
+    assert stop["ack"]["cancel_ack_ms"] >= 0
+    assert d["contexts"][long_id]["state"] == "cancelled"
+    played_at_stop = stop["playedAtFlush"]
+    page.wait_for_timeout(600)
+    d = debug(page)
+    assert d["worklet"]["played"] == played_at_stop, "no audio played after Stop"
+    assert d["worklet"]["buffered"] == 0 and d["worklet"]["state"] == "idle"
+    assert d["lateChunks"] == 0, "no audio of a context after its context.cancelled"
+    info = page.inner_text("#stopinfo")
+    assert "Stopped" in info and "server cancel ack" in info, info
+    assert page.is_disabled("#stop")
+    screenshot(page, "stop")
+
+    # 3. The session goes on: the next text plays.
+    page.fill("#text", "And one more.")
+    page.click("#speak")
+    wait_for(
+        page,
+        "() => { const d = window.ttsDebug; const c = d.contexts[d.current];"
+        f" return d.current !== '{long_id}' && c && c.state === 'done' && d.worklet.drained >= 2; }}",
+        "the next utterance after Stop",
+    )
+    assert not debug(page)["errors"]
+    status = page.inner_text(".status")
+    for label in ("connected", "ttfp", "chunks", "buffered", "underruns"):
+        assert label in status.lower(), status
+    assert_clean_console(page)
+
+
+def test_browser_stream_as_i_type(server, page):
+    open_page(page, server, server.token)
+    page.fill("#text", "")
+    # pcm16 here (f32 in the other test): both payload decoders run.
+    page.select_option("#format", "pcm16")
+    page.check("#live")
+    page.click("#text")
+    # Typed slowly, like a person: words reach the server as they are typed
+    # and the first audio may start before the text is finished.
+    page.keyboard.type("Streaming while typing, one word at a time. ", delay=15)
+    wait_for(page, "() => window.ttsDebug.current !== null", "a live context")
+    live_id = debug(page)["current"]
+    assert page.inner_text("#speak") == "Finish"
+    page.click("#speak")
+    wait_for(
+        page,
+        f"() => {{ const c = window.ttsDebug.contexts['{live_id}'];"
+        " return c && c.state === 'done' && window.ttsDebug.worklet.drained >= 1; }",
+        "the typed text to be spoken",
+    )
+    d = debug(page)
+    assert d["session"]["format"] == "pcm16"
+    assert d["contexts"][live_id]["chunks"] >= 1
+    assert d["worklet"]["played"] > 0
+    assert not d["errors"], d["errors"]
+    screenshot(page, "live")
+    assert_clean_console(page)
+
+
+def test_browser_wrong_token_shows_a_clear_error(server, page):
+    page.goto(f"{server.http}/?token=not-the-token")
+    wait_for(page, "() => window.ttsDebug && window.ttsDebug.lastError", "an error on the page")
+    err = page.inner_text("#error")
+    assert page.is_visible("#error")
+    assert "401" in err and "token" in err.lower(), err
+    assert page.is_disabled("#speak")
+    d = debug(page)
+    assert d["connection"] == "unauthorized" and not d["connected"]
+    screenshot(page, "wrong-token")
+
+    # Without any token: the page itself loads (it is public), the error
+    # says a token is needed.
+    page.goto(f"{server.http}/")
+    wait_for(page, "() => window.ttsDebug && window.ttsDebug.lastError", "an error on the page")
+    err = page.inner_text("#error")
+    assert "needs a token" in err, err

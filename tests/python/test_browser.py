@@ -221,3 +221,114 @@ def test_browser_wrong_token_shows_a_clear_error(server, page):
     wait_for(page, "() => window.ttsDebug && window.ttsDebug.lastError", "an error on the page")
     err = page.inner_text("#error")
     assert "needs a token" in err, err
+
+
+# The jitter buffer's logic, deterministically: worklet.js (as served) runs
+# on a blank page under a stand-in AudioWorkletProcessor, fed and pulled by
+# hand one 128-sample render quantum at a time.
+WORKLET_HARNESS = """
+async ([src, rate, prebufferMs]) => {
+  const msgs = [];
+  let Cls = null;
+  const scope = {
+    sampleRate: rate,
+    AudioWorkletProcessor: class { constructor() { this.port = { postMessage: (m) => msgs.push(m) }; } },
+    registerProcessor: (name, c) => { Cls = c; },
+  };
+  new Function('sampleRate', 'AudioWorkletProcessor', 'registerProcessor', src)(
+    scope.sampleRate, scope.AudioWorkletProcessor, scope.registerProcessor);
+  const p = new Cls({ processorOptions: { prebufferMs } });
+  let next = 0; // value of the next pushed sample: a ramp 1, 2, 3, ...
+  const out = [];
+  const api = {
+    push(ctx, seq, n) {
+      const s = new Float32Array(n);
+      for (let i = 0; i < n; i++) s[i] = ++next;
+      p.port.onmessage({ data: { type: 'push', ctx, seq, samples: s } });
+    },
+    msg(m) { p.port.onmessage({ data: m }); },
+    quantum() {
+      const o = [new Float32Array(128)];
+      p.process([], [o]);
+      out.push(...o[0]);
+      return Array.from(o[0]);
+    },
+  };
+  window.__jb = { p, api, msgs, out };
+  return Cls.name;
+}
+"""
+
+
+def test_worklet_jitter_buffer_logic(server, browser):
+    import urllib.request
+
+    with urllib.request.urlopen(f"{server.http}/worklet.js") as r:
+        src = r.read().decode()
+    pg = browser.new_page()
+    try:
+        pg.goto("about:blank")
+        # 1000 Hz so that 200 ms of prebuffer is 200 samples.
+        assert pg.evaluate(WORKLET_HARNESS, [src, 1000, 200]) == "JitterBuffer"
+
+        def run(js: str):
+            return pg.evaluate(f"() => {{ const {{p, api, msgs, out}} = window.__jb; {js} }}")
+
+        # Below the prebuffer: silence, nothing played.
+        q = run("api.push('a', 0, 150); return api.quantum();")
+        assert q == [0.0] * 128
+        assert run("return [p.state, p.played, p.underruns];") == ["prebuffering", 0, 0]
+        # Past it: the samples come out in order.
+        q = run("api.push('a', 1, 150); return api.quantum();")
+        assert q == [float(i) for i in range(1, 129)]
+        assert run("return msgs.filter(m => m.type === 'started').length;") == 1
+        # Chunk 0 (samples 1..150) is acknowledged once its last sample played.
+        run("api.quantum();")  # samples 129..256
+        acks = run("return msgs.filter(m => m.type === 'played').map(m => m.acks);")
+        assert acks == [[{"ctx": "a", "seq": 0}]]
+        # Running dry before the end of the stream: one underrun, the tail of
+        # the quantum is silence, and playback waits for the prebuffer again.
+        q = run("return api.quantum();")  # samples 257..300, then dry
+        assert q[:44] == [float(i) for i in range(257, 301)] and q[44:] == [0.0] * 84
+        assert run("return [p.state, p.played, p.underruns, p.underrunSamples];") == [
+            "prebuffering", 300, 1, 84]
+        assert run("return msgs.filter(m => m.type === 'played').length;") == 2
+        # The end of the stream: shorter than the prebuffer, it plays anyway,
+        # drains without an underrun, and the terminal (empty) frame is acked.
+        run("api.push('a', 2, 100); api.push('a', 3, 0); api.msg({type: 'end', ctx: 'a'});")
+        q = run("return api.quantum();")
+        assert q[:100] == [float(i) for i in range(301, 401)] and q[100:] == [0.0] * 28
+        assert run("return [p.state, p.played, p.underruns];") == ["idle", 400, 1]
+        assert run("return msgs.filter(m => m.type === 'drained').length;") == 1
+        acks = run("return msgs.filter(m => m.type === 'played').map(m => m.acks);")
+        assert acks[-1] == [{"ctx": "a", "seq": 3}]
+        # Idle: silence, nothing counted.
+        assert run("return api.quantum();") == [0.0] * 128
+        assert run("return [p.played, p.underruns];") == [400, 1]
+
+        # Flush (Stop): everything buffered is dropped at once, no ack for it.
+        run("api.push('b', 0, 500); api.quantum();")  # plays 401..528
+        n_played_msgs = run("return msgs.filter(m => m.type === 'played').length;")
+        run("api.msg({type: 'flush'});")
+        assert run("return msgs.filter(m => m.type === 'flushed').map(m => m.dropped);") == [372]
+        assert run("return api.quantum();") == [0.0] * 128
+        assert run("return [p.state, p.played, p.write - p.read];") == ["idle", 528, 0]
+        assert run("return msgs.filter(m => m.type === 'played').length;") == n_played_msgs
+
+        # Wrap-around and growth: the ring (30 s = 30000 samples here) grows
+        # past its size with the read position mid-buffer; order is kept.
+        run("api.msg({type: 'config', prebufferMs: 0}); api.push('c', 0, 29000);")
+        run("for (let i = 0; i < 100; i++) api.quantum();")  # read 12800 in
+        run("api.push('c', 1, 10000);")  # wraps: positions 528 + 29000 .. + 10000 > 30000
+        assert run("return p.cap;") == 30000
+        run("api.push('c', 2, 40000); api.msg({type: 'end', ctx: 'c'});")
+        assert run("return p.cap;") == 120000  # 66200 buffered: doubled twice
+        run("out.length = 0; while (p.state !== 'idle') api.quantum();")
+        first = run("return out[0];")
+        tail = run("return out.filter(v => v !== 0).length;")
+        assert tail == 29000 + 10000 + 40000 - 12800
+        ok = run("const f = out[0]; for (let i = 0; i < 66200; i++) if (out[i] !== f + i) return i; return -1;")
+        assert ok == -1, f"sample order broken at {ok} (first {first})"
+        assert run("return p.underruns;") == 1
+    finally:
+        pg.close()

@@ -513,7 +513,7 @@ mod tests {
             json!({"id": "a", "x": 1}),
             json!(["alloy"]),
         ] {
-            let e = voice_name(&bad).err().expect("refused");
+            let e = voice_name(&bad).expect_err("refused");
             assert_eq!(e.param, "voice");
             assert!(e.message.contains("voice name"), "{}", e.message);
         }

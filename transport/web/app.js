@@ -197,6 +197,10 @@
         w.started += 1;
         w.state = 'playing';
         break;
+      case 'underrun':
+        w.underruns = m.underruns;
+        log(`underrun after ${(m.played / ac.sampleRate).toFixed(2)} s played (buffer ran dry; waiting for the prebuffer)`);
+        break;
       case 'drained':
         w.drained += 1;
         w.played = m.played;
@@ -454,6 +458,9 @@
     dbg.bytes += bytes;
     c.chunks += 1;
     c.samples += samples.length;
+    // Arrival time (ms since the context's first append) and length of
+    // each chunk: what the jitter buffer had to work with.
+    if (c.arrivals.length < 2000) c.arrivals.push([Math.round(performance.now() - c.t0), samples.length]);
     if (c.ttfpMs === null) {
       c.ttfpMs = performance.now() - c.t0;
       dbg.ttfpMs = c.ttfpMs;
@@ -475,7 +482,7 @@
 
   function newContext() {
     const id = `c${nextId++}-${Date.now().toString(36)}`;
-    dbg.contexts[id] = { id, state: 'open', chunks: 0, samples: 0, ttfpMs: null, t0: performance.now(), stopped: false, terminal: false, ackedSeq: null };
+    dbg.contexts[id] = { id, state: 'open', chunks: 0, samples: 0, ttfpMs: null, t0: performance.now(), stopped: false, terminal: false, ackedSeq: null, arrivals: [] };
     dbg.current = id;
     dbg.ttfpMs = null;
     return id;
@@ -581,7 +588,8 @@
 
   function serverFigures(mt) {
     if (!mt) return '';
-    return `server: ttfp ${fmt(mt.ttfp_ms)} ms, rtf ${fmt(mt.rtf, 2)}, ${fmt(mt.audio_s, 2)} s audio, ${mt.segments ?? '–'} segment(s)`;
+    return `server: ttfp ${fmt(mt.ttfp_ms)} ms, rtf ${fmt(mt.rtf, 2)}, ${fmt(mt.audio_s, 2)} s audio, ${mt.segments ?? '–'} segment(s), `
+      + `underruns a player would have at ${fmt(mt.prebuffer_ms)} ms prebuffer: ${mt.underruns_at_prebuffer ?? '–'}`;
   }
 
   function renderStop() {

@@ -10,7 +10,8 @@
 //     about every 50 ms (sample counts at the context's rate);
 //   {type: 'played', acks: [{ctx, seq}]} when the last sample of a chunk has
 //     been played (the page turns it into `audio.ack`);
-//   {type: 'started'} / {type: 'drained'} at the start / end of playback;
+//   {type: 'started'} / {type: 'drained'} at the start / end of playback,
+//     {type: 'underrun'} when the buffer ran dry mid-stream;
 //   {type: 'flushed', dropped} after a flush (Stop): the buffer is emptied at
 //     once, so the next render quantum is silence.
 // Only `played` counts real audio; silence rendered while idle is not.
@@ -143,6 +144,7 @@ class JitterBuffer extends AudioWorkletProcessor {
           this.underruns += 1;
           this.underrunSamples += n - k;
           this.state = 'prebuffering';
+          this.port.postMessage({ type: 'underrun', played: this.played, underruns: this.underruns });
         }
       }
     }

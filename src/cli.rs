@@ -61,13 +61,14 @@ struct ModelArg {
     #[arg(long)]
     model: Option<PathBuf>,
     /// LM weight precision: TALKER[,CODE_PREDICTOR], each f32 (the stored
-    /// weights, f32 compute) or int8 (per-channel, quantized at load).
-    /// int8 has not passed its full-size fidelity gate (docs/performance.md).
+    /// weights, f32 compute), int8 (per-channel) or q4 (4-bit, groups of
+    /// 32), quantized at load. int8 has not passed its full-size fidelity
+    /// gate and q4 fails it on the fixtures too (docs/performance.md).
     #[arg(long, default_value = "f32", value_parser = parse_precision)]
     precision: LoadOptions,
 }
 
-/// `f32`, `int8`, or `TALKER,CODE_PREDICTOR` (e.g. `int8,f32`).
+/// `f32`, `int8`, `q4`, or `TALKER,CODE_PREDICTOR` (e.g. `q4,int8`).
 pub(crate) fn parse_precision(s: &str) -> std::result::Result<LoadOptions, String> {
     let mut parts = s.split(',');
     let talker: Precision = parts.next().unwrap_or("").trim().parse()?;

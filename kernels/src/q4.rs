@@ -90,18 +90,6 @@ pub fn q4_get(row: &[u8], c: usize) -> i32 {
     v as i32 - 8
 }
 
-#[inline(always)]
-fn q4_set(row: &mut [u8], c: usize, q: i32) {
-    debug_assert!((-8..=7).contains(&q));
-    let (b, hi) = q4_position(c);
-    let v = (q + 8) as u8;
-    row[b] = if hi {
-        (row[b] & 0x0f) | (v << 4)
-    } else {
-        (row[b] & 0xf0) | v
-    };
-}
-
 /// An owned [`crate::Mat::Q4`]: `data` is `[rows, q4_row_bytes(cols)]`,
 /// `group_scales` `[rows, q4_row_groups(cols)]`, `scales` `[rows]`.
 #[derive(Clone, Debug, Default)]
@@ -147,7 +135,7 @@ const CANDIDATES: usize = 6;
 /// step) down to `ceil(a / 8d)` (the largest lands on about -8, or clamps
 /// to 7 by at most one step: the full 16 levels used), at most 6 of them evenly spaced; the one with
 /// the smallest squared error wins (ties: the larger scale), and
-/// `q = clamp(round(w / (d s)), -8, 7)`. Hence, per group: the squared error
+/// `q = clamp(round_half_even(w / (d s)), -8, 7)`. Hence, per group: the squared error
 /// is at most that of the no-clamp candidate (every element within half its
 /// step), and every element is within one step `d s` of its weight.
 ///
@@ -173,7 +161,11 @@ pub fn quantize_q4_row(src: &[f32], data: &mut [u8], group_scales: &mut [u8]) ->
     }
     let d = max / (7.0 * 255.0);
     for (g, grp) in src.chunks(Q4_GROUP).enumerate() {
-        let a = grp.iter().fold(0f32, |m, v| m.max(v.abs()));
+        // A zero-padded copy: fixed-size loops vectorize, and padding
+        // quantizes to 0 with no error.
+        let mut v = [0f32; Q4_GROUP];
+        v[..grp.len()].copy_from_slice(grp);
+        let a = v.iter().fold(0f32, |m, x| m.max(x.abs()));
         if a == 0.0 {
             continue;
         }
@@ -191,14 +183,17 @@ pub fn quantize_q4_row(src: &[f32], data: &mut [u8], group_scales: &mut [u8]) ->
             };
             let step = d * s as f32;
             let inv = 1.0 / step;
-            let err: f32 = grp
-                .iter()
-                .map(|&v| {
-                    let q = (v * inv).round().clamp(-8.0, 7.0);
-                    let e = v - q * step;
-                    e * e
-                })
-                .sum();
+            // Eight partial sums so the loop vectorizes (one f32 sum is a
+            // serial chain).
+            let mut part = [0f32; 8];
+            for c8 in v.chunks_exact(8) {
+                for (p, &x) in part.iter_mut().zip(c8) {
+                    let q = rne(x * inv).clamp(-8.0, 7.0);
+                    let e = x - q * step;
+                    *p += e * e;
+                }
+            }
+            let err: f32 = part.iter().sum();
             if err < best.0 {
                 best = (err, s);
             }
@@ -206,15 +201,36 @@ pub fn quantize_q4_row(src: &[f32], data: &mut [u8], group_scales: &mut [u8]) ->
         let s = best.1;
         group_scales[g] = s as u8;
         let inv = 1.0 / (d * s as f32);
-        for (i, &v) in grp.iter().enumerate() {
-            q4_set(
-                data,
-                g * Q4_GROUP + i,
-                (v * inv).round().clamp(-8.0, 7.0) as i32,
-            );
+        let mut q = [0i8; Q4_GROUP];
+        for (qi, &x) in q.iter_mut().zip(&v) {
+            *qi = rne(x * inv).clamp(-8.0, 7.0) as i8;
+        }
+        // Group l of super-block sb: input o sits at byte
+        // sb * 256 + 32 * (o / 4) + 4 * (l % 8) + o % 4, low nibble for
+        // l < 8, high for l >= 8 (see `q4_position`).
+        let (sb, l) = (g / Q4_SUPER_GROUPS, g % Q4_SUPER_GROUPS);
+        let base = sb * Q4_SUPER_BYTES + 4 * (l % 8);
+        for (o, &qo) in q.iter().enumerate().take(grp.len()) {
+            let b = &mut data[base + 32 * (o / 4) + o % 4];
+            let u = (qo + 8) as u8;
+            *b = if l >= 8 {
+                (*b & 0x0f) | (u << 4)
+            } else {
+                (*b & 0xf0) | u
+            };
         }
     }
     d
+}
+
+/// Round half to even for |v| < 2^22 by adding and subtracting 1.5 * 2^23
+/// (plain adds: `f32::round` is a libm call per element without SSE4.1).
+/// `v * inv` is at most ~9 in magnitude here; the clamp keeps huge ratios
+/// (never produced) from breaking the trick.
+#[inline(always)]
+fn rne(v: f32) -> f32 {
+    const MAGIC: f32 = 12_582_912.0;
+    (v.clamp(-4e6, 4e6) + MAGIC) - MAGIC
 }
 
 /// Dequantized row `r` of a Q4 matrix: `(q * s) as f32 * d`.

@@ -894,8 +894,9 @@ fn free_functions_use_the_selected_path() {
 /// alternatives (not a test of behaviour: `cargo test -p tts-kernels --release
 /// --test differential -- --ignored --nocapture q4_format_error_report`),
 /// for the group-size choice in docs/performance.md. Relative RMS error
-/// `||w - deq|| / ||w||` over 256 rows x 3072 of Gaussian and of
-/// heavy-tailed (Student-t, 3 dof) weights with one 20x outlier per row.
+/// `||w - deq|| / ||w||` over 256 rows x 3072 of uniform weights (what
+/// `tts-rt gen-checkpoint` writes), Gaussian ones and heavy-tailed
+/// (Student-t, 3 dof) ones with one 20x outlier per row.
 #[test]
 #[ignore]
 fn q4_format_error_report() {
@@ -955,8 +956,24 @@ fn q4_format_error_report() {
         }
         out
     };
-    for (name, w) in [("gaussian", &g), ("student-t3 + outlier", &t)] {
+    let u: Vec<f32> = (0..rows * cols).map(|_| rng.f()).collect();
+    for (name, w) in [
+        ("uniform", &u),
+        ("gaussian", &g),
+        ("student-t3 + outlier", &t),
+    ] {
+        // This thread's CPU time (Linux schedstat; busy machines make
+        // wall time meaningless), 0 elsewhere.
+        let cpu_ns = || {
+            std::fs::read_to_string("/proc/thread-self/schedstat")
+                .ok()
+                .and_then(|s| s.split_whitespace().next()?.parse::<f64>().ok())
+                .unwrap_or(0.0)
+        };
+        let t0 = cpu_ns();
         let q = quantize_q4_rows(w, rows, cols);
+        let ns = (cpu_ns() - t0) / (rows * cols) as f64;
+        println!("{name}: quantize_q4_rows {ns:.1} CPU ns/weight");
         let mat = Mat::Q4 {
             data: &q.data,
             group_scales: &q.group_scales,

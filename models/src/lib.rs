@@ -14,7 +14,8 @@
 //! - [`codec`]: code2wav (one-shot, official 300/25 chunked, and a stateful
 //!   streaming decoder).
 //! - [`quant`]: per-stage weight precision ([`quant::Precision`]: stored
-//!   bf16/f32, or int8 per output channel converted at load time).
+//!   bf16/f32, int8 per output channel, or 4-bit groups, converted at
+//!   load time).
 //! - [`synth`]: prompt construction and the per-frame generation loop.
 //! - [`gen`]: random-weight checkpoints in the hub layout.
 //!

@@ -18,7 +18,7 @@ pub struct ServeArgs {
     /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
     #[arg(long)]
     model: Option<PathBuf>,
-    /// LM weight precision: TALKER[,CODE_PREDICTOR], each f32 or int8.
+    /// LM weight precision: TALKER[,CODE_PREDICTOR], each f32, int8 or q4.
     #[arg(long, default_value = "f32", value_parser = super::parse_precision)]
     precision: tts_models::LoadOptions,
     /// Address to listen on; loopback unless you mean to expose it.

@@ -47,6 +47,9 @@ def test_models_list(client):
     ids = [m.id for m in models]
     assert ids == ["tiny-a"]  # the checkpoint directory's name
     assert models.data[0].object == "model" and models.data[0].owned_by == "tts-rt"
+    assert client.models.retrieve("tiny-a").id == "tiny-a"
+    with pytest.raises(openai.NotFoundError, match="serves 'tiny-a'"):
+        client.models.retrieve("tts-9000")
 
 
 def test_wav_is_a_valid_file_stating_its_rate(client, pcm):

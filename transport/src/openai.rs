@@ -450,14 +450,53 @@ pub async fn models(
     };
     Json(serde_json::json!({
         "object": "list",
-        "data": [{
-            "id": m.model_id,
-            "object": "model",
-            "created": 0,
-            "owned_by": "tts-rt",
-        }],
+        "data": [model_object(&m.model_id)],
     }))
     .into_response()
+}
+
+fn model_object(id: &str) -> serde_json::Value {
+    serde_json::json!({
+        "id": id,
+        "object": "model",
+        "created": 0,
+        "owned_by": "tts-rt",
+    })
+}
+
+/// `GET /v1/models/{id}` (the SDK's `models.retrieve`): the served model, or
+/// 404 naming the one model this server has. (`model` in a speech request is
+/// accepted whatever it says, since the server has one model; `retrieve`
+/// answers exactly, so a client can check what it is talking to.)
+pub async fn model(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    Query(q): Query<TokenQuery>,
+    axum::extract::Path(id): axum::extract::Path<String>,
+) -> Response {
+    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+        return r.into_response();
+    }
+    let Some(m) = st.loaded() else {
+        return error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the model is still loading",
+            "server_error",
+            None,
+        );
+    };
+    if id != m.model_id {
+        return error_response(
+            StatusCode::NOT_FOUND,
+            &format!(
+                "the model '{id}' does not exist: this server serves '{}'",
+                m.model_id
+            ),
+            "invalid_request_error",
+            Some("model"),
+        );
+    }
+    Json(model_object(&m.model_id)).into_response()
 }
 
 pub async fn voices(

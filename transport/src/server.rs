@@ -431,6 +431,7 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/v1/realtime", get(realtime))
         .route("/v1/audio/speech", post(openai::speech))
         .route("/v1/models", get(openai::models))
+        .route("/v1/models/{id}", get(openai::model))
         .route("/v1/audio/voices", get(openai::voices))
         .merge(web::router())
         .with_state(state)

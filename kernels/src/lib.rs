@@ -33,7 +33,9 @@
 //! parallel on rayon's global pool when a call has more than ~64k
 //! multiply-adds; layer_norm and rope (a few thousand flops per call) use the
 //! reference on every path. The scalar path *is* the reference
-//! (single-threaded). Results are deterministic: the same bits for every run
+//! (single-threaded), except for `Mat::Q4`, where it runs a portable
+//! multi-threaded kernel with the reference's exact integer sums (same
+//! bits). Results are deterministic: the same bits for every run
 //! and thread count on one path (see `fast`); paths differ from each other
 //! in the last bits (summation order, FMA).
 //!

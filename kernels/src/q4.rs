@@ -160,6 +160,31 @@ pub fn quantize_q4_row(src: &[f32], data: &mut [u8], group_scales: &mut [u8]) ->
         return 0.0;
     }
     let d = max / (7.0 * 255.0);
+    #[cfg(target_arch = "x86_64")]
+    if std::is_x86_feature_detected!("avx2") {
+        // SAFETY: avx2 was just detected.
+        unsafe { quantize_groups_avx2(src, d, data, group_scales) };
+        return d;
+    }
+    quantize_groups(src, d, data, group_scales);
+    d
+}
+
+/// [`quantize_groups`] compiled for AVX2 (8-lane error sums: ~2x faster
+/// loading). The arithmetic is the same element-wise IEEE operations in the
+/// same order, so the result is identical to the baseline build's.
+///
+/// # Safety
+/// The CPU has avx2.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+unsafe fn quantize_groups_avx2(src: &[f32], d: f32, data: &mut [u8], group_scales: &mut [u8]) {
+    quantize_groups(src, d, data, group_scales)
+}
+
+/// The per-group search of [`quantize_q4_row`] for row scale `d > 0`.
+#[inline(always)]
+fn quantize_groups(src: &[f32], d: f32, data: &mut [u8], group_scales: &mut [u8]) {
     for (g, grp) in src.chunks(Q4_GROUP).enumerate() {
         // A zero-padded copy: fixed-size loops vectorize, and padding
         // quantizes to 0 with no error.
@@ -220,7 +245,6 @@ pub fn quantize_q4_row(src: &[f32], data: &mut [u8], group_scales: &mut [u8]) ->
             };
         }
     }
-    d
 }
 
 /// Round half to even for |v| < 2^22 by adding and subtracting 1.5 * 2^23
@@ -317,6 +341,32 @@ pub fn q4_neg8_group_sums(xp: &[i8], out: &mut [i32]) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn avx2_quantizer_build_matches_the_baseline() {
+        if !std::is_x86_feature_detected!("avx2") {
+            return;
+        }
+        let k = 1000;
+        let mut z = 0x2545_f491_4f6c_dd1du64;
+        let src: Vec<f32> = (0..k)
+            .map(|_| {
+                z ^= z << 13;
+                z ^= z >> 7;
+                z ^= z << 17;
+                (z >> 40) as f32 / (1u64 << 23) as f32 - 1.0
+            })
+            .collect();
+        let d = src.iter().fold(0f32, |m, v| m.max(v.abs())) / (7.0 * 255.0);
+        let (mut a, mut b) = (vec![0x88; q4_row_bytes(k)], vec![0x88; q4_row_bytes(k)]);
+        let (mut sa, mut sb) = (vec![0; q4_row_groups(k)], vec![0; q4_row_groups(k)]);
+        quantize_groups(&src, d, &mut a, &mut sa);
+        // SAFETY: avx2 detected above.
+        unsafe { quantize_groups_avx2(&src, d, &mut b, &mut sb) };
+        assert_eq!(a, b);
+        assert_eq!(sa, sb);
+    }
 
     #[test]
     fn positions_cover_each_nibble_once() {

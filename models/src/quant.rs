@@ -51,12 +51,12 @@ impl Precision {
     }
 
     /// Parses `f32` (alias `bf16`, `native`: the stored weights), `int8`
-    /// (alias `i8`, `q8`) or `q4` (alias `int4`, `4bit`).
+    /// (alias `i8`, `q8`) or `q4`.
     pub fn from_name(s: &str) -> Option<Precision> {
         match s.trim().to_ascii_lowercase().as_str() {
             "f32" | "bf16" | "native" => Some(Precision::F32),
             "int8" | "i8" | "q8" => Some(Precision::Int8),
-            "q4" | "int4" | "4bit" => Some(Precision::Q4),
+            "q4" => Some(Precision::Q4),
             _ => None,
         }
     }
@@ -161,7 +161,7 @@ mod tests {
         for p in Precision::ALL {
             assert_eq!(p.name().parse::<Precision>(), Ok(p));
         }
-        assert_eq!("INT4".parse::<Precision>(), Ok(Precision::Q4));
+        assert_eq!("Q4".parse::<Precision>(), Ok(Precision::Q4));
         assert_eq!("bf16".parse::<Precision>(), Ok(Precision::F32));
         let e = "q3".parse::<Precision>().unwrap_err();
         assert!(e.contains("q4"), "{e}");

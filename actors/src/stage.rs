@@ -599,13 +599,15 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
 impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
     type Result = bool;
 
-    fn handle(&mut self, m: DropRequest, _: &mut Context<Self>) -> bool {
+    fn handle(&mut self, m: DropRequest, ctx: &mut Context<Self>) -> bool {
         let queued = self.ready.len() + self.deferred.len();
         self.ready.retain(|i| L::stamp(i).key != m.key);
         self.deferred.retain(|i| L::stamp(i).key != m.key);
         let had =
             self.logic.drop_request(m.key) || queued != self.ready.len() + self.deferred.len();
         self.update_held();
+        // A step gathering for the dropped request need not wait for it.
+        self.schedule_tick(ctx);
         had
     }
 }

@@ -10,8 +10,10 @@
 //! - `router`: sessions, epochs, admission ledger, delivery to bounded
 //!   per-request channels, slow-consumer bounds, cancel, watchdog.
 //! - `stage`: the generic supervised stage actor (bounded mailbox, local
-//!   work queue, panic boundary, health atomics); `stages`: the three model
-//!   stages and the per-request state each owns.
+//!   work queue in rounds, panic boundary, health atomics, gathering of the
+//!   partner stage's in-flight requests); `stages`: the three model stages
+//!   and the per-request state each owns — the talker and the code
+//!   predictor step every ready request of a round in one batched forward.
 //! - [`flow`]: per-request flow gate (unacknowledged audio → pause).
 //! - [`metrics`]: METRICS.md figures as pure functions (continuity
 //!   simulation, nearest-rank summaries).

@@ -29,6 +29,10 @@ mod play;
 struct Cli {
     #[command(subcommand)]
     command: Command,
+    /// Kernel threads (the global rayon pool; default: one per core, or
+    /// $RAYON_NUM_THREADS).
+    #[arg(long, global = true)]
+    threads: Option<usize>,
 }
 
 #[derive(Subcommand)]
@@ -185,6 +189,13 @@ struct GenArgs {
 
 pub fn run() -> Result<()> {
     let cli = Cli::parse();
+    if let Some(n) = cli.threads {
+        anyhow::ensure!(n >= 1, "--threads must be at least 1");
+        rayon::ThreadPoolBuilder::new()
+            .num_threads(n)
+            .build_global()
+            .context("setting the kernel thread count (--threads)")?;
+    }
     match cli.command {
         Command::Speak(a) => speak(a),
         Command::Decode(a) => decode(a),

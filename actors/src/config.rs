@@ -102,8 +102,42 @@ pub struct EngineConfig {
     /// share the step (0: never wait). The wait ends as soon as they
     /// arrive or the other stage goes idle; this only bounds it.
     pub batch_gather: Duration,
+    /// Thread placement: `None` runs every stage's kernels on the process's
+    /// global rayon pool (stages then take turns on all cores). `Some` gives
+    /// the two LM stages (talker, code predictor: bandwidth-bound, one step
+    /// at a time between them) one pool and code2wav (compute-bound) its
+    /// own, so the vocoder runs beside the LMs instead of between their
+    /// steps. The pools are sized exactly; nothing else spawns kernel
+    /// threads, so `lm + vocoder` threads is the whole engine's compute.
+    pub stage_threads: Option<StageThreads>,
     #[cfg(feature = "fault-injection")]
     pub fault: Option<Fault>,
+}
+
+/// Kernel threads per stage group (see [`EngineConfig::stage_threads`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct StageThreads {
+    /// Talker + code predictor.
+    pub lm: usize,
+    /// code2wav.
+    pub vocoder: usize,
+}
+
+impl std::str::FromStr for StageThreads {
+    type Err = String;
+
+    /// `LM,VOCODER`, e.g. `1,1`.
+    fn from_str(s: &str) -> Result<Self, String> {
+        let bad =
+            || format!("stage threads must be LM,VOCODER (two counts >= 1, e.g. 1,1), got '{s}'");
+        let (a, b) = s.split_once(',').ok_or_else(bad)?;
+        let lm: usize = a.trim().parse().map_err(|_| bad())?;
+        let vocoder: usize = b.trim().parse().map_err(|_| bad())?;
+        if lm == 0 || vocoder == 0 || lm > 1024 || vocoder > 1024 {
+            return Err(bad());
+        }
+        Ok(StageThreads { lm, vocoder })
+    }
 }
 
 impl Default for EngineConfig {
@@ -123,6 +157,7 @@ impl Default for EngineConfig {
             explicit_acks: false,
             max_batch: 16,
             batch_gather: Duration::from_millis(200),
+            stage_threads: None,
             #[cfg(feature = "fault-injection")]
             fault: None,
         }
@@ -141,6 +176,17 @@ impl EngineConfig {
         }
         if self.max_active_requests == 0 {
             return bad("max_active_requests", "must be at least 1".into());
+        }
+        if let Some(t) = self.stage_threads {
+            if t.lm == 0 || t.vocoder == 0 {
+                return bad(
+                    "stage_threads",
+                    format!(
+                        "each pool needs at least 1 thread, got lm {} vocoder {}",
+                        t.lm, t.vocoder
+                    ),
+                );
+            }
         }
         if !(self.soft_unacked_audio_s.is_finite() && self.soft_unacked_audio_s > 0.0) {
             return bad(

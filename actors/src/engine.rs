@@ -125,10 +125,24 @@ impl Engine {
     /// Validates `config` and starts the actors.
     pub fn start(model: Arc<Qwen3Tts>, config: EngineConfig) -> Result<Engine> {
         config.validate()?;
-        let shared = Arc::new(Shared::new(
+        let mut shared = Shared::new(
             #[cfg(feature = "fault-injection")]
             config.fault.clone(),
-        ));
+        );
+        if let Some(t) = config.stage_threads {
+            let pool = |n: usize, name: &'static str| {
+                rayon::ThreadPoolBuilder::new()
+                    .num_threads(n)
+                    .thread_name(move |i| format!("tts-{name}-{i}"))
+                    .build()
+                    .map(Arc::new)
+                    .map_err(|e| {
+                        EngineError::Internal(format!("cannot start the {name} thread pool: {e}"))
+                    })
+            };
+            shared.pools = Some([pool(t.lm, "lm")?, pool(t.vocoder, "vocoder")?]);
+        }
+        let shared = Arc::new(shared);
         let dir = Arc::new(RwLock::new(None));
         let (tx, rx) = std::sync::mpsc::channel();
         let (m, c, s) = (model.clone(), config.clone(), shared.clone());

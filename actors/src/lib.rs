@@ -36,7 +36,7 @@ mod router;
 mod stage;
 mod stages;
 
-pub use config::{ChunkSchedule, EngineConfig};
+pub use config::{ChunkSchedule, EngineConfig, StageThreads};
 #[cfg(feature = "fault-injection")]
 pub use config::{Fault, FaultAction};
 pub use contract::{RequestKey, StageKind, CONTRACT_VERSION};

@@ -66,6 +66,9 @@ pub struct Shared {
     pub active_requests: AtomicUsize,
     #[cfg(feature = "fault-injection")]
     pub fault: std::sync::Mutex<Option<crate::config::Fault>>,
+    /// Kernel pools `[lm, vocoder]` when the config places stages
+    /// (`EngineConfig::stage_threads`); `None`: the global rayon pool.
+    pub pools: Option<[Arc<rayon::ThreadPool>; 2]>,
 }
 
 impl Shared {
@@ -79,7 +82,17 @@ impl Shared {
             active_requests: AtomicUsize::new(0),
             #[cfg(feature = "fault-injection")]
             fault: std::sync::Mutex::new(fault),
+            pools: None,
         }
+    }
+
+    /// The pool a stage's kernels run on (`None`: the global one).
+    pub fn pool(&self, k: StageKind) -> Option<&rayon::ThreadPool> {
+        let pools = self.pools.as_ref()?;
+        Some(match k {
+            StageKind::Talker | StageKind::CodePredictor => &pools[0],
+            StageKind::Code2Wav => &pools[1],
+        })
     }
 
     pub fn health(&self, k: StageKind) -> &StageHealth {
@@ -169,7 +182,7 @@ impl StepCx<'_> {
 
 /// What a stage does with its input. Implementations hold the per-request
 /// state of the stage (KV caches, decoder states) and nothing else.
-pub trait StageLogic: Sized + Unpin + 'static {
+pub trait StageLogic: Sized + Send + Unpin + 'static {
     const KIND: StageKind;
     type Input: Send + Unpin + 'static;
     fn stamp(input: &Self::Input) -> &Stamp;
@@ -345,7 +358,12 @@ impl<L: StageLogic> StageActor<L> {
                 generation,
                 shared: &shared,
             };
-            logic.process(items, &mut cx)
+            // `install` re-raises a panic of the step on this thread, so the
+            // boundary below still catches it.
+            match shared.pool(L::KIND) {
+                Some(pool) => pool.install(|| logic.process(items, &mut cx)),
+                None => logic.process(items, &mut cx),
+            }
         }));
         // Clear only our own mark: a retired instance waking up must not
         // hide its replacement's step from the watchdog.

@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use tts_actors::{
     AudioChunk, ChunkSchedule, Engine, EngineConfig, ErrorKind, Event, Fault, FaultAction,
-    RequestMetrics, StageKind, Stream,
+    RequestMetrics, StageKind, StageThreads, Stream,
 };
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
@@ -441,8 +441,13 @@ fn dropping_a_stream_stops_its_work() {
 }
 
 fn run_fault(stage: StageKind, action: FaultAction) {
+    run_fault_placed(stage, action, None)
+}
+
+fn run_fault_placed(stage: StageKind, action: FaultAction, stage_threads: Option<StageThreads>) {
     let m = model("tiny-a");
     let cfg = EngineConfig {
+        stage_threads,
         // A panic's hook (backtrace printing) can take longer than a tight
         // deadline; only the stall runs need the watchdog to fire. 1 s is
         // ~1000 tiny-fixture steps: no spurious retirement on a busy machine.
@@ -895,6 +900,47 @@ fn a_panic_in_a_batched_step_fails_the_batch_and_the_engine_recovers() {
             run_concurrently(&engine, &m, mixed_requests(&m, 3, &[12, 7, 15]));
             assert_idle(&engine);
             engine.shutdown();
+        }
+    });
+}
+
+#[test]
+fn placed_stage_pools_give_the_same_audio_and_still_catch_panics() {
+    within(240, || {
+        let placed = Some(StageThreads { lm: 1, vocoder: 1 });
+        let m = model("tiny-a");
+        let engine = Engine::start(
+            m.clone(),
+            EngineConfig {
+                stage_threads: placed,
+                ..config()
+            },
+        )
+        .unwrap();
+        // Codes and audio equal the offline reference, batched or not.
+        run_concurrently(&engine, &m, mixed_requests(&m, 3, &[9, 13]));
+        assert_idle(&engine);
+        engine.shutdown();
+        // A panic inside a pool's `install` reaches the stage boundary.
+        for stage in StageKind::ALL {
+            run_fault_placed(stage, FaultAction::Panic, placed);
+        }
+        let err = Engine::start(
+            m.clone(),
+            EngineConfig {
+                stage_threads: Some(StageThreads { lm: 0, vocoder: 1 }),
+                ..config()
+            },
+        )
+        .err()
+        .unwrap();
+        assert!(err.to_string().contains("stage_threads"), "{err}");
+        assert_eq!(
+            "2,1".parse::<StageThreads>(),
+            Ok(StageThreads { lm: 2, vocoder: 1 })
+        );
+        for bad in ["", "1", "0,1", "1,x", "1,2,3"] {
+            assert!(bad.parse::<StageThreads>().is_err(), "{bad}");
         }
     });
 }

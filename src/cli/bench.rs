@@ -12,7 +12,9 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::{json, Value};
-use tts_actors::{ChunkSchedule, Engine, EngineConfig, Event, RequestMetrics, Summary};
+use tts_actors::{
+    ChunkSchedule, Engine, EngineConfig, Event, RequestMetrics, StageThreads, Summary,
+};
 use tts_models::{Qwen3Tts, Request};
 
 use super::ModelArg;
@@ -44,6 +46,11 @@ pub struct BenchArgs {
     /// Text lengths to run: short, medium, long (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "short,medium")]
     lengths: Vec<String>,
+    /// Place the stages on their own kernel pools: LM,VOCODER threads (e.g.
+    /// 1,1 on two cores: talker + code predictor on one, code2wav beside
+    /// them). Default: all stages share the global pool (--threads).
+    #[arg(long)]
+    stage_threads: Option<StageThreads>,
     /// Concurrent sessions per round (comma-separated levels).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     concurrency: Vec<usize>,
@@ -150,6 +157,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "cpu_model": cpu_model(),
         "isa": tts_kernels::isa().name(),
         "threads": rayon::current_num_threads(),
+        "stage_threads": a.stage_threads,
         "cores_online": std::thread::available_parallelism().ok().map(|n| n.get()),
         "load_avg_1m_at_start": load_avg_1m(),
         "precision": format!("f32 compute; talker weights {}, code predictor weights {} (f32 = as stored, BF16 in hub checkpoints); code2wav F32", model.precision.talker.name(), model.precision.code_predictor.name()),
@@ -239,6 +247,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         chunks: ChunkSchedule::new(a.chunks.clone())?,
         prebuffer_ms: a.prebuffer_ms,
         max_active_requests: max_conc.max(1),
+        stage_threads: a.stage_threads,
         ..EngineConfig::default()
     };
     let t_engine = Instant::now();

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::Args;
-use tts_actors::EngineConfig;
+use tts_actors::{EngineConfig, StageThreads};
 use tts_transport::ServeConfig;
 
 use crate::model_path;
@@ -40,6 +40,10 @@ pub struct ServeArgs {
     /// Cap on codec frames per request (12.5 per second of audio).
     #[arg(long)]
     max_frames: Option<usize>,
+    /// Place the stages on their own kernel pools: LM,VOCODER threads (see
+    /// docs/performance.md). Default: all stages share the global pool.
+    #[arg(long)]
+    stage_threads: Option<StageThreads>,
     /// Seconds in-flight streams get to finish after SIGTERM / ctrl-c.
     #[arg(long, default_value_t = 10.0)]
     drain_timeout_s: f64,
@@ -57,6 +61,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     cfg.max_frames = a.max_frames;
     cfg.engine = EngineConfig {
         max_active_requests: a.max_requests,
+        stage_threads: a.stage_threads,
         ..EngineConfig::default()
     };
     anyhow::ensure!(

@@ -134,7 +134,10 @@ fi
 # --- tts-rt binary ----------------------------------------------------------------
 if [ -n "$rev" ]; then
     commit=$(git -C "$root" rev-parse --verify "$rev^{commit}") || die "--rev $rev: not a commit"
-    wt="$tmp/wt"
+    # A fixed path: cargo's fingerprints include it, so reruns build incrementally.
+    wt="$work/wt"
+    git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"
+    git -C "$root" worktree prune
     git -C "$root" worktree add --detach "$wt" "$commit" >/dev/null
     echo "building tts-rt at ${commit:0:10} (worktree, target $work/target)" >&2
     (cd "$wt" && CARGO_TARGET_DIR="$work/target" cargo build --release --quiet --bin tts-rt)

@@ -137,8 +137,7 @@ if [ -n "$rev" ]; then
     # A fixed path: cargo's fingerprints include it, so reruns build incrementally.
     wt="$work/wt"
     git -C "$root" worktree remove --force "$wt" >/dev/null 2>&1 || rm -rf "$wt"
-    git -C "$root" worktree prune
-    git -C "$root" worktree add --detach "$wt" "$commit" >/dev/null
+    git -C "$root" worktree add --force --detach "$wt" "$commit" >/dev/null
     echo "building tts-rt at ${commit:0:10} (worktree, target $work/target)" >&2
     (cd "$wt" && CARGO_TARGET_DIR="$work/target" cargo build --release --quiet --bin tts-rt)
     bin="$work/target/release/tts-rt"

@@ -4,6 +4,8 @@
 //! `--play` reaches an ALSA file device (set up as in tests/play_cli.rs);
 //! a wrong token, a bad voice and a dead address fail with clear errors.
 
+mod common;
+
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
@@ -48,18 +50,7 @@ impl Drop for Serve {
 }
 
 fn get(addr: SocketAddr, path: &str) -> std::io::Result<u16> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut r = String::new();
-    s.read_to_string(&mut r)?;
-    Ok(r.split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0))
+    common::http_get(addr, path).map(|(status, _)| status)
 }
 
 /// A ready server for one test (each test owns its own: a static one would

@@ -1,28 +1,14 @@
 //! `tts-rt serve` as a process: it prints where it listens, answers
 //! /health and /ready on loopback, and on SIGTERM drains and exits 0.
 
-use std::io::{BufRead, BufReader, Read, Write};
-use std::net::{SocketAddr, TcpStream};
+mod common;
+
+use std::io::{BufRead, BufReader, Read};
+use std::net::SocketAddr;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-fn get(addr: SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
-    let mut s = TcpStream::connect(addr)?;
-    s.set_read_timeout(Some(Duration::from_secs(10)))?;
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
-    )?;
-    let mut r = String::new();
-    s.read_to_string(&mut r)?;
-    let status = r
-        .split(' ')
-        .nth(1)
-        .and_then(|c| c.parse().ok())
-        .unwrap_or(0);
-    let body = r.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
-    Ok((status, body))
-}
+use common::http_get as get;
 
 #[cfg(unix)]
 #[test]

@@ -1,6 +1,6 @@
-//! Shared by the golden-fixture tests: the committed fixtures' location,
-//! the golden tensors written by tools/make_fixtures.py, and a golden case
-//! as a greedy [`Request`].
+//! Shared by the root test binaries: the committed fixtures' location,
+//! the golden tensors written by tools/make_fixtures.py, a golden case
+//! as a greedy [`Request`], and a bare HTTP GET for the serve tests.
 #![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::{Path, PathBuf};
@@ -82,4 +82,25 @@ pub fn request(model: &Qwen3Tts, case: &Value) -> Request {
         text_streaming: !case["non_streaming_mode"].as_bool().unwrap(),
         options,
     }
+}
+
+/// `GET path` on a loopback server with a raw socket (no HTTP client
+/// dependency): the status code (0 if unparsable) and the body.
+pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16, String)> {
+    use std::io::{Read, Write};
+    let mut s = std::net::TcpStream::connect(addr)?;
+    s.set_read_timeout(Some(std::time::Duration::from_secs(10)))?;
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
+    )?;
+    let mut r = String::new();
+    s.read_to_string(&mut r)?;
+    let status = r
+        .split(' ')
+        .nth(1)
+        .and_then(|c| c.parse().ok())
+        .unwrap_or(0);
+    let body = r.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
+    Ok((status, body))
 }

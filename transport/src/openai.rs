@@ -432,21 +432,33 @@ async fn produce(
         .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
 }
 
+/// The read-only routes' preamble: the token, then the loaded model (503
+/// while loading).
+fn authorized_model(
+    st: &AppState,
+    headers: &HeaderMap,
+    q: &TokenQuery,
+) -> Result<Arc<Loaded>, Box<Response>> {
+    st.authorize(headers, q.token.as_deref())
+        .map_err(|r| Box::new(r.into_response()))?;
+    st.loaded().ok_or_else(|| {
+        Box::new(error_response(
+            StatusCode::SERVICE_UNAVAILABLE,
+            "the model is still loading",
+            "server_error",
+            None,
+        ))
+    })
+}
+
 pub async fn models(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(q): Query<TokenQuery>,
 ) -> Response {
-    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
-        return r.into_response();
-    }
-    let Some(m) = st.loaded() else {
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the model is still loading",
-            "server_error",
-            None,
-        );
+    let m = match authorized_model(&st, &headers, &q) {
+        Ok(m) => m,
+        Err(r) => return *r,
     };
     Json(serde_json::json!({
         "object": "list",
@@ -474,16 +486,9 @@ pub async fn model(
     Query(q): Query<TokenQuery>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
-        return r.into_response();
-    }
-    let Some(m) = st.loaded() else {
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the model is still loading",
-            "server_error",
-            None,
-        );
+    let m = match authorized_model(&st, &headers, &q) {
+        Ok(m) => m,
+        Err(r) => return *r,
     };
     if id != m.model_id {
         return error_response(
@@ -504,16 +509,9 @@ pub async fn voices(
     headers: HeaderMap,
     Query(q): Query<TokenQuery>,
 ) -> Response {
-    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
-        return r.into_response();
-    }
-    let Some(m) = st.loaded() else {
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the model is still loading",
-            "server_error",
-            None,
-        );
+    let m = match authorized_model(&st, &headers, &q) {
+        Ok(m) => m,
+        Err(r) => return *r,
     };
     let mut voices: Vec<serde_json::Value> = m
         .voices

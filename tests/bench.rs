@@ -139,7 +139,19 @@ fn bench_reports_every_metric_with_provenance() {
     ] {
         assert!(p.get(k).is_some(), "provenance lacks {k}");
     }
-    assert!(doc["rss_anon_kb"]["start"].is_u64() && doc["rss_anon_kb"]["end"].is_u64());
+    // Memory in detail: tests/memory.rs.
+    let rss = &doc["rss_anon_kb"];
+    for k in [
+        "start",
+        "after_load",
+        "load_peak",
+        "requests_peak",
+        "peak",
+        "end",
+    ] {
+        assert!(rss[k].as_u64().is_some_and(|v| v > 0), "{k}: {rss}");
+    }
+    assert_eq!(doc["provenance"]["run"]["text_streaming"], false);
     assert!(doc["cold_start_ms"].is_f64());
     assert_eq!(
         doc["engine"]["reserved_bytes"], 0,
@@ -193,4 +205,46 @@ fn bench_reports_every_metric_with_provenance() {
     assert!(lines
         .iter()
         .all(|l| l["metrics"]["continuity_ok"].is_boolean()));
+}
+
+#[test]
+fn bench_text_streaming_feeds_the_text_per_frame_and_says_so() {
+    let mut prefill = Vec::new();
+    for streaming in [false, true] {
+        let mut c = bin();
+        c.args([
+            "bench",
+            "--lengths",
+            "ten",
+            "--concurrency",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--frames",
+            "2",
+            "--json",
+        ]);
+        c.arg("--model").arg(fixture("tiny-b"));
+        if streaming {
+            c.arg("--text-streaming");
+        }
+        let o = ok(&mut c);
+        let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+        assert_eq!(doc["provenance"]["run"]["text_streaming"], streaming);
+        let cell = &doc["cells"][0];
+        assert_eq!(cell["length"], "ten");
+        assert_eq!(cell["complete"], 1);
+        let rows = &cell["prompt_rows"];
+        let trailing = rows["trailing_text"].as_u64().unwrap();
+        // The ten words are > 1 token each side of the first: all but the
+        // first trail the prefill, one per frame, when streaming.
+        assert_eq!(trailing > 1, streaming, "{rows}");
+        prefill.push(rows["prefill"].as_u64().unwrap());
+    }
+    assert!(
+        prefill[1] + 10 <= prefill[0],
+        "text streaming prefills fewer rows: {prefill:?}"
+    );
 }

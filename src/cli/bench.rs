@@ -1,13 +1,14 @@
 //! `tts-rt bench`: drives the engine in-process over text lengths ×
 //! concurrency levels × repeats and reports METRICS.md figures (nearest-rank
 //! p50/p95/max with n and the argmax request; warm-ups excluded and
-//! reported apart; cold start apart), per-stage attribution, RssAnon at
-//! start and end, and provenance.
+//! reported apart; cold start apart), per-stage attribution, memory
+//! (RssAnon at start, after load, at its sampled peaks and at the end; after
+//! every request, with a growth figure per cell) and provenance.
 
 use std::io::Write;
 use std::path::PathBuf;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
@@ -19,8 +20,29 @@ use tts_models::{Qwen3Tts, Request};
 
 use super::ModelArg;
 
-/// Built-in texts of increasing length (words ≈ 8, 30, 90).
-const TEXTS: [(&str, &str); 3] = [
+mod rss;
+
+use rss::{RssSampler, RssTotals};
+
+/// RssAnon sampling period: a sample (seek, read, parse of the 1.4 kB
+/// `/proc/self/status`) costs ≈ 7 µs here, 0.4% of a core at 2 ms, and the
+/// allocations it has to catch (a prefill's activations, a quantization
+/// pass) last far longer.
+const RSS_SAMPLE_MS: u64 = 2;
+
+/// Memory growth is measured from this request of a cell on (1-based,
+/// completion order, warm-ups included): the first requests of a process
+/// grow the allocator's arenas and the engine's pools to their working size.
+const GROWTH_FROM: usize = 10;
+
+/// Built-in texts: `ten` is the ten-word sentence of the TTFP target
+/// (issue 5: ttfp_ms p50 ≤ 250 at concurrency 1); the others grow
+/// (words ≈ 9, 30, 90).
+const TEXTS: [(&str, &str); 4] = [
+    (
+        "ten",
+        "Please call me back when you get home tonight, thanks.",
+    ),
     ("short", "The quick brown fox jumps over the lazy dog."),
     (
         "medium",
@@ -43,7 +65,7 @@ const TEXTS: [(&str, &str); 3] = [
 pub struct BenchArgs {
     #[command(flatten)]
     model: ModelArg,
-    /// Text lengths to run: short, medium, long (comma-separated).
+    /// Text lengths to run: ten, short, medium, long (comma-separated).
     #[arg(long, value_delimiter = ',', default_value = "short,medium")]
     lengths: Vec<String>,
     /// Place the stages on their own kernel pools: LM,VOCODER threads (e.g.
@@ -55,7 +77,10 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     concurrency: Vec<usize>,
     /// Measured rounds per (length, concurrency) cell; each round runs one
-    /// request per session at once.
+    /// request per session at once, so a cell runs (warmup + repeats) ×
+    /// concurrency requests in this one process (e.g. --repeats 100
+    /// --warmup 0 --concurrency 1 for the memory-growth figure over 100
+    /// requests).
     #[arg(long, default_value_t = 3)]
     repeats: usize,
     /// Warm-up rounds per cell (excluded from the percentiles).
@@ -71,6 +96,12 @@ pub struct BenchArgs {
     /// Greedy decoding (default: the checkpoint's sampling settings).
     #[arg(long)]
     greedy: bool,
+    /// Feed the text alongside the frames, one token per frame (official
+    /// `non_streaming_mode=False`): a shorter prefill, so an earlier first
+    /// packet. Default: all text in the prefill (the official custom-voice
+    /// default).
+    #[arg(long)]
+    text_streaming: bool,
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Frames per chunk: first, second, ... (the last repeats).
@@ -105,18 +136,26 @@ const FIELDS: [&str; 14] = [
     "audio_s",
 ];
 
+/// A request's record before it has run.
+struct Slot {
+    label: String,
+    length: String,
+    concurrency: usize,
+    warmup: bool,
+    done: Option<(RequestMetrics, Option<u64>, Instant)>,
+}
+
 struct Record {
     label: String,
     length: String,
     concurrency: usize,
     warmup: bool,
     metrics: RequestMetrics,
-}
-
-fn rss_anon_kb() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/self/status").ok()?;
-    let line = s.lines().find(|l| l.starts_with("RssAnon:"))?;
-    line.split_whitespace().nth(1)?.parse().ok()
+    /// RssAnon read by the request's own thread right after its terminal
+    /// event.
+    rss_after_kb: Option<u64>,
+    /// When that terminal event arrived (orders a round's requests).
+    done_at: Instant,
 }
 
 fn git_commit() -> Option<String> {
@@ -182,10 +221,13 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
             "frames": a.frames,
             "max_frames": a.max_frames,
             "greedy": a.greedy,
+            "text_streaming": a.text_streaming,
             "seed": a.seed,
             "chunk_frames": a.chunks,
             "prebuffer_ms": a.prebuffer_ms,
             "t_req": "client side: when Session::synthesize is called (includes prompt building)",
+            "rss_sample_ms": RSS_SAMPLE_MS,
+            "growth_from_request": GROWTH_FROM,
         },
     })
 }
@@ -235,13 +277,17 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     for l in &a.lengths {
         match TEXTS.iter().find(|(n, _)| n == l) {
             Some(&(n, t)) => texts.push((n, t)),
-            None => bail!("unknown --lengths entry {l:?}; use short, medium or long"),
+            None => bail!("unknown --lengths entry {l:?}; use ten, short, medium or long"),
         }
     }
-    let rss_start = rss_anon_kb();
+    let sampler = RssSampler::start(Duration::from_millis(RSS_SAMPLE_MS));
+    let rss_start = sampler.now();
     let t_cold = Instant::now();
     let model: Arc<Qwen3Tts> = super::load(&a.model)?;
     let load_ms = t_cold.elapsed().as_secs_f64() * 1e3;
+    // Weights are mapped, not read: this is what loading allocated (int8/q4
+    // copies of the LM weights, code2wav, tokenizer).
+    let rss_after_load = sampler.now();
     let max_conc = *a.concurrency.iter().max().expect("non-empty");
     let config = EngineConfig {
         chunks: ChunkSchedule::new(a.chunks.clone())?,
@@ -254,6 +300,9 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     let engine = Engine::start(model.clone(), config)?;
     let engine_start_ms = t_engine.elapsed().as_secs_f64() * 1e3;
     let cold_start_ms = t_cold.elapsed().as_secs_f64() * 1e3;
+    // Load + quantization + engine start (quantization's scratch is freed
+    // before the load returns: only the sampled peak sees it).
+    let rss_load_peak = sampler.take_window_peak();
 
     let mut options = model.default_options();
     if a.greedy {
@@ -276,53 +325,97 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         .context("checkpoint has no speakers")?;
     let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
 
-    let mut records: Vec<Record> = Vec::new();
+    let request = |text: &str, seed: u64| {
+        let mut opts = options.clone();
+        opts.seed = seed;
+        Request {
+            text: text.to_string(),
+            speaker: Some(speaker.clone()),
+            language: "english".into(),
+            instruct: None,
+            text_streaming: a.text_streaming,
+            options: opts,
+        }
+    };
+    let mut prompt_rows = Vec::new();
+    for &(_, text) in &texts {
+        let p = model.build_prompt(&request(text, a.seed))?;
+        prompt_rows.push((
+            p.prefill.len() / p.hidden,
+            // Text rows fed one per frame after the prefill (text streaming).
+            if a.text_streaming {
+                p.trailing.len() / p.hidden
+            } else {
+                0
+            },
+        ));
+    }
+
+    // Every request's record exists (label written, page touched) before
+    // the first request, so the bench's own bookkeeping does not grow the
+    // heap while the per-request RssAnon is read: a growth figure is the
+    // engine's and the model's, not the bench's.
+    let mut slots: Vec<Slot> = Vec::new();
+    for &(len_name, _) in &texts {
+        for &conc in &a.concurrency {
+            for round in 0..a.warmup + a.repeats {
+                let warmup = round < a.warmup;
+                let rep = if warmup {
+                    format!("w{round}")
+                } else {
+                    format!("r{}", round - a.warmup)
+                };
+                for i in 0..conc {
+                    slots.push(Slot {
+                        label: format!("{len_name}/c{conc}/{rep}/s{i}"),
+                        length: len_name.to_string(),
+                        concurrency: conc,
+                        warmup,
+                        done: None,
+                    });
+                }
+            }
+        }
+    }
+    let mut next_slot = slots.iter_mut();
+    let mut cell_peaks: Vec<Option<u64>> = Vec::with_capacity(texts.len() * a.concurrency.len());
     for &(len_name, text) in &texts {
         for &conc in &a.concurrency {
             let sessions: Vec<_> = (0..conc).map(|_| engine.open_session()).collect();
             for round in 0..a.warmup + a.repeats {
                 let warmup = round < a.warmup;
-                let results: Vec<Result<RequestMetrics>> = std::thread::scope(|scope| {
+                type Done = (Result<RequestMetrics>, Option<u64>, Instant);
+                let results: Vec<Done> = std::thread::scope(|scope| {
+                    let sampler = &sampler;
                     let handles: Vec<_> = sessions
                         .iter()
                         .enumerate()
                         .map(|(i, session)| {
-                            let mut opts = options.clone();
-                            opts.seed = a.seed.wrapping_add(i as u64);
-                            let req = Request {
-                                text: text.to_string(),
-                                speaker: Some(speaker.clone()),
-                                language: "english".into(),
-                                instruct: None,
-                                text_streaming: false,
-                                options: opts,
-                            };
-                            scope.spawn(move || run_one(session, req))
+                            let req = request(text, a.seed.wrapping_add(i as u64));
+                            scope.spawn(move || {
+                                let r = run_one(session, req);
+                                (r, sampler.now(), Instant::now())
+                            })
                         })
                         .collect();
                     handles
                         .into_iter()
                         .map(|h| {
-                            h.join()
-                                .unwrap_or_else(|_| Err(anyhow::anyhow!("bench worker panicked")))
+                            h.join().unwrap_or_else(|_| {
+                                (
+                                    Err(anyhow::anyhow!("bench worker panicked")),
+                                    None,
+                                    Instant::now(),
+                                )
+                            })
                         })
                         .collect()
                 });
-                for (i, r) in results.into_iter().enumerate() {
-                    let rep = if warmup {
-                        format!("w{round}")
-                    } else {
-                        format!("r{}", round - a.warmup)
-                    };
-                    let label = format!("{len_name}/c{conc}/{rep}/s{i}");
-                    let metrics = r.with_context(|| format!("request {label}"))?;
-                    records.push(Record {
-                        label,
-                        length: len_name.to_string(),
-                        concurrency: conc,
-                        warmup,
-                        metrics,
-                    });
+                for (r, rss_after_kb, done_at) in results {
+                    let slot = next_slot.next().expect("one slot per request");
+                    debug_assert_eq!(slot.warmup, warmup);
+                    let metrics = r.with_context(|| format!("request {}", slot.label))?;
+                    slot.done = Some((metrics, rss_after_kb, done_at));
                 }
                 if show {
                     eprint!(
@@ -332,28 +425,70 @@ pub fn bench(a: BenchArgs) -> Result<()> {
                     );
                 }
             }
+            cell_peaks.push(sampler.take_window_peak());
         }
     }
     if show {
         eprintln!();
     }
     let final_stats = engine.shutdown();
-    let rss_end = rss_anon_kb();
+    let rss_end = sampler.now();
+    let RssTotals {
+        peak_kb: rss_peak,
+        samples: rss_samples,
+    } = sampler.stop();
+    let rss_requests_peak = cell_peaks.iter().flatten().max().copied();
+    let records: Vec<Record> = slots
+        .into_iter()
+        .map(|s| {
+            let (metrics, rss_after_kb, done_at) = s.done.expect("every request ran");
+            Record {
+                label: s.label,
+                length: s.length,
+                concurrency: s.concurrency,
+                warmup: s.warmup,
+                metrics,
+                rss_after_kb,
+                done_at,
+            }
+        })
+        .collect();
 
     if let Some(p) = &a.jsonl {
         let mut f = std::io::BufWriter::new(
             std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
         );
         for r in &records {
-            let line = json!({"request": r.label, "length": r.length, "concurrency": r.concurrency, "warmup": r.warmup, "metrics": r.metrics});
+            let line = json!({"request": r.label, "length": r.length, "concurrency": r.concurrency, "warmup": r.warmup, "rss_anon_kb_after": r.rss_after_kb, "metrics": r.metrics});
             writeln!(f, "{line}")?;
         }
         f.flush()?;
     }
 
     let mut cells = Vec::new();
-    for &(len_name, _) in &texts {
+    let mut cell_peaks = cell_peaks.into_iter();
+    for (&(len_name, _), &(prefill_rows, trailing_rows)) in texts.iter().zip(&prompt_rows) {
         for &conc in &a.concurrency {
+            let mut in_order: Vec<&Record> = records
+                .iter()
+                .filter(|r| r.length == len_name && r.concurrency == conc)
+                .collect();
+            in_order.sort_by_key(|r| r.done_at);
+            let after: Vec<Option<u64>> = in_order.iter().map(|r| r.rss_after_kb).collect();
+            let all_after: Option<Vec<u64>> = after.iter().copied().collect();
+            let growth = all_after
+                .as_deref()
+                .and_then(|v| rss::growth(v, GROWTH_FROM))
+                .map(|g| {
+                    json!({
+                        "from_request": g.from,
+                        "to_request": g.to,
+                        "delta_kb": g.delta_kb,
+                        "slope_kb_per_request": g.slope_kb_per_request,
+                        "min_kb": g.min_kb,
+                        "max_kb": g.max_kb,
+                    })
+                });
             let measured: Vec<&Record> = records
                 .iter()
                 .filter(|r| !r.warmup && r.length == len_name && r.concurrency == conc)
@@ -390,6 +525,13 @@ pub fn bench(a: BenchArgs) -> Result<()> {
                 "finite": count(&|m| m.finite),
                 "frames": measured.iter().filter_map(|r| r.metrics.frames).sum::<u64>(),
                 "warmup": { "n": warm.len(), "ttfp_ms": Summary::of(&warm_vals) },
+                "prompt_rows": { "prefill": prefill_rows, "trailing_text": trailing_rows },
+                "rss_anon_kb": {
+                    "peak": cell_peaks.next().flatten(),
+                    "after_request": after,
+                    "after_request_labels": in_order.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
+                    "growth": growth,
+                },
             }));
         }
     }
@@ -398,7 +540,16 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         "cold_start_ms": cold_start_ms,
         "load_ms": load_ms,
         "engine_start_ms": engine_start_ms,
-        "rss_anon_kb": { "start": rss_start, "end": rss_end },
+        "rss_anon_kb": {
+            "start": rss_start,
+            "after_load": rss_after_load,
+            "load_peak": rss_load_peak,
+            "requests_peak": rss_requests_peak,
+            "peak": rss_peak,
+            "end": rss_end,
+            "samples": rss_samples,
+            "sample_ms": RSS_SAMPLE_MS,
+        },
         "engine": final_stats,
         "cells": cells,
     });
@@ -417,6 +568,12 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         bail!("{incomplete} measured request(s) were incomplete (samples != frames × samples_per_frame)");
     }
     Ok(())
+}
+
+/// A kB figure in MB for the table, or "missing" (never 0).
+fn mb(v: &Value) -> String {
+    v.as_f64()
+        .map_or("missing".into(), |kb| format!("{:.1} MB", kb / 1024.0))
 }
 
 fn fmt(v: &Value) -> String {
@@ -453,13 +610,29 @@ fn print_table(doc: &Value, a: &BenchArgs) {
         s(&p["precision"])
     );
     out += &format!(
-        "cold start {:.0} ms (load {:.0} ms, engine {:.1} ms)  RssAnon start {} kB, end {} kB  frames {}\n",
+        "cold start {:.0} ms (load {:.0} ms, engine {:.1} ms)  frames {}  text {}\n",
         doc["cold_start_ms"].as_f64().unwrap_or(f64::NAN),
         doc["load_ms"].as_f64().unwrap_or(f64::NAN),
         doc["engine_start_ms"].as_f64().unwrap_or(f64::NAN),
-        doc["rss_anon_kb"]["start"],
-        doc["rss_anon_kb"]["end"],
-        a.frames.map_or("until EOS or cap".to_string(), |n| format!("{n} fixed")),
+        a.frames
+            .map_or("until EOS or cap".to_string(), |n| format!("{n} fixed")),
+        if a.text_streaming {
+            "streaming (one token per frame)"
+        } else {
+            "all in the prefill"
+        },
+    );
+    let r = &doc["rss_anon_kb"];
+    out += &format!(
+        "RssAnon: start {}, after load {}, load peak {}, requests peak {}, peak {}, end {}  ({} samples every {} ms)\n",
+        mb(&r["start"]),
+        mb(&r["after_load"]),
+        mb(&r["load_peak"]),
+        mb(&r["requests_peak"]),
+        mb(&r["peak"]),
+        mb(&r["end"]),
+        r["samples"],
+        r["sample_ms"],
     );
     for c in doc["cells"].as_array().into_iter().flatten() {
         out += &format!(
@@ -480,6 +653,33 @@ fn print_table(doc: &Value, a: &BenchArgs) {
             c["underruns_at_prebuffer_total"],
             c["warmup"]["n"],
         );
+        let m = &c["rss_anon_kb"];
+        let after = m["after_request"].as_array().map_or(&[][..], |v| v);
+        let g = &m["growth"];
+        out += &format!(
+            "  prompt {} prefill rows{}  RssAnon peak {}, after request 1 {}, after request {} {}",
+            c["prompt_rows"]["prefill"],
+            match c["prompt_rows"]["trailing_text"].as_u64() {
+                Some(n) if n > 0 => format!(" + {n} text rows trailing"),
+                _ => String::new(),
+            },
+            mb(&m["peak"]),
+            mb(after.first().unwrap_or(&Value::Null)),
+            after.len(),
+            mb(after.last().unwrap_or(&Value::Null)),
+        );
+        out += &if g.is_null() {
+            format!("; growth needs {} requests or more\n", GROWTH_FROM + 1)
+        } else {
+            format!(
+                "; growth requests {}..{}: {:+} kB, slope {:+.2} kB/request (range {:.1} MB)\n",
+                g["from_request"],
+                g["to_request"],
+                g["delta_kb"].as_i64().unwrap_or(0),
+                g["slope_kb_per_request"].as_f64().unwrap_or(f64::NAN),
+                g["max_kb"].as_i64().unwrap_or(0) - g["min_kb"].as_i64().unwrap_or(0),
+            )
+        };
         out += &format!(
             "  {:<24}{:>5}{:>10}{:>10}{:>10}  argmax\n",
             "metric", "n", "p50", "p95", "max"

@@ -64,30 +64,45 @@ struct ModelArg {
     /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
     #[arg(long)]
     model: Option<PathBuf>,
-    /// LM weight precision: TALKER[,CODE_PREDICTOR], each f32 (the stored
-    /// weights, f32 compute), int8 (per-channel) or q4 (4-bit, groups of
-    /// 32), quantized at load. int8 has not passed its full-size fidelity
-    /// gate and q4 fails it on the fixtures too (docs/performance.md).
+    /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]]. The LMs: f32
+    /// (the stored weights, f32 compute), int8 (per-channel) or q4 (4-bit,
+    /// groups of 32), quantized at load; int8 has not passed its full-size
+    /// fidelity gate and q4 fails it on the fixtures too. CODE2WAV: f32
+    /// (default) or bf16 (the vocoder's convolutions with bf16 weights and
+    /// activations, f32 accumulation; ~2x faster code2wav with avx512_bf16,
+    /// passes its waveform-SNR gate), e.g. `f32,f32,bf16`
+    /// (docs/performance.md).
     #[arg(long, default_value = "f32", value_parser = parse_precision)]
     precision: LoadOptions,
 }
 
-/// `f32`, `int8`, `q4`, or `TALKER,CODE_PREDICTOR` (e.g. `q4,int8`).
+/// `f32`, `int8`, `q4`, `TALKER,CODE_PREDICTOR` (e.g. `q4,int8`) or
+/// `TALKER,CODE_PREDICTOR,CODE2WAV` (e.g. `f32,f32,bf16`).
 pub(crate) fn parse_precision(s: &str) -> std::result::Result<LoadOptions, String> {
-    let mut parts = s.split(',');
-    let talker: Precision = parts.next().unwrap_or("").trim().parse()?;
-    let code_predictor = match parts.next() {
-        Some(p) => p.trim().parse()?,
-        None => talker,
-    };
-    if parts.next().is_some() {
+    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+    if parts.len() > 3 {
         return Err(format!(
-            "{s:?}: give one precision, or two (talker,code predictor)"
+            "{s:?}: give one precision, two (talker,code predictor) or three \
+             (talker,code predictor,code2wav)"
         ));
     }
+    let talker: Precision = parts[0]
+        .parse()
+        .map_err(|e| format!("talker precision: {e}"))?;
+    let code_predictor = match parts.get(1) {
+        Some(p) => p
+            .parse()
+            .map_err(|e| format!("code predictor precision: {e}"))?,
+        None => talker,
+    };
+    let code2wav = match parts.get(2) {
+        Some(p) => p.parse()?,
+        None => tts_models::Code2WavPrecision::F32,
+    };
     Ok(LoadOptions {
         talker,
         code_predictor,
+        code2wav,
     })
 }
 
@@ -475,7 +490,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
             "total_ms": total.as_secs_f64() * 1e3,
             "decode": if a.out.stream { "streaming" } else { "chunked-300/25" },
             "isa": tts_kernels::isa().name(),
-            "precision": format!("{},{}", model.precision.talker.name(), model.precision.code_predictor.name()),
+            "precision": model.precision.name(),
             "threads": rayon::current_num_threads(),
         });
         eprintln!("{line}");

@@ -335,6 +335,7 @@ fn q4_fidelity_envelope_on_fixtures() {
     let mixed = LoadOptions {
         talker: Precision::Q4,
         code_predictor: Precision::Int8,
+        ..LoadOptions::default()
     };
     let total = fixtures_report(mixed);
     println!(
@@ -386,6 +387,7 @@ fn full_size_report() {
             LoadOptions {
                 talker,
                 code_predictor: it.next().unwrap_or(talker),
+                ..LoadOptions::default()
             }
         })
         .collect();

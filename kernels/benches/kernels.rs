@@ -266,6 +266,83 @@ fn conv(c: &mut Criterion) {
     g.finish();
 }
 
+/// bf16 convolutions (`vdpbf16ps` and the f32-FMA emulation) next to the
+/// f32 kernel on the same vocoder shapes (code2wav with 40 frames: block
+/// 1's residual units at 768 channels and 1280 samples, block 3's at 192 and
+/// 25600, a 1x1, and block 2's upsampling). Scalar is left out: the
+/// reference is far too slow at these sizes.
+fn conv_bf16(c: &mut Criterion) {
+    use tts_kernels::ConvBf16;
+    let mut g = c.benchmark_group("conv_bf16");
+    g.sample_size(10);
+    let simd = || paths().into_iter().filter(|k| k.isa() != Isa::Scalar);
+    // (name, c_in, c_out, kernel, dilation, t_out)
+    for (name, ci, co, k, d, t) in [
+        ("dense768_k7", 768, 768, 7, 3, 1280),
+        ("dense192_k7", 192, 192, 7, 9, 25600),
+        ("dense384_k1", 384, 384, 1, 1, 6400),
+    ] {
+        let sh = Conv1dShape {
+            c_in: ci,
+            c_out: co,
+            kernel: k,
+            dilation: d,
+            groups: 1,
+        };
+        let t_in = t + (k - 1) * d;
+        let x = data(ci * t_in, 3);
+        let w = data(co * ci * k, 4);
+        let wb = ConvBf16::from_conv1d(&w, co, ci, k);
+        let bias = data(co, 5);
+        let mut out = vec![0f32; co * t];
+        g.throughput(Throughput::Elements((co * ci * k * t) as u64));
+        for ks in simd() {
+            let id = BenchmarkId::new(format!("{} f32", ks.isa().name()), name);
+            g.bench_function(id, |b| {
+                b.iter(|| ks.conv1d(black_box(&x), t_in, &w, Some(&bias), sh, &mut out))
+            });
+            for ks in [ks, ks.with_emulated_bf16()] {
+                let id = BenchmarkId::new(
+                    format!("{} bf16 {}", ks.isa().name(), ks.bf16_conv_path()),
+                    name,
+                );
+                g.bench_function(id, |b| {
+                    b.iter(|| ks.conv1d_bf16(black_box(&x), t_in, &wb, Some(&bias), d, &mut out))
+                });
+                if ks.bf16_conv_path() != "avx512_bf16" {
+                    break;
+                }
+            }
+        }
+    }
+    let (ci, co, k, s, t_in) = (768, 384, 10, 5, 321);
+    let x = data(ci * t_in, 6);
+    let w = data(ci * co * k, 7);
+    let wb = ConvBf16::from_conv_transpose1d(&w, ci, co, k);
+    let mut out = vec![0f32; co * ((t_in - 1) * s + k)];
+    g.throughput(Throughput::Elements((ci * co * k * t_in) as u64));
+    let name = format!("transpose{ci}to{co}_k{k}s{s}_t{t_in}");
+    for ks in simd() {
+        let id = BenchmarkId::new(format!("{} f32", ks.isa().name()), &name);
+        g.bench_function(id, |b| {
+            b.iter(|| ks.conv_transpose1d(black_box(&x), t_in, &w, None, ci, co, k, s, &mut out))
+        });
+        for ks in [ks, ks.with_emulated_bf16()] {
+            let id = BenchmarkId::new(
+                format!("{} bf16 {}", ks.isa().name(), ks.bf16_conv_path()),
+                &name,
+            );
+            g.bench_function(id, |b| {
+                b.iter(|| ks.conv_transpose1d_bf16(black_box(&x), t_in, &wb, None, s, &mut out))
+            });
+            if ks.bf16_conv_path() != "avx512_bf16" {
+                break;
+            }
+        }
+    }
+    g.finish();
+}
+
 fn elementwise(c: &mut Criterion) {
     let mut g = c.benchmark_group("elementwise");
     let (ch, t) = (384, 2048);
@@ -339,6 +416,7 @@ criterion_group!(
     streaming,
     bandwidth,
     conv,
+    conv_bf16,
     elementwise,
     attention
 );

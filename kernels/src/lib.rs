@@ -50,6 +50,7 @@
 //! transformer parts and channel-major `[channels, time]` for convolutions
 //! (the PyTorch layouts of the checkpoint). Linear weights are `[out, in]`.
 
+pub mod conv_bf16;
 mod dispatch;
 // Without x86_64 only the scalar path exists and the generic SIMD code is
 // never instantiated.
@@ -61,6 +62,7 @@ pub mod reference;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod simd;
 
+pub use conv_bf16::ConvBf16;
 pub use dispatch::{isa, Isa};
 pub use mat::{
     bf16_to_f32, f32_to_bf16, quantize_a16_row, quantize_q8_row, quantize_q8_rows, Mat, A16_MAX,
@@ -76,6 +78,9 @@ use simd::{avx2::Avx2, avx512::Avx512};
 #[derive(Clone, Copy, Debug)]
 pub struct Kernels {
     path: Path,
+    /// bf16 convolutions on the f32-FMA emulation even where the CPU has
+    /// avx512_bf16 ([`Kernels::with_emulated_bf16`]).
+    emulate_bf16: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -112,13 +117,21 @@ impl Kernels {
             #[cfg(not(target_arch = "x86_64"))]
             Isa::Avx2 | Isa::Avx512 => return None,
         };
-        Some(Kernels { path })
+        Some(Kernels {
+            path,
+            emulate_bf16: false,
+        })
     }
 
     /// The kernels of the process-wide path [`isa()`].
     pub fn selected() -> Kernels {
         static SELECTED: std::sync::OnceLock<Kernels> = std::sync::OnceLock::new();
-        *SELECTED.get_or_init(|| Kernels::new(isa()).unwrap_or(Kernels { path: Path::Scalar }))
+        *SELECTED.get_or_init(|| {
+            Kernels::new(isa()).unwrap_or(Kernels {
+                path: Path::Scalar,
+                emulate_bf16: false,
+            })
+        })
     }
 
     pub fn isa(&self) -> Isa {
@@ -294,6 +307,92 @@ impl Kernels {
         })
     }
 
+    /// These kernels with the bf16 convolutions on the portable f32-FMA
+    /// emulation even where the CPU has avx512_bf16 (tests and benches
+    /// compare the two; the bits are the same, see [`conv_bf16`]).
+    pub fn with_emulated_bf16(mut self) -> Kernels {
+        self.emulate_bf16 = true;
+        self
+    }
+
+    /// How this path runs bf16 convolutions: `"avx512_bf16"`
+    /// (`vdpbf16ps`), `"f32-fma emulation"` or `"scalar reference"`.
+    pub fn bf16_conv_path(&self) -> &'static str {
+        match self.path {
+            Path::Scalar => "scalar reference",
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512(_) if !self.emulate_bf16 && native_bf16().is_some() => "avx512_bf16",
+            #[cfg(target_arch = "x86_64")]
+            _ => "f32-fma emulation",
+        }
+    }
+
+    /// The bf16 tile for the token `s` of this path.
+    #[cfg(target_arch = "x86_64")]
+    fn bf16_kernel<S>(&self, s: S) -> fast::conv_bf16::Bf16Kernel<S> {
+        use fast::conv_bf16::Bf16Kernel;
+        match (self.path, native_bf16()) {
+            (Path::Avx512(_), Some(d)) if !self.emulate_bf16 => Bf16Kernel::Native(d),
+            _ => Bf16Kernel::Emulated(s),
+        }
+    }
+
+    /// See [`conv1d_bf16`].
+    pub fn conv1d_bf16(
+        &self,
+        x: &[f32],
+        t_in: usize,
+        w: &ConvBf16,
+        bias: Option<&[f32]>,
+        dilation: usize,
+        out: &mut [f32],
+    ) {
+        dispatch!(
+            self,
+            reference::conv1d_bf16(x, t_in, w, bias, dilation, out),
+            |s| fast::conv_bf16::conv1d(self.bf16_kernel(s), x, t_in, w, bias, dilation, out)
+        )
+    }
+
+    /// See [`conv_transpose1d_bf16`].
+    pub fn conv_transpose1d_bf16(
+        &self,
+        x: &[f32],
+        t_in: usize,
+        w: &ConvBf16,
+        bias: Option<&[f32]>,
+        stride: usize,
+        out: &mut [f32],
+    ) {
+        dispatch!(
+            self,
+            reference::conv_transpose1d_bf16(x, t_in, w, bias, stride, out),
+            |s| fast::conv_bf16::conv_transpose1d(
+                self.bf16_kernel(s),
+                x,
+                t_in,
+                w,
+                bias,
+                stride,
+                out
+            )
+        )
+    }
+
+    /// `vdpbf16ps` on one lane: `acc + hi(a) * hi(b) + lo(a) * lo(b)` as
+    /// this CPU computes it (`a`, `b`: bf16 pairs, low half = even element),
+    /// or `None` without avx512_bf16. For the test that pins
+    /// [`conv_bf16::dp_step`] to the instruction.
+    pub fn dpbf16_lane(acc: f32, a: u32, b: u32) -> Option<f32> {
+        #[cfg(target_arch = "x86_64")]
+        return native_bf16().map(|d| fast::conv_bf16::dp_lane(d, acc, a, b));
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = (acc, a, b);
+            None
+        }
+    }
+
     /// See [`conv_transpose1d`].
     #[allow(clippy::too_many_arguments)]
     pub fn conv_transpose1d(
@@ -355,6 +454,42 @@ pub fn gelu(x: &mut [f32]) {
 /// `inv_beta = 1 / (exp(log_beta) + 1e-9)` precomputed by the caller.
 pub fn snake_beta(x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
     Kernels::selected().snake_beta(x, t, alpha, inv_beta)
+}
+
+/// The avx512_bf16 token, detected once.
+#[cfg(target_arch = "x86_64")]
+fn native_bf16() -> Option<fast::conv_bf16::DpBf16> {
+    static D: std::sync::OnceLock<Option<fast::conv_bf16::DpBf16>> = std::sync::OnceLock::new();
+    *D.get_or_init(fast::conv_bf16::DpBf16::new)
+}
+
+/// bf16 `conv1d` (groups 1, stride 1, "valid") with a weight packed by
+/// [`ConvBf16::from_conv1d`]: `x = [c_in, t_in]` rounded to bf16,
+/// `out = [c_out, t_in - (kernel - 1) * dilation]`, f32 accumulation. The
+/// arithmetic (identical on every path) is in [`conv_bf16`].
+pub fn conv1d_bf16(
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    dilation: usize,
+    out: &mut [f32],
+) {
+    Kernels::selected().conv1d_bf16(x, t_in, w, bias, dilation, out)
+}
+
+/// bf16 [`conv_transpose1d`] with a weight packed by
+/// [`ConvBf16::from_conv_transpose1d`]:
+/// `out = [c_out, (t_in - 1) * stride + kernel]`.
+pub fn conv_transpose1d_bf16(
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    stride: usize,
+    out: &mut [f32],
+) {
+    Kernels::selected().conv_transpose1d_bf16(x, t_in, w, bias, stride, out)
 }
 
 /// Attention parameters shared by [`attention`] calls of one layer.

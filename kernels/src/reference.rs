@@ -1,6 +1,7 @@
 //! Scalar reference kernels: the definition of every kernel's semantics.
 //! Straightforward loops, f32 accumulation, no parallelism.
 
+use crate::conv_bf16::{bf16_value, dp_step, flush, ConvBf16};
 use crate::mat::quantize_a16_row;
 use crate::q4::{q4_get, q4_row_bytes, q4_row_groups, quantize_a8_row, Q4_GROUP};
 use crate::{AttnShape, Conv1dShape, Mat};
@@ -343,6 +344,106 @@ pub fn conv_transpose1d(
                     o[t * stride + kk] += xv * wv;
                 }
             }
+        }
+    }
+}
+
+/// bf16 `conv1d` (groups = 1, stride 1, "valid"): `x = [c_in, t_in]`,
+/// `out = [c_out, t_in - (kernel - 1) * dilation]`. The arithmetic of
+/// [`crate::conv_bf16`]: activations rounded to bf16, per output `acc =
+/// bias`, then per channel pair, per tap: `dp(hi * hi)`, `dp(lo * lo)`.
+pub fn conv1d_bf16(
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    dilation: usize,
+    out: &mut [f32],
+) {
+    let k = w.kernel;
+    let t_out = t_in.saturating_sub((k - 1) * dilation);
+    assert_eq!(x.len(), w.c_in * t_in, "conv1d_bf16: x is not [c_in, t_in]");
+    assert_eq!(
+        out.len(),
+        w.c_out * t_out,
+        "conv1d_bf16: out is not [c_out, t_out]"
+    );
+    let xb = |ci: usize, t: usize| {
+        if ci < w.c_in {
+            bf16_value(x[ci * t_in + t])
+        } else {
+            0.0
+        }
+    };
+    for co in 0..w.c_out {
+        for t in 0..t_out {
+            let mut acc = flush(bias.map_or(0.0, |b| b[co]));
+            for p in 0..w.pairs() {
+                for kk in 0..k {
+                    let tx = t + kk * dilation;
+                    acc = dp_step(acc, xb(2 * p + 1, tx), w.weight(co, 2 * p + 1, kk));
+                    acc = dp_step(acc, xb(2 * p, tx), w.weight(co, 2 * p, kk));
+                }
+            }
+            out[co * t_out + t] = acc;
+        }
+    }
+}
+
+/// bf16 `conv_transpose1d` (no padding): `out = [c_out, (t_in - 1) *
+/// stride + kernel]`. Output `t = q * stride + r` sums the taps
+/// `kk = r + j * stride` (`j = 0, 1, ...`, `kk < kernel`) against `x[.., q - j]`, with
+/// `x` zero outside `0..t_in` (those terms are computed, as the fast paths
+/// do: adding a zero product can turn an accumulated -0 into +0); order
+/// per output: `acc = bias`, then per channel pair, per `j`: hi, lo.
+pub fn conv_transpose1d_bf16(
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    stride: usize,
+    out: &mut [f32],
+) {
+    let k = w.kernel;
+    let t_out = if t_in == 0 {
+        0
+    } else {
+        (t_in - 1) * stride + k
+    };
+    assert_eq!(
+        x.len(),
+        w.c_in * t_in,
+        "conv_transpose1d_bf16: x is not [c_in, t_in]"
+    );
+    assert_eq!(
+        out.len(),
+        w.c_out * t_out,
+        "conv_transpose1d_bf16: out shape"
+    );
+    let xb = |ci: usize, q: isize| {
+        if ci < w.c_in && q >= 0 && (q as usize) < t_in {
+            bf16_value(x[ci * t_in + q as usize])
+        } else {
+            0.0
+        }
+    };
+    let j_n = k.div_ceil(stride);
+    for co in 0..w.c_out {
+        for t in 0..t_out {
+            let (q, r) = ((t / stride) as isize, t % stride);
+            let mut acc = flush(bias.map_or(0.0, |b| b[co]));
+            for p in 0..w.pairs() {
+                for j in 0..j_n {
+                    let kk = r + j * stride;
+                    if kk >= k {
+                        continue;
+                    }
+                    let xq = q - j as isize;
+                    acc = dp_step(acc, xb(2 * p + 1, xq), w.weight(co, 2 * p + 1, kk));
+                    acc = dp_step(acc, xb(2 * p, xq), w.weight(co, 2 * p, kk));
+                }
+            }
+            out[co * t_out + t] = acc;
         }
     }
 }

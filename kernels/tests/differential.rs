@@ -19,7 +19,7 @@
 use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
     f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnShape,
-    Conv1dShape, Isa, Kernels, Mat,
+    Conv1dShape, ConvBf16, Isa, Kernels, Mat,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -1004,4 +1004,238 @@ fn q4_format_error_report() {
         }
         println!("{name}: int8 per row: {:.4}", rel(w, &d8));
     }
+}
+
+// ---------------------------------------------------------------------------
+// bf16 convolutions (tts_kernels::conv_bf16): every path, the AVX-512 BF16
+// instruction and the f32-FMA emulation alike, must give the reference's
+// bits exactly (the module docs say why; the data here keep every partial
+// sum far from the f32 subnormal range, the one place the emulation may
+// differ). Shapes: odd c_in (a zero partner channel), pair counts across
+// the 32-pair chunk, time lengths around the 16-lane vector and the 48-wide
+// tile, t_out = 0, parallel sizes, transposed phases without taps.
+
+/// Every path this CPU has, plus the emulation on AVX-512 where the CPU
+/// runs `vdpbf16ps` natively.
+fn bf16_paths() -> Vec<Kernels> {
+    let mut ks = paths();
+    if let Some(k) = Kernels::new(Isa::Avx512) {
+        if k.bf16_conv_path() == "avx512_bf16" {
+            ks.push(k.with_emulated_bf16());
+        } else {
+            eprintln!("this CPU lacks avx512_bf16: only the emulation is tested");
+        }
+    }
+    ks
+}
+
+fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
+    assert_eq!(got.len(), want.len(), "{what}: length");
+    for (i, (g, w)) in got.iter().zip(want).enumerate() {
+        assert_eq!(
+            g.to_bits(),
+            w.to_bits(),
+            "{what}: element {i}: got {g}, want {w}"
+        );
+    }
+}
+
+#[test]
+fn conv1d_bf16_is_bit_exact_on_every_path() {
+    let mut rng = Rng(21);
+    // (c_in, c_out, kernel, dilation, t_in)
+    let shapes: [(usize, usize, usize, usize, usize); 14] = [
+        (1, 1, 1, 1, 1),
+        (1, 1, 1, 1, 0),
+        (3, 5, 3, 1, 20),
+        (4, 8, 7, 3, 50),
+        (5, 3, 7, 1, 6),   // t_out = 0
+        (17, 9, 7, 1, 23), // t_out = 17, odd c_in
+        (9, 4, 2, 1, 16),  // t_out = 15
+        (2, 4, 1, 1, 33),
+        (64, 36, 7, 3, 300), // parallel
+        (131, 9, 3, 1, 75),  // 66 pairs: 3 chunks, odd c_in
+        (100, 64, 7, 1, 7),  // t_out = 1
+        (33, 13, 7, 9, 80),  // dilation 9, 26 outputs
+        (96, 1, 7, 1, 200),  // one output channel (conv_out)
+        (48, 24, 1, 1, 97),  // 1x1
+    ];
+    for ks in bf16_paths() {
+        for &(c_in, c_out, kernel, dilation, t_in) in &shapes {
+            let t_out = t_in.saturating_sub((kernel - 1) * dilation);
+            let x = unaligned(&rng.vec(c_in * t_in, 2.0));
+            let w =
+                ConvBf16::from_conv1d(&rng.vec(c_out * c_in * kernel, 0.5), c_out, c_in, kernel);
+            let bias = rng.vec(c_out, 1.0);
+            for b in [None, Some(&bias[..])] {
+                let mut want = vec![0f32; c_out * t_out];
+                reference::conv1d_bf16(&x[1..], t_in, &w, b, dilation, &mut want);
+                let mut got = vec![f32::NAN; c_out * t_out];
+                ks.conv1d_bf16(&x[1..], t_in, &w, b, dilation, &mut got);
+                let what = format!(
+                    "{} ({}) conv1d_bf16 c_in={c_in} c_out={c_out} k={kernel} d={dilation} t_in={t_in}",
+                    ks.isa().name(),
+                    ks.bf16_conv_path()
+                );
+                assert_bits(&what, &got, &want);
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_transpose1d_bf16_is_bit_exact_on_every_path() {
+    let mut rng = Rng(22);
+    // (c_in, c_out, kernel, stride, t_in)
+    let shapes: [(usize, usize, usize, usize, usize); 13] = [
+        (1, 1, 1, 1, 1),
+        (1, 1, 1, 1, 0),
+        (3, 5, 4, 2, 7),
+        (4, 4, 16, 8, 5),
+        (6, 5, 10, 5, 9),
+        (3, 2, 3, 5, 4), // kernel < stride: phases without taps
+        (2, 3, 5, 1, 10),
+        (5, 7, 6, 3, 17),
+        (64, 32, 8, 4, 100), // parallel
+        (131, 6, 10, 5, 9),  // 3 pair chunks, odd c_in
+        (70, 9, 16, 8, 3),
+        (33, 40, 10, 5, 1),
+        (24, 12, 2, 2, 40), // kernel = stride (upsample)
+    ];
+    for ks in bf16_paths() {
+        for &(c_in, c_out, kernel, stride, t_in) in &shapes {
+            let t_out = if t_in == 0 {
+                0
+            } else {
+                (t_in - 1) * stride + kernel
+            };
+            let x = unaligned(&rng.vec(c_in * t_in, 2.0));
+            let w = ConvBf16::from_conv_transpose1d(
+                &rng.vec(c_in * c_out * kernel, 0.5),
+                c_in,
+                c_out,
+                kernel,
+            );
+            let bias = rng.vec(c_out, 1.0);
+            for b in [None, Some(&bias[..])] {
+                let mut want = vec![0f32; c_out * t_out];
+                reference::conv_transpose1d_bf16(&x[1..], t_in, &w, b, stride, &mut want);
+                let mut got = vec![f32::NAN; c_out * t_out];
+                ks.conv_transpose1d_bf16(&x[1..], t_in, &w, b, stride, &mut got);
+                let what = format!(
+                    "{} ({}) conv_transpose1d_bf16 c_in={c_in} c_out={c_out} k={kernel} s={stride} t_in={t_in}",
+                    ks.isa().name(),
+                    ks.bf16_conv_path()
+                );
+                assert_bits(&what, &got, &want);
+            }
+        }
+    }
+}
+
+/// bf16 convolution vs the f32 one on the same (unrounded) data: within
+/// the bf16 rounding of both operands. Each product carries a relative
+/// error of at most 2 * 2^-9 (two RNE roundings to 8 significant bits), so
+/// `|bf16 - f32| <= 2^-8 * sum |x w|` plus the f32 sums' own reordering
+/// (`DOT_REL`); random signs make it ~sqrt(terms) smaller in practice.
+#[test]
+fn conv_bf16_is_within_bf16_rounding_of_f32() {
+    let mut rng = Rng(23);
+    let (c_in, c_out, kernel, t_in) = (40, 12, 7, 60);
+    let x = rng.vec(c_in * t_in, 1.0);
+    let wf = rng.vec(c_out * c_in * kernel, 1.0);
+    let w = ConvBf16::from_conv1d(&wf, c_out, c_in, kernel);
+    let sh = Conv1dShape {
+        c_in,
+        c_out,
+        kernel,
+        dilation: 1,
+        groups: 1,
+    };
+    let t_out = t_in - kernel + 1;
+    let (mut a, mut b) = (vec![0f32; c_out * t_out], vec![0f32; c_out * t_out]);
+    reference::conv1d(&x, t_in, &wf, None, sh, &mut a);
+    Kernels::selected().conv1d_bf16(&x, t_in, &w, None, 1, &mut b);
+    let terms = (c_in * kernel) as f32;
+    check_close("conv1d_bf16 vs f32", &b, &a, |_| {
+        (1.0 / 256.0 + DOT_REL) * terms
+    });
+}
+
+#[test]
+fn conv_bf16_is_deterministic_across_thread_counts() {
+    let mut rng = Rng(24);
+    let (x, wf) = (rng.vec(100 * 300, 1.0), rng.vec(36 * 100 * 7, 1.0));
+    let w = ConvBf16::from_conv1d(&wf, 36, 100, 7);
+    let (xt, wtf) = (rng.vec(70 * 40, 1.0), rng.vec(70 * 24 * 10, 1.0));
+    let wt = ConvBf16::from_conv_transpose1d(&wtf, 70, 24, 10);
+    for ks in bf16_paths() {
+        let conv = || {
+            let mut o = vec![0f32; 36 * 282];
+            ks.conv1d_bf16(&x, 300, &w, None, 3, &mut o);
+            o
+        };
+        let convt = || {
+            let mut o = vec![0f32; 24 * (39 * 5 + 10)];
+            ks.conv_transpose1d_bf16(&xt, 40, &wt, None, 5, &mut o);
+            o
+        };
+        let name = format!("{} ({})", ks.isa().name(), ks.bf16_conv_path());
+        assert_eq!(
+            bits_with_threads(1, conv),
+            bits_with_threads(3, conv),
+            "{name}"
+        );
+        assert_eq!(
+            bits_with_threads(1, convt),
+            bits_with_threads(3, convt),
+            "{name}"
+        );
+    }
+}
+
+/// The scalar model of `vdpbf16ps` in `conv_bf16::dp_step` against the
+/// instruction on this CPU: `acc + hi*hi` rounded, then `+ lo*lo` rounded
+/// (Intel's pseudocode order). Operands span 2^-20..2^20 so that the two
+/// orders, and a single rounding of both products, give different bits on
+/// a good share of the cases: the test can tell the models apart. Skipped
+/// without avx512_bf16.
+#[test]
+fn dpbf16_instruction_matches_the_scalar_model() {
+    use tts_kernels::conv_bf16::{dp_step, round_bf16};
+    if Kernels::dpbf16_lane(0.0, 0, 0).is_none() {
+        eprintln!("skipping: this CPU lacks avx512_bf16");
+        return;
+    }
+    let mut rng = Rng(25);
+    let wide = |r: &mut Rng| {
+        let e = (r.next_u64() % 41) as i32 - 20;
+        r.f() * 2f32.powi(e)
+    };
+    let (mut n, mut order_matters) = (0, 0);
+    for _ in 0..200_000 {
+        let acc = wide(&mut rng);
+        let [a0, a1, b0, b1] = [0; 4].map(|_| round_bf16(wide(&mut rng)));
+        let (a, b) = (a0 as u32 | (a1 as u32) << 16, b0 as u32 | (b1 as u32) << 16);
+        let f = |h: u16| f32::from_bits((h as u32) << 16);
+        let want = dp_step(dp_step(acc, f(a1), f(b1)), f(a0), f(b0));
+        let other = dp_step(dp_step(acc, f(a0), f(b0)), f(a1), f(b1));
+        order_matters += (want.to_bits() != other.to_bits()) as usize;
+        let got = Kernels::dpbf16_lane(acc, a, b).unwrap();
+        assert_eq!(
+            got.to_bits(),
+            want.to_bits(),
+            "acc {acc:e} a ({:e}, {:e}) b ({:e}, {:e}): instruction {got:e}, model {want:e}",
+            f(a1),
+            f(a0),
+            f(b1),
+            f(b0)
+        );
+        n += 1;
+    }
+    eprintln!("{n} cases, {order_matters} where the other order gives other bits");
+    assert!(
+        order_matters > n / 100,
+        "the test data cannot tell the orders apart"
+    );
 }

@@ -39,5 +39,5 @@ pub mod synth;
 pub mod talker;
 pub mod tokenizer;
 
-pub use quant::Precision;
+pub use quant::{Code2WavPrecision, Precision};
 pub use synth::{FrameGenerator, GenOptions, LoadOptions, Qwen3Tts, Request};

@@ -76,6 +76,60 @@ impl std::str::FromStr for Precision {
     }
 }
 
+/// Compute precision of code2wav's dense convolutions, chosen at load.
+///
+/// [`Code2WavPrecision::F32`] (the default, what the goldens compare) runs
+/// the stored f32 weights. [`Code2WavPrecision::Bf16`] converts every dense
+/// conv and transposed conv of the decoder (groups = 1: `pre_conv`, the
+/// upsampling transposed convs, `decoder.0`, every vocoder block's
+/// transposed conv and residual convs, the output conv) to bf16 once at
+/// load, rounds activations to bf16 as they enter the dot product and
+/// accumulates in f32 (`tts_kernels::conv_bf16`: `vdpbf16ps` on CPUs with
+/// avx512_bf16, a bit-identical f32-FMA emulation elsewhere). The
+/// transformer, the ConvNeXt blocks (depthwise conv and pointwise MLP),
+/// SnakeBeta and the dequantizer stay f32. Fidelity gate:
+/// tests/precision_codec.rs; speed: docs/performance.md.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum Code2WavPrecision {
+    #[default]
+    F32,
+    Bf16,
+}
+
+impl Code2WavPrecision {
+    pub const ALL: [Code2WavPrecision; 2] = [Code2WavPrecision::F32, Code2WavPrecision::Bf16];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Code2WavPrecision::F32 => "f32",
+            Code2WavPrecision::Bf16 => "bf16",
+        }
+    }
+
+    /// Parses `f32` or `bf16` (case-insensitive).
+    pub fn from_name(s: &str) -> Option<Code2WavPrecision> {
+        match s.trim().to_ascii_lowercase().as_str() {
+            "f32" => Some(Code2WavPrecision::F32),
+            "bf16" => Some(Code2WavPrecision::Bf16),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for Code2WavPrecision {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl std::str::FromStr for Code2WavPrecision {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Code2WavPrecision::from_name(s)
+            .ok_or_else(|| format!("unknown code2wav precision {s:?}; expected f32 or bf16"))
+    }
+}
+
 /// `w` converted to `precision` (`F32` returns it unchanged).
 pub fn convert(w: Weight, precision: Precision) -> Weight {
     match precision {
@@ -165,6 +219,15 @@ mod tests {
         assert_eq!("bf16".parse::<Precision>(), Ok(Precision::F32));
         let e = "q3".parse::<Precision>().unwrap_err();
         assert!(e.contains("q4"), "{e}");
+        for p in Code2WavPrecision::ALL {
+            assert_eq!(p.name().parse::<Code2WavPrecision>(), Ok(p));
+        }
+        assert_eq!(
+            "BF16".parse::<Code2WavPrecision>(),
+            Ok(Code2WavPrecision::Bf16)
+        );
+        let e = "int8".parse::<Code2WavPrecision>().unwrap_err();
+        assert!(e.contains("code2wav") && e.contains("bf16"), "{e}");
     }
 
     #[test]

@@ -16,7 +16,7 @@ use crate::codec::Code2Wav;
 use crate::config::{GenerationConfig, ModelKind, TtsConfig};
 use crate::error::{ModelError, Result};
 use crate::lm::{BatchScratch, KvCache};
-use crate::quant::Precision;
+use crate::quant::{Code2WavPrecision, Precision};
 use crate::sampling::{pick, Rng, SamplerConfig, TalkerRules};
 use crate::talker::Talker;
 use crate::tokenizer::{template, TextTokenizer};
@@ -123,20 +123,27 @@ impl Prompt {
 pub const MAX_TEXT_TOKENS: usize = 8192;
 
 /// How [`Qwen3Tts::load_with`] prepares the weights: the precision of each
-/// LM stage (code2wav always runs its stored f32 weights).
+/// LM stage and of code2wav's convolutions.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
     pub talker: Precision,
     pub code_predictor: Precision,
+    pub code2wav: Code2WavPrecision,
 }
 
 impl LoadOptions {
-    /// Both LMs at `p`.
+    /// Both LMs at `p`, code2wav at f32.
     pub fn uniform(p: Precision) -> Self {
         LoadOptions {
             talker: p,
             code_predictor: p,
+            code2wav: Code2WavPrecision::F32,
         }
+    }
+
+    /// `TALKER,CODE_PREDICTOR,CODE2WAV` (the `--precision` spelling).
+    pub fn name(&self) -> String {
+        format!("{},{},{}", self.talker, self.code_predictor, self.code2wav)
     }
 }
 
@@ -177,7 +184,7 @@ impl Qwen3Tts {
         // The speaker encoder (Base checkpoints) is not used by CustomVoice.
         store.ignore_prefix("speaker_encoder.");
         store.finish()?;
-        let code2wav = Code2Wav::load(&dir.join("speech_tokenizer"))?;
+        let code2wav = Code2Wav::load_with(&dir.join("speech_tokenizer"), options.code2wav)?;
         if code2wav.num_quantizers() != config.talker.num_code_groups {
             return Err(ModelError::Config {
                 path: dir.join("speech_tokenizer/config.json"),

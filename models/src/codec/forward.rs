@@ -27,6 +27,49 @@ use super::weights::{CausalConv, CausalTransConv, Transformer, Weights};
 /// whole-utterance decode stays linear in its length.
 const QUERY_BLOCK: usize = 64;
 
+/// Per-stage wall time of `step`, collected only in test builds when
+/// [`profile::enable`] was called (the timing harness in `tests.rs`).
+#[cfg(test)]
+pub(crate) mod profile {
+    use std::cell::RefCell;
+    use std::time::Duration;
+
+    thread_local! {
+        static TIMES: RefCell<Option<Vec<(String, Duration)>>> = const { RefCell::new(None) };
+    }
+
+    pub(crate) fn enable() {
+        TIMES.with(|t| *t.borrow_mut() = Some(Vec::new()));
+    }
+
+    pub(crate) fn add(label: String, d: Duration) {
+        TIMES.with(|t| {
+            if let Some(v) = t.borrow_mut().as_mut() {
+                match v.iter_mut().find(|(l, _)| *l == label) {
+                    Some(e) => e.1 += d,
+                    None => v.push((label, d)),
+                }
+            }
+        })
+    }
+
+    pub(crate) fn take() -> Vec<(String, Duration)> {
+        TIMES.with(|t| t.borrow_mut().take().unwrap_or_default())
+    }
+}
+
+/// `prof!(label, expr)`: `expr`, timed under `label` in test builds.
+macro_rules! prof {
+    ($label:expr, $e:expr) => {{
+        #[cfg(test)]
+        let t0 = std::time::Instant::now();
+        let r = $e;
+        #[cfg(test)]
+        profile::add($label.to_string(), t0.elapsed());
+        r
+    }};
+}
+
 /// The last `h` raw input columns of one causal stage, `[channels, h]`.
 #[derive(Clone, Debug)]
 struct History {
@@ -294,7 +337,10 @@ pub(crate) fn step(
     transpose(tmp, ld, n, rows);
 
     // 3. Sliding-window transformer on [n, latent] -> [n, latent].
-    transformer(&w.transformer, kv, *frames, n, rows, tf);
+    prof!(
+        "transformer",
+        transformer(&w.transformer, kv, *frames, n, rows, tf)
+    );
     transpose(rows, n, ld, cur);
 
     // 4. Upsampling: transposed conv, then ConvNeXt.
@@ -305,13 +351,16 @@ pub(crate) fn step(
         .zip(up_trans.iter_mut())
         .zip(up_dwconv.iter_mut())
     {
-        trans_conv(&u.trans, th, m, cur, cat, full, tmp);
+        prof!(
+            "upsample trans",
+            trans_conv(&u.trans, th, m, cur, cat, full, tmp)
+        );
         std::mem::swap(cur, tmp);
         m *= u.trans.stride;
 
         let cx = &u.convnext;
         dh.extend(cur, m, cat);
-        cx.dwconv.run(cat, dh.h + m, tmp);
+        prof!("convnext dwconv", cx.dwconv.run(cat, dh.h + m, tmp));
         transpose(tmp, ld, m, rows);
         rows2.clear();
         rows2.resize(rows.len(), 0.0);
@@ -322,9 +371,9 @@ pub(crate) fn step(
             super::weights::CONVNEXT_LN_EPS,
             rows2,
         );
-        cx.pw1.run(rows2, m, big);
-        tts_kernels::gelu(big);
-        cx.pw2.run(big, m, rows);
+        prof!("convnext pw1", cx.pw1.run(rows2, m, big));
+        prof!("convnext gelu", tts_kernels::gelu(big));
+        prof!("convnext pw2", cx.pw2.run(big, m, rows));
         // cur[c, t] += gamma[c] * rows[t, c]
         for (c, row) in cur.chunks_exact_mut(m).enumerate() {
             let g = cx.gamma[c];
@@ -336,24 +385,28 @@ pub(crate) fn step(
 
     // 5. decoder.0: latent -> decoder_dim.
     conv_in.extend(cur, m, cat);
-    w.conv_in.run(cat, conv_in.h + m, tmp);
+    prof!("conv_in", w.conv_in.run(cat, conv_in.h + m, tmp));
     std::mem::swap(cur, tmp);
 
     // 6. Vocoder blocks: SnakeBeta + transposed conv, then residual units.
-    for (b, bs) in w.blocks.iter().zip(blocks.iter_mut()) {
+    for (bi, (b, bs)) in w.blocks.iter().zip(blocks.iter_mut()).enumerate() {
+        let _ = bi; // stage labels of the test-build profile
         bs.trans.extend(cur, m, cat);
         let t_in = bs.trans.h + m;
-        b.act.apply(cat, t_in);
-        b.trans.run(cat, t_in, full, tmp);
+        prof!(format!("block{bi} snake"), b.act.apply(cat, t_in));
+        prof!(
+            format!("block{bi} trans"),
+            b.trans.run(cat, t_in, full, tmp)
+        );
         std::mem::swap(cur, tmp);
         m *= b.trans.stride;
         for (u, uh) in b.units.iter().zip(bs.units.iter_mut()) {
             uh.extend(cur, m, cat);
             let t_in = uh.h + m;
-            u.act1.apply(cat, t_in);
-            u.conv1.run(cat, t_in, tmp);
-            u.act2.apply(tmp, m);
-            u.conv2.run(tmp, m, tmp2);
+            prof!(format!("block{bi} snake"), u.act1.apply(cat, t_in));
+            prof!(format!("block{bi} conv k7"), u.conv1.run(cat, t_in, tmp));
+            prof!(format!("block{bi} snake"), u.act2.apply(tmp, m));
+            prof!(format!("block{bi} conv 1x1"), u.conv2.run(tmp, m, tmp2));
             cur.iter_mut().zip(tmp2.iter()).for_each(|(a, &b)| *a += b);
         }
     }
@@ -361,8 +414,8 @@ pub(crate) fn step(
     // 7. Final SnakeBeta, conv to one channel, clamp.
     conv_out.extend(cur, m, cat);
     let t_in = conv_out.h + m;
-    w.final_act.apply(cat, t_in);
-    w.conv_out.run(cat, t_in, tmp);
+    prof!("final snake", w.final_act.apply(cat, t_in));
+    prof!("conv_out", w.conv_out.run(cat, t_in, tmp));
     out.extend(tmp.iter().map(|x| x.clamp(-1.0, 1.0)));
     *frames += n;
 }

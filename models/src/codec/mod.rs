@@ -30,6 +30,7 @@ pub use forward::DecoderState;
 use crate::checkpoint::TensorStore;
 use crate::config::CodecConfig;
 use crate::error::{ModelError, Result};
+use crate::quant::Code2WavPrecision;
 
 /// `chunk_size` of the official `chunked_decode` as called by
 /// `Qwen3TTSTokenizerV2Model.decode` (not in any config file).
@@ -43,12 +44,14 @@ pub const OFFICIAL_LEFT_CONTEXT_FRAMES: usize = 25;
 pub struct Code2Wav {
     cfg: CodecConfig,
     w: weights::Weights,
+    precision: Code2WavPrecision,
 }
 
 impl std::fmt::Debug for Code2Wav {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Code2Wav")
             .field("config", &self.cfg)
+            .field("precision", &self.precision)
             .finish_non_exhaustive()
     }
 }
@@ -59,9 +62,15 @@ impl Code2Wav {
     /// name and shape; the Mimi `encoder.*` is skipped (synthesis never
     /// encodes); anything else is an error.
     pub fn load(dir: &Path) -> Result<Self> {
+        Self::load_with(dir, Code2WavPrecision::F32)
+    }
+
+    /// [`Self::load`] with the convolutions at `precision` (bf16: converted
+    /// once here; see [`Code2WavPrecision`]).
+    pub fn load_with(dir: &Path, precision: Code2WavPrecision) -> Result<Self> {
         let cfg = CodecConfig::load(&dir.join("config.json"))?;
         let store = TensorStore::open_dir(dir, "model")?;
-        let c2w = Self::from_store(cfg, &store)?;
+        let c2w = Self::from_store_with(cfg, &store, precision)?;
         store.ignore_prefix("encoder.");
         store.finish()?;
         Ok(c2w)
@@ -70,8 +79,22 @@ impl Code2Wav {
     /// Takes the `decoder.*` tensors from an open store without calling
     /// [`TensorStore::finish`], for loaders that own the store's other parts.
     pub fn from_store(cfg: CodecConfig, store: &TensorStore) -> Result<Self> {
-        let w = weights::Weights::load(&cfg, store)?;
-        Ok(Code2Wav { cfg, w })
+        Self::from_store_with(cfg, store, Code2WavPrecision::F32)
+    }
+
+    /// [`Self::from_store`] with the convolutions at `precision`.
+    pub fn from_store_with(
+        cfg: CodecConfig,
+        store: &TensorStore,
+        precision: Code2WavPrecision,
+    ) -> Result<Self> {
+        let w = weights::Weights::load(&cfg, store, precision)?;
+        Ok(Code2Wav { cfg, w, precision })
+    }
+
+    /// The precision the convolutions run at.
+    pub fn precision(&self) -> Code2WavPrecision {
+        self.precision
     }
 
     pub fn config(&self) -> &CodecConfig {

@@ -8,6 +8,7 @@ use safetensors::tensor::{Dtype, TensorView};
 use serde_json::json;
 
 use super::*;
+use crate::quant::Code2WavPrecision;
 
 /// xorshift64*: deterministic test data without a rand dependency.
 struct Rng(u64);
@@ -332,6 +333,33 @@ fn codec_streaming_matches_one_shot_for_any_chunking() {
     }
 }
 
+/// bf16 convolutions: streaming still equals one-shot (each conv output
+/// depends only on its own rounded inputs, and the bf16 kernels have one
+/// code path for every length), and the output stays near f32 (a gross
+/// layout or ordering error would not).
+#[test]
+fn codec_bf16_streams_like_one_shot_and_stays_near_f32() {
+    let dir = write_random_checkpoint("bf16", &tiny_config_json(), 0x5eed_c0de);
+    let f = Code2Wav::load(&dir).unwrap();
+    let m = Code2Wav::load_with(&dir, Code2WavPrecision::Bf16).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    assert_eq!(m.precision(), Code2WavPrecision::Bf16);
+    assert!(m.w.conv_in.bf16.is_some() && m.w.blocks[0].trans.bf16.is_some());
+    assert!(
+        m.w.upsample[0].convnext.dwconv.bf16.is_none(),
+        "depthwise stays f32"
+    );
+    let n = 41;
+    let codes = random_codes(&m, n, 7);
+    let whole = m.decode(&codes, n).unwrap();
+    for sizes in [&[1][..], &[7], &[1, 2, 5, 3, 11, 1, 4]] {
+        let d = max_abs_diff(&stream(&m, &codes, n, sizes), &whole);
+        assert!(d <= STREAM_TOL, "bf16 chunking {sizes:?}: max diff {d}");
+    }
+    let r = rel_l2(&whole, &f.decode(&codes, n).unwrap());
+    assert!(r < 0.05, "bf16 vs f32 rel-L2 {r}");
+}
+
 #[test]
 fn codec_streaming_reset_restarts_the_utterance() {
     let m = tiny_model("reset");
@@ -653,4 +681,60 @@ fn codec_parity_with_external_dump() {
     );
     assert!(rel_l2(&ours_full, &full) <= GOLDEN_REL_L2);
     assert!(rel_l2(&ours_chunked, &chunked) <= GOLDEN_REL_L2);
+}
+
+/// Timing harness for a full-size decoder (not run by default):
+/// `TTS_RT_C2W_MODEL=/path/q06b cargo test --release -p tts-models --lib codec_time_full_size -- --ignored --nocapture`.
+/// Decodes `TTS_RT_C2W_FRAMES` (default 40) random frames with the official
+/// chunked decode (what `speak` runs), `TTS_RT_C2W_PASSES` times, at
+/// `TTS_RT_C2W_PRECISION` (f32 or bf16), printing per-stage times.
+#[test]
+#[ignore]
+fn codec_time_full_size() {
+    let Some(dir) = std::env::var_os("TTS_RT_C2W_MODEL") else {
+        eprintln!("TTS_RT_C2W_MODEL unset; skipping");
+        return;
+    };
+    let env = |k: &str, d: usize| {
+        std::env::var(k)
+            .ok()
+            .and_then(|s| s.parse().ok())
+            .unwrap_or(d)
+    };
+    let (n, passes) = (env("TTS_RT_C2W_FRAMES", 40), env("TTS_RT_C2W_PASSES", 3));
+    let precision = std::env::var("TTS_RT_C2W_PRECISION")
+        .map_or(Ok(Code2WavPrecision::F32), |p| p.parse())
+        .unwrap();
+    let m = Code2Wav::load_with(&PathBuf::from(dir).join("speech_tokenizer"), precision).unwrap();
+    eprintln!(
+        "code2wav {precision}, {}",
+        tts_kernels::Kernels::selected().bf16_conv_path()
+    );
+    let codes = random_codes(&m, n, 7);
+    for p in 0..passes {
+        forward::profile::enable();
+        let t0 = std::time::Instant::now();
+        let wav = m
+            .decode_chunked(
+                &codes,
+                n,
+                OFFICIAL_CHUNK_FRAMES,
+                OFFICIAL_LEFT_CONTEXT_FRAMES,
+            )
+            .unwrap();
+        let dt = t0.elapsed().as_secs_f64() * 1e3;
+        assert_eq!(wav.len(), n * m.samples_per_frame());
+        eprintln!(
+            "pass {p}: {n} frames in {dt:.1} ms = {:.2} ms/frame",
+            dt / n as f64
+        );
+        for (label, d) in forward::profile::take() {
+            let ms = d.as_secs_f64() * 1e3;
+            eprintln!(
+                "  {label:<20} {:>7.2} ms/frame {:>5.1}%",
+                ms / n as f64,
+                100.0 * ms / dt
+            );
+        }
+    }
 }

@@ -2,11 +2,12 @@
 //! config implies, plus what can be precomputed once (codebooks divided by
 //! their usage, SnakeBeta exponentials, RoPE inverse frequencies).
 
-use tts_kernels::{AttnShape, Conv1dShape, Mat};
+use tts_kernels::{AttnShape, Conv1dShape, ConvBf16, Mat};
 
 use crate::checkpoint::{TensorStore, Weight};
 use crate::config::CodecConfig;
 use crate::error::Result;
+use crate::quant::Code2WavPrecision;
 
 /// `EuclideanCodebook.epsilon` in the official decoder: usage is clamped to
 /// at least this before dividing (1e-5; one port uses 1e-7, which differs on
@@ -58,6 +59,9 @@ impl F32Tensor {
 /// A causal (left-zero-padded), stride-1 `Conv1d`.
 pub(crate) struct CausalConv {
     pub w: F32Tensor,
+    /// The bf16 copy the forward runs instead of `w` (dense convs at
+    /// [`Code2WavPrecision::Bf16`]).
+    pub bf16: Option<ConvBf16>,
     pub bias: Option<Vec<f32>>,
     pub shape: Conv1dShape,
 }
@@ -73,6 +77,7 @@ impl CausalConv {
         dilation: usize,
         groups: usize,
         bias: bool,
+        precision: Code2WavPrecision,
     ) -> Result<Self> {
         let w = F32Tensor::load(
             store,
@@ -84,8 +89,11 @@ impl CausalConv {
         } else {
             None
         };
+        let bf16 = (precision == Code2WavPrecision::Bf16 && groups == 1)
+            .then(|| ConvBf16::from_conv1d(w.data(), c_out, c_in, kernel));
         Ok(CausalConv {
             w,
+            bf16,
             bias,
             shape: Conv1dShape {
                 c_in,
@@ -108,6 +116,16 @@ impl CausalConv {
         let t_out = t_in - self.history();
         out.clear();
         out.resize(self.shape.c_out * t_out, 0.0);
+        if let Some(w) = &self.bf16 {
+            return tts_kernels::conv1d_bf16(
+                x,
+                t_in,
+                w,
+                self.bias.as_deref(),
+                self.shape.dilation,
+                out,
+            );
+        }
         tts_kernels::conv1d(
             x,
             t_in,
@@ -126,6 +144,8 @@ impl CausalConv {
 /// frame is known, and a stream needs `m - 1` input columns of history.
 pub(crate) struct CausalTransConv {
     pub w: F32Tensor,
+    /// The bf16 copy the forward runs instead of `w`.
+    pub bf16: Option<ConvBf16>,
     pub bias: Vec<f32>,
     pub c_in: usize,
     pub c_out: usize,
@@ -141,10 +161,15 @@ impl CausalTransConv {
         c_out: usize,
         kernel: usize,
         stride: usize,
+        precision: Code2WavPrecision,
     ) -> Result<Self> {
         debug_assert!(kernel.is_multiple_of(stride) && kernel >= stride);
+        let w = F32Tensor::load(store, &format!("{prefix}.weight"), &[c_in, c_out, kernel])?;
+        let bf16 = (precision == Code2WavPrecision::Bf16)
+            .then(|| ConvBf16::from_conv_transpose1d(w.data(), c_in, c_out, kernel));
         Ok(CausalTransConv {
-            w: F32Tensor::load(store, &format!("{prefix}.weight"), &[c_in, c_out, kernel])?,
+            w,
+            bf16,
             bias: store.vector(&format!("{prefix}.bias"), &[c_out])?,
             c_in,
             c_out,
@@ -162,15 +187,11 @@ impl CausalTransConv {
     /// becomes `[c_out, (t_in - history()) * stride]`, the outputs of the new
     /// columns only. `full` is scratch for the untrimmed transposed conv.
     pub fn run(&self, x: &[f32], t_in: usize, full: &mut Vec<f32>, out: &mut Vec<f32>) {
-        let h = self.history();
-        let n = t_in - h;
-        let t_full = (t_in - 1) * self.stride + self.kernel;
-        let t_out = n * self.stride;
-        if h == 0 && self.kernel == self.stride {
-            // No overlap, no trim: the full output is the answer.
-            out.clear();
-            out.resize(self.c_out * t_out, 0.0);
-            tts_kernels::conv_transpose1d(
+        let conv = |out: &mut [f32]| match &self.bf16 {
+            Some(w) => {
+                tts_kernels::conv_transpose1d_bf16(x, t_in, w, Some(&self.bias), self.stride, out)
+            }
+            None => tts_kernels::conv_transpose1d(
                 x,
                 t_in,
                 self.w.data(),
@@ -180,22 +201,22 @@ impl CausalTransConv {
                 self.kernel,
                 self.stride,
                 out,
-            );
+            ),
+        };
+        let h = self.history();
+        let n = t_in - h;
+        let t_full = (t_in - 1) * self.stride + self.kernel;
+        let t_out = n * self.stride;
+        if h == 0 && self.kernel == self.stride {
+            // No overlap, no trim: the full output is the answer.
+            out.clear();
+            out.resize(self.c_out * t_out, 0.0);
+            conv(out);
             return;
         }
         full.clear();
         full.resize(self.c_out * t_full, 0.0);
-        tts_kernels::conv_transpose1d(
-            x,
-            t_in,
-            self.w.data(),
-            Some(&self.bias),
-            self.c_in,
-            self.c_out,
-            self.kernel,
-            self.stride,
-            full,
-        );
+        conv(full);
         // Drop the `h * stride` outputs that belong to the history columns and
         // the trailing `kernel - stride` the official module trims.
         let skip = h * self.stride;
@@ -347,7 +368,11 @@ pub(crate) struct Weights {
 impl Weights {
     /// Takes every `decoder.*` tensor from `store` (names and shapes of the
     /// hub checkpoint). The caller decides what else the store may hold.
-    pub(crate) fn load(cfg: &CodecConfig, store: &TensorStore) -> Result<Self> {
+    pub(crate) fn load(
+        cfg: &CodecConfig,
+        store: &TensorStore,
+        precision: Code2WavPrecision,
+    ) -> Result<Self> {
         let p = "decoder";
         let vd = cfg.codebook_vector_dim;
         let cs = cfg.codebook_size;
@@ -403,6 +428,7 @@ impl Weights {
             1,
             1,
             true,
+            precision,
         )?;
 
         let t = &cfg.transformer;
@@ -507,7 +533,15 @@ impl Weights {
         for (i, &r) in cfg.upsampling_ratios.iter().enumerate() {
             let up = format!("{p}.upsample.{i}");
             upsample.push(Upsample {
-                trans: CausalTransConv::load(store, &format!("{up}.0.conv"), ld, ld, r, r)?,
+                trans: CausalTransConv::load(
+                    store,
+                    &format!("{up}.0.conv"),
+                    ld,
+                    ld,
+                    r,
+                    r,
+                    precision,
+                )?,
                 convnext: ConvNeXt {
                     dwconv: CausalConv::load(
                         store,
@@ -518,6 +552,7 @@ impl Weights {
                         1,
                         ld,
                         true,
+                        precision,
                     )?,
                     norm_w: store.vector(&format!("{up}.1.norm.weight"), &[ld])?,
                     norm_b: store.vector(&format!("{up}.1.norm.bias"), &[ld])?,
@@ -538,6 +573,7 @@ impl Weights {
             1,
             1,
             true,
+            precision,
         )?;
         let mut blocks = Vec::new();
         for (i, &rate) in cfg.upsample_rates.iter().enumerate() {
@@ -557,6 +593,7 @@ impl Weights {
                         dil,
                         1,
                         true,
+                        precision,
                     )?,
                     act2: Snake::load(store, &format!("{up}.act2"), c_out)?,
                     conv2: CausalConv::load(
@@ -568,6 +605,7 @@ impl Weights {
                         1,
                         1,
                         true,
+                        precision,
                     )?,
                 });
             }
@@ -580,6 +618,7 @@ impl Weights {
                     c_out,
                     2 * rate,
                     rate,
+                    precision,
                 )?,
                 units,
             });
@@ -596,6 +635,7 @@ impl Weights {
             1,
             1,
             true,
+            precision,
         )?;
 
         Ok(Weights {

@@ -1,0 +1,258 @@
+//! Convolutions with bf16 weights and bf16 activations, f32 accumulation:
+//! the arithmetic of AVX-512 BF16 `vdpbf16ps` (`_mm512_dpbf16_ps`), which
+//! does 32 multiply-adds per instruction against 16 for an f32 FMA.
+//!
+//! # Format
+//! [`ConvBf16`] holds a convolution weight converted once (at model load)
+//! to bf16, round-to-nearest-even, with **pairs of adjacent input channels
+//! interleaved**: the `u32` at `[co][p][kk]` holds `bf16(w[co, 2p, kk])` in
+//! its low half and `bf16(w[co, 2p + 1, kk])` in its high half (0 past an
+//! odd `c_in`). Both `conv1d` (`[c_out, c_in, k]`) and transposed
+//! (`[c_in, c_out, k]`) weights are repacked into this one `[c_out, pairs,
+//! k]` order, so one kernel serves both. Activations are rounded to bf16
+//! (RNE) in the same pairing as they enter the dot product: time is the
+//! vector axis, and one 32-bit lane holds `(x[2p, t], x[2p + 1, t])`.
+//!
+//! # Arithmetic (what every path computes)
+//! Per output element, from `acc = bias` (0 without one): for each channel
+//! pair `p` in order, for each tap in order,
+//! `acc = dp(acc, x_hi * w_hi)` then `acc = dp(acc, x_lo * w_lo)`, where
+//! `dp` is one f32 fused multiply-add, round-to-nearest-even, with inputs
+//! denormal-as-zero and output flush-to-zero. That is Intel's pseudocode of
+//! `VDPBF16PS` (odd element first, then even; "FP32 FMA with daz in, ftz
+//! out and RNE rounding"), confirmed on this Zen 4 by
+//! `dpbf16_instruction_matches_the_scalar_model` in kernels/tests. A
+//! bf16 x bf16 product is exact in f32 (8 + 8 significant bits), so an
+//! f32 FMA on the widened values reproduces the instruction bit for bit
+//! whenever no partial sum lands in the f32 subnormal range (below
+//! 1.2e-38), where the emulation keeps a subnormal that the instruction
+//! flushes. Rounding the inputs flushes bf16 subnormals to zero, so DAZ on
+//! the operands costs nothing.
+//!
+//! The paths: [`crate::reference::conv1d_bf16`] (scalar, the definition),
+//! AVX-512 BF16 (`vdpbf16ps`), and a portable emulation on AVX2/AVX-512F
+//! FMAs (two FMAs per pair, in the instruction's order) for CPUs without
+//! avx512_bf16; the scalar path runs the reference.
+
+use crate::mat::{bf16_to_f32, f32_to_bf16};
+
+/// bf16 of `x`, round-to-nearest-even, subnormals flushed to (signed) zero
+/// (the instruction treats them as zero anyway), NaN kept NaN.
+#[inline]
+pub fn round_bf16(x: f32) -> u16 {
+    let b = f32_to_bf16(x);
+    if b & 0x7f80 == 0 {
+        b & 0x8000
+    } else {
+        b
+    }
+}
+
+/// `x` rounded through bf16 (the value the dot product sees).
+#[inline]
+pub fn bf16_value(x: f32) -> f32 {
+    bf16_to_f32(round_bf16(x))
+}
+
+/// The high (odd-channel) bf16 of a pair, as f32.
+#[inline(always)]
+pub(crate) fn pair_hi(p: u32) -> f32 {
+    f32::from_bits(p & 0xffff_0000)
+}
+
+/// The low (even-channel) bf16 of a pair, as f32.
+#[inline(always)]
+pub(crate) fn pair_lo(p: u32) -> f32 {
+    f32::from_bits(p << 16)
+}
+
+/// Two bf16 as one pair (`lo` in the low half).
+#[inline(always)]
+pub(crate) fn pair(lo: u16, hi: u16) -> u32 {
+    lo as u32 | (hi as u32) << 16
+}
+
+/// `x` with an f32 subnormal replaced by a zero of the same sign.
+#[inline(always)]
+pub(crate) fn flush(x: f32) -> f32 {
+    if x != 0.0 && x.abs() < f32::MIN_POSITIVE {
+        f32::from_bits(x.to_bits() & 0x8000_0000)
+    } else {
+        x
+    }
+}
+
+/// One step of the dot product: `acc + a * b` as one f32 FMA (RNE), DAZ
+/// on `acc`, FTZ on the result (`a`, `b` are bf16 values, never subnormal).
+#[inline(always)]
+pub fn dp_step(acc: f32, a: f32, b: f32) -> f32 {
+    flush(a.mul_add(b, flush(acc)))
+}
+
+/// A convolution weight in bf16 channel pairs (see the module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvBf16 {
+    /// `[c_out][pairs][kernel]`.
+    pub(crate) w: Vec<u32>,
+    pub c_in: usize,
+    pub c_out: usize,
+    pub kernel: usize,
+}
+
+impl ConvBf16 {
+    /// From a `Conv1d` weight `[c_out, c_in, kernel]` (groups = 1).
+    pub fn from_conv1d(w: &[f32], c_out: usize, c_in: usize, kernel: usize) -> Self {
+        assert_eq!(w.len(), c_out * c_in * kernel, "ConvBf16: weight shape");
+        Self::build(c_in, c_out, kernel, |co, ci, kk| {
+            w[(co * c_in + ci) * kernel + kk]
+        })
+    }
+
+    /// From a `ConvTranspose1d` weight `[c_in, c_out, kernel]`.
+    pub fn from_conv_transpose1d(w: &[f32], c_in: usize, c_out: usize, kernel: usize) -> Self {
+        assert_eq!(w.len(), c_out * c_in * kernel, "ConvBf16: weight shape");
+        Self::build(c_in, c_out, kernel, |co, ci, kk| {
+            w[(ci * c_out + co) * kernel + kk]
+        })
+    }
+
+    fn build(
+        c_in: usize,
+        c_out: usize,
+        kernel: usize,
+        get: impl Fn(usize, usize, usize) -> f32,
+    ) -> Self {
+        assert!(kernel > 0, "ConvBf16: kernel must be >= 1");
+        let pairs = c_in.div_ceil(2);
+        let mut w = Vec::with_capacity(c_out * pairs * kernel);
+        for co in 0..c_out {
+            for p in 0..pairs {
+                for kk in 0..kernel {
+                    let lo = round_bf16(get(co, 2 * p, kk));
+                    let hi = if 2 * p + 1 < c_in {
+                        round_bf16(get(co, 2 * p + 1, kk))
+                    } else {
+                        0
+                    };
+                    w.push(pair(lo, hi));
+                }
+            }
+        }
+        ConvBf16 {
+            w,
+            c_in,
+            c_out,
+            kernel,
+        }
+    }
+
+    /// Input channel pairs (`ceil(c_in / 2)`).
+    pub fn pairs(&self) -> usize {
+        self.c_in.div_ceil(2)
+    }
+
+    /// The bf16 weight of (`co`, `ci`, `kk`) as f32.
+    pub fn weight(&self, co: usize, ci: usize, kk: usize) -> f32 {
+        let p = self.w[(co * self.pairs() + ci / 2) * self.kernel + kk];
+        if ci % 2 == 1 {
+            pair_hi(p)
+        } else {
+            pair_lo(p)
+        }
+    }
+
+    /// Heap bytes of the packed weight.
+    pub fn bytes(&self) -> usize {
+        self.w.len() * 4
+    }
+}
+
+/// `x = [c_in, t_in]` rounded to bf16 pairs, `[pairs, pad + t_in + pad]`
+/// with `pad` zero columns on each side (a missing odd channel is 0).
+pub(crate) fn pack_pairs(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<u32> {
+    let x_cs = t_in + 2 * pad;
+    let pairs = c_in.div_ceil(2);
+    let mut out = vec![0u32; pairs * x_cs];
+    for (p, row) in out.chunks_exact_mut(x_cs).enumerate() {
+        let lo = &x[2 * p * t_in..(2 * p + 1) * t_in];
+        let dst = &mut row[pad..pad + t_in];
+        if 2 * p + 1 < c_in {
+            let hi = &x[(2 * p + 1) * t_in..(2 * p + 2) * t_in];
+            for ((d, &a), &b) in dst.iter_mut().zip(lo).zip(hi) {
+                *d = pair(round_bf16(a), round_bf16(b));
+            }
+        } else {
+            for (d, &a) in dst.iter_mut().zip(lo) {
+                *d = pair(round_bf16(a), 0);
+            }
+        }
+    }
+    out
+}
+
+/// The emulation's layout: `x` rounded through bf16 and kept as f32,
+/// `[2 * pairs, pad + t_in + pad]` (row `2p` is the low element of pair
+/// `p`, row `2p + 1` the high one; a missing odd channel is a zero row).
+pub(crate) fn pack_planes(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<f32> {
+    let x_cs = t_in + 2 * pad;
+    let rows = 2 * c_in.div_ceil(2);
+    let mut out = vec![0f32; rows * x_cs];
+    for (ci, row) in out.chunks_exact_mut(x_cs).enumerate().take(c_in) {
+        for (d, &a) in row[pad..pad + t_in]
+            .iter_mut()
+            .zip(&x[ci * t_in..(ci + 1) * t_in])
+        {
+            *d = bf16_value(a);
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rounding_is_nearest_even_and_flushes_subnormals() {
+        // 1 + 2^-8 is halfway between bf16 1.0 and 1 + 2^-7: ties to even (1.0).
+        assert_eq!(bf16_value(1.0 + 1.0 / 256.0), 1.0);
+        assert_eq!(bf16_value(1.0 + 3.0 / 256.0), 1.0 + 4.0 / 256.0);
+        assert_eq!(round_bf16(1e-39), 0);
+        assert_eq!(round_bf16(-1e-39), 0x8000);
+        assert!(bf16_value(f32::NAN).is_nan());
+        assert_eq!(bf16_value(f32::INFINITY), f32::INFINITY);
+    }
+
+    #[test]
+    fn both_weight_layouts_pack_the_same_pairs() {
+        let (c_out, c_in, k) = (3, 5, 2);
+        let w: Vec<f32> = (0..c_out * c_in * k)
+            .map(|i| i as f32 * 0.37 - 4.0)
+            .collect();
+        let a = ConvBf16::from_conv1d(&w, c_out, c_in, k);
+        // The same weights stored [c_in, c_out, k].
+        let mut t = vec![0f32; w.len()];
+        for co in 0..c_out {
+            for ci in 0..c_in {
+                for kk in 0..k {
+                    t[(ci * c_out + co) * k + kk] = w[(co * c_in + ci) * k + kk];
+                }
+            }
+        }
+        let b = ConvBf16::from_conv_transpose1d(&t, c_in, c_out, k);
+        assert_eq!(a, b);
+        assert_eq!(a.pairs(), 3);
+        for co in 0..c_out {
+            for ci in 0..c_in {
+                for kk in 0..k {
+                    assert_eq!(
+                        a.weight(co, ci, kk),
+                        bf16_value(w[(co * c_in + ci) * k + kk])
+                    );
+                }
+            }
+        }
+        // The odd channel's partner is zero.
+        assert_eq!(pair_hi(a.w[2 * k]), 0.0);
+    }
+}

@@ -1,0 +1,590 @@
+//! bf16 `conv1d` / `conv_transpose1d` (format and arithmetic in
+//! [`crate::conv_bf16`]).
+//!
+//! The same register tiling as the f32 kernels in `conv.rs` (`C` output
+//! channels x `TV` vectors of time, weights broadcast, activations loaded),
+//! with one step of the reduction now covering a *pair* of input channels:
+//! - AVX-512 BF16: activations packed as `u32` pairs `(x[2p, t], x[2p+1,
+//!   t])`, one `vdpbf16ps` per (channel, vector) and pair: an 8 x 3 tile is
+//!   24 `vdpbf16ps` = 768 multiply-adds per 3 loads + 8 broadcasts.
+//! - Emulation (AVX2 / AVX-512F without BF16): activations as two f32 rows
+//!   per pair (bf16 values), two FMAs per pair in the instruction's order
+//!   (high, then low): the same bits, the f32 kernel's speed.
+//!
+//! Channel blocks, the pair chunking that keeps a block's weights in L1
+//! and the transposed convolution's phase split are as in `conv.rs`.
+
+use super::{for_blocks, Simd};
+use crate::conv_bf16::{flush, pack_planes, pair_hi, pair_lo, ConvBf16};
+
+/// Output channels per task block.
+const CO: usize = 8;
+/// Channel pairs per pass: 8 ch x 32 pairs x 16 taps x 4 B = 16 KB of
+/// weights at most, reused from L1 by every time tile and phase.
+const P_CHUNK: usize = 32;
+
+#[derive(Clone, Copy, Debug)]
+struct Tap {
+    x_off: usize,
+    w_off: usize,
+}
+
+/// A block of output channels over one packed input.
+struct Block<'a, X> {
+    /// Packed input; pair `p` starts at `p * x_ps` (time-major within).
+    x: &'a [X],
+    /// Elements per pair (`x_cs` for `u32` pairs, `2 * x_cs` for planes).
+    x_ps: usize,
+    /// Row length (time columns incl. padding).
+    x_cs: usize,
+    pairs: usize,
+    /// Weight pair of (block channel `c`, pair `p`, tap) at
+    /// `c * w_co + p * w_ci + tap.w_off`.
+    w: &'a [u32],
+    w_co: usize,
+    w_ci: usize,
+    taps: &'a [Tap],
+}
+
+/// One way of computing a register tile.
+trait PairKernel: Copy + Send + Sync {
+    type X: Copy + Send + Sync;
+    /// f32 lanes per vector.
+    const LANES: usize;
+    /// Tile height for blocks of >= 8 channels, and its width in vectors.
+    const C8_TV: usize;
+    fn vectorize<R>(self, f: impl FnOnce() -> R) -> R;
+    /// Elements one pair's row occupies in the packed input.
+    fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<Self::X>;
+    /// `TV` vectors of time from `t0` for `C` channels, pairs `p0..p1`,
+    /// added to `out` (`PART`: the last vector has `nl` lanes).
+    ///
+    /// # Safety
+    /// Every read of `blk.x` / `w` and write of `out` inside the bounds
+    /// asserted by `accumulate`.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn tile<const C: usize, const TV: usize, const PART: bool>(
+        self,
+        blk: &Block<'_, Self::X>,
+        w: *const u32,
+        out: *mut f32,
+        out_cs: usize,
+        t0: usize,
+        nl: usize,
+        p0: usize,
+        p1: usize,
+    );
+}
+
+impl<X: Copy> Block<'_, X> {
+    /// Adds pairs `p0..p1` into `out = [nco, t_len]`.
+    fn accumulate<K: PairKernel<X = X>>(
+        &self,
+        k: K,
+        out: &mut [f32],
+        t_len: usize,
+        p0: usize,
+        p1: usize,
+    ) {
+        if t_len == 0 || p0 >= p1 || self.taps.is_empty() {
+            return;
+        }
+        let nco = out.len() / t_len;
+        assert_eq!(out.len(), nco * t_len);
+        if nco == 0 {
+            return;
+        }
+        let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
+        let max_w = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
+        assert!(p1 <= self.pairs);
+        assert!(t_len + max_x <= self.x_cs, "conv_bf16: x row too short");
+        assert!(
+            (p1 - 1) * self.x_ps + (self.x_ps - self.x_cs) + self.x_cs <= self.x.len(),
+            "conv_bf16: x too short"
+        );
+        assert!(
+            (nco - 1) * self.w_co + (p1 - 1) * self.w_ci + max_w < self.w.len(),
+            "conv_bf16: w too short"
+        );
+        k.vectorize(
+            #[inline(always)]
+            || {
+                let mut c0 = 0;
+                while c0 < nco {
+                    let c = match nco - c0 {
+                        r if r >= 8 => 8,
+                        r if r >= 4 => 4,
+                        _ => 1,
+                    };
+                    // SAFETY: the asserts above bound every access.
+                    unsafe {
+                        let o = out.as_mut_ptr().add(c0 * t_len);
+                        let w = self.w.as_ptr().add(c0 * self.w_co);
+                        match c {
+                            8 if K::C8_TV == 3 => self.rows::<K, 8, 3>(k, w, o, t_len, p0, p1),
+                            8 => self.rows::<K, 8, 2>(k, w, o, t_len, p0, p1),
+                            4 => self.rows::<K, 4, 3>(k, w, o, t_len, p0, p1),
+                            _ => self.rows::<K, 1, 3>(k, w, o, t_len, p0, p1),
+                        }
+                    }
+                    c0 += c;
+                }
+            },
+        )
+    }
+
+    /// # Safety
+    /// As for `PairKernel::tile`.
+    #[inline(always)]
+    unsafe fn rows<K: PairKernel<X = X>, const C: usize, const TVMAX: usize>(
+        &self,
+        k: K,
+        w: *const u32,
+        out: *mut f32,
+        t_len: usize,
+        p0: usize,
+        p1: usize,
+    ) {
+        let l = K::LANES;
+        let mut t = 0;
+        while t + TVMAX * l <= t_len {
+            k.tile::<C, TVMAX, false>(self, w, out, t_len, t, l, p0, p1);
+            t += TVMAX * l;
+        }
+        let rem = t_len - t;
+        let nl = if rem.is_multiple_of(l) { l } else { rem % l };
+        match (rem.div_ceil(l), !rem.is_multiple_of(l)) {
+            (0, _) => {}
+            (1, false) => k.tile::<C, 1, false>(self, w, out, t_len, t, nl, p0, p1),
+            (1, true) => k.tile::<C, 1, true>(self, w, out, t_len, t, nl, p0, p1),
+            (2, false) => k.tile::<C, 2, false>(self, w, out, t_len, t, nl, p0, p1),
+            (2, true) => k.tile::<C, 2, true>(self, w, out, t_len, t, nl, p0, p1),
+            _ => k.tile::<C, 3, true>(self, w, out, t_len, t, nl, p0, p1),
+        }
+    }
+}
+
+/// Emulation on f32 FMAs, generic over the ISA token.
+#[derive(Clone, Copy)]
+struct Emu<S>(S);
+
+impl<S: Simd> PairKernel for Emu<S> {
+    type X = f32;
+    const LANES: usize = S::LANES;
+    const C8_TV: usize = if S::LANES >= 16 { 3 } else { 2 };
+
+    #[inline(always)]
+    fn vectorize<R>(self, f: impl FnOnce() -> R) -> R {
+        self.0.vectorize(f)
+    }
+
+    fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<f32> {
+        pack_planes(x, c_in, t_in, pad)
+    }
+
+    #[inline(always)]
+    unsafe fn tile<const C: usize, const TV: usize, const PART: bool>(
+        self,
+        blk: &Block<'_, f32>,
+        w: *const u32,
+        out: *mut f32,
+        out_cs: usize,
+        t0: usize,
+        nl: usize,
+        p0: usize,
+        p1: usize,
+    ) {
+        let s = self.0;
+        macro_rules! ld {
+            ($p:expr, $v:expr) => {
+                if PART && $v == TV - 1 {
+                    s.load_part($p, nl)
+                } else {
+                    s.load($p)
+                }
+            };
+        }
+        let mut acc = [[s.splat(0.0); TV]; C];
+        for (c, a) in acc.iter_mut().enumerate() {
+            for (v, av) in a.iter_mut().enumerate() {
+                *av = ld!(out.add(c * out_cs + t0 + v * S::LANES), v);
+            }
+        }
+        let x = blk.x.as_ptr();
+        for p in p0..p1 {
+            let lo = x.add(p * blk.x_ps + t0);
+            let hi = lo.add(blk.x_cs);
+            let wr = w.add(p * blk.w_ci);
+            for tap in blk.taps {
+                let mut xh = [s.splat(0.0); TV];
+                let mut xl = [s.splat(0.0); TV];
+                for v in 0..TV {
+                    xh[v] = ld!(hi.add(tap.x_off + v * S::LANES), v);
+                    xl[v] = ld!(lo.add(tap.x_off + v * S::LANES), v);
+                }
+                for (c, a) in acc.iter_mut().enumerate() {
+                    let wp = *wr.add(c * blk.w_co + tap.w_off);
+                    let (wh, wl) = (s.splat(pair_hi(wp)), s.splat(pair_lo(wp)));
+                    for v in 0..TV {
+                        a[v] = s.fma(wh, xh[v], a[v]);
+                        a[v] = s.fma(wl, xl[v], a[v]);
+                    }
+                }
+            }
+        }
+        for (c, a) in acc.iter().enumerate() {
+            for (v, &av) in a.iter().enumerate() {
+                let p = out.add(c * out_cs + t0 + v * S::LANES);
+                if PART && v == TV - 1 {
+                    s.store_part(p, nl, av)
+                } else {
+                    s.store(p, av)
+                }
+            }
+        }
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod dp {
+    use super::{Block, PairKernel};
+    use crate::conv_bf16::pack_pairs;
+    use core::arch::x86_64::*;
+
+    /// Token proving the CPU has AVX-512F and AVX-512 BF16.
+    #[derive(Clone, Copy, Debug)]
+    pub(crate) struct DpBf16 {
+        _detected: (),
+    }
+
+    impl DpBf16 {
+        pub(crate) fn new() -> Option<Self> {
+            (is_x86_feature_detected!("avx512f") && is_x86_feature_detected!("avx512bf16"))
+                .then_some(DpBf16 { _detected: () })
+        }
+    }
+
+    #[inline(always)]
+    fn mask(n: usize) -> __mmask16 {
+        debug_assert!(n <= 16);
+        ((1u32 << n) - 1) as __mmask16
+    }
+
+    #[inline(always)]
+    unsafe fn bh(v: __m512i) -> __m512bh {
+        // SAFETY: same size; __m512bh is 32 bf16 bit patterns.
+        core::mem::transmute::<__m512i, __m512bh>(v)
+    }
+
+    impl PairKernel for DpBf16 {
+        type X = u32;
+        const LANES: usize = 16;
+        const C8_TV: usize = 3;
+
+        #[inline(always)]
+        fn vectorize<R>(self, f: impl FnOnce() -> R) -> R {
+            #[target_feature(enable = "avx512f,avx512bf16")]
+            unsafe fn run<R>(f: impl FnOnce() -> R) -> R {
+                f()
+            }
+            // SAFETY: the token proves avx512f and avx512bf16.
+            unsafe { run(f) }
+        }
+
+        fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<u32> {
+            pack_pairs(x, c_in, t_in, pad)
+        }
+
+        #[inline(always)]
+        unsafe fn tile<const C: usize, const TV: usize, const PART: bool>(
+            self,
+            blk: &Block<'_, u32>,
+            w: *const u32,
+            out: *mut f32,
+            out_cs: usize,
+            t0: usize,
+            nl: usize,
+            p0: usize,
+            p1: usize,
+        ) {
+            let m = mask(nl);
+            let mut acc = [[_mm512_setzero_ps(); TV]; C];
+            for (c, a) in acc.iter_mut().enumerate() {
+                for (v, av) in a.iter_mut().enumerate() {
+                    let p = out.add(c * out_cs + t0 + v * 16);
+                    *av = if PART && v == TV - 1 {
+                        _mm512_maskz_loadu_ps(m, p)
+                    } else {
+                        _mm512_loadu_ps(p)
+                    };
+                }
+            }
+            let x = blk.x.as_ptr();
+            for p in p0..p1 {
+                let xr = x.add(p * blk.x_ps + t0);
+                let wr = w.add(p * blk.w_ci);
+                for tap in blk.taps {
+                    let mut xv = [bh(_mm512_setzero_si512()); TV];
+                    for (v, xv) in xv.iter_mut().enumerate() {
+                        let q = xr.add(tap.x_off + v * 16) as *const i32;
+                        *xv = bh(if PART && v == TV - 1 {
+                            _mm512_maskz_loadu_epi32(m, q)
+                        } else {
+                            _mm512_loadu_si512(q as *const _)
+                        });
+                    }
+                    for (c, a) in acc.iter_mut().enumerate() {
+                        let wv = bh(_mm512_set1_epi32(*wr.add(c * blk.w_co + tap.w_off) as i32));
+                        for (av, &xv) in a.iter_mut().zip(&xv) {
+                            *av = _mm512_dpbf16_ps(*av, xv, wv);
+                        }
+                    }
+                }
+            }
+            for (c, a) in acc.iter().enumerate() {
+                for (v, &av) in a.iter().enumerate() {
+                    let p = out.add(c * out_cs + t0 + v * 16);
+                    if PART && v == TV - 1 {
+                        _mm512_mask_storeu_ps(p, m, av)
+                    } else {
+                        _mm512_storeu_ps(p, av)
+                    }
+                }
+            }
+        }
+    }
+
+    /// `vdpbf16ps` on single lanes, for the test that pins the scalar
+    /// model of the instruction: `acc + hi(a) * hi(b) + lo(a) * lo(b)` as
+    /// this CPU computes it.
+    pub(crate) fn dp_lane(self_: DpBf16, acc: f32, a: u32, b: u32) -> f32 {
+        self_.vectorize(
+            #[inline(always)]
+            || {
+                // SAFETY: register-only intrinsics under the detected features.
+                unsafe {
+                    let r = _mm512_dpbf16_ps(
+                        _mm512_set1_ps(acc),
+                        bh(_mm512_set1_epi32(a as i32)),
+                        bh(_mm512_set1_epi32(b as i32)),
+                    );
+                    _mm_cvtss_f32(_mm512_castps512_ps128(r))
+                }
+            },
+        )
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub(crate) use dp::{dp_lane, DpBf16};
+
+/// Which tile computes a bf16 convolution.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Bf16Kernel<S> {
+    /// f32 FMAs on the bf16 values (any SIMD token).
+    Emulated(S),
+    /// `vdpbf16ps`.
+    #[cfg(target_arch = "x86_64")]
+    Native(DpBf16),
+}
+
+/// `out = bias` per `t_len` row (bias flushed: DAZ on the accumulator).
+fn fill_bias(out: &mut [f32], t_len: usize, bias: Option<&[f32]>) {
+    if t_len == 0 {
+        return;
+    }
+    for (c, row) in out.chunks_mut(t_len).enumerate() {
+        row.fill(bias.map_or(0.0, |b| flush(b[c])));
+    }
+}
+
+pub(crate) fn conv1d<S: Simd>(
+    k: Bf16Kernel<S>,
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    dilation: usize,
+    out: &mut [f32],
+) {
+    match k {
+        Bf16Kernel::Emulated(s) => conv1d_with(Emu(s), x, t_in, w, bias, dilation, out),
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Native(d) => conv1d_with(d, x, t_in, w, bias, dilation, out),
+    }
+}
+
+fn check_common(x: &[f32], t_in: usize, w: &ConvBf16, bias: Option<&[f32]>, what: &str) {
+    assert_eq!(x.len(), w.c_in * t_in, "{what}: x is not [c_in, t_in]");
+    if let Some(b) = bias {
+        assert_eq!(b.len(), w.c_out, "{what}: bias is not [c_out]");
+    }
+}
+
+fn conv1d_with<K: PairKernel>(
+    k: K,
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    dilation: usize,
+    out: &mut [f32],
+) {
+    check_common(x, t_in, w, bias, "conv1d_bf16");
+    let t_out = t_in.saturating_sub((w.kernel - 1) * dilation);
+    assert_eq!(
+        out.len(),
+        w.c_out * t_out,
+        "conv1d_bf16: out is not [c_out, t_out]"
+    );
+    if t_out == 0 || w.c_out == 0 {
+        return;
+    }
+    let xp = K::pack(x, w.c_in, t_in, 0);
+    let pairs = w.pairs();
+    let x_ps = xp.len() / pairs.max(1);
+    let taps: Vec<Tap> = (0..w.kernel)
+        .map(|kk| Tap {
+            x_off: kk * dilation,
+            w_off: kk,
+        })
+        .collect();
+    let wpc = pairs * w.kernel;
+    for_blocks(out, CO * t_out, CO * 2 * wpc * t_out, |bi, o| {
+        let co0 = bi * CO;
+        let nco = o.len() / t_out;
+        let blk = Block {
+            x: &xp,
+            x_ps,
+            x_cs: t_in,
+            pairs,
+            w: &w.w[co0 * wpc..(co0 + nco) * wpc],
+            w_co: wpc,
+            w_ci: w.kernel,
+            taps: &taps,
+        };
+        fill_bias(o, t_out, bias.map(|b| &b[co0..co0 + nco]));
+        for p0 in (0..pairs).step_by(P_CHUNK) {
+            blk.accumulate(k, o, t_out, p0, (p0 + P_CHUNK).min(pairs));
+        }
+    });
+}
+
+pub(crate) fn conv_transpose1d<S: Simd>(
+    k: Bf16Kernel<S>,
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    stride: usize,
+    out: &mut [f32],
+) {
+    match k {
+        Bf16Kernel::Emulated(s) => conv_transpose1d_with(Emu(s), x, t_in, w, bias, stride, out),
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Native(d) => conv_transpose1d_with(d, x, t_in, w, bias, stride, out),
+    }
+}
+
+fn conv_transpose1d_with<K: PairKernel>(
+    k: K,
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    stride: usize,
+    out: &mut [f32],
+) {
+    assert!(stride > 0, "conv_transpose1d_bf16: stride must be >= 1");
+    check_common(x, t_in, w, bias, "conv_transpose1d_bf16");
+    let kernel = w.kernel;
+    let t_out = if t_in == 0 {
+        0
+    } else {
+        (t_in - 1) * stride + kernel
+    };
+    assert_eq!(
+        out.len(),
+        w.c_out * t_out,
+        "conv_transpose1d_bf16: out is not [c_out, t_out]"
+    );
+    if t_out == 0 || w.c_out == 0 {
+        return;
+    }
+    let j = kernel.div_ceil(stride);
+    let pad = j - 1;
+    let x_cs = t_in + 2 * pad;
+    let xp = K::pack(x, w.c_in, t_in, pad);
+    let pairs = w.pairs();
+    let x_ps = xp.len() / pairs.max(1);
+    // Phase r: taps kk = r + jp * stride read x[q - jp] = xp[q + pad - jp].
+    let phases: Vec<(usize, Vec<Tap>)> = (0..stride)
+        .map(|r| {
+            let n_r = if r >= t_out {
+                0
+            } else {
+                (t_out - r).div_ceil(stride)
+            };
+            let taps = (0..j)
+                .map(|jp| (jp, r + jp * stride))
+                .filter(|&(_, kk)| kk < kernel)
+                .map(|(jp, kk)| Tap {
+                    x_off: pad - jp,
+                    w_off: kk,
+                })
+                .collect();
+            (n_r, taps)
+        })
+        .collect();
+    let wpc = pairs * kernel;
+    for_blocks(out, CO * t_out, CO * w.c_in * j * t_in * stride, |bi, o| {
+        let co0 = bi * CO;
+        let nco = o.len() / t_out;
+        let bias = bias.map(|b| &b[co0..co0 + nco]);
+        let mut tmp: Vec<Vec<f32>> = if stride == 1 {
+            fill_bias(o, t_out, bias);
+            Vec::new()
+        } else {
+            phases
+                .iter()
+                .map(|(n_r, _)| {
+                    let mut y = vec![0f32; nco * n_r];
+                    fill_bias(&mut y, *n_r, bias);
+                    y
+                })
+                .collect()
+        };
+        for p0 in (0..pairs).step_by(P_CHUNK) {
+            let p1 = (p0 + P_CHUNK).min(pairs);
+            for (r, (n_r, taps)) in phases.iter().enumerate() {
+                let blk = Block {
+                    x: &xp,
+                    x_ps,
+                    x_cs,
+                    pairs,
+                    w: &w.w[co0 * wpc..(co0 + nco) * wpc],
+                    w_co: wpc,
+                    w_ci: kernel,
+                    taps,
+                };
+                if stride == 1 {
+                    blk.accumulate(k, o, t_out, p0, p1);
+                } else {
+                    blk.accumulate(k, &mut tmp[r], *n_r, p0, p1);
+                }
+            }
+        }
+        if stride > 1 {
+            for (r, (y, (n_r, _))) in tmp.iter().zip(&phases).enumerate() {
+                if *n_r == 0 {
+                    continue;
+                }
+                for (orow, yrow) in o.chunks_exact_mut(t_out).zip(y.chunks_exact(*n_r)) {
+                    for (q, &v) in yrow.iter().enumerate() {
+                        orow[q * stride + r] = v;
+                    }
+                }
+            }
+        }
+    });
+}

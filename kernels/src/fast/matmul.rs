@@ -9,7 +9,7 @@
 //! (`MR` = 6 with AVX-512, 2 with AVX2) while the block sits in L1/L2, so weights are still read
 //! from memory once whatever `m` is.
 
-use super::{SharedOut, Simd, PAR_MIN_WORK, TASK_MIN_WORK};
+use super::{Prefetch, SharedOut, Simd, PAR_MIN_WORK, TASK_MIN_WORK};
 use crate::mat::{bf16_to_f32, Mat};
 use rayon::prelude::*;
 
@@ -198,12 +198,16 @@ unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
     };
     // Writes one MRc x NRc block at (i, j).
     macro_rules! block {
-        ($mr:literal, $nr:expr, $i:expr, $j:expr) => {{
+        ($mr:literal, $nr:expr, $i:expr, $j:expr) => {
+            block!($mr, $nr, $i, $j, Prefetch::NONE)
+        };
+        ($mr:literal, $nr:expr, $i:expr, $j:expr, $pf:expr) => {{
             let r = dot_block::<S, W, $mr, { $nr }>(
                 s,
                 x.as_ptr().add($i * k),
                 w.as_ptr().add($j * k),
                 k,
+                $pf,
             );
             for (ii, row) in r.iter().enumerate() {
                 for (jj, &v) in row.iter().enumerate() {
@@ -215,21 +219,31 @@ unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
     let mut j = j0;
     while j < j1 {
         if j1 - j >= NR {
+            // The next block of this task, fetched during the first pass
+            // over this one (see `Prefetch`).
+            let size = core::mem::size_of::<W>();
+            let mut pf = if j1 - j >= 2 * NR {
+                Prefetch::new(w.as_ptr().add((j + NR) * k) as *const u8, NR * k * size)
+            } else {
+                Prefetch::NONE
+            };
             // x rows MR at a time, then pairs, then singles.
             let mut i = 0;
             while m - i >= MR {
                 match MR {
-                    6 => block!(6, NR, i, j),
-                    _ => block!(2, NR, i, j),
+                    6 => block!(6, NR, i, j, pf),
+                    _ => block!(2, NR, i, j, pf),
                 }
+                pf = Prefetch::NONE;
                 i += MR;
             }
             while m - i >= 2 {
-                block!(2, NR, i, j);
+                block!(2, NR, i, j, pf);
+                pf = Prefetch::NONE;
                 i += 2;
             }
             if i < m {
-                block!(1, NR, i, j);
+                block!(1, NR, i, j, pf);
             }
             j += NR;
         } else {
@@ -247,6 +261,8 @@ unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
 /// arithmetic in every `MR`/`NR` instantiation, so blocking never changes a
 /// bit of the result.
 ///
+/// `pf` is touched in step with the loop (the next block's bytes).
+///
 /// # Safety
 /// `x` valid for `MR * k` reads, `w` for `NR * k`.
 #[inline(always)]
@@ -255,11 +271,14 @@ unsafe fn dot_block<S: Simd, W: WElem, const MR: usize, const NR: usize>(
     x: *const f32,
     w: *const W,
     k: usize,
+    pf: Prefetch,
 ) -> [[f32; NR]; MR] {
     let mut acc = [[s.splat(0.0); NR]; MR];
     let kv = k - k % S::LANES;
+    let step = NR * S::LANES * core::mem::size_of::<W>();
     let mut p = 0;
     while p < kv {
+        pf.touch(NR * p * core::mem::size_of::<W>(), step);
         let mut wv = [s.splat(0.0); NR];
         for (jj, v) in wv.iter_mut().enumerate() {
             *v = W::vload(s, w.add(jj * k + p));

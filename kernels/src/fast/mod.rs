@@ -50,6 +50,81 @@ where
     }
 }
 
+/// Software prefetch of the weight block a kernel will read next.
+///
+/// A decode matvec walks its weight rows in blocks of a few rows; each row is
+/// only 1-6 KB (k = 1024..3072 at 1-2 bytes), too short a stream for the
+/// hardware prefetchers to ramp up before it ends, so every block started
+/// with DRAM latency exposed. While a block is computed, the kernels touch
+/// the *next* block (the contiguous bytes that follow, a `Prefetch`) at the
+/// same relative pace, so it arrives in L2 before it is needed. A hint
+/// only: it never faults, and the bytes it names need not be valid.
+#[derive(Clone, Copy)]
+pub(crate) struct Prefetch {
+    base: *const u8,
+    bytes: usize,
+    t1: bool,
+}
+
+impl Prefetch {
+    pub(crate) const NONE: Prefetch = Prefetch {
+        base: core::ptr::null(),
+        bytes: 0,
+        t1: false,
+    };
+
+    /// The `bytes` after `p` (`p` itself need not be in bounds).
+    #[inline(always)]
+    pub(crate) fn new(p: *const u8, bytes: usize) -> Prefetch {
+        match prefetch_mode() {
+            0 => Prefetch::NONE,
+            m => Prefetch {
+                base: p,
+                bytes,
+                t1: m == 2,
+            },
+        }
+    }
+
+    /// Hints the lines of `[off, off + len)` of the span (clamped to it).
+    #[inline(always)]
+    pub(crate) fn touch(self, off: usize, len: usize) {
+        if self.bytes == 0 || off >= self.bytes {
+            return;
+        }
+        let end = (off + len).min(self.bytes);
+        let mut o = off & !63;
+        while o < end {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: prefetch is a hint that never faults; the address is
+            // computed with wrapping arithmetic and never dereferenced.
+            unsafe {
+                use core::arch::x86_64::*;
+                let a = self.base.wrapping_add(o) as *const i8;
+                if self.t1 {
+                    _mm_prefetch::<_MM_HINT_T1>(a);
+                } else {
+                    _mm_prefetch::<_MM_HINT_T0>(a);
+                }
+            }
+            o += 64;
+        }
+    }
+}
+
+/// `TTS_RT_PREFETCH`: `l2` (default: `prefetcht1`, the next block is up to
+/// 48 KB ahead, more than L1 holds), `l1` (`prefetcht0`) or `off` — a
+/// measurement switch, read once per process.
+fn prefetch_mode() -> u8 {
+    use std::sync::OnceLock;
+    static M: OnceLock<u8> = OnceLock::new();
+    *M.get_or_init(|| match std::env::var("TTS_RT_PREFETCH").as_deref() {
+        Ok("off") | Ok("0") => 0,
+        Ok("l1") => 1,
+        _ => 2,
+    })
+}
+
 /// A raw output pointer shared by tasks that write disjoint elements.
 #[derive(Clone, Copy)]
 pub(crate) struct SharedOut(*mut f32);

@@ -26,7 +26,7 @@
 //! Totals are exact integers: every path (including the portable one) and
 //! thread count gives the reference's bits.
 
-use super::{SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
+use super::{Prefetch, SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
 use crate::q4::{
     q4_neg8_group_sums, q4_permute_activations, q4_row_bytes, q4_row_groups, q4_supers,
     quantize_a8_row, Q4_SUPER, Q4_SUPER_BYTES, Q4_SUPER_GROUPS,
@@ -312,7 +312,10 @@ mod x86 {
                     group_scales.as_ptr(),
                 );
                 macro_rules! block {
-                    ($r:literal, $c:expr, $i:expr, $j:expr) => {{
+                    ($r:literal, $c:expr, $i:expr, $j:expr) => {
+                        block!($r, $c, $i, $j, Prefetch::NONE)
+                    };
+                    ($r:literal, $c:expr, $i:expr, $j:expr, $pf:expr) => {{
                         let t = $block::<$r, { $c }>(
                             xp.add($i * kp),
                             nxp.add($i * rg),
@@ -322,6 +325,7 @@ mod x86 {
                             sp.add($j * rg),
                             rb,
                             nsb,
+                            $pf,
                         );
                         for (ii, row) in t.iter().enumerate() {
                             for (jj, &v) in row.iter().enumerate() {
@@ -333,13 +337,24 @@ mod x86 {
                 let mut j = j0;
                 while j < j1 {
                     if j1 - j >= $nr {
+                        // The next block (rows are contiguous, `rb` bytes
+                        // each) and its group scales, fetched during the
+                        // first pass over this one (see `Prefetch`).
+                        let mut pf = if j1 - j >= 2 * $nr {
+                            Prefetch::new(sp.add((j + $nr) * rg), $nr * rg).touch(0, $nr * rg);
+                            Prefetch::new(wp.add((j + $nr) * rb), $nr * rb)
+                        } else {
+                            Prefetch::NONE
+                        };
                         let mut i = 0;
                         while m - i >= $mr {
-                            block!($mr, $nr, i, j);
+                            block!($mr, $nr, i, j, pf);
+                            pf = Prefetch::NONE;
                             i += $mr;
                         }
                         while i < m {
-                            block!(1, $nr, i, j);
+                            block!(1, $nr, i, j, pf);
+                            pf = Prefetch::NONE;
                             i += 1;
                         }
                         j += $nr;
@@ -389,6 +404,7 @@ mod x86 {
         s: *const u8,
         rb: usize,
         nsb: usize,
+        pf: Prefetch,
     ) -> [[i64; NR]; MR] {
         let shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
         let low = _mm512_set1_epi8(0x0f);
@@ -404,6 +420,7 @@ mod x86 {
                     ti.fill(c);
                 }
                 for step in 0..8 {
+                    pf.touch(NR * (sb * Q4_SUPER_BYTES + step * 32), NR * 32);
                     let mut wv = [_mm512_setzero_si512(); NR];
                     for (jj, v) in wv.iter_mut().enumerate() {
                         let b = _mm256_loadu_si256(
@@ -461,6 +478,7 @@ mod x86 {
         s: *const u8,
         rb: usize,
         nsb: usize,
+        pf: Prefetch,
     ) -> [[i64; NR]; MR] {
         let low = _mm256_set1_epi8(0x0f);
         let ones = _mm256_set1_epi16(1);
@@ -473,6 +491,7 @@ mod x86 {
                 let mut tl = [[_mm256_setzero_si256(); NR]; MR];
                 let mut th = [[_mm256_setzero_si256(); NR]; MR];
                 for step in 0..8 {
+                    pf.touch(NR * (sb * Q4_SUPER_BYTES + step * 32), NR * 32);
                     let mut wl = [_mm256_setzero_si256(); NR];
                     let mut wh = [_mm256_setzero_si256(); NR];
                     for jj in 0..NR {

@@ -19,7 +19,7 @@
 //! instructions per lane on either ISA: < 2^31). Totals are exact integers,
 //! so every path and thread count gives the reference's bits.
 
-use super::{SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
+use super::{Prefetch, SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
 use crate::mat::quantize_a16_row;
 use core::arch::x86_64::*;
 use rayon::prelude::*;
@@ -149,8 +149,11 @@ macro_rules! rows_fn {
             let out = dst.ptr();
             let (xp, wp) = (xq.as_ptr(), w.as_ptr());
             macro_rules! block {
-                ($r:literal, $c:expr, $i:expr, $j:expr) => {{
-                    let t = $block::<$r, { $c }>(xp.add($i * k), wp.add($j * k), k);
+                ($r:literal, $c:expr, $i:expr, $j:expr) => {
+                    block!($r, $c, $i, $j, Prefetch::NONE)
+                };
+                ($r:literal, $c:expr, $i:expr, $j:expr, $pf:expr) => {{
+                    let t = $block::<$r, { $c }>(xp.add($i * k), wp.add($j * k), k, $pf);
                     for (ii, row) in t.iter().enumerate() {
                         for (jj, &v) in row.iter().enumerate() {
                             let (i, j) = ($i + ii, $j + jj);
@@ -163,13 +166,22 @@ macro_rules! rows_fn {
             let mut j = j0;
             while j < j1 {
                 if j1 - j >= NR {
+                    // The next block, fetched during the first pass over
+                    // this one (see `Prefetch`).
+                    let mut pf = if j1 - j >= 2 * NR {
+                        Prefetch::new(wp.add((j + NR) * k) as *const u8, NR * k)
+                    } else {
+                        Prefetch::NONE
+                    };
                     let mut i = 0;
                     while m - i >= $mr {
-                        block!($mr, NR, i, j);
+                        block!($mr, NR, i, j, pf);
+                        pf = Prefetch::NONE;
                         i += $mr;
                     }
                     while i < m {
-                        block!(1, NR, i, j);
+                        block!(1, NR, i, j, pf);
+                        pf = Prefetch::NONE;
                         i += 1;
                     }
                     j += NR;
@@ -206,6 +218,7 @@ unsafe fn block_vnni<const MR: usize, const NR: usize>(
     x: *const i16,
     w: *const i8,
     k: usize,
+    pf: Prefetch,
 ) -> [[i64; NR]; MR] {
     let mut tot = [[0i64; NR]; MR];
     let mut p0 = 0;
@@ -214,6 +227,7 @@ unsafe fn block_vnni<const MR: usize, const NR: usize>(
         let mut acc = [[_mm512_setzero_si512(); NR]; MR];
         let mut p = p0;
         while p + 32 <= p1 {
+            pf.touch(NR * p, NR * 32);
             let mut wv = [_mm512_setzero_si512(); NR];
             for (jj, v) in wv.iter_mut().enumerate() {
                 *v = _mm512_cvtepi8_epi16(_mm256_loadu_si256(w.add(jj * k + p) as *const __m256i));
@@ -263,6 +277,7 @@ unsafe fn block_avx2<const MR: usize, const NR: usize>(
     x: *const i16,
     w: *const i8,
     k: usize,
+    pf: Prefetch,
 ) -> [[i64; NR]; MR] {
     let mut tot = [[0i64; NR]; MR];
     let mut p0 = 0;
@@ -271,6 +286,7 @@ unsafe fn block_avx2<const MR: usize, const NR: usize>(
         let mut acc = [[_mm256_setzero_si256(); NR]; MR];
         let mut p = p0;
         while p + 16 <= p1 {
+            pf.touch(NR * p, NR * 16);
             let mut wv = [_mm256_setzero_si256(); NR];
             for (jj, v) in wv.iter_mut().enumerate() {
                 *v = _mm256_cvtepi8_epi16(_mm_loadu_si128(w.add(jj * k + p) as *const __m128i));

@@ -1,0 +1,110 @@
+//! Decode matvec from DRAM, one format per process, for A/B runs of the
+//! kernels' environment switches (`TTS_RT_PREFETCH`, `TTS_RT_ISA`):
+//! `cargo run --release -p tts-kernels --example stream_ab -- FORMAT [REPS]`
+//! with FORMAT one of f32, bf16, q8, q4. Prints the median and best pass in
+//! GiB/s of weight bytes over 48 matrices of 1024x3072 (the criterion
+//! `streaming` bench's shape, far past the L3) at m = 1. Interleave the arms
+//! in a shell loop; one process per arm keeps the switches honest.
+
+use std::time::Instant;
+use tts_kernels::{f32_to_bf16, quantize_q4_rows, quantize_q8_rows, Kernels, Mat, Q4Rows};
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
+        })
+        .collect()
+}
+
+enum W {
+    F32(Vec<f32>),
+    Bf16(Vec<u16>),
+    Q8(Vec<i8>, Vec<f32>),
+    Q4(Q4Rows),
+}
+
+fn main() {
+    let args: Vec<String> = std::env::args().collect();
+    let fmt = args
+        .get(1)
+        .map(String::as_str)
+        .unwrap_or("bf16")
+        .to_string();
+    let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(15);
+    let (layers, n, k) = (48, 1024, 3072);
+    let ws: Vec<W> = (0..layers)
+        .map(|l| {
+            let f = data(n * k, 100 + l as u32);
+            match fmt.as_str() {
+                "f32" => W::F32(f),
+                "bf16" => W::Bf16(f.iter().map(|&v| f32_to_bf16(v)).collect()),
+                "q8" => {
+                    let (q, s) = quantize_q8_rows(&f, n, k);
+                    W::Q8(q, s)
+                }
+                "q4" => W::Q4(quantize_q4_rows(&f, n, k)),
+                other => {
+                    eprintln!("unknown format {other:?}: f32, bf16, q8 or q4");
+                    std::process::exit(2)
+                }
+            }
+        })
+        .collect();
+    let mats: Vec<Mat<'_>> = ws
+        .iter()
+        .map(|w| match w {
+            W::F32(d) => Mat::F32 {
+                data: d,
+                rows: n,
+                cols: k,
+            },
+            W::Bf16(d) => Mat::Bf16 {
+                data: d,
+                rows: n,
+                cols: k,
+            },
+            W::Q8(d, s) => Mat::Q8 {
+                data: d,
+                scales: s,
+                rows: n,
+                cols: k,
+            },
+            W::Q4(q) => Mat::Q4 {
+                data: &q.data,
+                group_scales: &q.group_scales,
+                scales: &q.scales,
+                rows: n,
+                cols: k,
+            },
+        })
+        .collect();
+    let bytes: usize = mats.iter().map(|m| m.bytes()).sum();
+    let ks = Kernels::selected();
+    let x = data(k, 1);
+    let mut out = vec![0f32; n];
+    let mut rates = Vec::new();
+    for r in 0..reps + 2 {
+        let t = Instant::now();
+        for m in &mats {
+            ks.matmul(&x, 1, m, None, &mut out);
+        }
+        let s = t.elapsed().as_secs_f64();
+        if r >= 2 {
+            rates.push(bytes as f64 / s / (1u64 << 30) as f64);
+        }
+    }
+    rates.sort_by(|a, b| a.total_cmp(b));
+    println!(
+        "{fmt} isa={} median {:.2} GiB/s best {:.2} worst {:.2} (n={reps}, {:.0} MB)",
+        ks.isa().name(),
+        rates[rates.len() / 2],
+        rates[rates.len() - 1],
+        rates[0],
+        bytes as f64 / 1e6
+    );
+}

@@ -170,9 +170,28 @@ pub fn quantize_q8_row(src: &[f32], dst: &mut [i8]) -> f32 {
     }
     let inv = Q8_MAX / max;
     for (d, &v) in dst.iter_mut().zip(src) {
-        *d = (v * inv).round().clamp(-Q8_MAX, Q8_MAX) as i8;
+        *d = round_q8(v * inv);
     }
     max / Q8_MAX
+}
+
+/// `x.round().clamp(-127.0, 127.0) as i8` (round half away from zero)
+/// without the libm `roundf` call, so the row loop vectorizes.
+///
+/// Clamping first gives the same result: the bounds are integers, so
+/// rounding never crosses them. For `|c| <= 127`, `t = c as i32` truncates
+/// toward zero, `t as f32` is exact and so is `f = c - t` (both have the
+/// same sign and `|t| <= |c| < 2 * |t|` or `t = 0`: Sterbenz), so
+/// comparing the exact fraction with +-0.5 decides the rounding exactly:
+/// `f >= 0.5` rounds up, `f <= -0.5` rounds down (ties away from zero),
+/// anything between stays at `t`. NaN (a row's max skips it) maps to 0,
+/// as `NaN as i8` does in the reference.
+#[inline(always)]
+pub fn round_q8(x: f32) -> i8 {
+    let c = x.clamp(-Q8_MAX, Q8_MAX);
+    let t = c as i32;
+    let f = c - t as f32;
+    (t + (f >= 0.5) as i32 - (f <= -0.5) as i32) as i8
 }
 
 /// Largest int16 magnitude used for activations of int8 matmuls.
@@ -206,4 +225,171 @@ pub fn quantize_a16_row(x: &[f32], q: &mut [i16]) -> f32 {
         *d = (((v * inv).clamp(-A16_MAX, A16_MAX) + MAGIC) - MAGIC) as i16;
     }
     max / A16_MAX
+}
+
+#[cfg(test)]
+mod q8_tests {
+    use super::*;
+
+    /// The libm-`round` quantizer as it was before [`round_q8`]: the
+    /// reference the fast row quantizer must match bit for bit.
+    fn quantize_q8_row_reference(src: &[f32], dst: &mut [i8]) -> f32 {
+        let max = src.iter().fold(0f32, |m, v| m.max(v.abs()));
+        if max == 0.0 || !max.is_finite() {
+            dst.fill(0);
+            return if max == 0.0 { 0.0 } else { f32::NAN };
+        }
+        let inv = Q8_MAX / max;
+        for (d, &v) in dst.iter_mut().zip(src) {
+            *d = (v * inv).round().clamp(-Q8_MAX, Q8_MAX) as i8;
+        }
+        max / Q8_MAX
+    }
+
+    fn reference_round(x: f32) -> i8 {
+        x.round().clamp(-Q8_MAX, Q8_MAX) as i8
+    }
+
+    #[test]
+    fn round_q8_matches_round_on_edge_cases() {
+        let mut cases = vec![
+            0.0f32,
+            -0.0,
+            0.5,
+            -0.5,
+            1.5,
+            -1.5,
+            2.5,
+            -2.5,
+            126.5,
+            -126.5,
+            127.0,
+            -127.0,
+            127.4,
+            -127.4,
+            127.5,
+            -127.5,
+            128.0,
+            -128.0,
+            1e9,
+            -1e9,
+            0.49999997,
+            -0.49999997,
+            f32::MIN_POSITIVE,
+            -f32::MIN_POSITIVE,
+            1e-45,
+            -1e-45,
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+        ];
+        // Every half-integer in range and the 64 floats either side of it.
+        for k in -128..=127 {
+            let h = k as f32 + 0.5;
+            cases.push(h);
+            let (mut up, mut down) = (h, h);
+            for _ in 0..64 {
+                up = f32::from_bits(if up > 0.0 {
+                    up.to_bits() + 1
+                } else {
+                    up.to_bits() - 1
+                });
+                down = f32::from_bits(if down > 0.0 {
+                    down.to_bits() - 1
+                } else {
+                    down.to_bits() + 1
+                });
+                cases.push(up);
+                cases.push(down);
+            }
+        }
+        for x in cases {
+            assert_eq!(
+                round_q8(x),
+                reference_round(x),
+                "x = {x:e} ({:#x})",
+                x.to_bits()
+            );
+        }
+        assert_eq!(round_q8(-0.0), 0);
+        assert_eq!(round_q8(0.5), 1);
+        assert_eq!(round_q8(-0.5), -1);
+        assert_eq!(round_q8(126.5), 127);
+        assert_eq!(round_q8(-126.5), -127);
+        assert_eq!(round_q8(0.49999997), 0);
+        assert_eq!(round_q8(-2.4999998), -2);
+    }
+
+    /// Every `step`-th f32 bit pattern with |x| <= 128, both signs.
+    fn sweep(step: u32) {
+        let top = 128f32.to_bits();
+        let mut b = 0u32;
+        while b <= top {
+            for x in [f32::from_bits(b), -f32::from_bits(b)] {
+                assert_eq!(round_q8(x), reference_round(x), "x = {x:e}");
+            }
+            b += step;
+        }
+    }
+
+    #[test]
+    fn round_q8_matches_round_on_a_sweep_of_all_magnitudes() {
+        sweep(97);
+    }
+
+    /// All 2.2e9 floats of |x| <= 128 (~20 s): `cargo test --release -p
+    /// tts-kernels round_q8_exhaustive -- --ignored`.
+    #[test]
+    #[ignore]
+    fn round_q8_exhaustive() {
+        sweep(1);
+    }
+
+    #[test]
+    fn row_quantizer_matches_the_libm_reference() {
+        let mut z = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = || {
+            z ^= z << 13;
+            z ^= z >> 7;
+            z ^= z << 17;
+            z
+        };
+        for cols in [1usize, 7, 64, 1000, 3072] {
+            for row in 0..20 {
+                let src: Vec<f32> = (0..cols)
+                    .map(|i| {
+                        let u = (next() >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+                        match row % 4 {
+                            0 => u,
+                            1 => u * 1e-3,
+                            // Exact half steps: multiples of max/254.
+                            2 => ((next() % 255) as f32 - 127.0) * 0.5 / 127.0,
+                            _ => {
+                                if i % 3 == 0 {
+                                    -0.0
+                                } else {
+                                    u * 37.0
+                                }
+                            }
+                        }
+                    })
+                    .collect();
+                let (mut a, mut b) = (vec![0i8; cols], vec![0i8; cols]);
+                let sa = quantize_q8_row(&src, &mut a);
+                let sb = quantize_q8_row_reference(&src, &mut b);
+                assert_eq!(a, b, "cols {cols} row {row}");
+                assert_eq!(sa.to_bits(), sb.to_bits());
+            }
+        }
+        for special in [
+            vec![0f32; 5],
+            vec![1.0, f32::NAN, 2.0],
+            vec![f32::INFINITY, 1.0],
+        ] {
+            let (mut a, mut b) = (vec![1i8; special.len()], vec![1i8; special.len()]);
+            let sa = quantize_q8_row(&special, &mut a);
+            let sb = quantize_q8_row_reference(&special, &mut b);
+            assert_eq!(a, b);
+            assert_eq!(sa.to_bits(), sb.to_bits());
+        }
+    }
 }

@@ -69,6 +69,21 @@ pub enum AudioTransport {
     Base64,
 }
 
+/// How a segment's text reaches the talker (the official
+/// `non_streaming_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TextMode {
+    /// All of the segment's text in the prompt before the first frame (the
+    /// official custom-voice default, `non_streaming_mode=True`).
+    #[default]
+    Prefill,
+    /// Only the first text token in the prompt; the rest is fed one token
+    /// per frame alongside the codes (`non_streaming_mode=False`): a prompt
+    /// of ~10 rows whatever the text length, so an earlier first packet.
+    Streaming,
+}
+
 /// Where the server cuts appended text into synthesis segments.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -199,6 +214,9 @@ pub struct SessionUpdate {
     /// Codec frames per segment at most (capped by the server's limit).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_frames: Option<usize>,
+    /// `prefill` (default) or `streaming`: see [`TextMode`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_mode: Option<TextMode>,
 }
 
 /// The session's effective settings, echoed in `session.updated`.
@@ -220,6 +238,7 @@ pub struct SessionSettings {
     pub greedy: bool,
     pub seed: u64,
     pub max_frames: usize,
+    pub text_mode: TextMode,
 }
 
 /// Server limits announced in `session.created`.
@@ -782,6 +801,7 @@ mod tests {
             greedy: false,
             seed: 7,
             max_frames: 100,
+            text_mode: TextMode::Streaming,
         }
     }
 

@@ -32,7 +32,7 @@ use tts_models::{GenOptions, Request};
 use crate::protocol::{
     self, AudioFormat, AudioHeader, AudioTransport, CancelReason, Chunking, ChunkingUpdate,
     ClientMessage, ContextMetrics, ErrorCode, InputAudio, Limits, ProtocolError, ServerMessage,
-    SessionSettings, SessionUpdate, Vad, VadUpdate,
+    SessionSettings, SessionUpdate, TextMode, Vad, VadUpdate,
 };
 use crate::record::Recorder;
 use crate::segment::Segmenter;
@@ -65,6 +65,7 @@ struct CtxSettings {
     transport: AudioTransport,
     acks: bool,
     options: GenOptions,
+    text_mode: TextMode,
 }
 
 struct Ctx {
@@ -154,6 +155,7 @@ pub async fn run(
         greedy: false,
         seed: 0,
         max_frames: m.max_frames,
+        text_mode: TextMode::default(),
     };
     let mut c = Conn {
         vad: Box::new(EnergyVad::new(settings.vad.clone())),
@@ -347,7 +349,7 @@ impl Conn {
             speaker: Some(c.s.speaker.clone()),
             language: c.s.language.clone(),
             instruct: c.s.instruct.clone(),
-            text_streaming: false,
+            text_streaming: c.s.text_mode == TextMode::Streaming,
             options: c.s.options.clone(),
         };
         c.rec.submitted(Instant::now());
@@ -866,6 +868,7 @@ impl Conn {
             transport: s.audio_transport,
             acks: s.audio_acks,
             options,
+            text_mode: s.text_mode,
         }
     }
 
@@ -987,6 +990,9 @@ impl Conn {
                 return bad(format!("max_frames {f} must be 1..={}", self.m.max_frames));
             }
             s.max_frames = f;
+        }
+        if let Some(t) = u.text_mode {
+            s.text_mode = t;
         }
         if s.vad != self.settings.vad {
             self.vad = Box::new(EnergyVad::new(s.vad.clone()));

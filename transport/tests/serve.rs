@@ -19,7 +19,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tts_models::Request;
 use tts_transport::protocol::{
-    self, AudioFormat, AudioHeader, CancelReason, ErrorCode, ServerMessage, PROTOCOL_VERSION,
+    self, AudioFormat, AudioHeader, CancelReason, ErrorCode, ServerMessage, TextMode,
+    PROTOCOL_VERSION,
 };
 use tts_transport::{ServeConfig, Server};
 
@@ -333,6 +334,18 @@ async fn engine_audio(
     speaker: &str,
     max_frames: usize,
 ) -> Result<(Vec<f32>, usize)> {
+    engine_audio_mode(server, text, speaker, max_frames, false).await
+}
+
+/// [`engine_audio`] with the text fed in the prompt (`false`) or one token
+/// per frame (`true`, the `streaming` text mode).
+async fn engine_audio_mode(
+    server: &Server,
+    text: &str,
+    speaker: &str,
+    max_frames: usize,
+    text_streaming: bool,
+) -> Result<(Vec<f32>, usize)> {
     let l = server.state().loaded().context("not loaded")?;
     let mut options = l.model.default_options().greedy();
     options.max_frames = max_frames;
@@ -341,7 +354,7 @@ async fn engine_audio(
         speaker: Some(speaker.into()),
         language: "auto".into(),
         instruct: None,
-        text_streaming: false,
+        text_streaming,
         options,
     };
     let mut s = l.engine.open_session().synthesize(req).await?;
@@ -615,6 +628,46 @@ async fn every_message_type_incremental_text_and_engine_equal_audio() -> Result<
         err <= 2.0 / 32768.0 + 1e-6,
         "chunked resampling differs from one-shot by {err}"
     );
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn streaming_text_mode_feeds_the_text_per_frame() -> Result<()> {
+    let server = start(config()).await?;
+    let (mut c, hello) = Client::connect(server.local_addr(), "").await?;
+    let ServerMessage::SessionCreated { session, .. } = hello else {
+        unreachable!()
+    };
+    assert_eq!(session.text_mode, TextMode::Prefill, "default");
+    // A bad value is refused by name and changes nothing.
+    c.send(json!({"type": "session.update", "session": {"text_mode": "fast"}}))
+        .await?;
+    let e = c.expect_error(ErrorCode::InvalidMessage).await?;
+    assert!(format!("{e:?}").contains("fast"), "{e:?}");
+    c.send(json!({"type": "session.update", "session": {
+        "text_mode": "streaming", "format": "f32", "greedy": true, "max_frames": 12,
+        "voice": "ryan"}}))
+        .await?;
+    let ServerMessage::SessionUpdated { session } = c.msg().await? else {
+        bail!("no session.updated")
+    };
+    assert_eq!(session.text_mode, TextMode::Streaming);
+    let text = "Hello world, how are you today?";
+    c.send(json!({"type": "context.append", "context_id": "s1", "text": text}))
+        .await?;
+    c.send(json!({"type": "context.end", "context_id": "s1"}))
+        .await?;
+    let ctx = c.context("s1").await?;
+    let m = ctx.done_metrics()?;
+    assert_eq!(m.complete, Some(true), "{m:?}");
+    let audio = ctx.samples();
+    assert!(!audio.is_empty());
+    // The engine's audio for the same request in streaming text mode, and
+    // not the prefill mode's (the mode reached the model).
+    let (streamed, _) = engine_audio_mode(&server, text, "ryan", 12, true).await?;
+    let (prefilled, _) = engine_audio_mode(&server, text, "ryan", 12, false).await?;
+    assert_eq!(audio, streamed, "WebSocket audio differs from the engine's");
+    assert_ne!(streamed, prefilled, "the text mode made no difference");
     Ok(())
 }
 

@@ -5,7 +5,8 @@
 #   after load (incl. int8/q4 quantization), the sampled peak of the load
 #   phase and of the request phase, after request 10 and after the last
 #   request, the growth between them and the least-squares slope over
-#   requests 10..N (docs/benchmarks.md, "Memory"), and at the end.
+#   requests 10..N, the same over the second half (requests N/2+1..N:
+#   has it levelled off?) (docs/benchmarks.md, "Memory"), and at the end.
 #
 # Usage:
 #   benches/memory.sh BIN FRAMES REQUESTS NAME=DIR:PRECISION...
@@ -45,7 +46,16 @@ import json, sys
 out = sys.argv[1]
 def mb(kb):
     return "missing" if kb is None else f"{kb / 1024:.1f}"
-print("| config | conc | requests | after load MB | load peak MB | request peak MB | after req 10 MB | after last MB | growth kB (10..N) | slope kB/req | end MB | load 1m | wall s |")
+def growth(v, a):
+    # RssAnon after request `a` (1-based) to the last: delta, least-squares slope.
+    ys = v[a - 1:]
+    n = len(ys)
+    if n < 2:
+        return "n/a"
+    xm, ym = (n - 1) / 2, sum(ys) / n
+    slope = sum((i - xm) * (y - ym) for i, y in enumerate(ys)) / sum((i - xm) ** 2 for i in range(n))
+    return f"{ys[-1] - ys[0]:+} / {slope:+.2f}"
+print("| config | conc | requests | after load MB | load peak MB | request peak MB | after req 10 MB | after last MB | growth kB / slope kB/req, 10..N | same, N/2+1..N | end MB | load 1m | wall s |")
 print("|---|---|---|---|---|---|---|---|---|---|---|---|---|")
 for line in open(f"{out}/runs.txt"):
     name, c, load, wall = line.split()
@@ -58,7 +68,6 @@ for line in open(f"{out}/runs.txt"):
     a10 = after[9] if len(after) >= 10 else None
     print(f"| {name} | {c[1:]} | {len(after)} | {mb(r['after_load'])} | {mb(r['load_peak'])} | "
           f"{mb(r['requests_peak'])} | {mb(a10)} | {mb(after[-1] if after else None)} | "
-          f"{'n/a' if not g else format(g['delta_kb'], '+')} | "
-          f"{'n/a' if not g else format(g['slope_kb_per_request'], '+.2f')} | "
+          f"{growth(after, 10)} | {growth(after, len(after) // 2 + 1)} | "
           f"{mb(r['end'])} | {load} | {wall} |")
 PY

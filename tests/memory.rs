@@ -118,6 +118,17 @@ fn check(doc: &Value, conc: u64, requests: usize) {
          request 10 to {requests}, slope {slope:+.2} kB/request (bounds {MAX_DELTA_KB} kB, \
          {MAX_SLOPE_KB_PER_REQUEST} kB/request); after each request: {after:?}"
     );
+    // The second half alone (where memory must have levelled off).
+    let h = &m["growth_last_half"];
+    assert_eq!(h["from_request"], requests / 2 + 1);
+    let (hd, hs) = (
+        h["delta_kb"].as_i64().unwrap(),
+        h["slope_kb_per_request"].as_f64().unwrap(),
+    );
+    assert!(
+        hd <= MAX_DELTA_KB && hs <= MAX_SLOPE_KB_PER_REQUEST,
+        "RssAnon still grows in the second half: {hd:+} kB, {hs:+.2} kB/request; {after:?}"
+    );
 }
 
 #[test]

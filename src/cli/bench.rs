@@ -476,19 +476,30 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             in_order.sort_by_key(|r| r.done_at);
             let after: Vec<Option<u64>> = in_order.iter().map(|r| r.rss_after_kb).collect();
             let all_after: Option<Vec<u64>> = after.iter().copied().collect();
-            let growth = all_after
-                .as_deref()
-                .and_then(|v| rss::growth(v, GROWTH_FROM))
-                .map(|g| {
-                    json!({
-                        "from_request": g.from,
-                        "to_request": g.to,
-                        "delta_kb": g.delta_kb,
-                        "slope_kb_per_request": g.slope_kb_per_request,
-                        "min_kb": g.min_kb,
-                        "max_kb": g.max_kb,
+            let growth_json = |from: usize| {
+                all_after
+                    .as_deref()
+                    .and_then(|v| rss::growth(v, from))
+                    .map(|g| {
+                        json!({
+                            "from_request": g.from,
+                            "to_request": g.to,
+                            "delta_kb": g.delta_kb,
+                            "slope_kb_per_request": g.slope_kb_per_request,
+                            "min_kb": g.min_kb,
+                            "max_kb": g.max_kb,
+                        })
                     })
-                });
+            };
+            let growth = growth_json(GROWTH_FROM);
+            // The second half alone: whether memory has levelled off (with
+            // several sessions the allocator keeps settling for a few dozen
+            // requests after request 10; see docs/benchmarks.md, Memory).
+            let growth_last_half = if after.len() >= 2 * GROWTH_FROM {
+                growth_json(after.len() / 2 + 1)
+            } else {
+                None
+            };
             let measured: Vec<&Record> = records
                 .iter()
                 .filter(|r| !r.warmup && r.length == len_name && r.concurrency == conc)
@@ -531,6 +542,7 @@ pub fn bench(a: BenchArgs) -> Result<()> {
                     "after_request": after,
                     "after_request_labels": in_order.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
                     "growth": growth,
+                    "growth_last_half": growth_last_half,
                 },
             }));
         }
@@ -655,7 +667,7 @@ fn print_table(doc: &Value, a: &BenchArgs) {
         );
         let m = &c["rss_anon_kb"];
         let after = m["after_request"].as_array().map_or(&[][..], |v| v);
-        let g = &m["growth"];
+        let (g, h) = (&m["growth"], &m["growth_last_half"]);
         out += &format!(
             "  prompt {} prefill rows{}  RssAnon peak {}, after request 1 {}, after request {} {}",
             c["prompt_rows"]["prefill"],
@@ -671,14 +683,21 @@ fn print_table(doc: &Value, a: &BenchArgs) {
         out += &if g.is_null() {
             format!("; growth needs {} requests or more\n", GROWTH_FROM + 1)
         } else {
-            format!(
-                "; growth requests {}..{}: {:+} kB, slope {:+.2} kB/request (range {:.1} MB)\n",
-                g["from_request"],
-                g["to_request"],
-                g["delta_kb"].as_i64().unwrap_or(0),
-                g["slope_kb_per_request"].as_f64().unwrap_or(f64::NAN),
-                g["max_kb"].as_i64().unwrap_or(0) - g["min_kb"].as_i64().unwrap_or(0),
-            )
+            let one = |g: &Value| {
+                format!(
+                    "requests {}..{}: {:+} kB, slope {:+.2} kB/request (spread {} kB)",
+                    g["from_request"],
+                    g["to_request"],
+                    g["delta_kb"].as_i64().unwrap_or(0),
+                    g["slope_kb_per_request"].as_f64().unwrap_or(f64::NAN),
+                    g["max_kb"].as_i64().unwrap_or(0) - g["min_kb"].as_i64().unwrap_or(0),
+                )
+            };
+            let mut s = format!(";\n  growth {}", one(g));
+            if !h.is_null() {
+                s += &format!("; last half {}", one(h));
+            }
+            s + "\n"
         };
         out += &format!(
             "  {:<24}{:>5}{:>10}{:>10}{:>10}  argmax\n",

@@ -74,6 +74,11 @@ struct ModelArg {
     /// (docs/performance.md).
     #[arg(long, default_value = "f32", value_parser = parse_precision)]
     precision: LoadOptions,
+    /// Cache int8/q4-converted LM weights in DIR: the first load writes
+    /// them, later loads memory-map them (no conversion, weights shared
+    /// between processes instead of per-process memory). Off by default.
+    #[arg(long, value_name = "DIR", env = "TTS_RT_WEIGHTS_CACHE")]
+    weights_cache: Option<PathBuf>,
 }
 
 /// `f32`, `int8`, `q4`, `TALKER,CODE_PREDICTOR` (e.g. `q4,int8`) or
@@ -103,6 +108,7 @@ pub(crate) fn parse_precision(s: &str) -> std::result::Result<LoadOptions, Strin
         talker,
         code_predictor,
         code2wav,
+        weights_cache: None,
     })
 }
 
@@ -226,13 +232,26 @@ pub fn run() -> Result<()> {
 fn load(model: &ModelArg) -> Result<Arc<Qwen3Tts>> {
     let dir = model_path::resolve(model.model.as_deref())?;
     let t = Instant::now();
-    let m = Qwen3Tts::load_with(&dir, model.precision)
+    let options = model
+        .precision
+        .with_weights_cache(model.weights_cache.as_deref());
+    let m = Qwen3Tts::load_with(&dir, options)
         .with_context(|| format!("loading checkpoint {}", dir.display()))?;
     if std::io::stderr().is_terminal() {
+        let cache: Vec<String> = m
+            .weights_cache
+            .iter()
+            .map(|e| format!("{} {}: {:?}", e.stage, e.precision, e.status))
+            .collect();
         eprintln!(
-            "loaded {} in {:.1} s",
+            "loaded {} in {:.1} s{}",
             dir.display(),
-            t.elapsed().as_secs_f64()
+            t.elapsed().as_secs_f64(),
+            if cache.is_empty() {
+                String::new()
+            } else {
+                format!(" (weights cache: {})", cache.join("; "))
+            }
         );
     }
     Ok(Arc::new(m))

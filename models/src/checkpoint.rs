@@ -36,8 +36,14 @@ struct Entry {
 /// All tensors of one checkpoint (one file or a sharded set).
 pub struct TensorStore {
     files: Vec<Arc<MappedFile>>,
+    /// The path of each of `files` (weights cache keys).
+    paths: Vec<PathBuf>,
     entries: HashMap<String, Entry>,
     taken: Mutex<HashSet<String>>,
+    /// Directory of the converted-weights cache (`crate::wcache`), if any.
+    weights_cache: Option<PathBuf>,
+    /// What the cache did per converted stage, in load order.
+    cache_events: Mutex<Vec<crate::wcache::WeightsCacheEvent>>,
 }
 
 /// A weight matrix `[rows, cols]` ready for [`tts_kernels::matmul`]: f32 or
@@ -55,8 +61,26 @@ enum WeightData {
     MappedBf16(Arc<MappedFile>, usize),
     OwnedF32(Vec<f32>),
     OwnedBf16(Vec<u16>),
-    OwnedQ8 { data: Vec<i8>, scales: Vec<f32> },
+    OwnedQ8 {
+        data: Vec<i8>,
+        scales: Vec<f32>,
+    },
     OwnedQ4(tts_kernels::Q4Rows),
+    /// Int8 weights in a weights cache file (`crate::wcache`): byte
+    /// offsets of the `[rows, cols]` i8 data and the `[rows]` f32 scales.
+    MappedQ8 {
+        file: Arc<MappedFile>,
+        data: usize,
+        scales: usize,
+    },
+    /// 4-bit weights in a weights cache file: byte offsets of the nibbles,
+    /// the u8 group scales and the f32 row scales.
+    MappedQ4 {
+        file: Arc<MappedFile>,
+        data: usize,
+        group_scales: usize,
+        scales: usize,
+    },
 }
 
 impl Weight {
@@ -102,15 +126,100 @@ impl Weight {
                 rows,
                 cols,
             },
+            WeightData::MappedQ8 { file, data, scales } => Mat::Q8 {
+                data: file.i8s(*data, n),
+                scales: file.f32s(*scales, rows),
+                rows,
+                cols,
+            },
+            WeightData::MappedQ4 {
+                file,
+                data,
+                group_scales,
+                scales,
+            } => {
+                let rb = tts_kernels::q4::q4_row_bytes(cols);
+                let rg = tts_kernels::q4::q4_row_groups(cols);
+                let b = file.bytes();
+                Mat::Q4 {
+                    data: &b[*data..*data + rows * rb],
+                    group_scales: &b[*group_scales..*group_scales + rows * rg],
+                    scales: file.f32s(*scales, rows),
+                    rows,
+                    cols,
+                }
+            }
         }
+    }
+    /// Int8 weights viewed in a mapped weights cache file (zero copy), or
+    /// None when the ranges do not fit the file or the scales are
+    /// misaligned.
+    pub(crate) fn mapped_q8(
+        file: Arc<MappedFile>,
+        rows: usize,
+        cols: usize,
+        data: usize,
+        scales: usize,
+    ) -> Option<Self> {
+        let len = file.bytes().len();
+        let fits = |off: usize, n: usize| off.checked_add(n).is_some_and(|e| e <= len);
+        let ok = fits(data, rows.checked_mul(cols)?)
+            && fits(scales, rows.checked_mul(4)?)
+            && file.f32_aligned(scales);
+        ok.then_some(Weight {
+            rows,
+            cols,
+            data: WeightData::MappedQ8 { file, data, scales },
+        })
+    }
+    /// 4-bit weights viewed in a mapped weights cache file (see
+    /// [`Self::mapped_q8`]).
+    pub(crate) fn mapped_q4(
+        file: Arc<MappedFile>,
+        rows: usize,
+        cols: usize,
+        [data, group_scales, scales]: [usize; 3],
+    ) -> Option<Self> {
+        let len = file.bytes().len();
+        let fits = |off: usize, n: usize| off.checked_add(n).is_some_and(|e| e <= len);
+        let rb = tts_kernels::q4::q4_row_bytes(cols);
+        let rg = tts_kernels::q4::q4_row_groups(cols);
+        let ok = fits(data, rows.checked_mul(rb)?)
+            && fits(group_scales, rows.checked_mul(rg)?)
+            && fits(scales, rows.checked_mul(4)?)
+            && file.f32_aligned(scales);
+        ok.then_some(Weight {
+            rows,
+            cols,
+            data: WeightData::MappedQ4 {
+                file,
+                data,
+                group_scales,
+                scales,
+            },
+        })
+    }
+    /// Whether the data lives in a memory-mapped file (the checkpoint or a
+    /// weights cache): shared page cache, not anonymous memory.
+    pub fn is_file_backed(&self) -> bool {
+        matches!(
+            self.data,
+            WeightData::MappedF32(..)
+                | WeightData::MappedBf16(..)
+                | WeightData::MappedQ8 { .. }
+                | WeightData::MappedQ4 { .. }
+        )
     }
     /// Bytes of weight data (resident when touched; int8 includes its scales).
     pub fn bytes(&self) -> usize {
         self.mat().bytes()
     }
-    /// Whether the data is owned int8.
+    /// Whether the data is int8 (owned or in a weights cache file).
     pub fn is_q8(&self) -> bool {
-        matches!(self.data, WeightData::OwnedQ8 { .. })
+        matches!(
+            self.data,
+            WeightData::OwnedQ8 { .. } | WeightData::MappedQ8 { .. }
+        )
     }
     /// Row `r` as f32 (embedding look-up).
     pub fn row_into(&self, r: usize, out: &mut [f32]) {
@@ -313,9 +422,53 @@ impl TensorStore {
         }
         Ok(TensorStore {
             files,
+            paths: paths.to_vec(),
             entries,
             taken: Mutex::new(HashSet::new()),
+            weights_cache: None,
+            cache_events: Mutex::new(Vec::new()),
         })
+    }
+
+    /// Keep converted (int8/q4) stages in `dir` (see [`crate::wcache`]);
+    /// `None` converts at every load.
+    pub fn set_weights_cache(&mut self, dir: Option<&Path>) {
+        self.weights_cache = dir.map(Path::to_path_buf);
+    }
+
+    pub(crate) fn weights_cache_dir(&self) -> Option<&Path> {
+        self.weights_cache.as_deref()
+    }
+
+    pub(crate) fn record_cache_event(&self, e: crate::wcache::WeightsCacheEvent) {
+        self.cache_events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e);
+    }
+
+    /// What the weights cache did for each converted stage so far.
+    pub fn take_weights_cache_events(&self) -> Vec<crate::wcache::WeightsCacheEvent> {
+        std::mem::take(&mut *self.cache_events.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+
+    /// Each source file's path and its safetensors JSON header bytes
+    /// (weights cache keys: cheap to hash, they name every tensor's dtype,
+    /// shape and offsets).
+    pub(crate) fn source_headers(&self) -> Vec<(&Path, &[u8])> {
+        self.paths
+            .iter()
+            .zip(&self.files)
+            .map(|(p, f)| {
+                let b = f.bytes();
+                // Validated at open: 8-byte length, then that many bytes.
+                let n = b
+                    .get(..8)
+                    .map(|l| u64::from_le_bytes(l.try_into().expect("8 bytes")) as usize)
+                    .unwrap_or(0);
+                (p.as_path(), b.get(8..8 + n).unwrap_or(&[]))
+            })
+            .collect()
     }
 
     pub fn contains(&self, name: &str) -> bool {

@@ -16,6 +16,8 @@
 //! - [`quant`]: per-stage weight precision ([`quant::Precision`]: stored
 //!   bf16/f32, int8 per output channel, or 4-bit groups, converted at
 //!   load time).
+//! - [`wcache`]: optional on-disk cache of the converted (int8/q4) LM
+//!   weights, memory-mapped on later loads.
 //! - [`synth`]: prompt construction and the per-frame generation loop.
 //! - [`gen`]: random-weight checkpoints in the hub layout.
 //!
@@ -38,6 +40,7 @@ pub mod sampling;
 pub mod synth;
 pub mod talker;
 pub mod tokenizer;
+pub mod wcache;
 
 pub use quant::{Code2WavPrecision, Precision};
 pub use synth::{FrameGenerator, GenOptions, LoadOptions, Qwen3Tts, Request};

@@ -13,7 +13,7 @@ use tts_kernels::{attention, matmul, rms_norm, rope, silu_mul, AttnShape};
 use crate::checkpoint::{TensorStore, Weight};
 use crate::config::LmConfig;
 use crate::error::Result;
-use crate::quant::{convert, Precision};
+use crate::quant::Precision;
 
 struct Layer {
     input_norm: Vec<f32>,
@@ -180,8 +180,9 @@ impl Qwen3Lm {
         precision: Precision,
     ) -> Result<Self> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
-        let weight =
-            |name: &str, shape: &[usize]| store.weight(name, shape).map(|w| convert(w, precision));
+        // Converted at `precision`, or mapped from the weights cache.
+        let conv = crate::wcache::StageConverter::open(store, prefix, precision);
+        let weight = |name: &str, shape: &[usize]| conv.weight(name, shape);
         let (qd, kvd) = (cfg.num_heads * hd, cfg.num_kv_heads * hd);
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for i in 0..cfg.num_layers {
@@ -210,6 +211,7 @@ impl Qwen3Lm {
                 window: cfg.layer_windows.get(i).copied().flatten(),
             });
         }
+        conv.finish();
         Ok(Qwen3Lm {
             cfg: cfg.clone(),
             layers,

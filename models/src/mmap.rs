@@ -54,6 +54,16 @@ impl MappedFile {
         unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<f32>(), n) }
     }
 
+    /// `n` i8 values starting at byte `offset` (int8 weights of a weights
+    /// cache file). Panics if out of range.
+    pub fn i8s(&self, offset: usize, n: usize) -> &[i8] {
+        let b = &self.bytes()[offset..offset + n];
+        // SAFETY: `b` is in bounds (sliced above), i8 has the size and
+        // alignment of u8 and every bit pattern is valid; the slice borrows
+        // `self`, which owns the map.
+        unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<i8>(), n) }
+    }
+
     /// `n` u16 values starting at byte `offset`.
     pub fn u16s(&self, offset: usize, n: usize) -> &[u16] {
         let b = &self.bytes()[offset..offset + n * 2];
@@ -61,4 +71,11 @@ impl MappedFile {
         // SAFETY: as for `f32s`, with 2-byte alignment and u16 values.
         unsafe { std::slice::from_raw_parts(b.as_ptr().cast::<u16>(), n) }
     }
+}
+
+/// The bytes of an i8 slice (writing int8 weights to a weights cache file).
+pub fn i8_bytes(v: &[i8]) -> &[u8] {
+    // SAFETY: u8 has the size and alignment of i8 and every bit pattern is
+    // valid; the result borrows `v`.
+    unsafe { std::slice::from_raw_parts(v.as_ptr().cast::<u8>(), v.len()) }
 }

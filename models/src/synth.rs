@@ -32,6 +32,9 @@ pub struct Qwen3Tts {
     pub code2wav: Code2Wav,
     /// The precision each LM was loaded at (provenance for reports).
     pub precision: LoadOptions,
+    /// What the weights cache did for each converted LM stage (empty
+    /// without a cache directory or when nothing was converted).
+    pub weights_cache: Vec<crate::wcache::WeightsCacheEvent>,
 }
 
 /// Generation options (the official `generate` keyword arguments).
@@ -123,12 +126,18 @@ impl Prompt {
 pub const MAX_TEXT_TOKENS: usize = 8192;
 
 /// How [`Qwen3Tts::load_with`] prepares the weights: the precision of each
-/// LM stage and of code2wav's convolutions.
+/// LM stage and of code2wav's convolutions, and where converted LM weights
+/// are cached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
     pub talker: Precision,
     pub code_predictor: Precision,
     pub code2wav: Code2WavPrecision,
+    /// Directory of the converted-weights cache ([`crate::wcache`]): int8
+    /// and q4 stages are written there once and memory-mapped on later
+    /// loads. None (the default): convert in memory at every load. Set it
+    /// with [`Self::with_weights_cache`].
+    pub weights_cache: Option<&'static Path>,
 }
 
 impl LoadOptions {
@@ -138,7 +147,17 @@ impl LoadOptions {
             talker: p,
             code_predictor: p,
             code2wav: Code2WavPrecision::F32,
+            weights_cache: None,
         }
+    }
+
+    /// These options with the converted-weights cache in `dir` (None: off).
+    /// The path is kept for the life of the process (leaked once per call,
+    /// so the options stay `Copy`): call it once per configuration, not per
+    /// load in a loop.
+    pub fn with_weights_cache(mut self, dir: Option<&Path>) -> Self {
+        self.weights_cache = dir.map(|d| &*Box::leak(d.to_path_buf().into_boxed_path()));
+        self
     }
 
     /// `TALKER,CODE_PREDICTOR,CODE2WAV` (the `--precision` spelling).
@@ -177,13 +196,15 @@ impl Qwen3Tts {
                 ),
             });
         }
-        let store = TensorStore::open_dir(dir, "model")?;
+        let mut store = TensorStore::open_dir(dir, "model")?;
+        store.set_weights_cache(options.weights_cache);
         let talker = Talker::load_with(&store, &config.talker, options.talker)?;
         let code_predictor =
             CodePredictor::load_with(&store, &config.talker, options.code_predictor)?;
         // The speaker encoder (Base checkpoints) is not used by CustomVoice.
         store.ignore_prefix("speaker_encoder.");
         store.finish()?;
+        let weights_cache = store.take_weights_cache_events();
         let code2wav = Code2Wav::load_with(&dir.join("speech_tokenizer"), options.code2wav)?;
         if code2wav.num_quantizers() != config.talker.num_code_groups {
             return Err(ModelError::Config {
@@ -204,6 +225,7 @@ impl Qwen3Tts {
             code_predictor,
             code2wav,
             precision: options,
+            weights_cache,
         })
     }
 

@@ -21,6 +21,10 @@ pub struct ServeArgs {
     /// LM weight precision: TALKER[,CODE_PREDICTOR], each f32, int8 or q4.
     #[arg(long, default_value = "f32", value_parser = super::parse_precision)]
     precision: tts_models::LoadOptions,
+    /// Cache int8/q4-converted LM weights in DIR (written once, then
+    /// memory-mapped; see `tts-rt speak --help`). Off by default.
+    #[arg(long, value_name = "DIR", env = "TTS_RT_WEIGHTS_CACHE")]
+    weights_cache: Option<PathBuf>,
     /// Address to listen on; loopback unless you mean to expose it.
     #[arg(long, default_value = "127.0.0.1")]
     host: IpAddr,
@@ -54,7 +58,7 @@ pub fn serve(a: ServeArgs) -> Result<()> {
     // model fails here with its instructions rather than as a 503 forever.
     let dir = model_path::resolve(a.model.as_deref())?;
     let mut cfg = ServeConfig::new(dir);
-    cfg.precision = a.precision;
+    cfg.precision = a.precision.with_weights_cache(a.weights_cache.as_deref());
     cfg.addr = SocketAddr::new(a.host, a.port);
     cfg.token = a.token;
     cfg.max_sessions = a.max_sessions;

@@ -1,0 +1,878 @@
+//! On-disk cache of converted (int8 / q4) LM weights.
+//!
+//! Converting a 0.6B checkpoint's decoder linears to int8 or q4 reads every
+//! stored weight and costs seconds of CPU at each load, and the converted
+//! copy lives in anonymous memory in every process. With a cache directory
+//! ([`crate::LoadOptions::weights_cache`], `tts-rt --weights-cache DIR`)
+//! the first load of a (checkpoint, stage, precision) writes the converted
+//! tensors to one file; later loads validate that file and **memory-map
+//! it**: the `Mat::Q8` / `Mat::Q4` views point into the map (zero copy), so
+//! the weights are file-backed page cache shared by every process, not
+//! RssAnon, and no conversion runs.
+//!
+//! # File layout (format version 1, little-endian)
+//! ```text
+//! 0   8  magic b"TTSRTWC\0"
+//! 8   4  u32 format version (FORMAT_VERSION)
+//! 12  4  u32 precision: 1 = int8, 2 = q4
+//! 16  8  u64 index offset (bytes from the start of the file)
+//! 24  8  u64 index length
+//! 32  8  u64 file length
+//! 40  8  u64 header checksum: hash64 of bytes 0..40 followed by the index
+//! 48 16  zero
+//! 64  .. tensor data: each part starts at a multiple of 64 bytes
+//!        int8: [rows * cols] i8, then [rows] f32 scales
+//!        q4:   [rows * q4_row_bytes(cols)] nibbles (tts_kernels::q4
+//!              layout), [rows * q4_row_groups(cols)] u8 group scales,
+//!              [rows] f32 row scales
+//! index offset .. end: the index, UTF-8 JSON:
+//!   {"key": {"format", "quantizer", "precision", "stage",
+//!            "sources": [{"path", "size", "mtime_ns", "header_hash"}]},
+//!    "tensors": [{"name", "rows", "cols",
+//!                 "parts": [{"offset", "len", "checksum"}]}]}
+//! ```
+//! `key.sources` identifies the checkpoint: for every safetensors file of the checkpoint its
+//! canonical path, size, modification time (ns) and a hash of its JSON
+//! header (cheap: no full-file hash). Hashes are [`hash64`], written as 16
+//! hex digits. `quantizer` is [`QUANTIZER_VERSION`]: bump it when the int8
+//! or q4 conversion changes its output, and every cache file goes stale.
+//!
+//! # Validity
+//! A file is used only if the magic, version, lengths, header checksum,
+//! key (stage, precision, quantizer, sources) and every part's data
+//! checksum match and every part lies inside the data region at its
+//! alignment; otherwise a warning names the reason (missing files are
+//! silent) and the stage is converted and the file rewritten. Writes go to
+//! a temporary file in the same directory that is renamed over the old one,
+//! so a process that still maps the old file keeps valid weights and a
+//! crash never leaves a half-written file under the final name. A cache
+//! directory that cannot be written warns once per process and the load
+//! goes on without the cache. Like checkpoints, cache files must not be
+//! truncated in place while a process maps them.
+
+use std::collections::HashMap;
+use std::fs::File;
+use std::io::{BufWriter, Seek, SeekFrom, Write};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+
+use rayon::prelude::*;
+use serde::{Deserialize, Serialize};
+use tts_kernels::Mat;
+
+use crate::checkpoint::{TensorStore, Weight};
+use crate::error::Result;
+use crate::mmap::{i8_bytes, MappedFile};
+use crate::quant::{convert, Precision};
+
+/// First 8 bytes of a cache file.
+pub const MAGIC: [u8; 8] = *b"TTSRTWC\0";
+/// Version of the file layout described in the module docs.
+pub const FORMAT_VERSION: u32 = 1;
+/// Version of the int8 / q4 conversion output; part of every file's key.
+pub const QUANTIZER_VERSION: u32 = 1;
+/// Bytes of the fixed header.
+pub const HEADER_LEN: usize = 64;
+/// Alignment of every data part in the file (a cache line; the kernels
+/// need 4 bytes for the f32 scales and load everything else unaligned).
+pub const ALIGN: usize = 64;
+
+/// What the cache did for one converted LM stage.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct WeightsCacheEvent {
+    /// The stage's tensor prefix (`talker.model`, `talker.code_predictor.model`).
+    pub stage: String,
+    pub precision: Precision,
+    /// The stage's cache file.
+    pub path: PathBuf,
+    pub status: WeightsCacheStatus,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum WeightsCacheStatus {
+    /// A valid file was mapped; nothing was converted.
+    Hit,
+    /// There was no file: the stage was converted and the file written.
+    Created,
+    /// The file was unusable (the reason): converted and rewritten.
+    Rebuilt(String),
+    /// Converted, but the file could not be used or written (the reason).
+    Failed(String),
+}
+
+/// Where a stage's converted weights come from while its LM loads: the
+/// cache file (hit), a conversion that is also written to the cache, or a
+/// plain conversion. `Qwen3Lm::load_with` takes every linear through
+/// [`Self::weight`] and calls [`Self::finish`] at the end.
+pub struct StageConverter<'a> {
+    store: &'a TensorStore,
+    stage: String,
+    precision: Precision,
+    state: Mutex<State>,
+}
+
+enum State {
+    Direct,
+    Hit {
+        path: PathBuf,
+        file: Arc<MappedFile>,
+        tensors: HashMap<String, IndexTensor>,
+        /// A tensor the file lacked (the reason), converted instead.
+        missing: Option<String>,
+    },
+    Write {
+        writer: Writer,
+        /// Why an existing file was replaced (None: there was none).
+        rebuild: Option<String>,
+    },
+    /// Writing failed mid-way: converting only, reported at finish.
+    Failed {
+        path: PathBuf,
+        reason: String,
+    },
+}
+
+impl<'a> StageConverter<'a> {
+    /// Opens the cache for `stage` (a tensor prefix) at `precision`: F32
+    /// and a store without a cache directory convert directly.
+    pub fn open(store: &'a TensorStore, stage: &str, precision: Precision) -> Self {
+        let state = match store.weights_cache_dir() {
+            Some(dir) if precision != Precision::F32 => open_state(store, dir, stage, precision),
+            _ => State::Direct,
+        };
+        StageConverter {
+            store,
+            stage: stage.to_string(),
+            precision,
+            state: Mutex::new(state),
+        }
+    }
+
+    /// Tensor `name` of `shape` at the stage's precision.
+    pub fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight> {
+        let w = self.store.weight(name, shape)?;
+        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        match &mut *state {
+            State::Direct | State::Failed { .. } => Ok(convert(w, self.precision)),
+            State::Hit {
+                path,
+                file,
+                tensors,
+                missing,
+            } => {
+                if let Some(v) = tensors
+                    .get(name)
+                    .filter(|t| t.rows == w.rows() && t.cols == w.cols())
+                    .and_then(|t| t.view(file.clone(), self.precision))
+                {
+                    return Ok(v);
+                }
+                if missing.is_none() {
+                    let reason = format!(
+                        "has no {}x{} tensor `{name}` (written by another build?)",
+                        w.rows(),
+                        w.cols()
+                    );
+                    warn(
+                        path,
+                        &format!("{reason}; converting, the file will be rebuilt"),
+                    );
+                    *missing = Some(reason);
+                }
+                Ok(convert(w, self.precision))
+            }
+            State::Write { writer, .. } => {
+                let c = convert(w, self.precision);
+                if let Err(e) = writer.append(name, &c) {
+                    let path = writer.path.clone();
+                    let reason = format!("cannot write: {e}");
+                    warn_write_failure(&path, &reason);
+                    // Drops the writer, which removes its temporary file.
+                    *state = State::Failed { path, reason };
+                }
+                Ok(c)
+            }
+        }
+    }
+
+    /// Completes the stage: commits a written file, drops one that lacked
+    /// tensors, and records what happened in the store.
+    pub fn finish(self) {
+        let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
+        let (path, status) = match state {
+            State::Direct => return,
+            State::Hit {
+                path,
+                missing: None,
+                ..
+            } => (path, WeightsCacheStatus::Hit),
+            State::Hit {
+                path,
+                missing: Some(reason),
+                ..
+            } => {
+                // The next load converts everything and writes a full file.
+                let _ = std::fs::remove_file(&path);
+                (path, WeightsCacheStatus::Failed(reason))
+            }
+            State::Failed { path, reason } => (path, WeightsCacheStatus::Failed(reason)),
+            State::Write { writer, rebuild } => {
+                let path = writer.path.clone();
+                let key = writer.key.clone();
+                match writer.commit(&key) {
+                    Ok(()) => (
+                        path,
+                        match rebuild {
+                            None => WeightsCacheStatus::Created,
+                            Some(r) => WeightsCacheStatus::Rebuilt(r),
+                        },
+                    ),
+                    Err(e) => {
+                        let reason = format!("cannot write: {e}");
+                        warn_write_failure(&path, &reason);
+                        (path, WeightsCacheStatus::Failed(reason))
+                    }
+                }
+            }
+        };
+        self.store.record_cache_event(WeightsCacheEvent {
+            stage: self.stage,
+            precision: self.precision,
+            path,
+            status,
+        });
+    }
+}
+
+fn open_state(store: &TensorStore, dir: &Path, stage: &str, precision: Precision) -> State {
+    let key = match Key::of(store, stage, precision) {
+        Ok(k) => k,
+        Err(e) => {
+            let path = dir.join(format!("{stage}.{precision}.wcache"));
+            let reason = format!("cannot read the checkpoint's file metadata: {e}");
+            warn(&path, &reason);
+            return State::Failed { path, reason };
+        }
+    };
+    let path = dir.join(key.file_name());
+    let rebuild = match read_valid(&path, &key) {
+        Ok((file, tensors)) => {
+            return State::Hit {
+                path,
+                file,
+                tensors,
+                missing: None,
+            }
+        }
+        Err(Invalid::Missing) => None,
+        Err(Invalid::Bad(reason)) => {
+            warn(&path, &format!("{reason}; converting and rebuilding it"));
+            Some(reason)
+        }
+    };
+    match Writer::create(&path, key) {
+        Ok(writer) => State::Write { writer, rebuild },
+        Err(e) => {
+            let reason = format!("cannot write: {e}");
+            warn_write_failure(&path, &reason);
+            State::Failed { path, reason }
+        }
+    }
+}
+
+fn warn(path: &Path, message: &str) {
+    eprintln!("warning: weights cache {}: {message}", path.display());
+}
+
+/// Unwritable cache directories warn once per process (every stage would
+/// repeat the same complaint).
+fn warn_write_failure(path: &Path, reason: &str) {
+    static WARNED: AtomicBool = AtomicBool::new(false);
+    if !WARNED.swap(true, Ordering::Relaxed) {
+        warn(
+            path,
+            &format!("{reason}; loading without the cache (converted in memory)"),
+        );
+    }
+}
+
+/// The identity a cache file must match.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Key {
+    format: u32,
+    quantizer: u32,
+    precision: String,
+    stage: String,
+    sources: Vec<Source>,
+}
+
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+struct Source {
+    path: PathBuf,
+    size: u64,
+    mtime_ns: u64,
+    header_hash: String,
+}
+
+impl Key {
+    fn of(store: &TensorStore, stage: &str, precision: Precision) -> std::io::Result<Key> {
+        let mut sources = Vec::new();
+        for (path, header) in store.source_headers() {
+            let path = std::fs::canonicalize(path)?;
+            let meta = std::fs::metadata(&path)?;
+            let mtime_ns = meta
+                .modified()?
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_nanos() as u64)
+                .unwrap_or(0);
+            sources.push(Source {
+                path,
+                size: meta.len(),
+                mtime_ns,
+                header_hash: hex(hash64(header)),
+            });
+        }
+        Ok(Key {
+            format: FORMAT_VERSION,
+            quantizer: QUANTIZER_VERSION,
+            precision: precision.name().to_string(),
+            stage: stage.to_string(),
+            sources,
+        })
+    }
+
+    /// `<checkpoint dir name>-<hash of the source paths>.<stage>.<precision>.wcache`:
+    /// one file per (checkpoint, stage, precision), replaced when stale.
+    fn file_name(&self) -> String {
+        let mut ids = Vec::new();
+        for s in &self.sources {
+            ids.extend_from_slice(s.path.to_string_lossy().as_bytes());
+            ids.push(0);
+        }
+        let name: String = self
+            .sources
+            .first()
+            .and_then(|s| s.path.parent())
+            .and_then(|p| p.file_name())
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_else(|| "checkpoint".into())
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .take(64)
+            .collect();
+        let stage: String = self
+            .stage
+            .chars()
+            .map(|c| {
+                if c.is_ascii_alphanumeric() || c == '.' {
+                    c
+                } else {
+                    '_'
+                }
+            })
+            .collect();
+        format!(
+            "{name}-{:016x}.{stage}.{}.wcache",
+            hash64(&ids),
+            self.precision
+        )
+    }
+}
+
+#[derive(Debug, Serialize, Deserialize)]
+struct Index {
+    key: Key,
+    tensors: Vec<IndexTensor>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct IndexTensor {
+    name: String,
+    rows: usize,
+    cols: usize,
+    parts: Vec<Part>,
+}
+
+#[derive(Clone, Debug, Serialize, Deserialize)]
+struct Part {
+    offset: u64,
+    len: u64,
+    checksum: String,
+}
+
+impl IndexTensor {
+    /// Expected byte length of each part for `precision`.
+    fn part_lens(precision: Precision, rows: usize, cols: usize) -> Option<Vec<usize>> {
+        Some(match precision {
+            Precision::F32 => return None,
+            Precision::Int8 => vec![rows.checked_mul(cols)?, rows.checked_mul(4)?],
+            Precision::Q4 => vec![
+                rows.checked_mul(tts_kernels::q4::q4_row_bytes(cols))?,
+                rows.checked_mul(tts_kernels::q4::q4_row_groups(cols))?,
+                rows.checked_mul(4)?,
+            ],
+        })
+    }
+
+    fn view(&self, file: Arc<MappedFile>, precision: Precision) -> Option<Weight> {
+        let o: Vec<usize> = self.parts.iter().map(|p| p.offset as usize).collect();
+        match precision {
+            Precision::Int8 => Weight::mapped_q8(file, self.rows, self.cols, o[0], o[1]),
+            Precision::Q4 => Weight::mapped_q4(file, self.rows, self.cols, [o[0], o[1], o[2]]),
+            Precision::F32 => None,
+        }
+    }
+}
+
+enum Invalid {
+    /// No file: silent, the first load creates it.
+    Missing,
+    /// Unusable (the named reason).
+    Bad(String),
+}
+
+fn precision_code(p: Precision) -> u32 {
+    match p {
+        Precision::F32 => 0,
+        Precision::Int8 => 1,
+        Precision::Q4 => 2,
+    }
+}
+
+fn le_u32(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(b[at..at + 4].try_into().expect("4 bytes"))
+}
+
+fn le_u64(b: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(b[at..at + 8].try_into().expect("8 bytes"))
+}
+
+/// Maps `path` and checks it against `key` (see the module docs).
+fn read_valid(
+    path: &Path,
+    key: &Key,
+) -> std::result::Result<(Arc<MappedFile>, HashMap<String, IndexTensor>), Invalid> {
+    let file = match MappedFile::open(path) {
+        Ok(f) => f,
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Err(Invalid::Missing),
+        Err(e) => return Err(Invalid::Bad(format!("cannot read: {e}"))),
+    };
+    let bad = |m: String| Err(Invalid::Bad(m));
+    let b = file.bytes();
+    if b.len() < HEADER_LEN {
+        return bad(format!(
+            "truncated: {} bytes, shorter than the {HEADER_LEN}-byte header",
+            b.len()
+        ));
+    }
+    if b[..8] != MAGIC {
+        return bad("not a tts-rt weights cache file (bad magic)".into());
+    }
+    let version = le_u32(b, 8);
+    if version != FORMAT_VERSION {
+        return bad(format!(
+            "stale: format version {version}, this build reads {FORMAT_VERSION}"
+        ));
+    }
+    let (index_off, index_len, file_len) = (le_u64(b, 16), le_u64(b, 24), le_u64(b, 32));
+    if file_len != b.len() as u64 {
+        return bad(format!(
+            "truncated or corrupt: the header says {file_len} bytes, the file has {}",
+            b.len()
+        ));
+    }
+    let index_end = index_off.checked_add(index_len);
+    if index_off < HEADER_LEN as u64 || index_end != Some(file_len) {
+        return bad(format!(
+            "corrupt header: index at {index_off}+{index_len} in a {file_len}-byte file"
+        ));
+    }
+    let index_bytes = &b[index_off as usize..];
+    let mut h = b[..40].to_vec();
+    h.extend_from_slice(index_bytes);
+    if hash64(&h) != le_u64(b, 40) {
+        return bad("corrupt: header checksum mismatch".into());
+    }
+    let index: Index = serde_json::from_slice(index_bytes)
+        .map_err(|e| Invalid::Bad(format!("corrupt index: {e}")))?;
+    let want_precision = Precision::from_name(&key.precision).unwrap_or_default();
+    if le_u32(b, 12) != precision_code(want_precision) {
+        return bad(format!(
+            "stale: precision code {} in the header, the index says {}",
+            le_u32(b, 12),
+            index.key.precision
+        ));
+    }
+    if let Some(why) = key_difference(&index.key, key) {
+        return bad(format!("stale: {why}"));
+    }
+    let mut tensors = HashMap::new();
+    for t in &index.tensors {
+        let lens = IndexTensor::part_lens(want_precision, t.rows, t.cols)
+            .ok_or_else(|| Invalid::Bad(format!("corrupt index: tensor `{}` size", t.name)))?;
+        if t.parts.len() != lens.len() {
+            return bad(format!(
+                "corrupt index: tensor `{}` has {} parts, {} expected",
+                t.name,
+                t.parts.len(),
+                lens.len()
+            ));
+        }
+        for (p, &len) in t.parts.iter().zip(&lens) {
+            let end = p.offset.checked_add(p.len);
+            if p.len != len as u64
+                || p.offset < HEADER_LEN as u64
+                || !p.offset.is_multiple_of(ALIGN as u64)
+                || end.is_none_or(|e| e > index_off)
+            {
+                return bad(format!(
+                    "corrupt index: tensor `{}` part at {}+{} (expected {len} bytes, 64-aligned, before the index at {index_off})",
+                    t.name, p.offset, p.len
+                ));
+            }
+        }
+        if tensors.insert(t.name.clone(), t.clone()).is_some() {
+            return bad(format!("corrupt index: tensor `{}` listed twice", t.name));
+        }
+    }
+    // Data checksums, tensors in parallel: catches corruption inside the
+    // data region (and brings the pages into the page cache, where the
+    // first forward would fault them in anyway).
+    if let Some(t) = index.tensors.par_iter().find_any(|t| {
+        t.parts.iter().any(|p| {
+            let s = &b[p.offset as usize..(p.offset + p.len) as usize];
+            hex(hash64(s)) != p.checksum
+        })
+    }) {
+        return bad(format!(
+            "corrupt: tensor `{}` data checksum mismatch",
+            t.name
+        ));
+    }
+    Ok((Arc::new(file), tensors))
+}
+
+/// The first difference between a file's key and the wanted one.
+fn key_difference(have: &Key, want: &Key) -> Option<String> {
+    if have.quantizer != want.quantizer {
+        return Some(format!(
+            "quantizer version {}, this build's is {}",
+            have.quantizer, want.quantizer
+        ));
+    }
+    if have.precision != want.precision || have.stage != want.stage {
+        return Some(format!(
+            "holds {} at {}, wanted {} at {}",
+            have.stage, have.precision, want.stage, want.precision
+        ));
+    }
+    if have.format != want.format {
+        return Some(format!("index format {}", have.format));
+    }
+    if have.sources.len() != want.sources.len() {
+        return Some(format!(
+            "made from {} checkpoint file(s), the checkpoint has {}",
+            have.sources.len(),
+            want.sources.len()
+        ));
+    }
+    for (h, w) in have.sources.iter().zip(&want.sources) {
+        let what = if h.path != w.path {
+            "path"
+        } else if h.size != w.size {
+            "size"
+        } else if h.mtime_ns != w.mtime_ns {
+            "modification time"
+        } else if h.header_hash != w.header_hash {
+            "safetensors header"
+        } else {
+            continue;
+        };
+        return Some(format!(
+            "{} changed ({what}) since the cache was written",
+            w.path.display()
+        ));
+    }
+    None
+}
+
+/// A cache file being written: a temporary file beside the final path,
+/// renamed over it by [`Self::commit`] and removed if dropped uncommitted.
+struct Writer {
+    path: PathBuf,
+    tmp: PathBuf,
+    out: Option<BufWriter<File>>,
+    pos: u64,
+    key: Key,
+    tensors: Vec<IndexTensor>,
+}
+
+impl Writer {
+    fn create(path: &Path, key: Key) -> std::io::Result<Writer> {
+        static SEQ: AtomicU64 = AtomicU64::new(0);
+        if let Some(dir) = path.parent() {
+            std::fs::create_dir_all(dir)?;
+        }
+        let tmp = path.with_extension(format!(
+            "wcache.tmp{}-{}",
+            std::process::id(),
+            SEQ.fetch_add(1, Ordering::Relaxed)
+        ));
+        let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+        let mut w = Writer {
+            path: path.to_path_buf(),
+            tmp,
+            out: None,
+            pos: 0,
+            key,
+            tensors: Vec::new(),
+        };
+        out.write_all(&[0u8; HEADER_LEN])?;
+        w.out = Some(out);
+        w.pos = HEADER_LEN as u64;
+        Ok(w)
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<()> {
+        let out = self.out.as_mut().ok_or_else(closed)?;
+        out.write_all(bytes)?;
+        self.pos += bytes.len() as u64;
+        Ok(())
+    }
+
+    fn pad(&mut self) -> std::io::Result<()> {
+        let n = (ALIGN as u64 - self.pos % ALIGN as u64) % ALIGN as u64;
+        self.write(&[0u8; ALIGN][..n as usize])
+    }
+
+    fn append(&mut self, name: &str, w: &Weight) -> std::io::Result<()> {
+        let scales_bytes = |s: &[f32]| s.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
+        let parts: Vec<std::borrow::Cow<[u8]>> = match w.mat() {
+            Mat::Q8 { data, scales, .. } => {
+                vec![i8_bytes(data).into(), scales_bytes(scales).into()]
+            }
+            Mat::Q4 {
+                data,
+                group_scales,
+                scales,
+                ..
+            } => vec![
+                data.into(),
+                group_scales.into(),
+                scales_bytes(scales).into(),
+            ],
+            _ => {
+                return Err(std::io::Error::other(format!(
+                    "tensor `{name}` is not int8 or q4"
+                )))
+            }
+        };
+        let mut index = Vec::new();
+        for p in parts {
+            self.pad()?;
+            index.push(Part {
+                offset: self.pos,
+                len: p.len() as u64,
+                checksum: hex(hash64(&p)),
+            });
+            self.write(&p)?;
+        }
+        self.tensors.push(IndexTensor {
+            name: name.to_string(),
+            rows: w.rows(),
+            cols: w.cols(),
+            parts: index,
+        });
+        Ok(())
+    }
+
+    /// Writes the index and the header, then renames into place.
+    fn commit(mut self, key: &Key) -> std::io::Result<()> {
+        self.pad()?;
+        let index = serde_json::to_vec(&Index {
+            key: key.clone(),
+            tensors: std::mem::take(&mut self.tensors),
+        })
+        .map_err(std::io::Error::other)?;
+        let index_off = self.pos;
+        self.write(&index)?;
+        let mut header = [0u8; HEADER_LEN];
+        header[..8].copy_from_slice(&MAGIC);
+        header[8..12].copy_from_slice(&FORMAT_VERSION.to_le_bytes());
+        let precision = Precision::from_name(&key.precision).unwrap_or_default();
+        header[12..16].copy_from_slice(&precision_code(precision).to_le_bytes());
+        header[16..24].copy_from_slice(&index_off.to_le_bytes());
+        header[24..32].copy_from_slice(&(index.len() as u64).to_le_bytes());
+        header[32..40].copy_from_slice(&self.pos.to_le_bytes());
+        let mut h = header[..40].to_vec();
+        h.extend_from_slice(&index);
+        header[40..48].copy_from_slice(&hash64(&h).to_le_bytes());
+        let mut out = self.out.take().ok_or_else(closed)?;
+        out.flush()?;
+        let mut file = out.into_inner().map_err(|e| e.into_error())?;
+        file.seek(SeekFrom::Start(0))?;
+        file.write_all(&header)?;
+        file.flush()?;
+        drop(file);
+        std::fs::rename(&self.tmp, &self.path)
+    }
+}
+
+fn closed() -> std::io::Error {
+    std::io::Error::other("cache file already closed")
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        // Committed files were renamed away; anything left is partial.
+        let _ = std::fs::remove_file(&self.tmp);
+    }
+}
+
+fn hex(v: u64) -> String {
+    format!("{v:016x}")
+}
+
+/// A fast 64-bit non-cryptographic hash (4 independent multiply-rotate
+/// lanes over 32-byte blocks, then a splitmix64 finish): detects
+/// corruption and stale headers, not tampering. Every step of a lane is a
+/// bijection of its state, so changing one 8-byte word always changes that
+/// lane's final state.
+pub fn hash64(bytes: &[u8]) -> u64 {
+    const P1: u64 = 0x9e37_79b1_85eb_ca87;
+    const P2: u64 = 0xc2b2_ae3d_27d4_eb4f;
+    let mut acc = [P1, P2, P1 ^ P2, P1.rotate_left(32)];
+    let mut blocks = bytes.chunks_exact(32);
+    for b in &mut blocks {
+        for (i, a) in acc.iter_mut().enumerate() {
+            let w = u64::from_le_bytes(b[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+            *a = (*a ^ w).wrapping_mul(P1).rotate_left(31);
+        }
+    }
+    let mut tail = [0u8; 32];
+    let rest = blocks.remainder();
+    tail[..rest.len()].copy_from_slice(rest);
+    let mut h = bytes.len() as u64;
+    for (i, a) in acc.iter().enumerate() {
+        let w = u64::from_le_bytes(tail[8 * i..8 * i + 8].try_into().expect("8 bytes"));
+        h = (h ^ a.wrapping_mul(P2) ^ w)
+            .wrapping_mul(P1)
+            .rotate_left(27);
+    }
+    h ^= h >> 30;
+    h = h.wrapping_mul(0xbf58_476d_1ce4_e5b9);
+    h ^= h >> 27;
+    h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
+    h ^ (h >> 31)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A one-tensor f32 safetensors file `w` of `[rows, cols]`.
+    fn write_checkpoint(path: &Path, rows: usize, cols: usize) -> Vec<f32> {
+        let v: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919) % 1013) as f32 / 500.0 - 1.0)
+            .collect();
+        let mut header = format!(
+            r#"{{"w":{{"dtype":"F32","shape":[{rows},{cols}],"data_offsets":[0,{}]}}}}"#,
+            v.len() * 4
+        )
+        .into_bytes();
+        while header.len() % 8 != 0 {
+            header.push(b' ');
+        }
+        let mut b = (header.len() as u64).to_le_bytes().to_vec();
+        b.extend_from_slice(&header);
+        b.extend(v.iter().flat_map(|x| x.to_le_bytes()));
+        std::fs::write(path, b).unwrap();
+        v
+    }
+
+    /// Converted through the cache twice: the second load is a zero-copy
+    /// view of the file with the bytes the in-memory conversion gives.
+    #[test]
+    fn a_hit_maps_the_file_and_matches_the_conversion() {
+        let tmp = std::env::temp_dir().join(format!("tts-rt-wcache-unit-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let ckpt = tmp.join("model.safetensors");
+        let (rows, cols) = (70, 96);
+        let v = write_checkpoint(&ckpt, rows, cols);
+        for p in [Precision::Int8, Precision::Q4] {
+            let want = convert(Weight::from_f32(rows, cols, v.clone()), p);
+            let mut statuses = Vec::new();
+            for _ in 0..2 {
+                let mut store = TensorStore::open_files(&[ckpt.clone()]).unwrap();
+                store.set_weights_cache(Some(&tmp.join("cache")));
+                let conv = StageConverter::open(&store, "s", p);
+                let w = conv.weight("w", &[rows, cols]).unwrap();
+                conv.finish();
+                statuses.push(store.take_weights_cache_events()[0].status.clone());
+                match (w.mat(), want.mat()) {
+                    (
+                        Mat::Q8 { data, scales, .. },
+                        Mat::Q8 {
+                            data: d2,
+                            scales: s2,
+                            ..
+                        },
+                    ) => {
+                        assert_eq!(data, d2);
+                        assert_eq!(scales, s2);
+                    }
+                    (
+                        Mat::Q4 {
+                            data,
+                            group_scales,
+                            scales,
+                            ..
+                        },
+                        Mat::Q4 {
+                            data: d2,
+                            group_scales: g2,
+                            scales: s2,
+                            ..
+                        },
+                    ) => {
+                        assert_eq!(data, d2);
+                        assert_eq!(group_scales, g2);
+                        assert_eq!(scales, s2);
+                    }
+                    _ => panic!("{p}: wrong kind"),
+                }
+                assert_eq!(w.is_file_backed(), statuses.len() == 2, "{p}");
+            }
+            assert_eq!(
+                statuses,
+                vec![WeightsCacheStatus::Created, WeightsCacheStatus::Hit]
+            );
+        }
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    #[test]
+    fn hash_changes_with_any_word_length_and_tail() {
+        let base: Vec<u8> = (0..1000u32).map(|i| (i * 31 % 251) as u8).collect();
+        let h = hash64(&base);
+        assert_eq!(h, hash64(&base.clone()));
+        for at in [0, 7, 8, 31, 32, 500, 991, 999] {
+            let mut v = base.clone();
+            v[at] ^= 1;
+            assert_ne!(hash64(&v), h, "flip at {at}");
+        }
+        assert_ne!(hash64(&base[..999]), h);
+        let mut longer = base.clone();
+        longer.push(0);
+        assert_ne!(hash64(&longer), h, "a zero byte appended");
+        assert_ne!(hash64(&[]), hash64(&[0]));
+    }
+}

@@ -34,18 +34,20 @@
 //! FMAs (two FMAs per pair, in the instruction's order) for CPUs without
 //! avx512_bf16; the scalar path runs the reference.
 
-use crate::mat::{bf16_to_f32, f32_to_bf16};
+use crate::mat::bf16_to_f32;
 
 /// bf16 of `x`, round-to-nearest-even, subnormals flushed to (signed) zero
-/// (the instruction treats them as zero anyway), NaN kept NaN.
-#[inline]
+/// (the instruction treats them as zero anyway), NaN kept NaN (quieted).
+/// Equal to `f32_to_bf16` (the `half` crate's rounding) except for the
+/// flush; branch-free so the packing loops vectorise.
+#[inline(always)]
 pub fn round_bf16(x: f32) -> u16 {
-    let b = f32_to_bf16(x);
-    if b & 0x7f80 == 0 {
-        b & 0x8000
-    } else {
-        b
-    }
+    let b = x.to_bits();
+    let nan = b & 0x7fff_ffff > 0x7f80_0000;
+    let r = b.wrapping_add(0x7fff + ((b >> 16) & 1)) >> 16;
+    let r = if nan { (b >> 16) | 0x40 } else { r };
+    let r = if r & 0x7f80 == 0 { r & 0x8000 } else { r };
+    r as u16
 }
 
 /// `x` rounded through bf16 (the value the dot product sees).
@@ -167,13 +169,21 @@ impl ConvBf16 {
     }
 }
 
-/// `x = [c_in, t_in]` rounded to bf16 pairs, `[pairs, pad + t_in + pad]`
-/// with `pad` zero columns on each side (a missing odd channel is 0).
-pub(crate) fn pack_pairs(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<u32> {
+/// Pairs `p0..` of `x = [c_in, t_in]` rounded to bf16 pairs into `out`
+/// (whole rows of `pad + t_in + pad`, zero-initialised: the `pad` columns
+/// on each side and a missing odd channel stay 0).
+#[inline(always)]
+pub(crate) fn pack_pairs(
+    x: &[f32],
+    c_in: usize,
+    t_in: usize,
+    pad: usize,
+    p0: usize,
+    out: &mut [u32],
+) {
     let x_cs = t_in + 2 * pad;
-    let pairs = c_in.div_ceil(2);
-    let mut out = vec![0u32; pairs * x_cs];
-    for (p, row) in out.chunks_exact_mut(x_cs).enumerate() {
+    for (i, row) in out.chunks_exact_mut(x_cs).enumerate() {
+        let p = p0 + i;
         let lo = &x[2 * p * t_in..(2 * p + 1) * t_in];
         let dst = &mut row[pad..pad + t_in];
         if 2 * p + 1 < c_in {
@@ -187,30 +197,63 @@ pub(crate) fn pack_pairs(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec
             }
         }
     }
-    out
 }
 
 /// The emulation's layout: `x` rounded through bf16 and kept as f32,
-/// `[2 * pairs, pad + t_in + pad]` (row `2p` is the low element of pair
-/// `p`, row `2p + 1` the high one; a missing odd channel is a zero row).
-pub(crate) fn pack_planes(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<f32> {
+/// two rows of `pad + t_in + pad` per pair (row `2p` is the low element of
+/// pair `p`, row `2p + 1` the high one; a missing odd channel is a zero
+/// row). Pairs `p0..` into `out` (zero-initialised), as [`pack_pairs`].
+#[inline(always)]
+pub(crate) fn pack_planes(
+    x: &[f32],
+    c_in: usize,
+    t_in: usize,
+    pad: usize,
+    p0: usize,
+    out: &mut [f32],
+) {
     let x_cs = t_in + 2 * pad;
-    let rows = 2 * c_in.div_ceil(2);
-    let mut out = vec![0f32; rows * x_cs];
-    for (ci, row) in out.chunks_exact_mut(x_cs).enumerate().take(c_in) {
+    for (i, row) in out.chunks_exact_mut(x_cs).enumerate() {
+        let ci = 2 * p0 + i;
+        if ci >= c_in {
+            break;
+        }
         for (d, &a) in row[pad..pad + t_in]
             .iter_mut()
             .zip(&x[ci * t_in..(ci + 1) * t_in])
         {
-            *d = bf16_value(a);
+            *d = bf16_to_f32(round_bf16(a));
         }
     }
-    out
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn rounding_matches_the_half_crate_except_the_flush() {
+        let mut s = 0x1234_5678_9abc_def0u64;
+        for i in 0..2_000_000u64 {
+            s = s
+                .wrapping_mul(6364136223846793005)
+                .wrapping_add(1442695040888963407);
+            // Random bit patterns, plus every pattern near the rounding ties.
+            let b = if i % 2 == 0 {
+                (s >> 32) as u32
+            } else {
+                ((s >> 32) as u32 & 0xffff_0000) | (0x7fff + (i as u32 % 3))
+            };
+            let x = f32::from_bits(b);
+            let want = crate::mat::f32_to_bf16(x);
+            let want = if want & 0x7f80 == 0 {
+                want & 0x8000
+            } else {
+                want
+            };
+            assert_eq!(round_bf16(x), want, "{b:#x}");
+        }
+    }
 
     #[test]
     fn rounding_is_nearest_even_and_flushes_subnormals() {

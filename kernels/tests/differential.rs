@@ -548,7 +548,7 @@ fn conv_and_attention_are_deterministic_across_thread_counts() {
 fn conv1d_all_shapes() {
     let mut rng = Rng(3);
     // (c_in, c_out, kernel, dilation, groups, t_in)
-    let shapes: [(usize, usize, usize, usize, usize, usize); 22] = [
+    let shapes: [(usize, usize, usize, usize, usize, usize); 23] = [
         (1, 1, 1, 1, 1, 1),
         (1, 1, 1, 1, 1, 0),
         (3, 5, 3, 1, 1, 20),
@@ -562,15 +562,16 @@ fn conv1d_all_shapes() {
         (17, 9, 7, 1, 1, 23), // t_out = 17
         (9, 4, 2, 1, 1, 16),  // t_out = 15
         (2, 4, 1, 1, 1, 33),
-        (64, 36, 7, 3, 1, 300),  // parallel
-        (96, 96, 7, 1, 96, 401), // parallel depthwise
-        (130, 9, 3, 1, 1, 75),   // 3 input-channel chunks
-        (5, 5, 3, 2, 5, 21),     // depthwise k3: 17 outputs
-        (3, 3, 5, 1, 3, 20),     // depthwise k5: 16 outputs
-        (7, 7, 4, 1, 7, 12),     // depthwise, even kernel: block path
-        (100, 64, 7, 1, 1, 7),   // t_out = 1: im2col + matmul path
-        (33, 9, 7, 3, 1, 25),    // t_out = 7
-        (300, 70, 7, 1, 1, 20),  // t_out = 14, parallel matmul
+        (64, 36, 7, 3, 1, 300),   // parallel
+        (96, 96, 7, 1, 96, 401),  // parallel depthwise
+        (130, 9, 3, 1, 1, 75),    // 3 input-channel chunks
+        (5, 5, 3, 2, 5, 21),      // depthwise k3: 17 outputs
+        (3, 3, 5, 1, 3, 20),      // depthwise k5: 16 outputs
+        (7, 7, 4, 1, 7, 12),      // depthwise, even kernel: block path
+        (100, 64, 7, 1, 1, 7),    // t_out = 1: im2col + matmul path
+        (33, 9, 7, 3, 1, 25),     // t_out = 7
+        (300, 70, 7, 1, 1, 20),   // t_out = 14, parallel matmul
+        (512, 12, 3, 2, 1, 1100), // several time slabs, a partial one
     ];
     for ks in paths() {
         for &(c_in, c_out, kernel, dilation, groups, t_in) in &shapes {
@@ -1044,7 +1045,7 @@ fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
 fn conv1d_bf16_is_bit_exact_on_every_path() {
     let mut rng = Rng(21);
     // (c_in, c_out, kernel, dilation, t_in)
-    let shapes: [(usize, usize, usize, usize, usize); 14] = [
+    let shapes: [(usize, usize, usize, usize, usize); 15] = [
         (1, 1, 1, 1, 1),
         (1, 1, 1, 1, 0),
         (3, 5, 3, 1, 20),
@@ -1053,12 +1054,13 @@ fn conv1d_bf16_is_bit_exact_on_every_path() {
         (17, 9, 7, 1, 23), // t_out = 17, odd c_in
         (9, 4, 2, 1, 16),  // t_out = 15
         (2, 4, 1, 1, 33),
-        (64, 36, 7, 3, 300), // parallel
-        (131, 9, 3, 1, 75),  // 66 pairs: 3 chunks, odd c_in
-        (100, 64, 7, 1, 7),  // t_out = 1
-        (33, 13, 7, 9, 80),  // dilation 9, 26 outputs
-        (96, 1, 7, 1, 200),  // one output channel (conv_out)
-        (48, 24, 1, 1, 97),  // 1x1
+        (64, 36, 7, 3, 300),   // parallel
+        (131, 9, 3, 1, 75),    // 66 pairs: 3 chunks, odd c_in
+        (100, 64, 7, 1, 7),    // t_out = 1
+        (33, 13, 7, 9, 80),    // dilation 9, 26 outputs
+        (96, 1, 7, 1, 200),    // one output channel (conv_out)
+        (48, 24, 1, 1, 97),    // 1x1
+        (512, 12, 3, 2, 1100), // several time slabs (256 pairs), a partial one
     ];
     for ks in bf16_paths() {
         for &(c_in, c_out, kernel, dilation, t_in) in &shapes {
@@ -1087,7 +1089,7 @@ fn conv1d_bf16_is_bit_exact_on_every_path() {
 fn conv_transpose1d_bf16_is_bit_exact_on_every_path() {
     let mut rng = Rng(22);
     // (c_in, c_out, kernel, stride, t_in)
-    let shapes: [(usize, usize, usize, usize, usize); 13] = [
+    let shapes: [(usize, usize, usize, usize, usize); 14] = [
         (1, 1, 1, 1, 1),
         (1, 1, 1, 1, 0),
         (3, 5, 4, 2, 7),
@@ -1100,7 +1102,8 @@ fn conv_transpose1d_bf16_is_bit_exact_on_every_path() {
         (131, 6, 10, 5, 9),  // 3 pair chunks, odd c_in
         (70, 9, 16, 8, 3),
         (33, 40, 10, 5, 1),
-        (24, 12, 2, 2, 40), // kernel = stride (upsample)
+        (24, 12, 2, 2, 40),   // kernel = stride (upsample)
+        (512, 6, 10, 5, 700), // two slabs of phase columns
     ];
     for ks in bf16_paths() {
         for &(c_in, c_out, kernel, stride, t_in) in &shapes {
@@ -1238,4 +1241,97 @@ fn dpbf16_instruction_matches_the_scalar_model() {
         order_matters > n / 100,
         "the test data cannot tell the orders apart"
     );
+}
+
+/// CPU seconds of the calling thread (utime + stime from
+/// /proc/thread-self/stat, 10 ms ticks): a rate that a busy machine's time
+/// sharing does not distort, unlike wall time.
+fn thread_cpu_s() -> Option<f64> {
+    let s = std::fs::read_to_string("/proc/thread-self/stat").ok()?;
+    let f: Vec<&str> = s.rsplit_once(')')?.1.split_whitespace().collect();
+    let t: u64 = f.get(11)?.parse::<u64>().ok()? + f.get(12)?.parse::<u64>().ok()?;
+    Some(t as f64 / 100.0)
+}
+
+/// Multiply-adds per CPU second of one thread, f32 vs bf16 (native and
+/// emulated) on vocoder shapes (not run by default):
+/// `cargo test --release -p tts-kernels --test differential conv_bf16_cpu_rate_report -- --ignored --nocapture`.
+#[test]
+#[ignore]
+fn conv_bf16_cpu_rate_report() {
+    let Some(_) = thread_cpu_s() else {
+        eprintln!("no /proc/thread-self/stat");
+        return;
+    };
+    let pool = rayon::ThreadPoolBuilder::new()
+        .num_threads(1)
+        .build()
+        .unwrap();
+    let mut rng = Rng(26);
+    let ks = Kernels::selected();
+    // (name, c_in, c_out, kernel, dilation, t_out)
+    for (name, ci, co, k, d, t) in [
+        ("unit768_k7_d3", 768, 768, 7, 3, 1280),
+        ("unit192_k7_d9", 192, 192, 7, 9, 25600),
+        ("unit96_k7_d1", 96, 96, 7, 1, 76800),
+        ("pw384_k1", 384, 384, 1, 1, 6400),
+    ] {
+        let sh = Conv1dShape {
+            c_in: ci,
+            c_out: co,
+            kernel: k,
+            dilation: d,
+            groups: 1,
+        };
+        let t_in = t + (k - 1) * d;
+        let x = rng.vec(ci * t_in, 1.0);
+        let wf = rng.vec(co * ci * k, 1.0);
+        let w = ConvBf16::from_conv1d(&wf, co, ci, k);
+        let mut out = vec![0f32; co * t];
+        let macs = (co * ci * k * t) as f64;
+        let rate = |f: &mut (dyn FnMut() + Send)| {
+            pool.install(|| {
+                f();
+                let (c0, mut n) = (thread_cpu_s().unwrap(), 0);
+                while thread_cpu_s().unwrap() - c0 < 1.0 {
+                    f();
+                    n += 1;
+                }
+                n as f64 * macs / (thread_cpu_s().unwrap() - c0) / 1e9
+            })
+        };
+        let f32r = rate(&mut || ks.conv1d(&x, t_in, &wf, None, sh, &mut out));
+        let bf = rate(&mut || ks.conv1d_bf16(&x, t_in, &w, None, d, &mut out));
+        let em = ks.with_emulated_bf16();
+        let emr = rate(&mut || em.conv1d_bf16(&x, t_in, &w, None, d, &mut out));
+        println!(
+            "{name}: G multiply-adds per CPU s: f32 {f32r:.1}, bf16 {} {bf:.1}, bf16 emulated {emr:.1}",
+            ks.bf16_conv_path()
+        );
+    }
+    // Vocoder upsampling (blocks 1 and 3 at 40 frames).
+    for (ci, co, k, st, t_in) in [(768, 384, 10, 5, 6400), (192, 96, 6, 3, 25600)] {
+        let x = rng.vec(ci * t_in, 1.0);
+        let wf = rng.vec(ci * co * k, 1.0);
+        let w = ConvBf16::from_conv_transpose1d(&wf, ci, co, k);
+        let mut out = vec![0f32; co * ((t_in - 1) * st + k)];
+        let macs = (co * ci * k * t_in) as f64;
+        let rate = |f: &mut (dyn FnMut() + Send)| {
+            pool.install(|| {
+                f();
+                let (c0, mut n) = (thread_cpu_s().unwrap(), 0);
+                while thread_cpu_s().unwrap() - c0 < 1.0 {
+                    f();
+                    n += 1;
+                }
+                n as f64 * macs / (thread_cpu_s().unwrap() - c0) / 1e9
+            })
+        };
+        let f32r = rate(&mut || ks.conv_transpose1d(&x, t_in, &wf, None, ci, co, k, st, &mut out));
+        let bf = rate(&mut || ks.conv_transpose1d_bf16(&x, t_in, &w, None, st, &mut out));
+        println!(
+            "transpose{ci}to{co}_k{k}s{st}_t{t_in}: G multiply-adds per CPU s: f32 {f32r:.1}, bf16 {} {bf:.1}",
+            ks.bf16_conv_path()
+        );
+    }
 }

@@ -14,7 +14,8 @@
 //! Channel blocks, the pair chunking that keeps a block's weights in L1
 //! and the transposed convolution's phase split are as in `conv.rs`.
 
-use super::{for_blocks, Simd};
+use super::conv::slab_len;
+use super::{SharedOut, Simd, PAR_MIN_WORK, TASK_MIN_WORK};
 use crate::conv_bf16::{flush, pack_planes, pair_hi, pair_lo, ConvBf16};
 
 /// Output channels per task block.
@@ -37,6 +38,9 @@ struct Block<'a, X> {
     x_ps: usize,
     /// Row length (time columns incl. padding).
     x_cs: usize,
+    /// Input column of output column 0 (a slab's start; the output buffer
+    /// holds only the slab).
+    x_t0: usize,
     pairs: usize,
     /// Weight pair of (block channel `c`, pair `p`, tap) at
     /// `c * w_co + p * w_ci + tap.w_off`.
@@ -48,14 +52,16 @@ struct Block<'a, X> {
 
 /// One way of computing a register tile.
 trait PairKernel: Copy + Send + Sync {
-    type X: Copy + Send + Sync;
+    type X: Copy + Send + Sync + Default;
     /// f32 lanes per vector.
     const LANES: usize;
     /// Tile height for blocks of >= 8 channels, and its width in vectors.
     const C8_TV: usize;
     fn vectorize<R>(self, f: impl FnOnce() -> R) -> R;
-    /// Elements one pair's row occupies in the packed input.
-    fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<Self::X>;
+    /// Packed rows per pair.
+    const ROWS: usize;
+    /// Packs pairs `p0..` of `x` into `out` (whole pairs, zeroed).
+    fn pack_rows(x: &[f32], c_in: usize, t_in: usize, pad: usize, p0: usize, out: &mut [Self::X]);
     /// `TV` vectors of time from `t0` for `C` channels, pairs `p0..p1`,
     /// added to `out` (`PART`: the last vector has `nl` lanes).
     ///
@@ -86,18 +92,43 @@ impl<X: Copy> Block<'_, X> {
         p0: usize,
         p1: usize,
     ) {
-        if t_len == 0 || p0 >= p1 || self.taps.is_empty() {
+        if t_len == 0 {
             return;
         }
         let nco = out.len() / t_len;
         assert_eq!(out.len(), nco * t_len);
-        if nco == 0 {
+        // SAFETY: `out` is `[nco, t_len]`, exclusively borrowed.
+        unsafe { self.accumulate_raw(k, out.as_mut_ptr(), t_len, nco, 0, t_len, p0, p1) }
+    }
+
+    /// Adds pairs `p0..p1` into columns `t0..t1` of `nco` rows at `out`
+    /// (row stride `out_cs`).
+    ///
+    /// # Safety
+    /// Those `nco` row segments are valid for reads and writes and no other
+    /// thread touches them meanwhile.
+    #[allow(clippy::too_many_arguments)]
+    unsafe fn accumulate_raw<K: PairKernel<X = X>>(
+        &self,
+        k: K,
+        out: *mut f32,
+        out_cs: usize,
+        nco: usize,
+        t0: usize,
+        t1: usize,
+        p0: usize,
+        p1: usize,
+    ) {
+        if t0 >= t1 || p0 >= p1 || self.taps.is_empty() || nco == 0 {
             return;
         }
         let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
         let max_w = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
-        assert!(p1 <= self.pairs);
-        assert!(t_len + max_x <= self.x_cs, "conv_bf16: x row too short");
+        assert!(p1 <= self.pairs && t1 <= out_cs);
+        assert!(
+            self.x_t0 + t1 + max_x <= self.x_cs,
+            "conv_bf16: x row too short"
+        );
         assert!(
             (p1 - 1) * self.x_ps + (self.x_ps - self.x_cs) + self.x_cs <= self.x.len(),
             "conv_bf16: x too short"
@@ -116,15 +147,17 @@ impl<X: Copy> Block<'_, X> {
                         r if r >= 4 => 4,
                         _ => 1,
                     };
-                    // SAFETY: the asserts above bound every access.
+                    // SAFETY: the asserts above bound every x and w access;
+                    // the caller vouches for the out rows.
                     unsafe {
-                        let o = out.as_mut_ptr().add(c0 * t_len);
+                        let o = out.add(c0 * out_cs);
                         let w = self.w.as_ptr().add(c0 * self.w_co);
+                        let r = (out_cs, t0, t1, p0, p1);
                         match c {
-                            8 if K::C8_TV == 3 => self.rows::<K, 8, 3>(k, w, o, t_len, p0, p1),
-                            8 => self.rows::<K, 8, 2>(k, w, o, t_len, p0, p1),
-                            4 => self.rows::<K, 4, 3>(k, w, o, t_len, p0, p1),
-                            _ => self.rows::<K, 1, 3>(k, w, o, t_len, p0, p1),
+                            8 if K::C8_TV == 3 => self.rows::<K, 8, 3>(k, w, o, r),
+                            8 => self.rows::<K, 8, 2>(k, w, o, r),
+                            4 => self.rows::<K, 4, 3>(k, w, o, r),
+                            _ => self.rows::<K, 1, 3>(k, w, o, r),
                         }
                     }
                     c0 += c;
@@ -141,25 +174,23 @@ impl<X: Copy> Block<'_, X> {
         k: K,
         w: *const u32,
         out: *mut f32,
-        t_len: usize,
-        p0: usize,
-        p1: usize,
+        (out_cs, t0, t1, p0, p1): (usize, usize, usize, usize, usize),
     ) {
         let l = K::LANES;
-        let mut t = 0;
-        while t + TVMAX * l <= t_len {
-            k.tile::<C, TVMAX, false>(self, w, out, t_len, t, l, p0, p1);
+        let mut t = t0;
+        while t + TVMAX * l <= t1 {
+            k.tile::<C, TVMAX, false>(self, w, out, out_cs, t, l, p0, p1);
             t += TVMAX * l;
         }
-        let rem = t_len - t;
+        let rem = t1 - t;
         let nl = if rem.is_multiple_of(l) { l } else { rem % l };
         match (rem.div_ceil(l), !rem.is_multiple_of(l)) {
             (0, _) => {}
-            (1, false) => k.tile::<C, 1, false>(self, w, out, t_len, t, nl, p0, p1),
-            (1, true) => k.tile::<C, 1, true>(self, w, out, t_len, t, nl, p0, p1),
-            (2, false) => k.tile::<C, 2, false>(self, w, out, t_len, t, nl, p0, p1),
-            (2, true) => k.tile::<C, 2, true>(self, w, out, t_len, t, nl, p0, p1),
-            _ => k.tile::<C, 3, true>(self, w, out, t_len, t, nl, p0, p1),
+            (1, false) => k.tile::<C, 1, false>(self, w, out, out_cs, t, nl, p0, p1),
+            (1, true) => k.tile::<C, 1, true>(self, w, out, out_cs, t, nl, p0, p1),
+            (2, false) => k.tile::<C, 2, false>(self, w, out, out_cs, t, nl, p0, p1),
+            (2, true) => k.tile::<C, 2, true>(self, w, out, out_cs, t, nl, p0, p1),
+            _ => k.tile::<C, 3, true>(self, w, out, out_cs, t, nl, p0, p1),
         }
     }
 }
@@ -178,8 +209,10 @@ impl<S: Simd> PairKernel for Emu<S> {
         self.0.vectorize(f)
     }
 
-    fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<f32> {
-        pack_planes(x, c_in, t_in, pad)
+    const ROWS: usize = 2;
+    #[inline(always)]
+    fn pack_rows(x: &[f32], c_in: usize, t_in: usize, pad: usize, p0: usize, out: &mut [f32]) {
+        pack_planes(x, c_in, t_in, pad, p0, out)
     }
 
     #[inline(always)]
@@ -212,7 +245,7 @@ impl<S: Simd> PairKernel for Emu<S> {
         }
         let x = blk.x.as_ptr();
         for p in p0..p1 {
-            let lo = x.add(p * blk.x_ps + t0);
+            let lo = x.add(p * blk.x_ps + blk.x_t0 + t0);
             let hi = lo.add(blk.x_cs);
             let wr = w.add(p * blk.w_ci);
             for tap in blk.taps {
@@ -291,8 +324,10 @@ mod dp {
             unsafe { run(f) }
         }
 
-        fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<u32> {
-            pack_pairs(x, c_in, t_in, pad)
+        const ROWS: usize = 1;
+        #[inline(always)]
+        fn pack_rows(x: &[f32], c_in: usize, t_in: usize, pad: usize, p0: usize, out: &mut [u32]) {
+            pack_pairs(x, c_in, t_in, pad, p0, out)
         }
 
         #[inline(always)]
@@ -321,7 +356,7 @@ mod dp {
             }
             let x = blk.x.as_ptr();
             for p in p0..p1 {
-                let xr = x.add(p * blk.x_ps + t0);
+                let xr = x.add(p * blk.x_ps + blk.x_t0 + t0);
                 let wr = w.add(p * blk.w_ci);
                 for tap in blk.taps {
                     let mut xv = [bh(_mm512_setzero_si512()); TV];
@@ -377,6 +412,37 @@ mod dp {
 
 #[cfg(target_arch = "x86_64")]
 pub(crate) use dp::{dp_lane, DpBf16};
+
+/// Elements per packing task (rounding is ~1 ns per element scalar; the
+/// vocoder's last block packs ~15M per call).
+const PACK_TASK: usize = 1 << 16;
+
+/// `x = [c_in, t_in]` packed for `K` with `pad` zero columns each side,
+/// vectorised and in parallel over pairs.
+fn pack<K: PairKernel>(k: K, x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<K::X> {
+    use rayon::prelude::*;
+    let x_ps = K::ROWS * (t_in + 2 * pad);
+    let pairs = c_in.div_ceil(2);
+    let mut out = vec![K::X::default(); pairs * x_ps];
+    if out.is_empty() {
+        return out;
+    }
+    let per = PACK_TASK.div_ceil(x_ps).max(1);
+    let run = |i: usize, o: &mut [K::X]| {
+        k.vectorize(
+            #[inline(always)]
+            || K::pack_rows(x, c_in, t_in, pad, i * per, o),
+        )
+    };
+    if pairs <= per {
+        run(0, &mut out);
+    } else {
+        out.par_chunks_mut(per * x_ps)
+            .enumerate()
+            .for_each(|(i, o)| run(i, o));
+    }
+    out
+}
 
 /// Which tile computes a bf16 convolution.
 #[derive(Clone, Copy, Debug)]
@@ -440,7 +506,7 @@ fn conv1d_with<K: PairKernel>(
     if t_out == 0 || w.c_out == 0 {
         return;
     }
-    let xp = K::pack(x, w.c_in, t_in, 0);
+    let xp = pack(k, x, w.c_in, t_in, 0);
     let pairs = w.pairs();
     let x_ps = xp.len() / pairs.max(1);
     let taps: Vec<Tap> = (0..w.kernel)
@@ -450,24 +516,50 @@ fn conv1d_with<K: PairKernel>(
         })
         .collect();
     let wpc = pairs * w.kernel;
-    for_blocks(out, CO * t_out, CO * 2 * wpc * t_out, |bi, o| {
-        let co0 = bi * CO;
-        let nco = o.len() / t_out;
+    fill_bias(out, t_out, bias);
+    // Tasks are (time slab, block of CO output channels), slab-major, so
+    // each thread works through a contiguous run of slabs and every
+    // channel block of a slab reuses its packed input from L2 (a whole
+    // row of the last vocoder block is 96 pairs x 77k samples = 29 MB at
+    // 40 frames; sweeping it once per channel block went to DRAM).
+    let slab = slab_len(K::ROWS * pairs, K::LANES * K::C8_TV, t_out);
+    let (n_slabs, n_cb) = (t_out.div_ceil(slab), w.c_out.div_ceil(CO));
+    let n_tasks = n_slabs * n_cb;
+    let task_work = CO * 2 * wpc * slab;
+    let o = SharedOut::new(out);
+    let task = |i: usize| {
+        let (si, cb) = (i / n_cb, i % n_cb);
+        let (t0, t1) = (si * slab, ((si + 1) * slab).min(t_out));
+        let co0 = cb * CO;
+        let nco = CO.min(w.c_out - co0);
         let blk = Block {
             x: &xp,
             x_ps,
             x_cs: t_in,
+            x_t0: 0,
             pairs,
             w: &w.w[co0 * wpc..(co0 + nco) * wpc],
             w_co: wpc,
             w_ci: w.kernel,
             taps: &taps,
         };
-        fill_bias(o, t_out, bias.map(|b| &b[co0..co0 + nco]));
         for p0 in (0..pairs).step_by(P_CHUNK) {
-            blk.accumulate(k, o, t_out, p0, (p0 + P_CHUNK).min(pairs));
+            let p1 = (p0 + P_CHUNK).min(pairs);
+            // SAFETY: task i alone writes rows co0..co0 + nco, columns
+            // t0..t1 of `out` ([c_out, t_out], alive for the whole call).
+            unsafe { blk.accumulate_raw(k, o.ptr().add(co0 * t_out), t_out, nco, t0, t1, p0, p1) }
         }
-    });
+    };
+    if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
+        (0..n_tasks).for_each(task);
+    } else {
+        use rayon::prelude::*;
+        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
+        (0..n_tasks)
+            .into_par_iter()
+            .with_min_len(min_len)
+            .for_each(task);
+    }
 }
 
 pub(crate) fn conv_transpose1d<S: Simd>(
@@ -514,7 +606,7 @@ fn conv_transpose1d_with<K: PairKernel>(
     let j = kernel.div_ceil(stride);
     let pad = j - 1;
     let x_cs = t_in + 2 * pad;
-    let xp = K::pack(x, w.c_in, t_in, pad);
+    let xp = pack(k, x, w.c_in, t_in, pad);
     let pairs = w.pairs();
     let x_ps = xp.len() / pairs.max(1);
     // Phase r: taps kk = r + jp * stride read x[q - jp] = xp[q + pad - jp].
@@ -537,54 +629,77 @@ fn conv_transpose1d_with<K: PairKernel>(
         })
         .collect();
     let wpc = pairs * kernel;
-    for_blocks(out, CO * t_out, CO * w.c_in * j * t_in * stride, |bi, o| {
-        let co0 = bi * CO;
-        let nco = o.len() / t_out;
+    // Tasks are (slab of phase columns q, block of CO output channels),
+    // slab-major as in `conv1d_with`: a slab's packed input stays in L2
+    // while every channel block and phase reads it. Each task computes its
+    // phases into a local [stride][nco, len] buffer (bias first) and
+    // scatters them to `out[co, q * stride + r]`.
+    let n_q = t_out.div_ceil(stride); // columns of phase 0, the longest
+    let slab = slab_len(K::ROWS * pairs, K::LANES * K::C8_TV, n_q);
+    let (n_slabs, n_cb) = (n_q.div_ceil(slab), w.c_out.div_ceil(CO));
+    let n_tasks = n_slabs * n_cb;
+    let task_work = CO * 2 * pairs * j * slab * stride;
+    let o = SharedOut::new(out);
+    let task = |i: usize| {
+        let (si, cb) = (i / n_cb, i % n_cb);
+        let q0 = si * slab;
+        let co0 = cb * CO;
+        let nco = CO.min(w.c_out - co0);
         let bias = bias.map(|b| &b[co0..co0 + nco]);
-        let mut tmp: Vec<Vec<f32>> = if stride == 1 {
-            fill_bias(o, t_out, bias);
-            Vec::new()
-        } else {
-            phases
-                .iter()
-                .map(|(n_r, _)| {
-                    let mut y = vec![0f32; nco * n_r];
-                    fill_bias(&mut y, *n_r, bias);
-                    y
-                })
-                .collect()
-        };
+        let lens: Vec<usize> = phases
+            .iter()
+            .map(|(n_r, _)| n_r.min(&(q0 + slab)).saturating_sub(q0))
+            .collect();
+        let mut y: Vec<Vec<f32>> = lens
+            .iter()
+            .map(|&len| {
+                let mut v = vec![0f32; nco * len];
+                fill_bias(&mut v, len, bias);
+                v
+            })
+            .collect();
         for p0 in (0..pairs).step_by(P_CHUNK) {
             let p1 = (p0 + P_CHUNK).min(pairs);
-            for (r, (n_r, taps)) in phases.iter().enumerate() {
+            for ((_, taps), (yr, &len)) in phases.iter().zip(y.iter_mut().zip(&lens)) {
                 let blk = Block {
                     x: &xp,
                     x_ps,
                     x_cs,
+                    x_t0: q0,
                     pairs,
                     w: &w.w[co0 * wpc..(co0 + nco) * wpc],
                     w_co: wpc,
                     w_ci: kernel,
                     taps,
                 };
-                if stride == 1 {
-                    blk.accumulate(k, o, t_out, p0, p1);
-                } else {
-                    blk.accumulate(k, &mut tmp[r], *n_r, p0, p1);
-                }
+                blk.accumulate(k, yr, len, p0, p1);
             }
         }
-        if stride > 1 {
-            for (r, (y, (n_r, _))) in tmp.iter().zip(&phases).enumerate() {
-                if *n_r == 0 {
-                    continue;
-                }
-                for (orow, yrow) in o.chunks_exact_mut(t_out).zip(y.chunks_exact(*n_r)) {
-                    for (q, &v) in yrow.iter().enumerate() {
-                        orow[q * stride + r] = v;
+        for (r, (yr, &len)) in y.iter().zip(&lens).enumerate() {
+            if len == 0 {
+                continue;
+            }
+            for (c, row) in yr.chunks_exact(len).enumerate() {
+                // SAFETY: task i alone writes rows co0..co0 + nco at
+                // columns q * stride + r for q in q0..q0 + len (< t_out by
+                // the phase length), inside `out` ([c_out, t_out]).
+                unsafe {
+                    let orow = o.ptr().add((co0 + c) * t_out);
+                    for (dq, &v) in row.iter().enumerate() {
+                        *orow.add((q0 + dq) * stride + r) = v;
                     }
                 }
             }
         }
-    });
+    };
+    if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
+        (0..n_tasks).for_each(task);
+    } else {
+        use rayon::prelude::*;
+        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
+        (0..n_tasks)
+            .into_par_iter()
+            .with_min_len(min_len)
+            .for_each(task);
+    }
 }

@@ -811,7 +811,7 @@ mod tests {
             let want = convert(Weight::from_f32(rows, cols, v.clone()), p);
             let mut statuses = Vec::new();
             for _ in 0..2 {
-                let mut store = TensorStore::open_files(&[ckpt.clone()]).unwrap();
+                let mut store = TensorStore::open_files(std::slice::from_ref(&ckpt)).unwrap();
                 store.set_weights_cache(Some(&tmp.join("cache")));
                 let conv = StageConverter::open(&store, "s", p);
                 let w = conv.weight("w", &[rows, cols]).unwrap();

@@ -27,6 +27,25 @@ impl MappedFile {
         Ok(MappedFile { map: Some(map) })
     }
 
+    /// Maps `len` bytes of `file` from byte `offset` (a tensor just written
+    /// to a weights cache file: its view replaces the in-memory copy). The
+    /// file must be open for reading and hold those bytes.
+    pub fn map_range(file: &File, offset: u64, len: usize) -> std::io::Result<Self> {
+        if len == 0 {
+            return Ok(MappedFile { map: None });
+        }
+        // SAFETY: as in `open`: read-only, and the weights cache only ever
+        // appends to the file it is writing (then renames it), so the mapped
+        // range is never truncated or rewritten.
+        let map = unsafe {
+            memmap2::MmapOptions::new()
+                .offset(offset)
+                .len(len)
+                .map(file)?
+        };
+        Ok(MappedFile { map: Some(map) })
+    }
+
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
     }

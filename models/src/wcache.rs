@@ -8,7 +8,9 @@
 //! tensors to one file; later loads validate that file and **memory-map
 //! it**: the `Mat::Q8` / `Mat::Q4` views point into the map (zero copy), so
 //! the weights are file-backed page cache shared by every process, not
-//! RssAnon, and no conversion runs.
+//! RssAnon, and no conversion runs. The load that writes the file maps
+//! each tensor back from it as soon as it is written and drops its
+//! in-memory copy, so it ends up file-backed too.
 //!
 //! # File layout (format version 1, little-endian)
 //! ```text
@@ -184,14 +186,20 @@ impl<'a> StageConverter<'a> {
             }
             State::Write { writer, .. } => {
                 let c = convert(w, self.precision);
-                if let Err(e) = writer.append(name, &c) {
-                    let path = writer.path.clone();
-                    let reason = format!("cannot write: {e}");
-                    warn_write_failure(&path, &reason);
-                    // Drops the writer, which removes its temporary file.
-                    *state = State::Failed { path, reason };
+                match writer.append(name, &c, self.precision) {
+                    // The written copy replaces the in-memory one: even the
+                    // load that fills the cache ends up file-backed.
+                    Ok(mapped) => Ok(mapped),
+                    Err(e) => {
+                        let path = writer.path.clone();
+                        let reason = format!("cannot write: {e}");
+                        warn_write_failure(&path, &reason);
+                        // Drops the writer, which removes its temporary file
+                        // (views already handed out keep their pages).
+                        *state = State::Failed { path, reason };
+                        Ok(c)
+                    }
                 }
-                Ok(c)
             }
         }
     }
@@ -625,7 +633,14 @@ impl Writer {
             std::process::id(),
             SEQ.fetch_add(1, Ordering::Relaxed)
         ));
-        let mut out = BufWriter::with_capacity(1 << 20, File::create(&tmp)?);
+        // Readable too: written tensors are mapped back from it.
+        let file = File::options()
+            .read(true)
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .open(&tmp)?;
+        let mut out = BufWriter::with_capacity(1 << 20, file);
         let mut w = Writer {
             path: path.to_path_buf(),
             tmp,
@@ -652,7 +667,9 @@ impl Writer {
         self.write(&[0u8; ALIGN][..n as usize])
     }
 
-    fn append(&mut self, name: &str, w: &Weight) -> std::io::Result<()> {
+    /// Appends `w` and returns a view of the written bytes (mapped from
+    /// the file being written).
+    fn append(&mut self, name: &str, w: &Weight, precision: Precision) -> std::io::Result<Weight> {
         let scales_bytes = |s: &[f32]| s.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
         let parts: Vec<std::borrow::Cow<[u8]>> = match w.mat() {
             Mat::Q8 { data, scales, .. } => {
@@ -684,13 +701,31 @@ impl Writer {
             });
             self.write(&p)?;
         }
-        self.tensors.push(IndexTensor {
+        let t = IndexTensor {
             name: name.to_string(),
             rows: w.rows(),
             cols: w.cols(),
             parts: index,
-        });
-        Ok(())
+        };
+        let out = self.out.as_mut().ok_or_else(closed)?;
+        out.flush()?;
+        // Map from the tensor's first part (64-aligned: the view keeps the
+        // alignment of the file offsets) to its end.
+        let start = t.parts[0].offset;
+        let map = Arc::new(MappedFile::map_range(
+            out.get_ref(),
+            start,
+            (self.pos - start) as usize,
+        )?);
+        let mut local = t.clone();
+        for p in &mut local.parts {
+            p.offset -= start;
+        }
+        let view = local
+            .view(map, precision)
+            .ok_or_else(|| std::io::Error::other(format!("cannot view tensor `{name}`")))?;
+        self.tensors.push(t);
+        Ok(view)
     }
 
     /// Writes the index and the header, then renames into place.
@@ -797,8 +832,8 @@ mod tests {
         v
     }
 
-    /// Converted through the cache twice: the second load is a zero-copy
-    /// view of the file with the bytes the in-memory conversion gives.
+    /// Converted through the cache twice: both loads are zero-copy views of
+    /// the file, with the bytes the in-memory conversion gives.
     #[test]
     fn a_hit_maps_the_file_and_matches_the_conversion() {
         let tmp = std::env::temp_dir().join(format!("tts-rt-wcache-unit-{}", std::process::id()));
@@ -849,7 +884,9 @@ mod tests {
                     }
                     _ => panic!("{p}: wrong kind"),
                 }
-                assert_eq!(w.is_file_backed(), statuses.len() == 2, "{p}");
+                // Created: mapped back from the file just written; Hit:
+                // mapped from the existing file.
+                assert!(w.is_file_backed(), "{p}");
             }
             assert_eq!(
                 statuses,

@@ -711,8 +711,24 @@ fn codec_time_full_size() {
         tts_kernels::Kernels::selected().bf16_conv_path()
     );
     let codes = random_codes(&m, n, 7);
+    // Process CPU seconds (utime + stime of every thread, 10 ms ticks): on
+    // a busy machine a steadier figure than wall time.
+    let cpu_s = || -> f64 {
+        let s = std::fs::read_to_string("/proc/self/stat").unwrap_or_default();
+        // Fields after the command name: state, ppid, ... utime (11),
+        // stime (12), in clock ticks.
+        let f: Vec<&str> = s
+            .rsplit_once(')')
+            .map_or(Vec::new(), |(_, r)| r.split_whitespace().collect());
+        let tick = |i: usize| f.get(i).and_then(|v| v.parse::<u64>().ok());
+        match (tick(11), tick(12)) {
+            (Some(u), Some(k)) => (u + k) as f64 / 100.0,
+            _ => f64::NAN,
+        }
+    };
     for p in 0..passes {
         forward::profile::enable();
+        let c0 = cpu_s();
         let t0 = std::time::Instant::now();
         let wav = m
             .decode_chunked(
@@ -724,9 +740,14 @@ fn codec_time_full_size() {
             .unwrap();
         let dt = t0.elapsed().as_secs_f64() * 1e3;
         assert_eq!(wav.len(), n * m.samples_per_frame());
+        let cpu = (cpu_s() - c0) * 1e3;
         eprintln!(
-            "pass {p}: {n} frames in {dt:.1} ms = {:.2} ms/frame",
-            dt / n as f64
+            "pass {p}: {n} frames in {dt:.1} ms = {:.2} ms/frame; CPU {:.2} ms/frame (load {})",
+            dt / n as f64,
+            cpu / n as f64,
+            std::fs::read_to_string("/proc/loadavg")
+                .unwrap_or_default()
+                .trim()
         );
         for (label, d) in forward::profile::take() {
             let ms = d.as_secs_f64() * 1e3;

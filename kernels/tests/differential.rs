@@ -616,9 +616,10 @@ fn conv_transpose1d_all_shapes() {
         (64, 32, 8, 4, 100), // parallel
         (130, 6, 10, 5, 9),  // 3 input-channel chunks
         (70, 5, 16, 8, 2),
-        (70, 9, 16, 8, 3),  // short path: 144 columns (partial vectors)
-        (33, 40, 10, 5, 1), // short path, 400 columns (2 column blocks)
-        (20, 48, 6, 3, 4),  // short path, overlapping taps
+        (70, 9, 16, 8, 3),    // short path: 144 columns (partial vectors)
+        (33, 40, 10, 5, 1),   // short path, 400 columns (2 column blocks)
+        (20, 48, 6, 3, 4),    // short path, overlapping taps
+        (512, 6, 10, 5, 700), // three slabs of phase columns
     ];
     for ks in paths() {
         for &(c_in, c_out, kernel, stride, t_in) in &shapes {

@@ -6,8 +6,9 @@
 //! tile is 24 accumulators and costs 3 loads + 8 broadcasts per 24 FMAs, so
 //! the FMA pipes, not the loads, are the limit: one thread measured 54 G
 //! multiply-adds/s on 1536-channel k7 (the Zen 4 here retires one 512-bit
-//! FMA per cycle, so that is about peak). Tasks own blocks of output
-//! channels, which are contiguous rows of the channel-major output.
+//! FMA per cycle, so that is about peak). Tasks are (time slab, block of
+//! output channels) pairs, slab-major, so a slab of the input (~512 KB) is
+//! reused from L2 by every channel block (`slab_len`).
 //!
 //! The transposed convolution is split into its `stride` phases: outputs
 //! `t = q * stride + r` only see taps `r, r + stride, ...`, which is a valid
@@ -36,6 +37,9 @@ struct Block<'a> {
     /// `[cin, x_cs]` input rows.
     x: &'a [f32],
     x_cs: usize,
+    /// Input column of output column 0 (a slab's start when the output
+    /// buffer holds only that slab).
+    x_t0: usize,
     cin: usize,
     /// Weight of (block channel `c`, input `ci`, tap) at `c * w_co + ci * w_ci + tap.w_off`.
     w: &'a [f32],
@@ -94,7 +98,7 @@ impl Block<'_> {
         // The bounds every unchecked access below relies on.
         assert!(ci1 <= self.cin && t1 <= out_cs);
         assert!(
-            (ci1 - 1) * self.x_cs + t1 + max_x <= self.x.len(),
+            (ci1 - 1) * self.x_cs + self.x_t0 + t1 + max_x <= self.x.len(),
             "conv: x too short"
         );
         assert!(
@@ -211,7 +215,7 @@ impl Block<'_> {
         }
         let x = self.x.as_ptr();
         for ci in ci0..ci1 {
-            let xr = x.add(ci * self.x_cs + t0);
+            let xr = x.add(ci * self.x_cs + self.x_t0 + t0);
             let wr = w.add(ci * self.w_ci);
             for tap in self.taps {
                 let mut xv = [s.splat(0.0); TV];
@@ -334,6 +338,7 @@ pub(crate) fn conv1d<S: Simd>(
         let blk = Block {
             x: &x[g * cin_g * t_in..(g + 1) * cin_g * t_in],
             x_cs: t_in,
+            x_t0: 0,
             cin: cin_g,
             w: &w[co0 * wpc..(co0 + nco) * wpc],
             w_co: wpc,
@@ -568,66 +573,88 @@ pub(crate) fn conv_transpose1d<S: Simd>(
             (n_r, taps)
         })
         .collect();
-    let block = CO;
-    for_blocks(
-        out,
-        block * t_out,
-        block * c_in * j * t_in * stride,
-        |bi, o| {
-            let co0 = bi * block;
-            let nco = o.len() / t_out;
-            // One bias-initialised [nco, n_r] buffer per phase (the output
-            // itself when stride == 1), filled ci-chunk by ci-chunk across all
-            // phases so a chunk's weights are reused from cache by every phase.
-            let mut tmp: Vec<Vec<f32>> = if stride == 1 {
-                Vec::new()
-            } else {
-                phases
-                    .iter()
-                    .map(|(n_r, _)| vec![0f32; nco * n_r])
-                    .collect()
-            };
-            let bias = bias.map(|b| &b[co0..co0 + nco]);
-            if stride == 1 {
-                fill_bias(o, t_out, bias);
-            } else {
-                for (y, (n_r, _)) in tmp.iter_mut().zip(&phases) {
-                    fill_bias(y, *n_r, bias);
-                }
+    // Tasks are (slab of phase columns q, block of CO output channels),
+    // slab-major as in `conv1d`, so a slab of the input stays in L2 while
+    // every channel block and phase reads it (the vocoder's last upsampling
+    // reads 192 x 25.6k samples at 40 frames: 13-31 G multiply-adds per CPU
+    // second without slabs). Each task computes its phases into local
+    // bias-initialised [stride][nco, len] buffers, input-channel chunk by
+    // chunk across all phases (a chunk's weights are reused from cache by
+    // every phase), then scatters them to `out[co, q * stride + r]`. Per
+    // output the order is unchanged: bias, then input channels and the
+    // phase's taps in order.
+    let n_q = t_out.div_ceil(stride); // columns of phase 0, the longest
+    let tile = if S::LANES >= 16 {
+        3 * S::LANES
+    } else {
+        2 * S::LANES
+    };
+    let slab = slab_len(c_in, tile, n_q);
+    let (n_slabs, n_cb) = (n_q.div_ceil(slab), c_out.div_ceil(CO));
+    let n_tasks = n_slabs * n_cb;
+    let task_work = CO * c_in * j * slab * stride;
+    let o = SharedOut::new(out);
+    let task = |i: usize| {
+        let (si, cb) = (i / n_cb, i % n_cb);
+        let q0 = si * slab;
+        let co0 = cb * CO;
+        let nco = CO.min(c_out - co0);
+        let bias = bias.map(|b| &b[co0..co0 + nco]);
+        let lens: Vec<usize> = phases
+            .iter()
+            .map(|(n_r, _)| (*n_r).min(q0 + slab).saturating_sub(q0))
+            .collect();
+        let mut y: Vec<Vec<f32>> = lens
+            .iter()
+            .map(|&len| {
+                let mut v = vec![0f32; nco * len];
+                fill_bias(&mut v, len, bias);
+                v
+            })
+            .collect();
+        for ci0 in (0..c_in).step_by(CI_CHUNK) {
+            let ci1 = (ci0 + CI_CHUNK).min(c_in);
+            for ((_, taps), (yr, &len)) in phases.iter().zip(y.iter_mut().zip(&lens)) {
+                let blk = Block {
+                    x: xp,
+                    x_cs,
+                    x_t0: q0,
+                    cin: c_in,
+                    w: &w[co0 * kernel..],
+                    w_co: kernel,
+                    w_ci: c_out * kernel,
+                    taps,
+                };
+                blk.accumulate(s, yr, len, ci0, ci1);
             }
-            for ci0 in (0..c_in).step_by(CI_CHUNK) {
-                let ci1 = (ci0 + CI_CHUNK).min(c_in);
-                for (r, (n_r, taps)) in phases.iter().enumerate() {
-                    let blk = Block {
-                        x: xp,
-                        x_cs,
-                        cin: c_in,
-                        w: &w[co0 * kernel..],
-                        w_co: kernel,
-                        w_ci: c_out * kernel,
-                        taps,
-                    };
-                    if stride == 1 {
-                        blk.accumulate(s, o, t_out, ci0, ci1);
-                    } else {
-                        blk.accumulate(s, &mut tmp[r], *n_r, ci0, ci1);
+        }
+        for (r, (yr, &len)) in y.iter().zip(&lens).enumerate() {
+            if len == 0 {
+                continue;
+            }
+            for (c, row) in yr.chunks_exact(len).enumerate() {
+                // SAFETY: task i alone writes rows co0..co0 + nco at columns
+                // q * stride + r for q in q0..q0 + len (< t_out by the phase
+                // length), inside `out` ([c_out, t_out], alive for the call).
+                unsafe {
+                    let orow = o.ptr().add((co0 + c) * t_out);
+                    for (dq, &v) in row.iter().enumerate() {
+                        *orow.add((q0 + dq) * stride + r) = v;
                     }
                 }
             }
-            if stride > 1 {
-                for (r, (y, (n_r, _))) in tmp.iter().zip(&phases).enumerate() {
-                    if *n_r == 0 {
-                        continue;
-                    }
-                    for (orow, yrow) in o.chunks_exact_mut(t_out).zip(y.chunks_exact(*n_r)) {
-                        for (q, &v) in yrow.iter().enumerate() {
-                            orow[q * stride + r] = v;
-                        }
-                    }
-                }
-            }
-        },
-    );
+        }
+    };
+    if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
+        (0..n_tasks).for_each(task);
+    } else {
+        use rayon::prelude::*;
+        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
+        (0..n_tasks)
+            .into_par_iter()
+            .with_min_len(min_len)
+            .for_each(task);
+    }
 }
 
 /// Columns of `[c_out * kernel]` per task in `short_transpose`.

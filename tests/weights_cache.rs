@@ -389,3 +389,41 @@ fn the_cli_flag_and_env_var_use_the_cache() {
     // Warm (mapped) run.
     assert_eq!(speak("warm.wav", Some(("flag", &s.cache))), plain);
 }
+
+/// Loads racing on an empty cache each write their own temporary file and
+/// rename it into place: both get the right weights and one valid file per
+/// stage is left, with no temporary files.
+#[test]
+fn concurrent_loads_share_one_cache() {
+    let s = setup("tiny-b");
+    let o = LoadOptions::uniform(Precision::Int8);
+    let want = fingerprint(&load(&s.model, o, None));
+    let got: Vec<(Vec<WeightsCacheStatus>, Fingerprint)> = std::thread::scope(|sc| {
+        let hs: Vec<_> = (0..3)
+            .map(|_| {
+                sc.spawn(|| {
+                    let m = load(&s.model, o, Some(&s.cache));
+                    (statuses(&m), fingerprint(&m))
+                })
+            })
+            .collect();
+        hs.into_iter().map(|h| h.join().unwrap()).collect()
+    });
+    for (st, fp) in got {
+        assert!(
+            st.iter()
+                .all(|x| matches!(x, WeightsCacheStatus::Created | WeightsCacheStatus::Hit)),
+            "{st:?}"
+        );
+        assert_eq!(fp, want);
+    }
+    let mut files: Vec<String> = std::fs::read_dir(&s.cache)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    files.sort();
+    assert_eq!(files.len(), 2, "{files:?}");
+    assert!(files.iter().all(|f| f.ends_with(".wcache")), "{files:?}");
+    let m = load(&s.model, o, Some(&s.cache));
+    assert_eq!(statuses(&m), vec![WeightsCacheStatus::Hit; 2]);
+}

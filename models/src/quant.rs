@@ -230,6 +230,26 @@ mod tests {
         assert!(e.contains("code2wav") && e.contains("bf16"), "{e}");
     }
 
+    /// The parallel conversion equals the single-threaded kernel quantizer
+    /// (rows not a multiple of the task size).
+    #[test]
+    fn int8_conversion_matches_the_kernel_quantizer() {
+        for (rows, cols) in [(130, 96), (1, 7), (64, 33)] {
+            let v: Vec<f32> = (0..rows * cols)
+                .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+                .collect();
+            let (want_q, want_s) = tts_kernels::quantize_q8_rows(&v, rows, cols);
+            match convert(Weight::from_f32(rows, cols, v), Precision::Int8).mat() {
+                Mat::Q8 { data, scales, .. } => {
+                    assert_eq!(data, &want_q[..]);
+                    let bits = |s: &[f32]| s.iter().map(|x| x.to_bits()).collect::<Vec<_>>();
+                    assert_eq!(bits(scales), bits(&want_s));
+                }
+                _ => panic!("not Q8"),
+            }
+        }
+    }
+
     #[test]
     fn q4_conversion_matches_the_kernel_quantizer() {
         let (rows, cols) = (70, 96);

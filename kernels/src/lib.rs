@@ -28,6 +28,13 @@
 //! (AVX-512 VNNI `vpdpbusd`, AVX2 `vpmaddubsw`, and a portable kernel that
 //! the scalar path runs), so all paths agree bit for bit.
 //!
+//! bf16 convolutions ([`conv_bf16`], [`conv1d_bf16`],
+//! [`conv_transpose1d_bf16`]): weights packed once into [`ConvBf16`]
+//! (pairs of input channels), activations rounded to bf16, f32
+//! accumulation; AVX-512 BF16 `vdpbf16ps` where the CPU has it, a
+//! bit-identical f32-FMA emulation on the other SIMD paths, the reference
+//! on the scalar path.
+//!
 //! Paths: matmul, conv1d (incl. grouped/depthwise), conv_transpose1d,
 //! attention, rms_norm, silu_mul, gelu and snake_beta have SIMD versions,
 //! parallel on rayon's global pool when a call has more than ~64k

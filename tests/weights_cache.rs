@@ -427,3 +427,28 @@ fn concurrent_loads_share_one_cache() {
     let m = load(&s.model, o, Some(&s.cache));
     assert_eq!(statuses(&m), vec![WeightsCacheStatus::Hit; 2]);
 }
+
+/// A checkpoint file replaced by one of the same size, header and mtime
+/// (`cp -p`, `rsync -t` of same-shaped weights) is still seen as changed.
+#[cfg(unix)]
+#[test]
+fn a_replaced_checkpoint_with_its_mtime_kept_is_stale() {
+    let s = setup("tiny-a");
+    let o = LoadOptions::uniform(Precision::Int8);
+    load(&s.model, o, Some(&s.cache));
+    let st = s.model.join("model.safetensors");
+    let mtime = std::fs::metadata(&st).unwrap().modified().unwrap();
+    let tmp = s.model.join("model.safetensors.new");
+    std::fs::copy(&st, &tmp).unwrap();
+    std::fs::File::options()
+        .write(true)
+        .open(&tmp)
+        .unwrap()
+        .set_modified(mtime)
+        .unwrap();
+    std::fs::rename(&tmp, &st).unwrap();
+    assert_eq!(std::fs::metadata(&st).unwrap().modified().unwrap(), mtime);
+    let m = load(&s.model, o, Some(&s.cache));
+    let r = rebuilt_reason(&stage(&m, TALKER).status);
+    assert!(r.contains("replaced or rewritten"), "{r}");
+}

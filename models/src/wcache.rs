@@ -29,13 +29,16 @@
 //!              [rows] f32 row scales
 //! index offset .. end: the index, UTF-8 JSON:
 //!   {"key": {"format", "quantizer", "precision", "stage",
-//!            "sources": [{"path", "size", "mtime_ns", "header_hash"}]},
+//!            "sources": [{"path", "size", "mtime_ns", "inode", "ctime_ns",
+//!                         "header_hash"}]},
 //!    "tensors": [{"name", "rows", "cols",
 //!                 "parts": [{"offset", "len", "checksum"}]}]}
 //! ```
-//! `key.sources` identifies the checkpoint: for every safetensors file of the checkpoint its
-//! canonical path, size, modification time (ns) and a hash of its JSON
-//! header (cheap: no full-file hash). Hashes are [`hash64`], written as 16
+//! `key.sources` identifies the checkpoint: for every safetensors file its
+//! canonical path, size, modification time (ns), inode and status-change
+//! time (Unix) and a hash of its JSON header (cheap: no full-file hash; a
+//! content change that keeps all of these, e.g. bytes patched in place and
+//! the mtime reset on a filesystem without ctime, is not seen). Hashes are [`hash64`], written as 16
 //! hex digits. `quantizer` is [`QUANTIZER_VERSION`]: bump it when the int8
 //! or q4 conversion changes its output, and every cache file goes stale.
 //!
@@ -320,6 +323,11 @@ struct Source {
     path: PathBuf,
     size: u64,
     mtime_ns: u64,
+    /// Inode and status-change time (Unix; 0 elsewhere): a file replaced
+    /// or rewritten with its size, header and mtime kept (`rsync -t`, `cp
+    /// -p` of same-shaped weights) still changes these.
+    inode: u64,
+    ctime_ns: u64,
     header_hash: String,
 }
 
@@ -334,10 +342,22 @@ impl Key {
                 .duration_since(std::time::UNIX_EPOCH)
                 .map(|d| d.as_nanos() as u64)
                 .unwrap_or(0);
+            #[cfg(unix)]
+            let (inode, ctime_ns) = {
+                use std::os::unix::fs::MetadataExt;
+                let ns = (meta.ctime() as u64)
+                    .wrapping_mul(1_000_000_000)
+                    .wrapping_add(meta.ctime_nsec() as u64);
+                (meta.ino(), ns)
+            };
+            #[cfg(not(unix))]
+            let (inode, ctime_ns) = (0, 0);
             sources.push(Source {
                 path,
                 size: meta.len(),
                 mtime_ns,
+                inode,
+                ctime_ns,
                 header_hash: hex(hash64(header)),
             });
         }
@@ -598,6 +618,8 @@ fn key_difference(have: &Key, want: &Key) -> Option<String> {
             "size"
         } else if h.mtime_ns != w.mtime_ns {
             "modification time"
+        } else if h.inode != w.inode || h.ctime_ns != w.ctime_ns {
+            "inode or status-change time: replaced or rewritten"
         } else if h.header_hash != w.header_hash {
             "safetensors header"
         } else {

@@ -10,6 +10,7 @@
 
 use std::fs::File;
 use std::io::{Read, Seek, SeekFrom};
+use std::path::Path;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{mpsc, Arc};
 use std::thread::JoinHandle;
@@ -49,9 +50,10 @@ fn read_from(f: &mut File, buf: &mut [u8; BUF]) -> Option<u64> {
     parse_rss_anon(&buf[..n])
 }
 
-/// One read of the process's RssAnon now (kB), without heap allocation.
-pub fn rss_anon_kb() -> Option<u64> {
-    let mut f = File::open(STATUS).ok()?;
+/// One read of RssAnon (kB) from a status file, without heap allocation
+/// (a short path is turned into a C string on the stack).
+fn rss_anon_kb_at(path: &Path) -> Option<u64> {
+    let mut f = File::open(path).ok()?;
     read_from(&mut f, &mut [0; BUF])
 }
 
@@ -78,6 +80,7 @@ impl Peaks {
 /// read through [`RssSampler::now`] also counts towards the peaks, so a peak
 /// is never below a reported value.
 pub struct RssSampler {
+    path: &'static Path,
     peaks: Arc<Peaks>,
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
@@ -94,14 +97,21 @@ impl RssSampler {
     /// Starts sampling; without a readable `/proc/self/status` no thread is
     /// started and every figure is `None`.
     pub fn start(interval: Duration) -> RssSampler {
+        RssSampler::start_at(Path::new(STATUS), interval)
+    }
+
+    /// [`RssSampler::start`] on another status file (tests: a missing or
+    /// foreign file must give missing figures, never 0).
+    fn start_at(path: &'static Path, interval: Duration) -> RssSampler {
         let peaks = Arc::new(Peaks::default());
         let mut s = RssSampler {
+            path,
             peaks: peaks.clone(),
             stop: None,
             thread: None,
             available: false,
         };
-        let Ok(mut f) = File::open(STATUS) else {
+        let Ok(mut f) = File::open(path) else {
             return s;
         };
         let mut buf = [0u8; BUF];
@@ -142,7 +152,7 @@ impl RssSampler {
         if !self.available {
             return None;
         }
-        let kb = rss_anon_kb()?;
+        let kb = rss_anon_kb_at(self.path)?;
         self.peaks.observe(kb);
         Some(kb)
     }
@@ -251,6 +261,17 @@ mod tests {
         assert!(g.slope_kb_per_request.abs() < 0.2);
         assert!(growth(&v, 8).is_none(), "one point is no trend");
         assert!(growth(&[], 1).is_none());
+    }
+
+    #[test]
+    fn without_a_readable_status_every_figure_is_missing() {
+        for path in ["/nonexistent/proc/self/status", "/dev/null"] {
+            let s = RssSampler::start_at(Path::new(path), Duration::from_millis(1));
+            assert_eq!(s.now(), None, "{path}");
+            assert_eq!(s.take_window_peak(), None, "{path}");
+            let t = s.stop();
+            assert_eq!((t.peak_kb, t.samples), (None, 0), "{path}");
+        }
     }
 
     #[test]

@@ -687,7 +687,8 @@ fn codec_parity_with_external_dump() {
 /// `TTS_RT_C2W_MODEL=/path/q06b cargo test --release -p tts-models --lib codec_time_full_size -- --ignored --nocapture`.
 /// Decodes `TTS_RT_C2W_FRAMES` (default 40) random frames with the official
 /// chunked decode (what `speak` runs), `TTS_RT_C2W_PASSES` times, at
-/// `TTS_RT_C2W_PRECISION` (f32 or bf16), printing per-stage times.
+/// `TTS_RT_C2W_PRECISION` (f32 or bf16), printing per-stage times;
+/// `TTS_RT_C2W_STEP=k` streams in steps of k frames instead.
 #[test]
 #[ignore]
 fn codec_time_full_size() {
@@ -702,6 +703,8 @@ fn codec_time_full_size() {
             .unwrap_or(d)
     };
     let (n, passes) = (env("TTS_RT_C2W_FRAMES", 40), env("TTS_RT_C2W_PASSES", 3));
+    // Streaming steps of this many frames instead (0: the chunked decode).
+    let step = env("TTS_RT_C2W_STEP", 0);
     let precision = std::env::var("TTS_RT_C2W_PRECISION")
         .map_or(Ok(Code2WavPrecision::F32), |p| p.parse())
         .unwrap();
@@ -730,14 +733,17 @@ fn codec_time_full_size() {
         forward::profile::enable();
         let c0 = cpu_s();
         let t0 = std::time::Instant::now();
-        let wav = m
-            .decode_chunked(
-                &codes,
-                n,
-                OFFICIAL_CHUNK_FRAMES,
-                OFFICIAL_LEFT_CONTEXT_FRAMES,
-            )
-            .unwrap();
+        let wav = match step {
+            0 => m
+                .decode_chunked(
+                    &codes,
+                    n,
+                    OFFICIAL_CHUNK_FRAMES,
+                    OFFICIAL_LEFT_CONTEXT_FRAMES,
+                )
+                .unwrap(),
+            k => stream(&m, &codes, n, &[k]),
+        };
         let dt = t0.elapsed().as_secs_f64() * 1e3;
         assert_eq!(wav.len(), n * m.samples_per_frame());
         let cpu = (cpu_s() - c0) * 1e3;

@@ -415,3 +415,45 @@ fn user_errors_are_clear() {
         &["JSON array"],
     );
 }
+
+#[test]
+fn gen_checkpoint_tokenizer_from_copies_a_real_vocabulary() {
+    let tmp = tempfile::tempdir().unwrap();
+    let src = fixture("tiny-b");
+    let dir = tmp.path().join("ckpt");
+    ok(bin()
+        .args(["gen-checkpoint", "--preset", "tiny", "--tokenizer-from"])
+        .arg(&src)
+        .arg("--out")
+        .arg(&dir));
+    for f in ["vocab.json", "merges.txt", "tokenizer_config.json"] {
+        assert_eq!(
+            std::fs::read(dir.join(f)).unwrap(),
+            std::fs::read(src.join(f)).unwrap(),
+            "{f} not copied"
+        );
+    }
+    // The checkpoint still speaks with the copied tokenizer.
+    let wav = tmp.path().join("x.wav");
+    ok(bin()
+        .args(["speak", "Hello world.", "--max-frames", "2", "--model"])
+        .arg(&dir)
+        .arg("--out")
+        .arg(&wav));
+    // A source without a tokenizer is named before anything is written.
+    let bad = tmp.path().join("empty");
+    std::fs::create_dir(&bad).unwrap();
+    let out = tmp.path().join("never");
+    fails_with(
+        bin()
+            .args(["gen-checkpoint", "--preset", "tiny", "--tokenizer-from"])
+            .arg(&bad)
+            .arg("--out")
+            .arg(&out),
+        &["--tokenizer-from", "vocab.json"],
+    );
+    assert!(
+        !out.exists(),
+        "nothing is written for a bad --tokenizer-from"
+    );
+}

@@ -199,7 +199,8 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "stage_threads": a.stage_threads,
         "cores_online": std::thread::available_parallelism().ok().map(|n| n.get()),
         "load_avg_1m_at_start": load_avg_1m(),
-        "precision": format!("f32 compute; talker weights {}, code predictor weights {} (f32 = as stored, BF16 in hub checkpoints); code2wav F32", model.precision.talker.name(), model.precision.code_predictor.name()),
+        "precision": format!("f32 compute; talker weights {}, code predictor weights {} (f32 = as stored, BF16 in hub checkpoints); code2wav {}", model.precision.talker.name(), model.precision.code_predictor.name(), model.precision.code2wav.name()),
+        "precision_spec": model.precision.name(),
         "env": {
             "TTS_RT_ISA": std::env::var("TTS_RT_ISA").ok(),
             "RAYON_NUM_THREADS": std::env::var("RAYON_NUM_THREADS").ok(),

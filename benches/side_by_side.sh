@@ -22,7 +22,8 @@ Options (defaults in brackets):
   --frames N           codec frames per run (80 ms of audio each) [50]
   --passes N           interleaved passes; every arm runs once per pass [3]
   --tts-precision L    tts-rt arms, comma-separated precisions; a per-stage pair is
-                       written TALKER:CP (e.g. f32,int8,int8:f32) [f32,int8]
+                       written TALKER:CP[:CODE2WAV] (e.g. f32,int8,int8:f32,int8:int8:bf16)
+                       [f32,int8]
   --ref-dtype L        official arms, comma-separated: bf16, f32, f16 [bf16,f32]
   --threads N          threads for both (RAYON_NUM_THREADS / torch.set_num_threads,
                        OMP_NUM_THREADS) [2]
@@ -95,7 +96,7 @@ if [ -n "$bin" ]; then bin_given=true; else bin_given=false; fi
 arms=()
 IFS=, read -r -a precs <<<"$tts_prec"
 for p in "${precs[@]}"; do
-    [[ "$p" =~ ^[a-z0-9]+(:[a-z0-9]+)?$ ]] || die "--tts-precision: bad entry '$p' (e.g. f32, int8, int8:f32)"
+    [[ "$p" =~ ^[a-z0-9]+(:[a-z0-9]+){0,2}$ ]] || die "--tts-precision: bad entry '$p' (e.g. f32, int8, int8:f32, int8:int8:bf16)"
     arms+=("tts-rt:$p")
 done
 IFS=, read -r -a dts <<<"$ref_dtype"
@@ -205,7 +206,7 @@ for ((p = 0; p < passes; p++)); do
             tts-rt:*)
                 prec=${arm#tts-rt:}
                 if ! RAYON_NUM_THREADS=$threads "${timer[@]}" "$bin" speak "$text" --model "$model" --speaker "$speaker" \
-                    --language "$language" --precision "${prec/:/,}" --max-frames "$frames" --ignore-eos \
+                    --language "$language" --precision "${prec//:/,}" --max-frames "$frames" --ignore-eos \
                     --seed "$s" --timings --out "$tmp/x.wav" 2>"$tmp/err" >/dev/null; then
                     cat "$tmp/err" >&2; die "arm $arm failed in pass $((p + 1))"
                 fi

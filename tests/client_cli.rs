@@ -244,6 +244,48 @@ fn client_out_equals_speak_and_the_http_api() {
     let want_path = dir().join("speak_f32.wav");
     speak(&want_path, "f32");
     assert_eq!(wav_f32(&out), wav_f32(&want_path));
+
+    // The streaming text mode: what `speak --text-streaming` gives.
+    let out = dir().join("client_text_streaming.wav");
+    let (o, err) = client(
+        &format!("http://{}", s.addr),
+        &[
+            "--format",
+            "f32",
+            "--text-mode",
+            "streaming",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "client --text-mode streaming: {err}");
+    let prefill = wav_f32(&dir().join("speak_f32.wav"));
+    let want_path = dir().join("speak_text_streaming.wav");
+    let (o, err) = run(bin().args([
+        "speak",
+        TEXT,
+        "--model",
+        &fixture(),
+        "--speaker",
+        "ryan",
+        "--greedy",
+        "--max-frames",
+        FRAMES,
+        "--stream",
+        "--text-streaming",
+        "--wav-format",
+        "f32",
+        "--out",
+        want_path.to_str().unwrap(),
+    ]));
+    assert!(o.status.success(), "speak --text-streaming: {err}");
+    let got = wav_f32(&out);
+    assert_eq!(
+        got,
+        wav_f32(&want_path),
+        "client streaming text differs from speak's"
+    );
+    assert_ne!(got, prefill, "the text mode made no difference");
 }
 
 #[test]

@@ -70,6 +70,11 @@ pub struct ClientArgs {
     /// server's (clause).
     #[arg(long, value_parser = parse_chunking)]
     chunking: Option<ChunkingMode>,
+    /// How each segment's text reaches the model: prefill (all of it in the
+    /// prompt; the server's default) or streaming (one token per frame, a
+    /// ~10-row prompt: an earlier first packet). docs/protocol.md.
+    #[arg(long, value_parser = parse_text_mode)]
+    text_mode: Option<protocol::TextMode>,
     /// Greedy decoding (reproducible).
     #[arg(long)]
     greedy: bool,
@@ -89,6 +94,16 @@ fn parse_format(s: &str) -> std::result::Result<AudioFormat, String> {
         "pcm16" => Ok(AudioFormat::Pcm16),
         "f32" => Ok(AudioFormat::F32),
         other => Err(format!("unknown format {other:?}; use pcm16 or f32")),
+    }
+}
+
+fn parse_text_mode(s: &str) -> std::result::Result<protocol::TextMode, String> {
+    match s {
+        "prefill" => Ok(protocol::TextMode::Prefill),
+        "streaming" => Ok(protocol::TextMode::Streaming),
+        other => Err(format!(
+            "unknown text mode {other:?}; use prefill or streaming"
+        )),
     }
 }
 
@@ -390,6 +405,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
             greedy: a.greedy.then_some(true),
             seed: a.seed,
             max_frames: a.max_frames,
+            text_mode: a.text_mode,
             ..SessionUpdate::default()
         },
     })?;

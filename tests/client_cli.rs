@@ -146,22 +146,29 @@ fn wav_f32(path: &Path) -> (u32, Vec<f32>) {
 
 /// `speak` through the streaming engine, same request, written as `format`.
 fn speak(out: &Path, format: &str) {
-    let (o, err) = run(bin().args([
-        "speak",
-        TEXT,
-        "--model",
-        &fixture(),
-        "--speaker",
-        "ryan",
-        "--greedy",
-        "--max-frames",
-        FRAMES,
-        "--stream",
-        "--wav-format",
-        format,
-        "--out",
-        out.to_str().unwrap(),
-    ]));
+    speak_with(out, format, &[]);
+}
+
+/// [`speak`] with more `speak` flags (e.g. `--text-streaming`).
+fn speak_with(out: &Path, format: &str, extra: &[&str]) {
+    let (o, err) = run(bin()
+        .args([
+            "speak",
+            TEXT,
+            "--model",
+            &fixture(),
+            "--speaker",
+            "ryan",
+            "--greedy",
+            "--max-frames",
+            FRAMES,
+            "--stream",
+            "--wav-format",
+            format,
+            "--out",
+            out.to_str().unwrap(),
+        ])
+        .args(extra));
     assert!(o.status.success(), "speak: {err}");
 }
 
@@ -261,24 +268,7 @@ fn client_out_equals_speak_and_the_http_api() {
     assert!(o.status.success(), "client --text-mode streaming: {err}");
     let prefill = wav_f32(&dir().join("speak_f32.wav"));
     let want_path = dir().join("speak_text_streaming.wav");
-    let (o, err) = run(bin().args([
-        "speak",
-        TEXT,
-        "--model",
-        &fixture(),
-        "--speaker",
-        "ryan",
-        "--greedy",
-        "--max-frames",
-        FRAMES,
-        "--stream",
-        "--text-streaming",
-        "--wav-format",
-        "f32",
-        "--out",
-        want_path.to_str().unwrap(),
-    ]));
-    assert!(o.status.success(), "speak --text-streaming: {err}");
+    speak_with(&want_path, "f32", &["--text-streaming"]);
     let got = wav_f32(&out);
     assert_eq!(
         got,

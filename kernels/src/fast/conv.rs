@@ -17,7 +17,7 @@
 //! place (`[c_in, c_out, kernel]` strides), never repacked: the vocoder's
 //! upsampling weights are tens of MB.
 
-use super::{for_blocks, SharedOut, Simd, PAR_MIN_WORK, TASK_MIN_WORK};
+use super::{for_blocks, run_tasks, SharedOut, Simd};
 use crate::Conv1dShape;
 
 /// Output channels per block handed to a task (a multiple of every tile
@@ -352,16 +352,7 @@ pub(crate) fn conv1d<S: Simd>(
             unsafe { blk.accumulate_raw(s, o.ptr().add(co0 * t_out), t_out, nco, t0, t1, ci0, ci1) }
         }
     };
-    if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
-        (0..n_tasks).for_each(task);
-    } else {
-        use rayon::prelude::*;
-        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
-        (0..n_tasks)
-            .into_par_iter()
-            .with_min_len(min_len)
-            .for_each(task);
-    }
+    run_tasks(n_tasks, task_work, task);
 }
 
 /// Time columns per slab of a conv: a multiple of the register tile's
@@ -628,33 +619,12 @@ pub(crate) fn conv_transpose1d<S: Simd>(
                 blk.accumulate(s, yr, len, ci0, ci1);
             }
         }
-        for (r, (yr, &len)) in y.iter().zip(&lens).enumerate() {
-            if len == 0 {
-                continue;
-            }
-            for (c, row) in yr.chunks_exact(len).enumerate() {
-                // SAFETY: task i alone writes rows co0..co0 + nco at columns
-                // q * stride + r for q in q0..q0 + len (< t_out by the phase
-                // length), inside `out` ([c_out, t_out], alive for the call).
-                unsafe {
-                    let orow = o.ptr().add((co0 + c) * t_out);
-                    for (dq, &v) in row.iter().enumerate() {
-                        *orow.add((q0 + dq) * stride + r) = v;
-                    }
-                }
-            }
-        }
+        // SAFETY: task i alone writes rows co0..co0 + nco at columns
+        // q * stride + r for q in q0..q0 + len (< t_out by the phase
+        // length), inside `out` ([c_out, t_out], alive for the call).
+        unsafe { scatter_phases(o, &y, &lens, co0, q0, stride, t_out) };
     };
-    if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
-        (0..n_tasks).for_each(task);
-    } else {
-        use rayon::prelude::*;
-        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
-        (0..n_tasks)
-            .into_par_iter()
-            .with_min_len(min_len)
-            .for_each(task);
-    }
+    run_tasks(n_tasks, task_work, task);
 }
 
 /// Columns of `[c_out * kernel]` per task in `short_transpose`.
@@ -765,6 +735,35 @@ unsafe fn outer_rows<S: Simd, const T: usize>(
             for (t, &xb) in xb.iter().enumerate() {
                 let p = op.add(t * rs + c);
                 s.store_part(p, nl, s.fma(xb, wv, s.load_part(p, nl)));
+            }
+        }
+    }
+}
+
+/// Writes a transposed convolution task's phase outputs into `out`: phase
+/// `r`'s `y[r]` (`[nco, lens[r]]`) goes to rows `co0..`, columns
+/// `q * stride + r` for `q` in `q0..q0 + lens[r]`.
+///
+/// # Safety
+/// `o` points at a live `[c_out, t_out]` buffer of which the caller alone
+/// writes those rows and columns, all inside it.
+pub(crate) unsafe fn scatter_phases(
+    o: SharedOut,
+    y: &[Vec<f32>],
+    lens: &[usize],
+    co0: usize,
+    q0: usize,
+    stride: usize,
+    t_out: usize,
+) {
+    for (r, (yr, &len)) in y.iter().zip(lens).enumerate() {
+        if len == 0 {
+            continue;
+        }
+        for (c, row) in yr.chunks_exact(len).enumerate() {
+            let orow = o.ptr().add((co0 + c) * t_out);
+            for (dq, &v) in row.iter().enumerate() {
+                *orow.add((q0 + dq) * stride + r) = v;
             }
         }
     }

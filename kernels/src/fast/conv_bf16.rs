@@ -14,8 +14,8 @@
 //! Channel blocks, the pair chunking that keeps a block's weights in L1
 //! and the transposed convolution's phase split are as in `conv.rs`.
 
-use super::conv::slab_len;
-use super::{SharedOut, Simd, PAR_MIN_WORK, TASK_MIN_WORK};
+use super::conv::{scatter_phases, slab_len};
+use super::{run_tasks, SharedOut, Simd};
 use crate::conv_bf16::{flush, pack_planes, pair_hi, pair_lo, ConvBf16};
 
 /// Output channels per task block.
@@ -550,16 +550,7 @@ fn conv1d_with<K: PairKernel>(
             unsafe { blk.accumulate_raw(k, o.ptr().add(co0 * t_out), t_out, nco, t0, t1, p0, p1) }
         }
     };
-    if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
-        (0..n_tasks).for_each(task);
-    } else {
-        use rayon::prelude::*;
-        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
-        (0..n_tasks)
-            .into_par_iter()
-            .with_min_len(min_len)
-            .for_each(task);
-    }
+    run_tasks(n_tasks, task_work, task);
 }
 
 pub(crate) fn conv_transpose1d<S: Simd>(
@@ -675,31 +666,10 @@ fn conv_transpose1d_with<K: PairKernel>(
                 blk.accumulate(k, yr, len, p0, p1);
             }
         }
-        for (r, (yr, &len)) in y.iter().zip(&lens).enumerate() {
-            if len == 0 {
-                continue;
-            }
-            for (c, row) in yr.chunks_exact(len).enumerate() {
-                // SAFETY: task i alone writes rows co0..co0 + nco at
-                // columns q * stride + r for q in q0..q0 + len (< t_out by
-                // the phase length), inside `out` ([c_out, t_out]).
-                unsafe {
-                    let orow = o.ptr().add((co0 + c) * t_out);
-                    for (dq, &v) in row.iter().enumerate() {
-                        *orow.add((q0 + dq) * stride + r) = v;
-                    }
-                }
-            }
-        }
+        // SAFETY: task i alone writes rows co0..co0 + nco at columns
+        // q * stride + r for q in q0..q0 + len (< t_out by the phase
+        // length), inside `out` ([c_out, t_out], alive for the call).
+        unsafe { scatter_phases(o, &y, &lens, co0, q0, stride, t_out) };
     };
-    if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
-        (0..n_tasks).for_each(task);
-    } else {
-        use rayon::prelude::*;
-        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
-        (0..n_tasks)
-            .into_par_iter()
-            .with_min_len(min_len)
-            .for_each(task);
-    }
+    run_tasks(n_tasks, task_work, task);
 }

@@ -125,6 +125,24 @@ fn prefetch_mode() -> u8 {
     })
 }
 
+/// Runs `task(0..n_tasks)`, in parallel when the total work is worth a
+/// fork-join (`task_work` multiply-adds each; same thresholds as
+/// [`for_blocks`]).
+pub(crate) fn run_tasks<F>(n_tasks: usize, task_work: usize, task: F)
+where
+    F: Fn(usize) + Sync + Send,
+{
+    if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
+        (0..n_tasks).for_each(task);
+    } else {
+        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
+        (0..n_tasks)
+            .into_par_iter()
+            .with_min_len(min_len)
+            .for_each(task);
+    }
+}
+
 /// A raw output pointer shared by tasks that write disjoint elements.
 #[derive(Clone, Copy)]
 pub(crate) struct SharedOut(*mut f32);

@@ -20,7 +20,7 @@
 //! Layouts: `[channels, time]` for convolutions, `[time, features]` for the
 //! transformer and the ConvNeXt pointwise MLPs (matmul rows).
 
-use super::weights::{CausalConv, CausalTransConv, Transformer, Weights};
+use super::weights::{CausalConv, CausalTransConv, Linear, Transformer, Weights};
 
 /// Queries per attention call over a long block: bounds the key range each
 /// call scans to `QUERY_BLOCK + window` instead of the whole block, so a
@@ -265,6 +265,23 @@ fn add_scaled(x: &mut [f32], scale: &[f32], y: &[f32]) {
     }
 }
 
+/// One stream's part in a batched step: its state, its validated new codes
+/// (`[n, Q]`, `n >= 1`) and the buffer its samples are appended to.
+pub(crate) struct Seg<'a> {
+    pub(crate) st: &'a mut DecoderState,
+    pub(crate) codes: &'a [u32],
+    pub(crate) n: usize,
+    pub(crate) out: &'a mut Vec<f32>,
+}
+
+/// Scratch shared by the streams of a batched step: their rows gathered for
+/// one matmul, and its output before it is scattered back.
+#[derive(Clone, Debug, Default)]
+pub struct BatchScratch {
+    x: Vec<f32>,
+    y: Vec<f32>,
+}
+
 /// Decodes `n` frames of validated `codes` (`[n, Q]`) and appends their
 /// `n * samples_per_frame` samples to `out`.
 pub(crate) fn step(
@@ -277,30 +294,230 @@ pub(crate) fn step(
     if n == 0 {
         return;
     }
-    let DecoderState {
-        frames,
-        pre_conv,
-        kv,
-        up_trans,
-        up_dwconv,
-        conv_in,
-        blocks,
-        conv_out,
-        work,
-    } = st;
+    // One stream: `linear_batch` runs its matmuls in place, so the scratch
+    // stays empty.
+    step_batch(
+        w,
+        &mut [Seg { st, codes, n, out }],
+        &mut BatchScratch::default(),
+    );
+}
+
+/// Which buffers of a stream's [`Work`] a linear reads and writes.
+type Io = fn(&mut Work) -> (&[f32], &mut Vec<f32>);
+
+/// `y = x W^T + b` for every stream, `rows[i]` rows of stream `i`'s input.
+/// Several streams: their rows are gathered into one matmul, so the weights
+/// are read once for the batch and one parallel region covers all rows. The
+/// kernels compute each output row on its own (the reduction order is fixed
+/// by `k`; row blocking decides only which rows run together), so every
+/// stream gets the bits it gets alone.
+fn linear_batch(lin: &Linear, segs: &mut [Seg<'_>], rows: &[usize], io: Io, bw: &mut BatchScratch) {
+    let d_in = lin.w.cols();
+    if let [s] = segs {
+        let (x, y) = io(&mut s.st.work);
+        return lin.run(&x[..rows[0] * d_in], rows[0], y);
+    }
+    bw.x.clear();
+    for (s, &r) in segs.iter_mut().zip(rows) {
+        let (x, _) = io(&mut s.st.work);
+        bw.x.extend_from_slice(&x[..r * d_in]);
+    }
+    let total = rows.iter().sum();
+    lin.run(&bw.x, total, &mut bw.y);
+    let d_out = lin.d_out();
+    let mut at = 0;
+    for (s, &r) in segs.iter_mut().zip(rows) {
+        let (_, y) = io(&mut s.st.work);
+        y.clear();
+        y.extend_from_slice(&bw.y[at * d_out..(at + r) * d_out]);
+        at += r;
+    }
+}
+
+/// Decodes every stream's new frames, **layer-major**: each layer runs for
+/// all streams before the next layer starts, so its weights are read while
+/// hot in cache (the row-wise ones — transformer, ConvNeXt MLPs — as one
+/// matmul over all streams' rows). Each stream keeps its own histories, K/V
+/// window and positions, and every per-stream operation is the one
+/// [`step`] runs alone, in the same order on the same shapes: the samples
+/// are bit-identical to decoding each stream by itself. Streams may differ
+/// in frame count and position.
+pub(crate) fn step_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
+    debug_assert!(segs.iter().all(|s| s.n > 0));
+    if segs.is_empty() {
+        return;
+    }
+    let frames: Vec<usize> = segs.iter().map(|s| s.n).collect();
+
+    // 1-2. Dequantization and pre_conv, per stream: rows = [n, latent].
+    prof!(
+        "rvq + pre_conv",
+        for s in segs.iter_mut() {
+            dequant_pre_conv(w, s.st, s.codes, s.n);
+        }
+    );
+
+    // 3. Sliding-window transformer on [n, latent] -> [n, latent].
+    prof!(
+        "transformer",
+        transformer(&w.transformer, segs, &frames, bw)
+    );
+    let ld = w.pre_conv.shape.c_out;
+    for s in segs.iter_mut() {
+        let wk = &mut s.st.work;
+        transpose(&wk.rows, s.n, ld, &mut wk.cur);
+    }
+
+    // 4. Upsampling: transposed conv, then ConvNeXt.
+    let mut mult = 1;
+    for (ui, u) in w.upsample.iter().enumerate() {
+        prof!(
+            "upsample trans",
+            for s in segs.iter_mut() {
+                let (st, m) = (&mut *s.st, s.n * mult);
+                let wk = &mut st.work;
+                trans_conv(
+                    &u.trans,
+                    &mut st.up_trans[ui],
+                    m,
+                    &wk.cur,
+                    &mut wk.cat,
+                    &mut wk.full,
+                    &mut wk.tmp,
+                );
+                std::mem::swap(&mut wk.cur, &mut wk.tmp);
+            }
+        );
+        mult *= u.trans.stride;
+
+        let cx = &u.convnext;
+        for s in segs.iter_mut() {
+            let (st, m) = (&mut *s.st, s.n * mult);
+            let (dh, wk) = (&mut st.up_dwconv[ui], &mut st.work);
+            dh.extend(&wk.cur, m, &mut wk.cat);
+            prof!(
+                "convnext dwconv",
+                cx.dwconv.run(&wk.cat, dh.h + m, &mut wk.tmp)
+            );
+            transpose(&wk.tmp, ld, m, &mut wk.rows);
+            wk.rows2.clear();
+            wk.rows2.resize(wk.rows.len(), 0.0);
+            tts_kernels::layer_norm(
+                &wk.rows,
+                &cx.norm_w,
+                &cx.norm_b,
+                super::weights::CONVNEXT_LN_EPS,
+                &mut wk.rows2,
+            );
+        }
+        let rows: Vec<usize> = frames.iter().map(|&n| n * mult).collect();
+        prof!(
+            "convnext pw1",
+            linear_batch(&cx.pw1, segs, &rows, |wk| (&wk.rows2, &mut wk.big), bw)
+        );
+        prof!(
+            "convnext gelu",
+            for s in segs.iter_mut() {
+                tts_kernels::gelu(&mut s.st.work.big);
+            }
+        );
+        prof!(
+            "convnext pw2",
+            linear_batch(&cx.pw2, segs, &rows, |wk| (&wk.big, &mut wk.rows), bw)
+        );
+        for s in segs.iter_mut() {
+            let (wk, m) = (&mut s.st.work, s.n * mult);
+            // cur[c, t] += gamma[c] * rows[t, c]
+            for (c, row) in wk.cur.chunks_exact_mut(m).enumerate() {
+                let g = cx.gamma[c];
+                for (t, x) in row.iter_mut().enumerate() {
+                    *x += g * wk.rows[t * ld + c];
+                }
+            }
+        }
+    }
+
+    // 5. decoder.0: latent -> decoder_dim.
+    prof!(
+        "conv_in",
+        for s in segs.iter_mut() {
+            let (st, m) = (&mut *s.st, s.n * mult);
+            let wk = &mut st.work;
+            st.conv_in.extend(&wk.cur, m, &mut wk.cat);
+            w.conv_in.run(&wk.cat, st.conv_in.h + m, &mut wk.tmp);
+            std::mem::swap(&mut wk.cur, &mut wk.tmp);
+        }
+    );
+
+    // 6. Vocoder blocks: SnakeBeta + transposed conv, then residual units.
+    for (bi, b) in w.blocks.iter().enumerate() {
+        let _ = bi; // stage labels of the test-build profile
+        for s in segs.iter_mut() {
+            let (st, m) = (&mut *s.st, s.n * mult);
+            let (bs, wk) = (&mut st.blocks[bi], &mut st.work);
+            bs.trans.extend(&wk.cur, m, &mut wk.cat);
+            let t_in = bs.trans.h + m;
+            prof!(format!("block{bi} snake"), b.act.apply(&mut wk.cat, t_in));
+            prof!(
+                format!("block{bi} trans"),
+                b.trans.run(&wk.cat, t_in, &mut wk.full, &mut wk.tmp)
+            );
+            std::mem::swap(&mut wk.cur, &mut wk.tmp);
+        }
+        mult *= b.trans.stride;
+        for (ri, u) in b.units.iter().enumerate() {
+            for s in segs.iter_mut() {
+                let (st, m) = (&mut *s.st, s.n * mult);
+                let (uh, wk) = (&mut st.blocks[bi].units[ri], &mut st.work);
+                uh.extend(&wk.cur, m, &mut wk.cat);
+                let t_in = uh.h + m;
+                prof!(format!("block{bi} snake"), u.act1.apply(&mut wk.cat, t_in));
+                prof!(
+                    format!("block{bi} conv k7"),
+                    u.conv1.run(&wk.cat, t_in, &mut wk.tmp)
+                );
+                prof!(format!("block{bi} snake"), u.act2.apply(&mut wk.tmp, m));
+                prof!(
+                    format!("block{bi} conv 1x1"),
+                    u.conv2.run(&wk.tmp, m, &mut wk.tmp2)
+                );
+                wk.cur
+                    .iter_mut()
+                    .zip(wk.tmp2.iter())
+                    .for_each(|(a, &b)| *a += b);
+            }
+        }
+    }
+
+    // 7. Final SnakeBeta, conv to one channel, clamp.
+    for s in segs.iter_mut() {
+        let (st, m) = (&mut *s.st, s.n * mult);
+        let wk = &mut st.work;
+        st.conv_out.extend(&wk.cur, m, &mut wk.cat);
+        let t_in = st.conv_out.h + m;
+        prof!("final snake", w.final_act.apply(&mut wk.cat, t_in));
+        prof!("conv_out", w.conv_out.run(&wk.cat, t_in, &mut wk.tmp));
+        s.out.extend(wk.tmp.iter().map(|x| x.clamp(-1.0, 1.0)));
+        st.frames += s.n;
+    }
+}
+
+/// Split RVQ dequantization and `pre_conv` of one stream's `n` new frames:
+/// leaves `work.rows = [n, latent]`.
+fn dequant_pre_conv(w: &Weights, st: &mut DecoderState, codes: &[u32], n: usize) {
+    let DecoderState { pre_conv, work, .. } = st;
     let Work {
         cur,
         cat,
         tmp,
-        tmp2,
-        full,
         rows,
         rows2,
         big,
-        tf,
+        ..
     } = work;
 
-    // 1. Split RVQ dequantization, frame-major: rows = [n, codebook_dim].
+    // Frame-major: rows = [n, codebook_dim].
     let qz = &w.quantizer;
     let (nq, vd) = (qz.codebooks.len(), qz.vector_dim);
     big.clear();
@@ -329,95 +546,12 @@ pub(crate) fn step(
         .zip(rows2.iter())
         .for_each(|(a, &b)| *a += b);
 
-    // 2. pre_conv on [codebook_dim, n].
+    // pre_conv on [codebook_dim, n].
     transpose(rows, n, cd, cur);
     pre_conv.extend(cur, n, cat);
     w.pre_conv.run(cat, pre_conv.h + n, tmp);
     let ld = w.pre_conv.shape.c_out;
     transpose(tmp, ld, n, rows);
-
-    // 3. Sliding-window transformer on [n, latent] -> [n, latent].
-    prof!(
-        "transformer",
-        transformer(&w.transformer, kv, *frames, n, rows, tf)
-    );
-    transpose(rows, n, ld, cur);
-
-    // 4. Upsampling: transposed conv, then ConvNeXt.
-    let mut m = n;
-    for ((u, th), dh) in w
-        .upsample
-        .iter()
-        .zip(up_trans.iter_mut())
-        .zip(up_dwconv.iter_mut())
-    {
-        prof!(
-            "upsample trans",
-            trans_conv(&u.trans, th, m, cur, cat, full, tmp)
-        );
-        std::mem::swap(cur, tmp);
-        m *= u.trans.stride;
-
-        let cx = &u.convnext;
-        dh.extend(cur, m, cat);
-        prof!("convnext dwconv", cx.dwconv.run(cat, dh.h + m, tmp));
-        transpose(tmp, ld, m, rows);
-        rows2.clear();
-        rows2.resize(rows.len(), 0.0);
-        tts_kernels::layer_norm(
-            rows,
-            &cx.norm_w,
-            &cx.norm_b,
-            super::weights::CONVNEXT_LN_EPS,
-            rows2,
-        );
-        prof!("convnext pw1", cx.pw1.run(rows2, m, big));
-        prof!("convnext gelu", tts_kernels::gelu(big));
-        prof!("convnext pw2", cx.pw2.run(big, m, rows));
-        // cur[c, t] += gamma[c] * rows[t, c]
-        for (c, row) in cur.chunks_exact_mut(m).enumerate() {
-            let g = cx.gamma[c];
-            for (t, x) in row.iter_mut().enumerate() {
-                *x += g * rows[t * ld + c];
-            }
-        }
-    }
-
-    // 5. decoder.0: latent -> decoder_dim.
-    conv_in.extend(cur, m, cat);
-    prof!("conv_in", w.conv_in.run(cat, conv_in.h + m, tmp));
-    std::mem::swap(cur, tmp);
-
-    // 6. Vocoder blocks: SnakeBeta + transposed conv, then residual units.
-    for (bi, (b, bs)) in w.blocks.iter().zip(blocks.iter_mut()).enumerate() {
-        let _ = bi; // stage labels of the test-build profile
-        bs.trans.extend(cur, m, cat);
-        let t_in = bs.trans.h + m;
-        prof!(format!("block{bi} snake"), b.act.apply(cat, t_in));
-        prof!(
-            format!("block{bi} trans"),
-            b.trans.run(cat, t_in, full, tmp)
-        );
-        std::mem::swap(cur, tmp);
-        m *= b.trans.stride;
-        for (u, uh) in b.units.iter().zip(bs.units.iter_mut()) {
-            uh.extend(cur, m, cat);
-            let t_in = uh.h + m;
-            prof!(format!("block{bi} snake"), u.act1.apply(cat, t_in));
-            prof!(format!("block{bi} conv k7"), u.conv1.run(cat, t_in, tmp));
-            prof!(format!("block{bi} snake"), u.act2.apply(tmp, m));
-            prof!(format!("block{bi} conv 1x1"), u.conv2.run(tmp, m, tmp2));
-            cur.iter_mut().zip(tmp2.iter()).for_each(|(a, &b)| *a += b);
-        }
-    }
-
-    // 7. Final SnakeBeta, conv to one channel, clamp.
-    conv_out.extend(cur, m, cat);
-    let t_in = conv_out.h + m;
-    prof!("final snake", w.final_act.apply(cat, t_in));
-    prof!("conv_out", w.conv_out.run(cat, t_in, tmp));
-    out.extend(tmp.iter().map(|x| x.clamp(-1.0, 1.0)));
-    *frames += n;
 }
 
 /// A causal transposed conv over `x = [c_in, m]` with its history.
@@ -438,95 +572,132 @@ fn trans_conv(
     }
 }
 
-/// The pre-transformer over `n` new frames at absolute positions
-/// `pos0 .. pos0 + n`; `x = [n, latent]` is replaced by its output.
-fn transformer(
-    tr: &Transformer,
-    kv: &mut [KvCache],
-    pos0: usize,
-    n: usize,
-    x: &mut Vec<f32>,
-    b: &mut TfWork,
-) {
+/// The pre-transformer over each stream's `frames[i]` new frames at
+/// absolute positions `st.frames ..`; each stream's `work.rows = [n,
+/// latent]` is replaced by its output. Linear by linear across streams (one
+/// matmul over all streams' rows); norms, RoPE and attention per stream,
+/// against its own K/V window.
+fn transformer(tr: &Transformer, segs: &mut [Seg<'_>], frames: &[usize], bw: &mut BatchScratch) {
     let a = tr.attn;
     let (hd, half) = (a.head_dim, a.head_dim / 2);
     let (qd, kvd) = (a.n_heads * hd, a.n_kv_heads * hd);
     let hs = tr.norm.len();
     let keep = tr.window - 1;
 
-    // RoPE tables: the angle is rounded to f32 before cos/sin, as the official
-    // f32 `inv_freq @ positions` product.
-    b.cos.clear();
-    b.sin.clear();
-    for i in 0..n {
-        let p = (pos0 + i) as f32;
-        for &f in &tr.inv_freq {
-            let ang = (f * p) as f64;
-            b.cos.push(ang.cos() as f32);
-            b.sin.push(ang.sin() as f32);
+    for s in segs.iter_mut() {
+        let (b, pos0) = (&mut s.st.work.tf, s.st.frames);
+        // RoPE tables: the angle is rounded to f32 before cos/sin, as the
+        // official f32 `inv_freq @ positions` product.
+        b.cos.clear();
+        b.sin.clear();
+        for i in 0..s.n {
+            let p = (pos0 + i) as f32;
+            for &f in &tr.inv_freq {
+                let ang = (f * p) as f64;
+                b.cos.push(ang.cos() as f32);
+                b.sin.push(ang.sin() as f32);
+            }
         }
     }
 
-    tr.input_proj.run(x, n, &mut b.h);
-    b.xn.resize(n * hs, 0.0);
-    for (layer, cache) in tr.layers.iter().zip(kv.iter_mut()) {
-        tts_kernels::rms_norm(&b.h, &layer.input_norm, tr.eps, &mut b.xn);
-        layer.q.run(&b.xn, n, &mut b.q);
-        layer.k.run(&b.xn, n, &mut b.k);
-        layer.v.run(&b.xn, n, &mut b.v);
-        for i in 0..n {
-            let (c, s) = (
-                &b.cos[i * half..(i + 1) * half],
-                &b.sin[i * half..(i + 1) * half],
-            );
-            tts_kernels::rope(&mut b.q[i * qd..(i + 1) * qd], hd, c, s);
-            tts_kernels::rope(&mut b.k[i * kvd..(i + 1) * kvd], hd, c, s);
-        }
-        let prev = cache.rows;
-        cache.k.extend_from_slice(&b.k);
-        cache.v.extend_from_slice(&b.v);
-        cache.rows += n;
-        // Absolute position of cache row 0.
-        let kv_pos0 = pos0 - prev;
-
-        b.att.clear();
-        b.att.resize(n * qd, 0.0);
-        for i0 in (0..n).step_by(QUERY_BLOCK) {
-            let i1 = (i0 + QUERY_BLOCK).min(n);
-            // Oldest key the first query of the block can see.
-            let first = (pos0 + i0).saturating_sub(keep).max(kv_pos0) - kv_pos0;
-            let last = prev + i1;
-            tts_kernels::attention(
-                &b.q[i0 * qd..i1 * qd],
-                i1 - i0,
-                pos0 + i0,
-                &cache.k[first * kvd..last * kvd],
-                &cache.v[first * kvd..last * kvd],
-                last - first,
-                kv_pos0 + first,
-                a,
-                &mut b.att[i0 * qd..i1 * qd],
-            );
-        }
-        if cache.rows > keep {
-            let drop = cache.rows - keep;
-            cache.k.drain(..drop * kvd);
-            cache.v.drain(..drop * kvd);
-            cache.rows = keep;
-        }
-        layer.o.run(&b.att, n, &mut b.proj);
-        add_scaled(&mut b.h, &layer.attn_scale, &b.proj);
-
-        tts_kernels::rms_norm(&b.h, &layer.post_norm, tr.eps, &mut b.xn);
-        layer.gate.run(&b.xn, n, &mut b.gate);
-        layer.up.run(&b.xn, n, &mut b.up);
-        // silu_mul writes a separate output; `att` is free again.
-        b.att.clear();
-        b.att.resize(b.gate.len(), 0.0);
-        tts_kernels::silu_mul(&b.gate, &b.up, &mut b.att);
-        layer.down.run(&b.att, n, &mut b.proj);
-        add_scaled(&mut b.h, &layer.mlp_scale, &b.proj);
+    linear_batch(&tr.input_proj, segs, frames, |w| (&w.rows, &mut w.tf.h), bw);
+    for s in segs.iter_mut() {
+        s.st.work.tf.xn.resize(s.n * hs, 0.0);
     }
-    tts_kernels::rms_norm(&b.h, &tr.norm, tr.eps, &mut b.xn);
-    tr.output_proj.run(&b.xn, n, x);
+    for (li, layer) in tr.layers.iter().enumerate() {
+        for s in segs.iter_mut() {
+            let b = &mut s.st.work.tf;
+            tts_kernels::rms_norm(&b.h, &layer.input_norm, tr.eps, &mut b.xn);
+        }
+        linear_batch(&layer.q, segs, frames, |w| (&w.tf.xn, &mut w.tf.q), bw);
+        linear_batch(&layer.k, segs, frames, |w| (&w.tf.xn, &mut w.tf.k), bw);
+        linear_batch(&layer.v, segs, frames, |w| (&w.tf.xn, &mut w.tf.v), bw);
+        for s in segs.iter_mut() {
+            let (n, pos0) = (s.n, s.st.frames);
+            let (b, cache) = (&mut s.st.work.tf, &mut s.st.kv[li]);
+            for i in 0..n {
+                let (c, s) = (
+                    &b.cos[i * half..(i + 1) * half],
+                    &b.sin[i * half..(i + 1) * half],
+                );
+                tts_kernels::rope(&mut b.q[i * qd..(i + 1) * qd], hd, c, s);
+                tts_kernels::rope(&mut b.k[i * kvd..(i + 1) * kvd], hd, c, s);
+            }
+            let prev = cache.rows;
+            cache.k.extend_from_slice(&b.k);
+            cache.v.extend_from_slice(&b.v);
+            cache.rows += n;
+            // Absolute position of cache row 0.
+            let kv_pos0 = pos0 - prev;
+
+            b.att.clear();
+            b.att.resize(n * qd, 0.0);
+            for i0 in (0..n).step_by(QUERY_BLOCK) {
+                let i1 = (i0 + QUERY_BLOCK).min(n);
+                // Oldest key the first query of the block can see.
+                let first = (pos0 + i0).saturating_sub(keep).max(kv_pos0) - kv_pos0;
+                let last = prev + i1;
+                tts_kernels::attention(
+                    &b.q[i0 * qd..i1 * qd],
+                    i1 - i0,
+                    pos0 + i0,
+                    &cache.k[first * kvd..last * kvd],
+                    &cache.v[first * kvd..last * kvd],
+                    last - first,
+                    kv_pos0 + first,
+                    a,
+                    &mut b.att[i0 * qd..i1 * qd],
+                );
+            }
+            if cache.rows > keep {
+                let drop = cache.rows - keep;
+                cache.k.drain(..drop * kvd);
+                cache.v.drain(..drop * kvd);
+                cache.rows = keep;
+            }
+        }
+        linear_batch(&layer.o, segs, frames, |w| (&w.tf.att, &mut w.tf.proj), bw);
+        for s in segs.iter_mut() {
+            let b = &mut s.st.work.tf;
+            add_scaled(&mut b.h, &layer.attn_scale, &b.proj);
+            tts_kernels::rms_norm(&b.h, &layer.post_norm, tr.eps, &mut b.xn);
+        }
+        linear_batch(
+            &layer.gate,
+            segs,
+            frames,
+            |w| (&w.tf.xn, &mut w.tf.gate),
+            bw,
+        );
+        linear_batch(&layer.up, segs, frames, |w| (&w.tf.xn, &mut w.tf.up), bw);
+        for s in segs.iter_mut() {
+            let b = &mut s.st.work.tf;
+            // silu_mul writes a separate output; `att` is free again.
+            b.att.clear();
+            b.att.resize(b.gate.len(), 0.0);
+            tts_kernels::silu_mul(&b.gate, &b.up, &mut b.att);
+        }
+        linear_batch(
+            &layer.down,
+            segs,
+            frames,
+            |w| (&w.tf.att, &mut w.tf.proj),
+            bw,
+        );
+        for s in segs.iter_mut() {
+            let b = &mut s.st.work.tf;
+            add_scaled(&mut b.h, &layer.mlp_scale, &b.proj);
+        }
+    }
+    for s in segs.iter_mut() {
+        let b = &mut s.st.work.tf;
+        tts_kernels::rms_norm(&b.h, &tr.norm, tr.eps, &mut b.xn);
+    }
+    linear_batch(
+        &tr.output_proj,
+        segs,
+        frames,
+        |w| (&w.tf.xn, &mut w.rows),
+        bw,
+    );
 }

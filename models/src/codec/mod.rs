@@ -16,6 +16,9 @@
 //! - [`StreamingDecoder`] / [`DecoderState`]: frame-by-frame decoding whose
 //!   concatenated output equals [`Code2Wav::decode`] of the whole sequence for
 //!   any chunking. Each step's samples are final: there is nothing to flush.
+//!   [`Code2Wav::decode_step_batch`] steps several streams in one call,
+//!   layer by layer across streams, with each stream's samples bit-identical
+//!   to its own [`Code2Wav::decode_step`].
 
 mod forward;
 mod weights;
@@ -25,7 +28,7 @@ mod tests;
 
 use std::path::Path;
 
-pub use forward::DecoderState;
+pub use forward::{BatchScratch, DecoderState};
 
 use crate::checkpoint::TensorStore;
 use crate::config::CodecConfig;
@@ -163,6 +166,61 @@ impl Code2Wav {
         Ok(())
     }
 
+    /// Checks one step's input: `codes` is `[n_frames, num_quantizers]`
+    /// (frame-major) with every code inside the codebook. The error names
+    /// the offending frame and codebook.
+    pub fn check_step(&self, codes: &[u32], n_frames: usize) -> Result<()> {
+        self.validate(codes, n_frames)
+    }
+
+    /// [`Self::decode_step`] for several streams at once: each job's
+    /// `n_frames` new frames are decoded against its own state and their
+    /// samples appended to its `out`. The decoder runs **layer-major**
+    /// across the jobs (each layer's weights serve every stream while they
+    /// are in cache; the transformer's and ConvNeXt's linears as one matmul
+    /// over all streams' rows), so a batch reads the weights about once
+    /// instead of once per stream. Jobs may differ in frame count and in
+    /// how far their streams are; a job with 0 frames is left untouched.
+    ///
+    /// Every job's samples and state are bit-identical to calling
+    /// [`Self::decode_step`] on it alone.
+    ///
+    /// All inputs are validated before any state is touched: on a bad job
+    /// the call returns an error naming it (`job i: ...`) and every state
+    /// and output buffer is left as it was, so the caller can drop that job
+    /// and retry the rest (or check each input first with
+    /// [`Self::check_step`]).
+    pub fn decode_step_batch(
+        &self,
+        jobs: &mut [StepJob<'_>],
+        scratch: &mut BatchScratch,
+    ) -> Result<()> {
+        for (i, j) in jobs.iter().enumerate() {
+            self.validate(j.codes, j.n_frames).map_err(|e| match e {
+                ModelError::InvalidRequest(m) => {
+                    ModelError::InvalidRequest(format!("job {i} of the batch: {m}"))
+                }
+                e => e,
+            })?;
+        }
+        let spf = self.cfg.samples_per_frame;
+        let mut segs: Vec<forward::Seg<'_>> = jobs
+            .iter_mut()
+            .filter(|j| j.n_frames > 0)
+            .map(|j| {
+                j.out.reserve(j.n_frames * spf);
+                forward::Seg {
+                    st: &mut *j.state,
+                    codes: j.codes,
+                    n: j.n_frames,
+                    out: &mut *j.out,
+                }
+            })
+            .collect();
+        forward::step_batch(&self.w, &mut segs, scratch);
+        Ok(())
+    }
+
     /// One whole-utterance forward (the official `decoder(codes)`):
     /// `n_frames * samples_per_frame()` samples in [-1, 1]. Scratch memory
     /// grows with the length: the last vocoder block holds 96 channels x
@@ -246,6 +304,17 @@ impl Code2Wav {
             state: self.new_state(),
         }
     }
+}
+
+/// One stream's part in [`Code2Wav::decode_step_batch`].
+pub struct StepJob<'a> {
+    /// The stream's state (from [`Code2Wav::new_state`]).
+    pub state: &'a mut DecoderState,
+    /// Its new frames' codes, `[n_frames, num_quantizers]` frame-major.
+    pub codes: &'a [u32],
+    pub n_frames: usize,
+    /// Receives exactly `n_frames * samples_per_frame()` more samples.
+    pub out: &'a mut Vec<f32>,
 }
 
 /// Streaming code2wav: feed frames as they are generated, get their audio at

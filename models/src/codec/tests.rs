@@ -688,7 +688,11 @@ fn codec_parity_with_external_dump() {
 /// Decodes `TTS_RT_C2W_FRAMES` (default 40) random frames with the official
 /// chunked decode (what `speak` runs), `TTS_RT_C2W_PASSES` times, at
 /// `TTS_RT_C2W_PRECISION` (f32 or bf16), printing per-stage times;
-/// `TTS_RT_C2W_STEP=k` streams in steps of k frames instead.
+/// `TTS_RT_C2W_STEP=k` streams in steps of k frames instead;
+/// `TTS_RT_C2W_SESSIONS=s` (with a step) decodes `s` streams of different
+/// codes, stepped together round by round, `TTS_RT_C2W_BATCH=1` with one
+/// [`Code2Wav::decode_step_batch`] per round, else one `decode_step` per
+/// stream (the figures are then per frame of all streams).
 #[test]
 #[ignore]
 fn codec_time_full_size() {
@@ -714,6 +718,54 @@ fn codec_time_full_size() {
         tts_kernels::Kernels::selected().bf16_conv_path()
     );
     let codes = random_codes(&m, n, 7);
+    let sessions = env("TTS_RT_C2W_SESSIONS", 1).max(1);
+    let batch = env("TTS_RT_C2W_BATCH", 0) == 1;
+    let all_codes: Vec<Vec<u32>> = (0..sessions as u64)
+        .map(|i| random_codes(&m, n, 7 + i))
+        .collect();
+    let q = m.num_quantizers();
+    // Streams `sessions` utterances in steps of `step` frames, round by
+    // round; returns all samples.
+    let multi = |step: usize| -> Vec<f32> {
+        let mut states: Vec<DecoderState> = (0..sessions).map(|_| m.new_state()).collect();
+        let mut outs: Vec<Vec<f32>> = (0..sessions).map(|_| Vec::new()).collect();
+        let mut scratch = BatchScratch::default();
+        let mut t = 0;
+        while t < n {
+            let k = step.min(n - t);
+            if batch {
+                let mut jobs: Vec<StepJob<'_>> = states
+                    .iter_mut()
+                    .zip(outs.iter_mut())
+                    .zip(&all_codes)
+                    .map(|((state, out), c)| StepJob {
+                        state,
+                        codes: &c[t * q..(t + k) * q],
+                        n_frames: k,
+                        out,
+                    })
+                    .collect();
+                m.decode_step_batch(&mut jobs, &mut scratch).unwrap();
+            } else {
+                for ((st, out), c) in states.iter_mut().zip(outs.iter_mut()).zip(&all_codes) {
+                    m.decode_step(st, &c[t * q..(t + k) * q], k, out).unwrap();
+                }
+            }
+            t += k;
+        }
+        outs.concat()
+    };
+    let n_all = if step > 0 { n * sessions } else { n };
+    if step > 0 {
+        eprintln!(
+            "{sessions} streams in steps of {step}, {}",
+            if batch {
+                "batched"
+            } else {
+                "one call per stream"
+            }
+        );
+    }
     // Process CPU seconds (utime + stime of every thread, 10 ms ticks): on
     // a busy machine a steadier figure than wall time.
     let cpu_s = || -> f64 {
@@ -742,8 +794,10 @@ fn codec_time_full_size() {
                     OFFICIAL_LEFT_CONTEXT_FRAMES,
                 )
                 .unwrap(),
-            k => stream(&m, &codes, n, &[k]),
+            k if sessions == 1 && !batch => stream(&m, &codes, n, &[k]),
+            k => multi(k),
         };
+        let n = n_all;
         let dt = t0.elapsed().as_secs_f64() * 1e3;
         assert_eq!(wav.len(), n * m.samples_per_frame());
         let cpu = (cpu_s() - c0) * 1e3;

@@ -95,7 +95,8 @@ pub struct EngineConfig {
     pub explicit_acks: bool,
     /// Most requests the talker and the code predictor step together in one
     /// batched forward (each stage batches every ready request of a round,
-    /// up to this many). 1 steps requests one at a time.
+    /// up to this many), and the most chunks code2wav decodes in one
+    /// batched call. 1 steps requests one at a time.
     pub max_batch: usize,
     /// Longest the talker or the code predictor waits, before a step, for
     /// requests whose inputs the other one is producing right now, so they

@@ -190,7 +190,7 @@ impl Router {
                 &config,
             );
             let (ca, code2wav) = spawn_stage(
-                Code2Wav::new(model.clone(), config.chunks.clone()),
+                Code2Wav::new(model.clone(), config.chunks.clone(), config.max_batch),
                 &shared,
                 &dir,
                 &config,
@@ -361,7 +361,7 @@ impl Router {
             }
             StageKind::Code2Wav => {
                 let (arb, addr) = spawn_stage(
-                    Code2Wav::new(model, self.config.chunks.clone()),
+                    Code2Wav::new(model, self.config.chunks.clone(), self.config.max_batch),
                     &shared,
                     &dir,
                     &self.config,

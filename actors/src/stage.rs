@@ -7,7 +7,8 @@
 //! work joining) are handled between steps. A round takes every item ready
 //! when it starts; a step takes up to [`StageLogic::max_batch`] of them
 //! (distinct requests) at once — the talker and the code predictor run them
-//! as one batched forward, code2wav one at a time.
+//! as one batched forward, code2wav decodes the chunks they make due in one
+//! batched call.
 //!
 //! Failure handling:
 //! - a panic in a model call is caught here, the stage's in-flight requests
@@ -153,11 +154,6 @@ pub struct StepCx<'a> {
 }
 
 impl StepCx<'_> {
-    /// Runs one model call for one input: see [`Self::batch_call`].
-    pub fn model_call<R>(&mut self, stage: StageKind, f: impl FnOnce() -> R) -> (R, Duration) {
-        self.batch_call(stage, 1, f)
-    }
-
     /// Runs one model call serving `inputs` inputs: counts the step and its
     /// batch size, fires an injected fault if one is due, and returns the
     /// result with its wall time.

@@ -11,7 +11,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tts_models::code_predictor::PredictScratch;
-use tts_models::codec::DecoderState;
+use tts_models::codec::{self, DecoderState, StepJob};
 use tts_models::lm::BatchScratch;
 use tts_models::synth::{PredictorSession, StopReason, TalkerOutput, TalkerSession, TalkerWork};
 use tts_models::Qwen3Tts;
@@ -413,21 +413,43 @@ struct DecodeReq {
 }
 
 /// The code2wav stage: owns every request's streaming decoder state and
-/// cuts the audio into chunks by the [`ChunkSchedule`].
+/// cuts the audio into chunks by the [`ChunkSchedule`]. A step takes up to
+/// `max_batch` frames (distinct requests) and decodes every chunk they make
+/// due in **one** [`tts_models::codec::Code2Wav::decode_step_batch`] call
+/// (layer-major across the requests: the weights are read about once per
+/// step instead of once per request); each request's samples are the bits
+/// it would get decoded alone.
 pub struct Code2Wav {
     model: Arc<Qwen3Tts>,
     schedule: ChunkSchedule,
     reqs: HashMap<RequestKey, DecodeReq>,
+    max_batch: usize,
+    scratch: codec::BatchScratch,
 }
 
 impl Code2Wav {
-    pub fn new(model: Arc<Qwen3Tts>, schedule: ChunkSchedule) -> Self {
+    pub fn new(model: Arc<Qwen3Tts>, schedule: ChunkSchedule, max_batch: usize) -> Self {
         Code2Wav {
             model,
             schedule,
             reqs: HashMap::new(),
+            max_batch: max_batch.max(1),
+            scratch: codec::BatchScratch::default(),
         }
     }
+}
+
+/// One input's part in a code2wav step.
+struct DecodeJob {
+    key: RequestKey,
+    stop: Option<StopReason>,
+    /// The times the frame carried from the LM stages.
+    times: StageTimes,
+    /// The request's pending frames make a chunk this step.
+    due: bool,
+    /// Its chunk could not be decoded (bad codes): the request fails.
+    failed: Option<String>,
+    samples: Vec<f32>,
 }
 
 impl StageLogic for Code2Wav {
@@ -443,12 +465,17 @@ impl StageLogic for Code2Wav {
     }
 
     fn max_batch(&self) -> usize {
-        1
+        self.max_batch
     }
 
     fn process(&mut self, inputs: Vec<FrameForDecode>, cx: &mut StepCx<'_>) -> Vec<FrameForDecode> {
-        for f in inputs {
-            self.decode(f, cx);
+        let mut jobs: Vec<DecodeJob> = inputs
+            .into_iter()
+            .filter_map(|f| self.admit(f, cx))
+            .collect();
+        self.decode_due(&mut jobs, cx);
+        for job in jobs {
+            self.emit(job, cx);
         }
         Vec::new()
     }
@@ -467,9 +494,9 @@ impl StageLogic for Code2Wav {
 }
 
 impl Code2Wav {
-    /// One frame (or end marker) of one request: decodes when the chunk
-    /// schedule says a chunk is due.
-    fn decode(&mut self, f: FrameForDecode, cx: &mut StepCx<'_>) {
+    /// Takes one frame (or end marker) of one request into its pending
+    /// chunk; the job says whether the chunk schedule makes it due now.
+    fn admit(&mut self, f: FrameForDecode, cx: &mut StepCx<'_>) -> Option<DecodeJob> {
         let key = f.stamp.key;
         if f.first {
             self.reqs.insert(
@@ -489,7 +516,7 @@ impl Code2Wav {
         }
         let Some(r) = self.reqs.get_mut(&key) else {
             cx.shared.stale_request();
-            return;
+            return None;
         };
         r.times.handoff += f.stamp.sent_at.elapsed();
         if let Some(codes) = &f.codes {
@@ -502,40 +529,121 @@ impl Code2Wav {
             r.first_frame_at.get_or_insert(f.produced_at);
             r.last_frame_at = Some(f.produced_at);
         }
-        let last = f.stop.is_some();
-        let mut emitted_terminal = false;
-        if r.pending_frames > 0 && (last || r.pending_frames >= self.schedule.size(r.next_seq)) {
-            let model = self.model.clone();
-            let mut samples = Vec::new();
-            let (res, d) = cx.model_call(StageKind::Code2Wav, || {
-                model
+        let due = r.pending_frames > 0
+            && (f.stop.is_some() || r.pending_frames >= self.schedule.size(r.next_seq));
+        // A bad chunk fails its own request only: it is checked here, before
+        // the batch, so the batched call never sees it.
+        let failed = due
+            .then(|| {
+                self.model
                     .code2wav
-                    .decode_step(&mut r.state, &r.pending, r.pending_frames, &mut samples)
-            });
-            r.times.code2wav += d;
-            if let Err(e) = res {
-                self.reqs.remove(&key);
-                cx.out.push(Output::Router(AudioOut::Failed {
-                    stamp: Stamp::new(key, cx.generation),
-                    message: e.to_string(),
-                }));
-                return;
+                    .check_step(&r.pending, r.pending_frames)
+                    .err()
+            })
+            .flatten()
+            .map(|e| e.to_string());
+        Some(DecodeJob {
+            key,
+            stop: f.stop,
+            times: f.times,
+            due: due && failed.is_none(),
+            failed,
+            samples: Vec::new(),
+        })
+    }
+
+    /// Decodes every due chunk of the step in one batched call. Its wall
+    /// time is added to each of those requests' `code2wav` time (shared,
+    /// like the LM stages' batched steps).
+    fn decode_due(&mut self, jobs: &mut [DecodeJob], cx: &mut StepCx<'_>) {
+        let at: HashMap<RequestKey, usize> = jobs
+            .iter()
+            .enumerate()
+            .filter(|(_, j)| j.due)
+            .map(|(i, j)| (j.key, i))
+            .collect();
+        if at.is_empty() {
+            return;
+        }
+        // The due requests' states, in job order (a step holds distinct
+        // requests, so each key appears once).
+        let mut slots: Vec<Option<&mut DecodeReq>> = jobs.iter().map(|_| None).collect();
+        for (key, r) in self.reqs.iter_mut() {
+            if let Some(&i) = at.get(key) {
+                slots[i] = Some(r);
             }
+        }
+        let mut reqs: Vec<&mut DecodeReq> = Vec::with_capacity(at.len());
+        let mut batch: Vec<StepJob<'_>> = Vec::with_capacity(at.len());
+        let mut owners: Vec<usize> = Vec::with_capacity(at.len());
+        let mut samples: Vec<&mut Vec<f32>> = Vec::with_capacity(at.len());
+        for (i, (slot, job)) in slots.into_iter().zip(jobs.iter_mut()).enumerate() {
+            if let Some(r) = slot {
+                owners.push(i);
+                reqs.push(r);
+                samples.push(&mut job.samples);
+            }
+        }
+        for (r, out) in reqs.iter_mut().zip(samples) {
+            let r = &mut **r;
+            batch.push(StepJob {
+                state: &mut r.state,
+                codes: &r.pending,
+                n_frames: r.pending_frames,
+                out,
+            });
+        }
+        let (model, scratch) = (&self.model, &mut self.scratch);
+        let (res, d) = cx.batch_call(StageKind::Code2Wav, batch.len(), || {
+            model.code2wav.decode_step_batch(&mut batch, scratch)
+        });
+        drop(batch);
+        for r in reqs {
+            r.times.code2wav += d;
+        }
+        if let Err(e) = res {
+            // Inputs were checked in `admit`, so this is unexpected; the
+            // batch left every state untouched, but fail its requests
+            // rather than guess which one was at fault.
+            let message = e.to_string();
+            for i in owners {
+                jobs[i].due = false;
+                jobs[i].failed = Some(message.clone());
+            }
+        }
+    }
+
+    /// Hands on one job's outcome: its chunk (or failure), then, at the
+    /// request's end, the terminal marker and `Finished`.
+    fn emit(&mut self, job: DecodeJob, cx: &mut StepCx<'_>) {
+        let key = job.key;
+        if let Some(message) = job.failed {
+            self.reqs.remove(&key);
+            cx.out.push(Output::Router(AudioOut::Failed {
+                stamp: Stamp::new(key, cx.generation),
+                message,
+            }));
+            return;
+        }
+        let last = job.stop.is_some();
+        let mut emitted_terminal = false;
+        if job.due {
+            let r = self.reqs.get_mut(&key).expect("a due request is held");
             cx.out.push(Output::Router(AudioOut::Chunk {
                 stamp: Stamp::new(key, cx.generation),
                 seq: r.next_seq,
                 first_frame: r.pending_from,
                 frames: r.pending_frames,
                 codes: std::mem::take(&mut r.pending),
-                samples,
+                samples: job.samples,
                 terminal: last,
             }));
             r.next_seq += 1;
             emitted_terminal = last;
             r.pending_frames = 0;
         }
-        if let Some(stop) = f.stop {
-            let r = self.reqs.remove(&key).expect("state checked above");
+        if let Some(stop) = job.stop {
+            let r = self.reqs.remove(&key).expect("state checked in admit");
             if r.pending_frames == 0 && !emitted_terminal {
                 // The end came after the last chunk went out (EOS, or no
                 // frames at all): an empty chunk carries the terminal flag,
@@ -550,7 +658,7 @@ impl Code2Wav {
                     terminal: true,
                 }));
             }
-            let mut times = f.times;
+            let mut times = job.times;
             times.code2wav = r.times.code2wav;
             times.handoff += r.times.handoff;
             cx.out.push(Output::Router(AudioOut::Finished {
@@ -562,5 +670,190 @@ impl Code2Wav {
                 last_frame_at: r.last_frame_at,
             }));
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The code2wav stage's step bookkeeping, driven directly (no actors):
+    //! one batched decode per step, per-request failures, terminal chunks.
+
+    use std::path::Path;
+    use std::sync::atomic::Ordering;
+
+    use super::*;
+    use crate::stage::Shared;
+
+    fn frame(key: RequestKey, index: u64, codes: Option<Vec<u32>>, stop: bool) -> FrameForDecode {
+        FrameForDecode {
+            stamp: Stamp::new(key, 0),
+            frame_index: index,
+            codes,
+            first: index == 0,
+            stop: stop.then_some(StopReason::MaxFrames),
+            produced_at: Instant::now(),
+            times: StageTimes::default(),
+        }
+    }
+
+    fn key(session: u64) -> RequestKey {
+        RequestKey { session, epoch: 0 }
+    }
+
+    /// A short description of outputs for failure messages.
+    fn describe(out: &[AudioOut]) -> String {
+        let one = |o: &AudioOut| match o {
+            AudioOut::Chunk {
+                stamp,
+                seq,
+                frames,
+                terminal,
+                ..
+            } => format!(
+                "Chunk({} seq {seq}, {frames} frames, terminal {terminal})",
+                stamp.key
+            ),
+            AudioOut::Finished { stamp, frames, .. } => {
+                format!("Finished({}, {frames} frames)", stamp.key)
+            }
+            AudioOut::Failed { stamp, message } => format!("Failed({}: {message})", stamp.key),
+        };
+        out.iter().map(one).collect::<Vec<_>>().join(", ")
+    }
+
+    /// Runs one step; returns what it handed on.
+    fn step(stage: &mut Code2Wav, shared: &Shared, inputs: Vec<FrameForDecode>) -> Vec<AudioOut> {
+        let mut out = Vec::new();
+        let mut cx = StepCx {
+            out: &mut out,
+            generation: 0,
+            shared,
+        };
+        assert!(stage.process(inputs, &mut cx).is_empty());
+        out.into_iter()
+            .map(|o| match o {
+                Output::Router(a) => a,
+                _ => panic!("code2wav only hands audio to the router"),
+            })
+            .collect()
+    }
+
+    #[test]
+    fn a_step_decodes_its_due_chunks_in_one_call_and_fails_only_the_bad_request() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-a");
+        let model = Arc::new(Qwen3Tts::load(&dir).expect("load fixture"));
+        let c2w = &model.code2wav;
+        let q = c2w.num_quantizers();
+        let code = |f: u64, g: usize| ((f as usize * 31 + g * 7) % c2w.codebook_size()) as u32;
+        let codes = |f: u64| (0..q).map(|g| code(f, g)).collect::<Vec<u32>>();
+        let shared = Shared::new(
+            #[cfg(feature = "fault-injection")]
+            None,
+        );
+        let schedule = ChunkSchedule::new(vec![1, 2]).unwrap();
+        let mut stage = Code2Wav::new(model.clone(), schedule, 4);
+        assert_eq!(stage.max_batch(), 4);
+
+        // Step 1: three first frames; the second request's is out of the
+        // codebook, the third is also its last.
+        let mut bad = codes(0);
+        bad[1] = c2w.codebook_size() as u32;
+        let out = step(
+            &mut stage,
+            &shared,
+            vec![
+                frame(key(1), 0, Some(codes(0)), false),
+                frame(key(2), 0, Some(bad), false),
+                frame(key(3), 0, Some(codes(0)), true),
+            ],
+        );
+        let h = shared.health(StageKind::Code2Wav);
+        assert_eq!(h.steps.load(Ordering::Relaxed), 1, "one decode call");
+        assert_eq!(h.batched_inputs.load(Ordering::Relaxed), 2, "two chunks");
+        assert_eq!(h.max_batch.load(Ordering::Relaxed), 2);
+        let mut alone = c2w.new_state();
+        let mut want = Vec::new();
+        c2w.decode_step(&mut alone, &codes(0), 1, &mut want)
+            .unwrap();
+        match &out[..] {
+            [AudioOut::Chunk {
+                stamp: s1,
+                seq: 0,
+                frames: 1,
+                samples: a1,
+                terminal: false,
+                ..
+            }, AudioOut::Failed { stamp: s2, message }, AudioOut::Chunk {
+                stamp: s3,
+                samples: a3,
+                terminal: true,
+                ..
+            }, AudioOut::Finished {
+                stamp: s4,
+                frames: 1,
+                ..
+            }] => {
+                assert_eq!(
+                    (s1.key, s2.key, s3.key, s4.key),
+                    (key(1), key(2), key(3), key(3))
+                );
+                assert!(
+                    message.contains("frame 0, codebook 1"),
+                    "the error names the code: {message}"
+                );
+                assert!(a1 == &want && a3 == &want, "batched == alone");
+            }
+            other => panic!("unexpected outputs {}", describe(other)),
+        }
+        let mut held = stage.held();
+        held.sort();
+        assert_eq!(held, vec![key(1)], "the failed and the finished are gone");
+
+        // Step 2: frame 1 of request 1 (chunk of 2 not due yet); a frame
+        // for the failed request is stale.
+        let out = step(
+            &mut stage,
+            &shared,
+            vec![
+                frame(key(1), 1, Some(codes(1)), false),
+                frame(key(2), 1, Some(codes(1)), false),
+            ],
+        );
+        assert!(out.is_empty(), "{}", describe(&out));
+        assert_eq!(shared.stale_epoch.load(Ordering::Relaxed), 1);
+        // Step 3: frame 2 completes the 2-frame chunk, then an end marker
+        // gives an empty terminal chunk and Finished.
+        let out = step(
+            &mut stage,
+            &shared,
+            vec![frame(key(1), 2, Some(codes(2)), false)],
+        );
+        let mut want = Vec::new();
+        c2w.decode_step(&mut alone, &[codes(1), codes(2)].concat(), 2, &mut want)
+            .unwrap();
+        assert!(
+            matches!(&out[..], [AudioOut::Chunk { seq: 1, first_frame: 1, frames: 2, samples, .. }] if samples == &want),
+            "{}",
+            describe(&out)
+        );
+        let out = step(&mut stage, &shared, vec![frame(key(1), 3, None, true)]);
+        assert!(
+            matches!(
+                &out[..],
+                [
+                    AudioOut::Chunk {
+                        seq: 2,
+                        frames: 0,
+                        terminal: true,
+                        ..
+                    },
+                    AudioOut::Finished { frames: 3, .. }
+                ]
+            ),
+            "{}",
+            describe(&out)
+        );
+        assert!(stage.held().is_empty());
+        assert_eq!(h.steps.load(Ordering::Relaxed), 2);
     }
 }

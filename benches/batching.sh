@@ -7,6 +7,9 @@
 #   - per-session rtf, required_prebuffer_ms, and continuity at the
 #     prebuffer (requests continuous / requests),
 # plus the 1-minute load average before each run (the machine is shared).
+# The arm order alternates every run (before, after / after, before / ...).
+# EXTRA adds arguments to every `tts-rt bench` call, e.g.
+#   EXTRA="--precision int8,int8,bf16"
 #
 # Usage:
 #   benches/batching.sh MODEL_DIR BEFORE_BIN AFTER_BIN [RUNS=3] [FRAMES=20] [CONC=1,2,3] [REPEATS=2]
@@ -24,14 +27,18 @@ repeats=${7:-2}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 echo "raw results in $out" >&2
+read -r -a extra <<<"${EXTRA:-}"
 for i in $(seq 1 "$runs"); do
-  for which in before after; do
+  order="before after"
+  [ $((i % 2)) -eq 0 ] && order="after before"
+  for which in $order; do
     bin=$before
     [ "$which" = after ] && bin=$after
     load=$(cut -d' ' -f1 /proc/loadavg)
     echo "run $i $which (load $load)" >&2
     "$bin" bench --model "$model" --lengths short --concurrency "$conc" \
       --repeats "$repeats" --warmup 1 --frames "$frames" --greedy \
+      ${extra[@]+"${extra[@]}"} \
       --json --jsonl "$out/$which-$i.jsonl" >"$out/$which-$i.json"
     echo "$which $i $load" >>"$out/loads.txt"
   done
@@ -48,6 +55,11 @@ def fmt(v, d=2):
         return "n/a"
     return f"{statistics.median(v):.{d}f} ({min(v):.{d}f}..{max(v):.{d}f})"
 print(f"frames per request {frames}; runs per binary {runs}")
+extra = ""
+import os
+if os.environ.get("EXTRA"):
+    extra = os.environ["EXTRA"]
+print(f"extra bench arguments: {extra or '(none)'}")
 for which in ["before", "after"]:
     fps = collections.defaultdict(list)    # per level: one value per round
     rtf = collections.defaultdict(list)    # per level: one value per request

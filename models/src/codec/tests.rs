@@ -800,6 +800,12 @@ fn codec_time_full_size() {
         let n = n_all;
         let dt = t0.elapsed().as_secs_f64() * 1e3;
         assert_eq!(wav.len(), n * m.samples_per_frame());
+        // FNV-1a over the samples' bits: batched and one-call-per-stream
+        // runs of the same settings must print the same value.
+        let fnv = wav.iter().fold(0xcbf2_9ce4_8422_2325u64, |h, x| {
+            (h ^ x.to_bits() as u64).wrapping_mul(0x100_0000_01b3)
+        });
+        eprintln!("samples fnv1a {fnv:016x}");
         let cpu = (cpu_s() - c0) * 1e3;
         eprintln!(
             "pass {p}: {n} frames in {dt:.1} ms = {:.2} ms/frame; CPU {:.2} ms/frame (load {})",

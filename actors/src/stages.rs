@@ -427,13 +427,28 @@ pub struct Code2Wav {
     scratch: codec::BatchScratch,
 }
 
+/// Most frames the chunks of one code2wav step may add up to, which caps
+/// the stage's batch at `BATCH_FRAMES / largest chunk` (4 with the default
+/// 1, 4, 8 schedule). Without it a step of `max_batch` (16) requests' 8-frame
+/// chunks would be 128 frames — several seconds of CPU at f32, all of it
+/// one step for the watchdog (`stage_deadline`, 10 s) and one wait for the
+/// first request's audio — where one chunk per step was at most 8 frames.
+/// Batching saves nothing beyond a few frames per request (the vocoder's
+/// convolutions are compute-bound there; docs/benchmarks.md, "code2wav
+/// batching"), so the cap costs nothing where batching pays: short chunks.
+pub const CODE2WAV_BATCH_FRAMES: usize = 32;
+
 impl Code2Wav {
+    /// `max_batch` is the engine's; the stage takes at most
+    /// [`CODE2WAV_BATCH_FRAMES`] / the schedule's largest chunk (at least 1).
     pub fn new(model: Arc<Qwen3Tts>, schedule: ChunkSchedule, max_batch: usize) -> Self {
+        let largest = schedule.frames.iter().copied().max().unwrap_or(1).max(1);
+        let cap = (CODE2WAV_BATCH_FRAMES / largest).max(1);
         Code2Wav {
             model,
             schedule,
             reqs: HashMap::new(),
-            max_batch: max_batch.max(1),
+            max_batch: max_batch.clamp(1, cap),
             scratch: codec::BatchScratch::default(),
         }
     }
@@ -753,6 +768,16 @@ mod tests {
         let schedule = ChunkSchedule::new(vec![1, 2]).unwrap();
         let mut stage = Code2Wav::new(model.clone(), schedule, 4);
         assert_eq!(stage.max_batch(), 4);
+        // The frame budget caps the batch: 32 / the largest chunk.
+        let cap = |frames: Vec<usize>, engine: usize| {
+            let s = ChunkSchedule::new(frames).unwrap();
+            Code2Wav::new(model.clone(), s, engine).max_batch()
+        };
+        assert_eq!(cap(vec![1, 4, 8], 16), 4);
+        assert_eq!(cap(vec![1, 4, 8], 3), 3);
+        assert_eq!(cap(vec![1, 2], 16), 16);
+        assert_eq!(cap(vec![1, 40], 16), 1);
+        assert_eq!(cap(vec![8], 1), 1);
 
         // Step 1: three first frames; the second request's is out of the
         // codebook, the third is also its last.

@@ -416,9 +416,9 @@ struct DecodeReq {
 /// cuts the audio into chunks by the [`ChunkSchedule`]. A step takes up to
 /// `max_batch` frames (distinct requests) and decodes every chunk they make
 /// due in **one** [`tts_models::codec::Code2Wav::decode_step_batch`] call
-/// (layer-major across the requests: the weights are read about once per
-/// step instead of once per request); each request's samples are the bits
-/// it would get decoded alone.
+/// (layer-major across the requests; the transformer's and ConvNeXt's
+/// weights are read once per step instead of once per request); each
+/// request's samples are the bits it would get decoded alone.
 pub struct Code2Wav {
     model: Arc<Qwen3Tts>,
     schedule: ChunkSchedule,

@@ -336,9 +336,10 @@ fn linear_batch(lin: &Linear, segs: &mut [Seg<'_>], rows: &[usize], io: Io, bw: 
 }
 
 /// Decodes every stream's new frames, **layer-major**: each layer runs for
-/// all streams before the next layer starts, so its weights are read while
-/// hot in cache (the row-wise ones — transformer, ConvNeXt MLPs — as one
-/// matmul over all streams' rows). Each stream keeps its own histories, K/V
+/// all streams before the next layer starts. The row-wise layers
+/// (transformer, ConvNeXt MLPs) are one matmul over all streams' rows, so
+/// their weights are read once per batch; the others run per stream back
+/// to back, reusing their weights from cache where they fit. Each stream keeps its own histories, K/V
 /// window and positions, and every per-stream operation is the one
 /// [`step`] runs alone, in the same order on the same shapes: the samples
 /// are bit-identical to decoding each stream by itself. Streams may differ

@@ -176,17 +176,19 @@ impl Code2Wav {
     /// [`Self::decode_step`] for several streams at once: each job's
     /// `n_frames` new frames are decoded against its own state and their
     /// samples appended to its `out`. The decoder runs **layer-major**
-    /// across the jobs (each layer's weights serve every stream while they
-    /// are in cache; the transformer's and ConvNeXt's linears as one matmul
-    /// over all streams' rows), so a batch reads the weights about once
-    /// instead of once per stream. Jobs may differ in frame count and in
-    /// how far their streams are; a job with 0 frames is left untouched.
+    /// across the jobs: the transformer's and ConvNeXt's linears are one
+    /// matmul over all streams' rows (their weights read once per batch,
+    /// which is what saves time on short steps); every other layer runs per
+    /// stream, back to back, so its weights are reused from cache where
+    /// they fit. Jobs may differ in frame count and in how far their
+    /// streams are; a job with 0 frames is left untouched.
     ///
     /// Every job's samples and state are bit-identical to calling
     /// [`Self::decode_step`] on it alone.
     ///
     /// All inputs are validated before any state is touched: on a bad job
-    /// the call returns an error naming it (`job i: ...`) and every state
+    /// the call returns an error naming it (`job i of the batch: ...`,
+    /// then the frame and codebook of a bad code) and every state
     /// and output buffer is left as it was, so the caller can drop that job
     /// and retry the rest (or check each input first with
     /// [`Self::check_step`]).

@@ -825,3 +825,77 @@ fn codec_time_full_size() {
         }
     }
 }
+
+/// What one parallel region over several streams' segments of a conv could
+/// save (not run by default): for the layers that are weight-bound at short
+/// steps, the time of `s` calls of one stream's columns against one call
+/// over `s` times the columns (which reads the weights once; a time bound
+/// only, not the batched arithmetic).
+/// `TTS_RT_C2W_MODEL=/path/q06b [TTS_RT_C2W_PRECISION=bf16] cargo test --release -p tts-models --lib codec_conv_segments_bound -- --ignored --nocapture`
+#[test]
+#[ignore]
+fn codec_conv_segments_bound() {
+    let Some(dir) = std::env::var_os("TTS_RT_C2W_MODEL") else {
+        eprintln!("TTS_RT_C2W_MODEL unset; skipping");
+        return;
+    };
+    let precision = std::env::var("TTS_RT_C2W_PRECISION")
+        .map_or(Ok(Code2WavPrecision::F32), |p| p.parse())
+        .unwrap();
+    let m = Code2Wav::load_with(&PathBuf::from(dir).join("speech_tokenizer"), precision).unwrap();
+    let (streams, reps) = (3, 20);
+    let w = &m.w;
+    let b0 = &w.blocks[0];
+    let up: usize = w.upsample.iter().map(|u| u.trans.stride).product();
+    for frames in [1, 4, 8] {
+        // Input columns of each layer for a step of `frames` frames.
+        let n_in = frames * up;
+        let n_b0 = n_in * b0.trans.stride;
+        let (mut out, mut full) = (Vec::new(), Vec::new());
+        let mut time =
+            |label: &str,
+             c_in: usize,
+             h: usize,
+             n: usize,
+             f: &mut dyn FnMut(&[f32], usize, &mut Vec<f32>, &mut Vec<f32>)| {
+                for (arm, calls, cols) in [
+                    ("one call per stream", streams, n),
+                    ("one call, all columns", 1, streams * n),
+                ] {
+                    let x = vec![0.25f32; c_in * (h + cols)];
+                    let t0 = std::time::Instant::now();
+                    for _ in 0..reps {
+                        for _ in 0..calls {
+                            f(&x, h + cols, &mut full, &mut out);
+                        }
+                    }
+                    eprintln!(
+                    "{precision} {frames}-frame steps, {streams} streams, {label:<24} {arm:<22} {:7.2} ms",
+                    t0.elapsed().as_secs_f64() * 1e3 / reps as f64
+                );
+                }
+            };
+        time(
+            "decoder.0 (k7)",
+            w.conv_in.shape.c_in,
+            w.conv_in.history(),
+            n_in,
+            &mut |x, t, _, o| w.conv_in.run(x, t, o),
+        );
+        time(
+            "block 0 transposed",
+            b0.trans.c_in,
+            b0.trans.history(),
+            n_in,
+            &mut |x, t, fl, o| b0.trans.run(x, t, fl, o),
+        );
+        let c1 = &b0.units[0].conv1;
+        time(
+            "block 0 unit 0 (k7)",
+            c1.shape.c_in,
+            c1.history(),
+            n_b0,
+            &mut |x, t, _, o| c1.run(x, t, o),
+        );
+    }
+}

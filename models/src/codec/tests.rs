@@ -826,6 +826,9 @@ fn codec_time_full_size() {
     }
 }
 
+/// One layer under test: `(x, t_in, scratch, out)`.
+type LayerCall<'a> = dyn FnMut(&[f32], usize, &mut Vec<f32>, &mut Vec<f32>) + 'a;
+
 /// What one parallel region over several streams' segments of a conv could
 /// save (not run by default): for the layers that are weight-bound at short
 /// steps, the time of `s` calls of one stream's columns against one call
@@ -852,29 +855,24 @@ fn codec_conv_segments_bound() {
         let n_in = frames * up;
         let n_b0 = n_in * b0.trans.stride;
         let (mut out, mut full) = (Vec::new(), Vec::new());
-        let mut time =
-            |label: &str,
-             c_in: usize,
-             h: usize,
-             n: usize,
-             f: &mut dyn FnMut(&[f32], usize, &mut Vec<f32>, &mut Vec<f32>)| {
-                for (arm, calls, cols) in [
-                    ("one call per stream", streams, n),
-                    ("one call, all columns", 1, streams * n),
-                ] {
-                    let x = vec![0.25f32; c_in * (h + cols)];
-                    let t0 = std::time::Instant::now();
-                    for _ in 0..reps {
-                        for _ in 0..calls {
-                            f(&x, h + cols, &mut full, &mut out);
-                        }
+        let mut time = |label: &str, c_in: usize, h: usize, n: usize, f: &mut LayerCall<'_>| {
+            for (arm, calls, cols) in [
+                ("one call per stream", streams, n),
+                ("one call, all columns", 1, streams * n),
+            ] {
+                let x = vec![0.25f32; c_in * (h + cols)];
+                let t0 = std::time::Instant::now();
+                for _ in 0..reps {
+                    for _ in 0..calls {
+                        f(&x, h + cols, &mut full, &mut out);
                     }
-                    eprintln!(
+                }
+                eprintln!(
                     "{precision} {frames}-frame steps, {streams} streams, {label:<24} {arm:<22} {:7.2} ms",
                     t0.elapsed().as_secs_f64() * 1e3 / reps as f64
                 );
-                }
-            };
+            }
+        };
         time(
             "decoder.0 (k7)",
             w.conv_in.shape.c_in,

@@ -339,11 +339,11 @@ fn linear_batch(lin: &Linear, segs: &mut [Seg<'_>], rows: &[usize], io: Io, bw: 
 /// all streams before the next layer starts. The row-wise layers
 /// (transformer, ConvNeXt MLPs) are one matmul over all streams' rows, so
 /// their weights are read once per batch; the others run per stream back
-/// to back, reusing their weights from cache where they fit. Each stream keeps its own histories, K/V
-/// window and positions, and every per-stream operation is the one
-/// [`step`] runs alone, in the same order on the same shapes: the samples
-/// are bit-identical to decoding each stream by itself. Streams may differ
-/// in frame count and position.
+/// to back, reusing their weights from cache where they fit. Each stream
+/// keeps its own histories, K/V window and positions, and every per-stream
+/// operation is the one [`step`] runs alone, in the same order on the same
+/// shapes: the samples are bit-identical to decoding each stream by itself.
+/// Streams may differ in frame count and position.
 pub(crate) fn step_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
     debug_assert!(segs.iter().all(|s| s.n > 0));
     if segs.is_empty() {

@@ -856,11 +856,17 @@ mod tests {
         let mut want = Vec::new();
         c2w.decode_step(&mut alone, &[codes(1), codes(2)].concat(), 2, &mut want)
             .unwrap();
-        assert!(
-            matches!(&out[..], [AudioOut::Chunk { seq: 1, first_frame: 1, frames: 2, samples, .. }] if samples == &want),
-            "{}",
-            describe(&out)
+        let chunk_ok = matches!(
+            &out[..],
+            [AudioOut::Chunk {
+                seq: 1,
+                first_frame: 1,
+                frames: 2,
+                samples,
+                ..
+            }] if samples == &want
         );
+        assert!(chunk_ok, "{}", describe(&out));
         let out = step(&mut stage, &shared, vec![frame(key(1), 3, None, true)]);
         assert!(
             matches!(

@@ -363,17 +363,20 @@ fn read_text(arg: Option<String>) -> Result<String> {
 
 fn decode_audio(model: &Qwen3Tts, codes: &[u32], frames: usize, stream: bool) -> Result<Vec<f32>> {
     let c2w = &model.code2wav;
-    Ok(if stream {
-        let mut dec = c2w.streaming();
-        dec.step(codes, frames)?
-    } else {
-        c2w.decode_chunked(
-            codes,
-            frames,
-            OFFICIAL_CHUNK_FRAMES,
-            OFFICIAL_LEFT_CONTEXT_FRAMES,
-        )?
-    })
+    // On a pool thread: the decode's parallel regions fork in place.
+    Ok(tts_kernels::on_pool(|| {
+        if stream {
+            let mut dec = c2w.streaming();
+            dec.step(codes, frames)
+        } else {
+            c2w.decode_chunked(
+                codes,
+                frames,
+                OFFICIAL_CHUNK_FRAMES,
+                OFFICIAL_LEFT_CONTEXT_FRAMES,
+            )
+        }
+    })?)
 }
 
 fn speak(a: SpeakArgs) -> Result<()> {

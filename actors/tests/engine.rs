@@ -644,11 +644,14 @@ fn mixed_requests(m: &Qwen3Tts, n: usize, frames: &[usize]) -> Vec<Request> {
 /// Starts `reqs` on their own sessions and threads at once; each thread
 /// checks its stream against the offline reference.
 fn run_concurrently(engine: &Engine, m: &Arc<Qwen3Tts>, reqs: Vec<Request>) {
+    // Every reference first: computed between the starts, they would
+    // compete with the engine for the pool and spread the starts out.
+    let wants: Vec<_> = reqs.iter().map(|req| reference(m, req)).collect();
     let handles: Vec<_> = reqs
         .into_iter()
+        .zip(wants)
         .enumerate()
-        .map(|(i, req)| {
-            let want = reference(m, &req);
+        .map(|(i, (req, want))| {
             let (session, m) = (engine.open_session(), m.clone());
             std::thread::spawn(move || {
                 let mut s = session.synthesize_blocking(req).unwrap();

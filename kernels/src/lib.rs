@@ -80,6 +80,32 @@ pub use q4::{quantize_a8_row, quantize_q4_rows, Q4Rows};
 #[cfg(target_arch = "x86_64")]
 use simd::{avx2::Avx2, avx512::Avx512};
 
+/// Runs `f` on a thread of the current rayon pool (the global one unless
+/// called inside `ThreadPool::install`), blocking the caller until it
+/// returns; inline when already on one.
+///
+/// Why: every parallel region a kernel opens from a thread *outside* the
+/// pool is injected into the pool's queue, wakes a worker and puts the
+/// caller to sleep until the region is done — two cross-thread wake-ups per
+/// matmul. A decode step is hundreds of regions of 30-100 us each (a 0.6B
+/// frame: ~700), so those wake-ups cost a large share of the step
+/// (docs/performance.md, "Stepping inside the pool"). From a worker, a
+/// region forks in place and the idle worker, still spinning from the last
+/// region, steals its half at once. Call it around a whole step (a talker
+/// or predictor step, a decode call), not around each kernel. A panic in
+/// `f` is re-raised on the calling thread.
+///
+/// `TTS_RT_ON_POOL=off` runs `f` on the calling thread instead (for A/B
+/// measurements; read once).
+pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
+    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
+    if *ON.get_or_init(|| std::env::var("TTS_RT_ON_POOL").as_deref() != Ok("off")) {
+        rayon::scope(|_| f())
+    } else {
+        f()
+    }
+}
+
 /// The kernels of one instruction-set path. `Copy` and free to build; the
 /// path is a closed enum so each call is one predictable branch.
 #[derive(Clone, Copy, Debug)]

@@ -874,7 +874,13 @@ impl FrameGenerator {
 
     /// Produces the next frame (`num_code_groups` codes), or `None` once the
     /// talker emitted EOS or `max_frames` is reached.
+    /// The step runs on a thread of the current rayon pool
+    /// ([`tts_kernels::on_pool`]).
     pub fn next_frame(&mut self) -> Option<Vec<u32>> {
+        tts_kernels::on_pool(|| self.next_frame_here())
+    }
+
+    fn next_frame_here(&mut self) -> Option<Vec<u32>> {
         if self.finished.is_some() {
             return None;
         }

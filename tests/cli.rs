@@ -196,10 +196,14 @@ fn speak_writes_pcm16_to_stdout_and_reads_text_from_stdin() {
 }
 
 #[test]
-fn int8_precision_speaks_on_both_fixtures() {
+fn int8_and_fast_precisions_speak_on_both_fixtures() {
     let tmp = tempfile::tempdir().unwrap();
-    for (fx, prec) in [("tiny-a", "int8"), ("tiny-b", "int8,f32")] {
-        let wav = tmp.path().join(format!("{fx}.wav"));
+    for (fx, prec, want) in [
+        ("tiny-a", "int8", "int8,int8"),
+        ("tiny-b", "int8,f32", "int8,f32"),
+        ("tiny-b", "fast", "int8,int8,bf16"),
+    ] {
+        let wav = tmp.path().join(format!("{fx}-{prec}.wav"));
         let o = ok(bin()
             .args([
                 "speak",
@@ -215,11 +219,6 @@ fn int8_precision_speaks_on_both_fixtures() {
             .arg("--out")
             .arg(&wav));
         let err = String::from_utf8_lossy(&o.stderr);
-        let want = if prec == "int8" {
-            "int8,int8"
-        } else {
-            "int8,f32"
-        };
         assert!(
             err.contains(want),
             "timings should name the precision {want}: {err}"
@@ -360,7 +359,7 @@ fn user_errors_are_clear() {
             .arg(&a)
             .arg("--out")
             .arg(&out),
-        &["int4", "int8"],
+        &["int4", "int8", "fast"],
     );
     // No model anywhere: the message says how to get one.
     let home = tempfile::tempdir().unwrap();

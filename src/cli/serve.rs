@@ -18,7 +18,9 @@ pub struct ServeArgs {
     /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
     #[arg(long)]
     model: Option<PathBuf>,
-    /// LM weight precision: TALKER[,CODE_PREDICTOR], each f32, int8 or q4.
+    /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]] (f32, int8 or q4
+    /// for the LMs; f32 or bf16 for code2wav), or `fast` (int8,int8,bf16);
+    /// see `tts-rt speak --help`.
     #[arg(long, default_value = "f32", value_parser = super::parse_precision)]
     precision: tts_models::LoadOptions,
     /// Cache int8/q4-converted LM weights in DIR (written once, then

@@ -26,6 +26,15 @@ use serde_json::Value;
 /// talker KV cache ≈ 6 kB.
 const MAX_DELTA_KB: i64 = 384;
 const MAX_SLOPE_KB_PER_REQUEST: f64 = 3.0;
+/// With several sessions, requests 10..N can still hold one allocator step
+/// of a few hundred kB: a thread that meets a locked malloc arena gets an
+/// arena of its own, and when that happens depends on timing. One such step
+/// (+248 kB at request 22, slope +3.09 over 10..102, then flat) failed the
+/// slope bound once in four CI runs. There the leak signal is the second
+/// half, held to the bounds above: a leak of L kB per request adds ≈ L to
+/// its slope. Requests 10..N only have to stay within this step allowance,
+/// which still catches a leak from ≈ 11 kB per request.
+const MAX_DELTA_KB_SETTLING: i64 = 1024;
 
 fn fixture(name: &str) -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -112,11 +121,16 @@ fn check(doc: &Value, conc: u64, requests: usize) {
     let delta = g["delta_kb"].as_i64().unwrap();
     assert_eq!(delta, after[requests - 1] as i64 - after[9] as i64);
     let slope = g["slope_kb_per_request"].as_f64().unwrap();
+    let (max_delta, max_slope) = if conc == 1 {
+        (MAX_DELTA_KB, MAX_SLOPE_KB_PER_REQUEST)
+    } else {
+        (MAX_DELTA_KB_SETTLING, f64::INFINITY)
+    };
     assert!(
-        delta <= MAX_DELTA_KB && slope <= MAX_SLOPE_KB_PER_REQUEST,
+        delta <= max_delta && slope <= max_slope,
         "RssAnon grows over {requests} requests at concurrency {conc}: {delta:+} kB from \
-         request 10 to {requests}, slope {slope:+.2} kB/request (bounds {MAX_DELTA_KB} kB, \
-         {MAX_SLOPE_KB_PER_REQUEST} kB/request); after each request: {after:?}"
+         request 10 to {requests}, slope {slope:+.2} kB/request (bounds {max_delta} kB, \
+         {max_slope} kB/request); after each request: {after:?}"
     );
     // The second half alone (where memory must have levelled off).
     let h = &m["growth_last_half"];

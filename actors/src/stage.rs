@@ -354,20 +354,18 @@ impl<L: StageLogic> StageActor<L> {
                 generation,
                 shared: &shared,
             };
-            // `install` and `on_pool` re-raise a panic of the step on this
-            // thread, so the boundary below still catches it.
+            // `install` re-raises a panic of the step on this thread, so the
+            // boundary below still catches it.
+            //
+            // The step deliberately runs here, not on a pool thread
+            // (`tts_kernels::on_pool`), although that measured faster: a
+            // worker waiting inside one stage's parallel region can pick up
+            // another stage's whole step, so a stuck step would hold the
+            // shared pool and stall every stage and session, even after the
+            // watchdog retired it (docs/performance.md, "Stepping inside
+            // the pool").
             match shared.pool(L::KIND) {
                 Some(pool) => pool.install(|| logic.process(items, &mut cx)),
-                // The LM steps (hundreds of short parallel regions each)
-                // run on a pool thread, so their regions fork in place
-                // instead of each waking the pool from this arbiter thread
-                // (docs/performance.md, "Stepping inside the pool").
-                // code2wav does not: a whole decode call (up to hundreds of
-                // ms) queued in the shared pool could be picked up by a
-                // worker waiting inside an LM step and hold that step up.
-                None if L::KIND != StageKind::Code2Wav => {
-                    tts_kernels::on_pool(|| logic.process(items, &mut cx))
-                }
                 None => logic.process(items, &mut cx),
             }
         }));

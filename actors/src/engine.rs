@@ -16,7 +16,7 @@ use crate::error::{EngineError, ErrorKind, Result};
 use crate::flow::FlowGate;
 use crate::metrics::{EngineSide, Observed, Outcome, RequestMetrics};
 use crate::router::{Cancel, CancelAck, Router, Shutdown, Submit, Wire};
-use crate::stage::Shared;
+use crate::shared::Shared;
 
 /// A chunk of audio for one request.
 #[derive(Clone, Debug, PartialEq)]

@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use crate::config::FaultAction;
 use crate::contract::{Generation, StageKind};
-use crate::stage::Shared;
+use crate::shared::Shared;
 
 /// Called by every model step, inside the stage's panic boundary.
 pub(crate) fn maybe_fire(shared: &Shared, stage: StageKind, step: u64, generation: Generation) {

@@ -33,8 +33,8 @@ mod fault;
 pub mod flow;
 pub mod metrics;
 mod router;
+mod shared;
 mod stage;
-mod stages;
 
 pub use config::{ChunkSchedule, EngineConfig, StageThreads};
 #[cfg(feature = "fault-injection")]

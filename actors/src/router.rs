@@ -21,8 +21,12 @@ use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::error::EngineError;
 use crate::flow::FlowGate;
-use crate::stage::{with_addrs, Addrs, Directory, Shared, StageActor, StageLogic};
-use crate::stages::{Code2Wav, Predictor, Talker, TalkerInput};
+use crate::shared::Shared;
+use crate::stage::actor::{spawn_stage, StageActor};
+use crate::stage::code2wav::Code2WavStage;
+use crate::stage::predictor::PredictorStage;
+use crate::stage::talker::TalkerStage;
+use crate::stage::wiring::{with_wiring, Directory, Wiring};
 
 /// What the router sends down a request's channel (the [`crate::Stream`]
 /// turns it into public events and metrics).
@@ -127,24 +131,46 @@ pub struct Router {
     sample_rate: u32,
 }
 
-fn spawn_stage<L: StageLogic + Send>(
-    logic: L,
+type StageStart<L> = (Arbiter, Addr<StageActor<L>>);
+
+fn spawn_talker(
+    model: &Arc<Qwen3Tts>,
+    config: &EngineConfig,
     shared: &Arc<Shared>,
     dir: &Directory,
+) -> StageStart<TalkerStage> {
+    let logic = TalkerStage::new(model.clone(), config.max_batch);
+    spawn_stage(logic, shared, dir, config)
+}
+
+fn spawn_predictor(
+    model: &Arc<Qwen3Tts>,
     config: &EngineConfig,
-) -> (Arbiter, Addr<StageActor<L>>) {
-    let arbiter = Arbiter::new();
-    let (shared, dir, mailbox, recheck, gather) = (
-        shared.clone(),
-        dir.clone(),
-        config.mailbox_capacity(),
-        config.tick,
-        config.batch_gather,
-    );
-    let addr = Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {
-        StageActor::new(logic, shared, dir, mailbox, recheck, gather)
-    });
-    (arbiter, addr)
+    shared: &Arc<Shared>,
+    dir: &Directory,
+) -> StageStart<PredictorStage> {
+    let logic = PredictorStage::new(model.clone(), config.max_batch);
+    spawn_stage(logic, shared, dir, config)
+}
+
+fn spawn_code2wav(
+    model: &Arc<Qwen3Tts>,
+    config: &EngineConfig,
+    shared: &Arc<Shared>,
+    dir: &Directory,
+) -> StageStart<Code2WavStage> {
+    let logic = Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch);
+    spawn_stage(logic, shared, dir, config)
+}
+
+/// Points the directory's entries for a replaced stage's messages at its
+/// replacement.
+fn rewire(dir: &Directory, f: impl FnOnce(&mut Wiring)) {
+    f(dir
+        .write()
+        .unwrap_or_else(|e| e.into_inner())
+        .as_mut()
+        .expect("directory"))
 }
 
 /// Ledger cost of a request: its talker KV cache at full length (prompt
@@ -177,29 +203,22 @@ impl Router {
         dir: Directory,
     ) -> Addr<Router> {
         Router::create(move |ctx| {
-            let (ta, talker) = spawn_stage(
-                Talker::new(model.clone(), config.max_batch),
-                &shared,
-                &dir,
-                &config,
-            );
-            let (pa, predictor) = spawn_stage(
-                Predictor::new(model.clone(), config.max_batch),
-                &shared,
-                &dir,
-                &config,
-            );
-            let (ca, code2wav) = spawn_stage(
-                Code2Wav::new(model.clone(), config.chunks.clone(), config.max_batch),
-                &shared,
-                &dir,
-                &config,
-            );
-            *dir.write().unwrap_or_else(|e| e.into_inner()) = Some(Addrs {
-                talker,
-                predictor,
-                code2wav,
-                router: ctx.address(),
+            let router = ctx.address();
+            let (ta, talker) = spawn_talker(&model, &config, &shared, &dir);
+            let (pa, predictor) = spawn_predictor(&model, &config, &shared, &dir);
+            let (ca, code2wav) = spawn_code2wav(&model, &config, &shared, &dir);
+            *dir.write().unwrap_or_else(|e| e.into_inner()) = Some(Wiring {
+                start: talker.clone().recipient(),
+                feedback: talker.clone().recipient(),
+                token: predictor.clone().recipient(),
+                frame: code2wav.clone().recipient(),
+                audio: router.clone().recipient(),
+                failed: router.recipient(),
+                drop: [
+                    talker.recipient(),
+                    predictor.recipient(),
+                    code2wav.recipient(),
+                ],
             });
             Router {
                 sample_rate: model.code2wav.sample_rate(),
@@ -286,12 +305,10 @@ impl Router {
         // retired by the watchdog; its replacement holds no state.
         let limit = self.config.stage_deadline * 2;
         let fut = async move {
-            let t = with_addrs(&dir, |a| a.talker.clone());
-            let _ = tokio::time::timeout(limit, t.send(DropRequest { key })).await;
-            let p = with_addrs(&dir, |a| a.predictor.clone());
-            let _ = tokio::time::timeout(limit, p.send(DropRequest { key })).await;
-            let c = with_addrs(&dir, |a| a.code2wav.clone());
-            let _ = tokio::time::timeout(limit, c.send(DropRequest { key })).await;
+            for stage in StageKind::ALL {
+                let r = with_wiring(&dir, |w| w.drop[stage.index()].clone());
+                let _ = tokio::time::timeout(limit, r.send(DropRequest { key })).await;
+            }
         };
         ctx.spawn(fut.into_actor(self).map(move |_, act, ctx| then(act, ctx)));
     }
@@ -329,48 +346,31 @@ impl Router {
         h.restarts.fetch_add(1, Ordering::Relaxed);
         h.busy_since_us.store(0, Ordering::Release);
         h.held.store(0, Ordering::Relaxed);
-        let (shared, dir, model) = (self.shared.clone(), self.dir.clone(), self.model.clone());
+        let (model, config, shared, dir) = (&self.model, &self.config, &self.shared, &self.dir);
         let arbiter = match stage {
             StageKind::Talker => {
-                let (arb, addr) = spawn_stage(
-                    Talker::new(model, self.config.max_batch),
-                    &shared,
-                    &dir,
-                    &self.config,
-                );
-                dir.write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .as_mut()
-                    .expect("directory")
-                    .talker = addr;
+                let (arb, addr) = spawn_talker(model, config, shared, dir);
+                rewire(dir, |w| {
+                    w.start = addr.clone().recipient();
+                    w.feedback = addr.clone().recipient();
+                    w.drop[stage.index()] = addr.recipient();
+                });
                 arb
             }
             StageKind::CodePredictor => {
-                let (arb, addr) = spawn_stage(
-                    Predictor::new(model, self.config.max_batch),
-                    &shared,
-                    &dir,
-                    &self.config,
-                );
-                dir.write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .as_mut()
-                    .expect("directory")
-                    .predictor = addr;
+                let (arb, addr) = spawn_predictor(model, config, shared, dir);
+                rewire(dir, |w| {
+                    w.token = addr.clone().recipient();
+                    w.drop[stage.index()] = addr.recipient();
+                });
                 arb
             }
             StageKind::Code2Wav => {
-                let (arb, addr) = spawn_stage(
-                    Code2Wav::new(model, self.config.chunks.clone(), self.config.max_batch),
-                    &shared,
-                    &dir,
-                    &self.config,
-                );
-                dir.write()
-                    .unwrap_or_else(|e| e.into_inner())
-                    .as_mut()
-                    .expect("directory")
-                    .code2wav = addr;
+                let (arb, addr) = spawn_code2wav(model, config, shared, dir);
+                rewire(dir, |w| {
+                    w.frame = addr.clone().recipient();
+                    w.drop[stage.index()] = addr.recipient();
+                });
                 arb
             }
         };
@@ -505,11 +505,11 @@ impl Handler<Submit> for Router {
                 max_frames: m.max_frames,
                 gate: m.gate.clone(),
             };
-            let talker = with_addrs(&self.dir, |a| a.talker.clone());
+            let talker = with_wiring(&self.dir, |w| w.start.clone());
             // Mailboxes hold a start per admissible request, so this only
             // fails if the talker is being replaced.
             talker
-                .try_send(Work(TalkerInput::Start(Box::new(start))))
+                .try_send(Work(Box::new(start)))
                 .map_err(|_| EngineError::AtCapacity {
                     resource: "talker mailbox slots",
                     needed: 1,

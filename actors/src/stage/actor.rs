@@ -1,4 +1,6 @@
 //! The generic stage actor: mailbox, work queue, panic boundary, health.
+//! It knows no concrete stage: its outputs go out through the
+//! [`super::wiring`] directory, by message type.
 //!
 //! Each model stage is a [`StageActor`] around a [`StageLogic`] (the model
 //! calls and per-request state), supervised by `actix::Supervisor` on its
@@ -26,125 +28,16 @@
 
 use std::collections::VecDeque;
 use std::panic::{catch_unwind, AssertUnwindSafe};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, RwLock};
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
+use super::wiring::{deliver, try_deliver, with_wiring, Directory, Output};
+use crate::config::EngineConfig;
 use crate::contract::*;
-use crate::router::Router;
-use crate::stages::TalkerInput;
-
-/// Live figures of one stage, shared with the router (watchdog) and the
-/// engine (stats). Atomics only: read without locks from any thread.
-#[derive(Debug, Default)]
-pub struct StageHealth {
-    pub generation: AtomicU64,
-    /// Microseconds since the engine's base instant when the current step
-    /// started; 0 when idle.
-    pub busy_since_us: AtomicU64,
-    pub restarts: AtomicU64,
-    /// Requests holding state in the stage.
-    pub held: AtomicUsize,
-    /// Model calls run (all requests, all generations); a batched call
-    /// counts once.
-    pub steps: AtomicU64,
-    /// Inputs those calls served (the sum of their batch sizes).
-    pub batched_inputs: AtomicU64,
-    /// Largest batch one call served.
-    pub max_batch: AtomicUsize,
-}
-
-/// Engine-wide shared figures.
-#[derive(Debug)]
-pub struct Shared {
-    pub base: Instant,
-    pub health: [StageHealth; 3],
-    pub stale_epoch: AtomicU64,
-    pub stale_generation: AtomicU64,
-    pub reserved_bytes: AtomicU64,
-    pub active_requests: AtomicUsize,
-    #[cfg(feature = "fault-injection")]
-    pub fault: std::sync::Mutex<Option<crate::config::Fault>>,
-    /// Kernel pools `[lm, vocoder]` when the config places stages
-    /// (`EngineConfig::stage_threads`); `None`: the global rayon pool.
-    pub pools: Option<[Arc<rayon::ThreadPool>; 2]>,
-}
-
-impl Shared {
-    pub fn new(#[cfg(feature = "fault-injection")] fault: Option<crate::config::Fault>) -> Self {
-        Shared {
-            base: Instant::now(),
-            health: Default::default(),
-            stale_epoch: AtomicU64::new(0),
-            stale_generation: AtomicU64::new(0),
-            reserved_bytes: AtomicU64::new(0),
-            active_requests: AtomicUsize::new(0),
-            #[cfg(feature = "fault-injection")]
-            fault: std::sync::Mutex::new(fault),
-            pools: None,
-        }
-    }
-
-    /// The pool a stage's kernels run on (`None`: the global one).
-    pub fn pool(&self, k: StageKind) -> Option<&rayon::ThreadPool> {
-        let pools = self.pools.as_ref()?;
-        Some(match k {
-            StageKind::Talker | StageKind::CodePredictor => &pools[0],
-            StageKind::Code2Wav => &pools[1],
-        })
-    }
-
-    pub fn health(&self, k: StageKind) -> &StageHealth {
-        &self.health[k.index()]
-    }
-
-    pub fn now_us(&self) -> u64 {
-        // +1 so that 0 can mean "idle".
-        self.base.elapsed().as_micros() as u64 + 1
-    }
-
-    /// A data message from `from` stamped with generation `g` is current.
-    pub fn sender_current(&self, from: StageKind, g: Generation) -> bool {
-        if self.health(from).generation.load(Ordering::Acquire) == g {
-            true
-        } else {
-            self.stale_generation.fetch_add(1, Ordering::Relaxed);
-            false
-        }
-    }
-
-    /// Counts a data message for a request this stage holds no state for.
-    pub fn stale_request(&self) {
-        self.stale_epoch.fetch_add(1, Ordering::Relaxed);
-    }
-}
-
-/// Current addresses of every actor; the router rewrites a stage's entry
-/// when it replaces a retired stage.
-pub struct Addrs {
-    pub talker: Addr<StageActor<crate::stages::Talker>>,
-    pub predictor: Addr<StageActor<crate::stages::Predictor>>,
-    pub code2wav: Addr<StageActor<crate::stages::Code2Wav>>,
-    pub router: Addr<Router>,
-}
-
-pub type Directory = Arc<RwLock<Option<Addrs>>>;
-
-pub(crate) fn with_addrs<R>(dir: &Directory, f: impl FnOnce(&Addrs) -> R) -> R {
-    let g = dir.read().unwrap_or_else(|e| e.into_inner());
-    f(g.as_ref()
-        .expect("directory is set before any work is sent"))
-}
-
-/// A message a stage hands to the next one.
-pub enum Output {
-    Predictor(TalkerToken),
-    Talker(FrameFeedback),
-    Code2Wav(FrameForDecode),
-    Router(AudioOut),
-}
+use crate::shared::{Shared, StageHealth};
 
 /// Per-step context given to [`StageLogic::process`].
 pub struct StepCx<'a> {
@@ -419,7 +312,7 @@ impl<L: StageLogic> StageActor<L> {
         self.generation = new;
         self.health().restarts.fetch_add(1, Ordering::Relaxed);
         self.reset();
-        let router = with_addrs(&self.dir, |a| a.router.clone());
+        let router = with_wiring(&self.dir, |w| w.failed.clone());
         let msg = StageFailed {
             stage: L::KIND,
             old_generation: old,
@@ -459,62 +352,26 @@ impl<L: StageLogic> StageActor<L> {
     }
 }
 
-/// `Err` gives the output back when the receiver's mailbox is full. A closed
-/// mailbox (a stage being replaced) drops the message: its requests fail.
-// The large `Err` is the message handed back unchanged; boxing it would
-// allocate on every hand-off to spare a rare full-mailbox path.
-#[allow(clippy::result_large_err)]
-fn try_deliver(dir: &Directory, o: Output) -> Result<(), Output> {
-    use actix::dev::SendError;
-    with_addrs(dir, |a| match o {
-        Output::Predictor(m) => a.predictor.try_send(Work(m)).map_err(|e| match e {
-            SendError::Full(Work(m)) => Some(Output::Predictor(m)),
-            SendError::Closed(_) => None,
-        }),
-        Output::Talker(m) => {
-            a.talker
-                .try_send(Work(TalkerInput::Feedback(m)))
-                .map_err(|e| match e {
-                    SendError::Full(Work(TalkerInput::Feedback(m))) => Some(Output::Talker(m)),
-                    SendError::Full(Work(TalkerInput::Start(_))) => {
-                        unreachable!("only feedback is sent here")
-                    }
-                    SendError::Closed(_) => None,
-                })
-        }
-        Output::Code2Wav(m) => a.code2wav.try_send(Work(m)).map_err(|e| match e {
-            SendError::Full(Work(m)) => Some(Output::Code2Wav(m)),
-            SendError::Closed(_) => None,
-        }),
-        Output::Router(m) => a.router.try_send(m).map_err(|e| match e {
-            SendError::Full(m) => Some(Output::Router(m)),
-            SendError::Closed(_) => None,
-        }),
-    })
-    .or_else(|full| full.map_or(Ok(()), Err))
-}
-
-/// Waits for room (bounded `send`), then delivers.
-async fn deliver(dir: &Directory, o: Output) {
-    // Clone the address out of the lock before awaiting.
-    match o {
-        Output::Predictor(m) => {
-            let a = with_addrs(dir, |a| a.predictor.clone());
-            let _ = a.send(Work(m)).await;
-        }
-        Output::Talker(m) => {
-            let a = with_addrs(dir, |a| a.talker.clone());
-            let _ = a.send(Work(TalkerInput::Feedback(m))).await;
-        }
-        Output::Code2Wav(m) => {
-            let a = with_addrs(dir, |a| a.code2wav.clone());
-            let _ = a.send(Work(m)).await;
-        }
-        Output::Router(m) => {
-            let a = with_addrs(dir, |a| a.router.clone());
-            let _ = a.send(m).await;
-        }
-    }
+/// Starts a stage on its own arbiter thread under a supervisor (which
+/// restarts it with empty state after a caught panic).
+pub fn spawn_stage<L: StageLogic + Send>(
+    logic: L,
+    shared: &Arc<Shared>,
+    dir: &Directory,
+    config: &EngineConfig,
+) -> (Arbiter, Addr<StageActor<L>>) {
+    let arbiter = Arbiter::new();
+    let (shared, dir, mailbox, recheck, gather) = (
+        shared.clone(),
+        dir.clone(),
+        config.mailbox_capacity(),
+        config.tick,
+        config.batch_gather,
+    );
+    let addr = Supervisor::start_in_arbiter(&arbiter.handle(), move |_| {
+        StageActor::new(logic, shared, dir, mailbox, recheck, gather)
+    });
+    (arbiter, addr)
 }
 
 fn panic_message(p: &(dyn std::any::Any + Send)) -> String {
@@ -551,10 +408,13 @@ impl Message for Tick {
     type Result = ();
 }
 
-impl<L: StageLogic> Handler<Work<L::Input>> for StageActor<L> {
+/// Any message the stage's input can be made from (the talker takes
+/// starts and fed-back frames, each from its own sender).
+impl<L: StageLogic, M: Into<L::Input> + Send + 'static> Handler<Work<M>> for StageActor<L> {
     type Result = ();
 
-    fn handle(&mut self, Work(item): Work<L::Input>, ctx: &mut Context<Self>) {
+    fn handle(&mut self, Work(item): Work<M>, ctx: &mut Context<Self>) {
+        let item: L::Input = item.into();
         let stamp = *L::stamp(&item);
         if let Some(from) = L::sender(&item) {
             if !self.shared.sender_current(from, stamp.generation) {

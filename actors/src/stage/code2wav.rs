@@ -1,403 +1,19 @@
-//! The three model stages: what each does with one input, and the
-//! per-request state it owns. The actor around them is [`crate::stage`].
-//!
-//! Stop rules mirror `FrameGenerator::next_frame` exactly: no frames (and no
-//! prefill) when `max_frames == 0`; the talker's codebook-0 token equal to
-//! codec EOS ends the request; after the `max_frames`-th frame the talker is
-//! not stepped again.
+//! The code2wav stage: every request's streaming decoder state, the chunk
+//! schedule, and one batched decode per step. The actor around it is
+//! [`super::actor`].
 
 use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use tts_models::code_predictor::PredictScratch;
 use tts_models::codec::{self, DecoderState, StepJob};
-use tts_models::lm::BatchScratch;
-use tts_models::synth::{PredictorSession, StopReason, TalkerOutput, TalkerSession, TalkerWork};
+use tts_models::synth::StopReason;
 use tts_models::Qwen3Tts;
 
+use super::actor::{StageLogic, StepCx};
+use super::wiring::Output;
 use crate::config::ChunkSchedule;
 use crate::contract::*;
-use crate::flow::FlowGate;
-use crate::stage::{Output, StageLogic, StepCx};
-
-/// Input of the talker: a new request or a frame fed back.
-pub enum TalkerInput {
-    /// Boxed: once per request, and far larger than a feedback.
-    Start(Box<StartRequest>),
-    Feedback(FrameFeedback),
-}
-
-struct TalkerReq {
-    session: TalkerSession,
-    gate: Arc<FlowGate>,
-    max_frames: usize,
-}
-
-/// The talker stage: owns every request's talker KV cache. Each step runs
-/// every ready request (prefills of joining requests and fed-back frames)
-/// through one batched decoder pass.
-pub struct Talker {
-    model: Arc<Qwen3Tts>,
-    reqs: HashMap<RequestKey, TalkerReq>,
-    max_batch: usize,
-    scratch: BatchScratch,
-}
-
-/// One request's part in a talker step.
-struct TalkerJob {
-    key: RequestKey,
-    /// Index of the frame the picked token is for.
-    index: u64,
-    times: StageTimes,
-    open: Option<Box<PredictorSession>>,
-    /// `None`: the prefill; else the frame fed back.
-    feedback: Option<Vec<u32>>,
-}
-
-impl Talker {
-    pub fn new(model: Arc<Qwen3Tts>, max_batch: usize) -> Self {
-        Talker {
-            model,
-            reqs: HashMap::new(),
-            max_batch,
-            scratch: BatchScratch::default(),
-        }
-    }
-
-    /// Emits the token picked for frame `index` and forgets the request when
-    /// no further talker step can follow.
-    #[allow(clippy::too_many_arguments)]
-    fn emit(
-        &mut self,
-        key: RequestKey,
-        index: u64,
-        out: tts_models::synth::TalkerOutput,
-        max_frames: usize,
-        open: Option<Box<PredictorSession>>,
-        times: StageTimes,
-        cx: &mut StepCx<'_>,
-    ) {
-        let eos = self.model.config.talker.codec.eos;
-        let (kind, last) = if out.c0 == eos {
-            (TokenKind::End(StopReason::Eos), true)
-        } else {
-            (TokenKind::C0(out), index + 1 == max_frames as u64)
-        };
-        let ends = matches!(kind, TokenKind::End(_));
-        if last {
-            self.reqs.remove(&key);
-        }
-        cx.out.push(Output::Predictor(TalkerToken {
-            stamp: Stamp::new(key, cx.generation),
-            frame_index: index,
-            kind,
-            last: last && !ends,
-            open,
-            times,
-        }));
-    }
-
-    /// Sorts one input into this step's jobs, or answers it at once.
-    fn admit(
-        &mut self,
-        input: TalkerInput,
-        jobs: &mut Vec<TalkerJob>,
-        deferred: &mut Vec<TalkerInput>,
-        cx: &mut StepCx<'_>,
-    ) {
-        match input {
-            TalkerInput::Start(s) => {
-                let s = *s;
-                let key = s.stamp.key;
-                let times = StageTimes {
-                    handoff: s.stamp.sent_at.elapsed(),
-                    ..StageTimes::default()
-                };
-                let open = Some(Box::new(s.predictor));
-                if s.max_frames == 0 {
-                    cx.out.push(Output::Predictor(TalkerToken {
-                        stamp: Stamp::new(key, cx.generation),
-                        frame_index: 0,
-                        kind: TokenKind::End(StopReason::MaxFrames),
-                        last: false,
-                        open,
-                        times,
-                    }));
-                    return;
-                }
-                self.reqs.insert(
-                    key,
-                    TalkerReq {
-                        session: s.talker,
-                        gate: s.gate,
-                        max_frames: s.max_frames,
-                    },
-                );
-                jobs.push(TalkerJob {
-                    key,
-                    index: 0,
-                    times,
-                    open,
-                    feedback: None,
-                });
-            }
-            TalkerInput::Feedback(mut f) => {
-                let key = f.stamp.key;
-                let Some(req) = self.reqs.get(&key) else {
-                    cx.shared.stale_request();
-                    return;
-                };
-                if req.gate.should_pause() {
-                    // The consumer is behind: hold this request only (it
-                    // leaves the batch until it resumes). Time spent paused
-                    // is not hand-off time.
-                    f.stamp.sent_at = Instant::now();
-                    deferred.push(TalkerInput::Feedback(f));
-                    return;
-                }
-                let mut times = f.times;
-                times.handoff += f.stamp.sent_at.elapsed();
-                jobs.push(TalkerJob {
-                    key,
-                    index: f.frame_index + 1,
-                    times,
-                    open: None,
-                    feedback: Some(f.codes),
-                });
-            }
-        }
-    }
-}
-
-impl StageLogic for Talker {
-    const KIND: StageKind = StageKind::Talker;
-    const PARTNER: Option<StageKind> = Some(StageKind::CodePredictor);
-    type Input = TalkerInput;
-
-    fn stamp(i: &TalkerInput) -> &Stamp {
-        match i {
-            TalkerInput::Start(s) => &s.stamp,
-            TalkerInput::Feedback(f) => &f.stamp,
-        }
-    }
-
-    fn sender(i: &TalkerInput) -> Option<StageKind> {
-        match i {
-            TalkerInput::Start(_) => None,
-            TalkerInput::Feedback(_) => Some(StageKind::CodePredictor),
-        }
-    }
-
-    fn max_batch(&self) -> usize {
-        self.max_batch
-    }
-
-    fn process(&mut self, inputs: Vec<TalkerInput>, cx: &mut StepCx<'_>) -> Vec<TalkerInput> {
-        let mut jobs = Vec::with_capacity(inputs.len());
-        let mut deferred = Vec::new();
-        for input in inputs {
-            self.admit(input, &mut jobs, &mut deferred, cx);
-        }
-        if jobs.is_empty() {
-            return deferred;
-        }
-        // The jobs' sessions, in job order (the stage runs distinct
-        // requests per step, so each key appears once).
-        let at: HashMap<RequestKey, usize> =
-            jobs.iter().enumerate().map(|(i, j)| (j.key, i)).collect();
-        let mut slots: Vec<Option<&mut TalkerSession>> = jobs.iter().map(|_| None).collect();
-        for (key, req) in self.reqs.iter_mut() {
-            if let Some(&i) = at.get(key) {
-                slots[i] = Some(&mut req.session);
-            }
-        }
-        let mut batch: Vec<(&mut TalkerSession, TalkerWork<'_>)> = slots
-            .into_iter()
-            .zip(&jobs)
-            .map(|(s, j)| {
-                let work = match &j.feedback {
-                    None => TalkerWork::Prefill,
-                    Some(codes) => TalkerWork::Feedback(codes),
-                };
-                (s.expect("every job's request is held"), work)
-            })
-            .collect();
-        let (model, scratch) = (&self.model, &mut self.scratch);
-        let (outs, d) = cx.batch_call(StageKind::Talker, batch.len(), || {
-            TalkerSession::step_batch(model, &mut batch, scratch)
-        });
-        drop(batch);
-        for (job, out) in jobs.into_iter().zip(outs) {
-            let mut times = job.times;
-            // The wall time of the step this request took part in.
-            times.talker += d;
-            let max_frames = self.reqs[&job.key].max_frames;
-            self.emit(job.key, job.index, out, max_frames, job.open, times, cx);
-        }
-        deferred
-    }
-
-    fn drop_request(&mut self, key: RequestKey) -> bool {
-        self.reqs.remove(&key).is_some()
-    }
-
-    fn held(&self) -> Vec<RequestKey> {
-        self.reqs.keys().copied().collect()
-    }
-
-    fn clear(&mut self) {
-        self.reqs.clear();
-    }
-}
-
-/// The code predictor stage: owns every request's predictor RNG stream.
-/// Each step runs the frame of every ready request as one batched
-/// code-predictor frame (its G-1 sequential steps shared by the batch).
-pub struct Predictor {
-    model: Arc<Qwen3Tts>,
-    reqs: HashMap<RequestKey, PredictorSession>,
-    max_batch: usize,
-    scratch: PredictScratch,
-}
-
-impl Predictor {
-    pub fn new(model: Arc<Qwen3Tts>, max_batch: usize) -> Self {
-        Predictor {
-            model,
-            reqs: HashMap::new(),
-            max_batch,
-            scratch: PredictScratch::default(),
-        }
-    }
-}
-
-/// One request's part in a predictor step.
-struct PredictJob {
-    key: RequestKey,
-    frame_index: u64,
-    last: bool,
-    out: TalkerOutput,
-    times: StageTimes,
-}
-
-impl StageLogic for Predictor {
-    const KIND: StageKind = StageKind::CodePredictor;
-    const PARTNER: Option<StageKind> = Some(StageKind::Talker);
-    type Input = TalkerToken;
-
-    fn stamp(i: &TalkerToken) -> &Stamp {
-        &i.stamp
-    }
-
-    fn sender(_: &TalkerToken) -> Option<StageKind> {
-        Some(StageKind::Talker)
-    }
-
-    fn max_batch(&self) -> usize {
-        self.max_batch
-    }
-
-    fn process(&mut self, inputs: Vec<TalkerToken>, cx: &mut StepCx<'_>) -> Vec<TalkerToken> {
-        let mut jobs = Vec::with_capacity(inputs.len());
-        for mut t in inputs {
-            let key = t.stamp.key;
-            if let Some(open) = t.open.take() {
-                self.reqs.insert(key, *open);
-            }
-            if !self.reqs.contains_key(&key) {
-                cx.shared.stale_request();
-                continue;
-            }
-            let mut times = t.times;
-            times.handoff += t.stamp.sent_at.elapsed();
-            match t.kind {
-                TokenKind::End(stop) => {
-                    self.reqs.remove(&key);
-                    cx.out.push(Output::Code2Wav(FrameForDecode {
-                        stamp: Stamp::new(key, cx.generation),
-                        frame_index: t.frame_index,
-                        codes: None,
-                        first: t.frame_index == 0,
-                        stop: Some(stop),
-                        produced_at: Instant::now(),
-                        times,
-                    }));
-                }
-                TokenKind::C0(out) => jobs.push(PredictJob {
-                    key,
-                    frame_index: t.frame_index,
-                    last: t.last,
-                    out,
-                    times,
-                }),
-            }
-        }
-        if jobs.is_empty() {
-            return Vec::new();
-        }
-        let at: HashMap<RequestKey, usize> =
-            jobs.iter().enumerate().map(|(i, j)| (j.key, i)).collect();
-        let mut slots: Vec<Option<&mut PredictorSession>> = jobs.iter().map(|_| None).collect();
-        for (key, session) in self.reqs.iter_mut() {
-            if let Some(&i) = at.get(key) {
-                slots[i] = Some(session);
-            }
-        }
-        let mut batch: Vec<(&mut PredictorSession, &TalkerOutput)> = slots
-            .into_iter()
-            .zip(&jobs)
-            .map(|(s, j)| (s.expect("every job's request is held"), &j.out))
-            .collect();
-        let (model, scratch) = (&self.model, &mut self.scratch);
-        let (frames, d) = cx.batch_call(StageKind::CodePredictor, batch.len(), || {
-            PredictorSession::predict_batch(model, &mut batch, scratch)
-        });
-        drop(batch);
-        let produced_at = Instant::now();
-        let mut decode = Vec::with_capacity(jobs.len());
-        for (job, frame) in jobs.into_iter().zip(frames) {
-            let mut times = job.times;
-            times.code_predictor += d;
-            let stamp = Stamp::new(job.key, cx.generation);
-            if job.last {
-                self.reqs.remove(&job.key);
-            } else {
-                // Feed back first (all of the step's frames before any goes
-                // to code2wav): the talker is the critical path.
-                cx.out.push(Output::Talker(FrameFeedback {
-                    stamp,
-                    frame_index: job.frame_index,
-                    codes: frame.clone(),
-                    times,
-                }));
-            }
-            decode.push(Output::Code2Wav(FrameForDecode {
-                stamp,
-                frame_index: job.frame_index,
-                codes: Some(frame),
-                first: job.frame_index == 0,
-                stop: job.last.then_some(StopReason::MaxFrames),
-                produced_at,
-                times,
-            }));
-        }
-        cx.out.extend(decode);
-        Vec::new()
-    }
-
-    fn drop_request(&mut self, key: RequestKey) -> bool {
-        self.reqs.remove(&key).is_some()
-    }
-
-    fn held(&self) -> Vec<RequestKey> {
-        self.reqs.keys().copied().collect()
-    }
-
-    fn clear(&mut self) {
-        self.reqs.clear();
-    }
-}
 
 struct DecodeReq {
     state: DecoderState,
@@ -419,7 +35,7 @@ struct DecodeReq {
 /// (layer-major across the requests; the transformer's and ConvNeXt's
 /// weights are read once per step instead of once per request); each
 /// request's samples are the bits it would get decoded alone.
-pub struct Code2Wav {
+pub struct Code2WavStage {
     model: Arc<Qwen3Tts>,
     schedule: ChunkSchedule,
     reqs: HashMap<RequestKey, DecodeReq>,
@@ -438,13 +54,13 @@ pub struct Code2Wav {
 /// batching"), so the cap costs nothing where batching pays: short chunks.
 pub const CODE2WAV_BATCH_FRAMES: usize = 32;
 
-impl Code2Wav {
+impl Code2WavStage {
     /// `max_batch` is the engine's; the stage takes at most
     /// [`CODE2WAV_BATCH_FRAMES`] / the schedule's largest chunk (at least 1).
     pub fn new(model: Arc<Qwen3Tts>, schedule: ChunkSchedule, max_batch: usize) -> Self {
         let largest = schedule.frames.iter().copied().max().unwrap_or(1).max(1);
         let cap = (CODE2WAV_BATCH_FRAMES / largest).max(1);
-        Code2Wav {
+        Code2WavStage {
             model,
             schedule,
             reqs: HashMap::new(),
@@ -467,7 +83,7 @@ struct DecodeJob {
     samples: Vec<f32>,
 }
 
-impl StageLogic for Code2Wav {
+impl StageLogic for Code2WavStage {
     const KIND: StageKind = StageKind::Code2Wav;
     type Input = FrameForDecode;
 
@@ -508,7 +124,7 @@ impl StageLogic for Code2Wav {
     }
 }
 
-impl Code2Wav {
+impl Code2WavStage {
     /// Takes one frame (or end marker) of one request into its pending
     /// chunk; the job says whether the chunk schedule makes it due now.
     fn admit(&mut self, f: FrameForDecode, cx: &mut StepCx<'_>) -> Option<DecodeJob> {
@@ -634,7 +250,7 @@ impl Code2Wav {
         let key = job.key;
         if let Some(message) = job.failed {
             self.reqs.remove(&key);
-            cx.out.push(Output::Router(AudioOut::Failed {
+            cx.out.push(Output::Audio(AudioOut::Failed {
                 stamp: Stamp::new(key, cx.generation),
                 message,
             }));
@@ -644,7 +260,7 @@ impl Code2Wav {
         let mut emitted_terminal = false;
         if job.due {
             let r = self.reqs.get_mut(&key).expect("a due request is held");
-            cx.out.push(Output::Router(AudioOut::Chunk {
+            cx.out.push(Output::Audio(AudioOut::Chunk {
                 stamp: Stamp::new(key, cx.generation),
                 seq: r.next_seq,
                 first_frame: r.pending_from,
@@ -663,7 +279,7 @@ impl Code2Wav {
                 // The end came after the last chunk went out (EOS, or no
                 // frames at all): an empty chunk carries the terminal flag,
                 // so every stream's last chunk is marked.
-                cx.out.push(Output::Router(AudioOut::Chunk {
+                cx.out.push(Output::Audio(AudioOut::Chunk {
                     stamp: Stamp::new(key, cx.generation),
                     seq: r.next_seq,
                     first_frame: r.frames,
@@ -676,7 +292,7 @@ impl Code2Wav {
             let mut times = job.times;
             times.code2wav = r.times.code2wav;
             times.handoff += r.times.handoff;
-            cx.out.push(Output::Router(AudioOut::Finished {
+            cx.out.push(Output::Audio(AudioOut::Finished {
                 stamp: Stamp::new(key, cx.generation),
                 frames: r.frames,
                 stop,
@@ -697,7 +313,7 @@ mod tests {
     use std::sync::atomic::Ordering;
 
     use super::*;
-    use crate::stage::Shared;
+    use crate::shared::Shared;
 
     fn frame(key: RequestKey, index: u64, codes: Option<Vec<u32>>, stop: bool) -> FrameForDecode {
         FrameForDecode {
@@ -737,7 +353,11 @@ mod tests {
     }
 
     /// Runs one step; returns what it handed on.
-    fn step(stage: &mut Code2Wav, shared: &Shared, inputs: Vec<FrameForDecode>) -> Vec<AudioOut> {
+    fn step(
+        stage: &mut Code2WavStage,
+        shared: &Shared,
+        inputs: Vec<FrameForDecode>,
+    ) -> Vec<AudioOut> {
         let mut out = Vec::new();
         let mut cx = StepCx {
             out: &mut out,
@@ -747,7 +367,7 @@ mod tests {
         assert!(stage.process(inputs, &mut cx).is_empty());
         out.into_iter()
             .map(|o| match o {
-                Output::Router(a) => a,
+                Output::Audio(a) => a,
                 _ => panic!("code2wav only hands audio to the router"),
             })
             .collect()
@@ -766,12 +386,12 @@ mod tests {
             None,
         );
         let schedule = ChunkSchedule::new(vec![1, 2]).unwrap();
-        let mut stage = Code2Wav::new(model.clone(), schedule, 4);
+        let mut stage = Code2WavStage::new(model.clone(), schedule, 4);
         assert_eq!(stage.max_batch(), 4);
         // The frame budget caps the batch: 32 / the largest chunk.
         let cap = |frames: Vec<usize>, engine: usize| {
             let s = ChunkSchedule::new(frames).unwrap();
-            Code2Wav::new(model.clone(), s, engine).max_batch()
+            Code2WavStage::new(model.clone(), s, engine).max_batch()
         };
         assert_eq!(cap(vec![1, 4, 8], 16), 4);
         assert_eq!(cap(vec![1, 4, 8], 3), 3);

@@ -1,0 +1,110 @@
+//! Who receives each message: the engine's current recipients, addressed by
+//! the message they take, so a stage hands on its outputs without knowing
+//! which actor (or which instance of it) is on the other end.
+//!
+//! Every contract message has exactly one kind of receiver, so one
+//! [`Recipient`] per message type is the whole directory. The router fills
+//! it at launch and rewrites a stage's entries when the watchdog replaces
+//! that stage.
+
+use std::sync::{Arc, RwLock};
+
+use actix::dev::SendError;
+use actix::prelude::*;
+
+use crate::contract::*;
+
+/// The current recipient of every message that crosses an actor boundary.
+pub struct Wiring {
+    /// Router → talker: a new request.
+    pub start: Recipient<Work<Box<StartRequest>>>,
+    /// Talker → predictor.
+    pub token: Recipient<Work<TalkerToken>>,
+    /// Predictor → talker.
+    pub feedback: Recipient<Work<FrameFeedback>>,
+    /// Predictor → code2wav.
+    pub frame: Recipient<Work<FrameForDecode>>,
+    /// Code2wav → router.
+    pub audio: Recipient<AudioOut>,
+    /// Any stage → router: a caught panic.
+    pub failed: Recipient<StageFailed>,
+    /// Router → each stage (by [`StageKind::index`]): forget a request.
+    pub drop: [Recipient<DropRequest>; 3],
+}
+
+/// The shared, replaceable [`Wiring`] (`None` only while the engine starts).
+pub type Directory = Arc<RwLock<Option<Wiring>>>;
+
+pub(crate) fn with_wiring<R>(dir: &Directory, f: impl FnOnce(&Wiring) -> R) -> R {
+    let g = dir.read().unwrap_or_else(|e| e.into_inner());
+    f(g.as_ref()
+        .expect("directory is set before any work is sent"))
+}
+
+/// A message a stage hands on, named by what it carries (each has one
+/// kind of receiver).
+pub enum Output {
+    /// To the predictor.
+    Token(TalkerToken),
+    /// Back to the talker.
+    Feedback(FrameFeedback),
+    /// To code2wav.
+    Frame(FrameForDecode),
+    /// To the router.
+    Audio(AudioOut),
+}
+
+/// `try_send` of one message, handing it back (wrapped by `back`) when the
+/// mailbox is full; a closed mailbox (a stage being replaced) drops it.
+///
+/// The recipient is the directory's own instance, not a clone: actix parks
+/// a sender that filled a mailbox and refuses its next `try_send` until the
+/// receiver has made room, and that state lives in the sender instance.
+// The large `Err` is the message handed back unchanged; boxing it would
+// allocate on every hand-off to spare a rare full-mailbox path.
+#[allow(clippy::result_large_err)]
+fn try_send_to<M>(r: &Recipient<M>, m: M, back: impl FnOnce(M) -> Output) -> Result<(), Output>
+where
+    M: Message + Send + 'static,
+    M::Result: Send,
+{
+    match r.try_send(m) {
+        Ok(()) | Err(SendError::Closed(_)) => Ok(()),
+        Err(SendError::Full(m)) => Err(back(m)),
+    }
+}
+
+/// `Err` gives the output back when the receiver's mailbox is full. A closed
+/// mailbox (a stage being replaced) drops the message: its requests fail.
+#[allow(clippy::result_large_err)]
+pub(crate) fn try_deliver(dir: &Directory, o: Output) -> Result<(), Output> {
+    with_wiring(dir, |w| match o {
+        Output::Token(m) => try_send_to(&w.token, Work(m), |Work(m)| Output::Token(m)),
+        Output::Feedback(m) => try_send_to(&w.feedback, Work(m), |Work(m)| Output::Feedback(m)),
+        Output::Frame(m) => try_send_to(&w.frame, Work(m), |Work(m)| Output::Frame(m)),
+        Output::Audio(m) => try_send_to(&w.audio, m, Output::Audio),
+    })
+}
+
+/// Waits for room (bounded `send`), then delivers.
+pub(crate) async fn deliver(dir: &Directory, o: Output) {
+    // Clone the recipient out of the lock before awaiting.
+    match o {
+        Output::Token(m) => {
+            let r = with_wiring(dir, |w| w.token.clone());
+            let _ = r.send(Work(m)).await;
+        }
+        Output::Feedback(m) => {
+            let r = with_wiring(dir, |w| w.feedback.clone());
+            let _ = r.send(Work(m)).await;
+        }
+        Output::Frame(m) => {
+            let r = with_wiring(dir, |w| w.frame.clone());
+            let _ = r.send(Work(m)).await;
+        }
+        Output::Audio(m) => {
+            let r = with_wiring(dir, |w| w.audio.clone());
+            let _ = r.send(m).await;
+        }
+    }
+}

@@ -725,14 +725,14 @@ fn voices(a: ModelArg) -> Result<()> {
 }
 
 fn gen_checkpoint(a: GenArgs) -> Result<()> {
-    let preset = tts_models::gen::Preset::parse(&a.preset).map_err(anyhow::Error::msg)?;
+    let preset = tts_checkpoint_gen::Preset::parse(&a.preset).map_err(anyhow::Error::msg)?;
     let t = Instant::now();
     if let Some(src) = &a.tokenizer_from {
         // Check the source before writing gigabytes.
         tts_models::tokenizer::TextTokenizer::load(src)
             .with_context(|| format!("--tokenizer-from {}", src.display()))?;
     }
-    tts_models::gen::write_checkpoint(&a.out, preset, a.seed)
+    tts_checkpoint_gen::write_checkpoint(&a.out, preset, a.seed)
         .with_context(|| format!("writing checkpoint to {}", a.out.display()))?;
     if let Some(src) = &a.tokenizer_from {
         for f in ["vocab.json", "merges.txt", "tokenizer_config.json"] {

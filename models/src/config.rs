@@ -251,6 +251,20 @@ pub struct TalkerConfig {
     pub code_predictor: LmConfig,
 }
 
+impl TalkerConfig {
+    /// Speaker names (lower-case, sorted).
+    pub fn speaker_names(&self) -> Vec<String> {
+        self.speakers.keys().cloned().collect()
+    }
+
+    /// Language names (lower-case, sorted), plus "auto".
+    pub fn language_names(&self) -> Vec<String> {
+        let mut v: Vec<String> = vec!["auto".into()];
+        v.extend(self.languages.keys().cloned());
+        v
+    }
+}
+
 /// The model family variants (`tts_model_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ModelKind {

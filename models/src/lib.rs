@@ -2,45 +2,65 @@
 //! code predictor and code2wav.
 //!
 //! # Layout
+//! From the bottom up (each module imports only modules listed above it):
+//! - [`error`]: the crate's error type; [`sampling`]: the official
+//!   logits-processor pipeline, a seedable RNG and the raw-logits hook.
+//! - [`weight`]: weight matrices as the kernels take them (mapped, owned,
+//!   int8, q4); [`checkpoint`]: memory-mapped (sharded) safetensors with
+//!   per-tensor name/shape/dtype checks.
 //! - [`config`]: `config.json`, `generation_config.json`,
 //!   `speech_tokenizer/config.json`, parsed and validated up front.
-//! - [`checkpoint`]: memory-mapped (sharded) safetensors with per-tensor
-//!   name/shape/dtype checks.
+//! - [`quant`]: per-stage weight precision ([`quant::Precision`]: stored
+//!   bf16/f32, int8 per output channel, or 4-bit groups, converted at
+//!   load time); [`wcache`]: the optional on-disk cache of converted LM
+//!   weights, memory-mapped on later loads, and its per-load event list.
 //! - [`tokenizer`]: Qwen2 byte-level BPE and the official chat templates.
 //! - [`lm`]: the Qwen3 decoder stack shared by the talker and the code
 //!   predictor, with an explicit per-session KV cache.
-//! - [`talker`], [`code_predictor`]: the two LMs; [`sampling`]: the official
-//!   logits-processor pipeline and a seedable RNG.
-//! - [`codec`]: code2wav (one-shot, official 300/25 chunked, and a stateful
-//!   streaming decoder).
-//! - [`quant`]: per-stage weight precision ([`quant::Precision`]: stored
-//!   bf16/f32, int8 per output channel, or 4-bit groups, converted at
-//!   load time).
-//! - [`wcache`]: optional on-disk cache of the converted (int8/q4) LM
-//!   weights, memory-mapped on later loads.
-//! - [`synth`]: prompt construction and the per-frame generation loop.
-//! - [`gen`]: random-weight checkpoints in the hub layout.
+//! - [`request`]: the request vocabulary ([`Request`], [`GenOptions`],
+//!   [`StopReason`]).
+//! - One folder per stage, each with the stage's weights and forward pass
+//!   and its per-request state: [`talker`] ([`Talker`](talker::Talker),
+//!   [`TalkerState`], the [`Prompt`] it is fed), [`code_predictor`]
+//!   ([`PredictorState`]), [`codec`] (code2wav: one-shot, official 300/25
+//!   chunked, and a stateful streaming decoder).
+//! - [`prompt`]: prompt construction, one [`prompt::PromptLayout`] per
+//!   checkpoint family (CustomVoice today).
+//! - [`model`]: the loaded checkpoint ([`Qwen3Tts`]) and how it is loaded
+//!   ([`LoadOptions`]).
+//! - [`generator`]: the offline generator ([`FrameGenerator`]), both LM
+//!   stages of one request on the calling thread.
+//! - [`synth`]: compatibility re-exports of the old paths (to be removed).
+//!
+//! Random-weight checkpoints in the hub layout are written by the
+//! `tts-checkpoint-gen` crate, outside this one.
 //!
 //! Every size, id, rate and frame length comes from the checkpoint's configs.
 #![deny(unsafe_code)]
-#![recursion_limit = "256"]
 
 pub mod checkpoint;
-pub mod config;
-pub mod error;
-mod mmap;
-
-pub use error::{ModelError, Result};
 pub mod code_predictor;
 pub mod codec;
-pub mod gen;
+pub mod config;
+pub mod error;
+pub mod generator;
 pub mod lm;
+mod mmap;
+pub mod model;
+pub mod prompt;
 pub mod quant;
+pub mod request;
 pub mod sampling;
 pub mod synth;
 pub mod talker;
 pub mod tokenizer;
 pub mod wcache;
+pub mod weight;
 
+pub use code_predictor::PredictorState;
+pub use error::{ModelError, Result};
+pub use generator::FrameGenerator;
+pub use model::{LoadOptions, Qwen3Tts};
 pub use quant::{Code2WavPrecision, Precision};
-pub use synth::{FrameGenerator, GenOptions, LoadOptions, Qwen3Tts, Request};
+pub use request::{GenOptions, Request, StopReason};
+pub use talker::{Prompt, TalkerOutput, TalkerState, TalkerWork};

@@ -10,10 +10,12 @@
 
 use tts_kernels::{attention, matmul, rms_norm, rope, silu_mul, AttnShape};
 
-use crate::checkpoint::{TensorStore, Weight};
+use crate::checkpoint::TensorStore;
 use crate::config::LmConfig;
 use crate::error::Result;
 use crate::quant::Precision;
+use crate::wcache::{StageConverter, WeightsCache};
+use crate::weight::Weight;
 
 struct Layer {
     input_norm: Vec<f32>,
@@ -169,19 +171,21 @@ impl Qwen3Lm {
     /// Loads `{prefix}.layers.{i}.*` and `{prefix}.norm.weight`; `in_dim` is
     /// the width of the rows fed to [`Self::forward`] (the hidden size).
     pub fn load(store: &TensorStore, prefix: &str, cfg: &LmConfig) -> Result<Self> {
-        Self::load_with(store, prefix, cfg, Precision::F32)
+        Self::load_with(store, prefix, cfg, Precision::F32, &WeightsCache::default())
     }
 
-    /// [`Self::load`] with the linear layers converted to `precision`.
+    /// [`Self::load`] with the linear layers converted to `precision`,
+    /// through `cache` (which records what it did).
     pub fn load_with(
         store: &TensorStore,
         prefix: &str,
         cfg: &LmConfig,
         precision: Precision,
+        cache: &WeightsCache,
     ) -> Result<Self> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
         // Converted at `precision`, or mapped from the weights cache.
-        let conv = crate::wcache::StageConverter::open(store, prefix, precision);
+        let conv = StageConverter::open(store, cache, prefix, precision);
         let weight = |name: &str, shape: &[usize]| conv.weight(name, shape);
         let (qd, kvd) = (cfg.num_heads * hd, cfg.num_kv_heads * hd);
         let mut layers = Vec::with_capacity(cfg.num_layers);

@@ -24,7 +24,7 @@ use rayon::prelude::*;
 use tts_kernels::q4::{q4_row_bytes, q4_row_groups, quantize_q4_row};
 use tts_kernels::{quantize_q8_row, Mat, Q4Rows};
 
-use crate::checkpoint::Weight;
+use crate::weight::Weight;
 
 /// Storage precision of an LM's linear layers.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]

@@ -215,6 +215,19 @@ pub fn pick(logits: &mut [f32], cfg: &SamplerConfig, rng: &mut Rng, scratch: &mu
     probs.last().map_or(0, |p| p.0)
 }
 
+/// What a logits observer sees (tests, parity tools): the raw logits of a
+/// step before any processor runs.
+pub enum RawLogits<'a> {
+    /// Raw talker logits of one step (before any processor).
+    Talker(&'a [f32]),
+    /// Raw code-predictor logits for predicted codebook `i` of the current frame.
+    CodePredictor(usize, &'a [f32]),
+}
+
+/// An optional hook on every step's raw logits
+/// ([`crate::generator::FrameGenerator::observer`]).
+pub type LogitsObserver = Option<Box<dyn FnMut(RawLogits<'_>) + Send>>;
+
 #[cfg(test)]
 mod tests {
     use super::*;

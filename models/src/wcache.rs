@@ -66,10 +66,11 @@ use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tts_kernels::Mat;
 
-use crate::checkpoint::{TensorStore, Weight};
+use crate::checkpoint::TensorStore;
 use crate::error::Result;
 use crate::mmap::{i8_bytes, MappedFile};
 use crate::quant::{convert, Precision};
+use crate::weight::Weight;
 
 /// First 8 bytes of a cache file.
 pub const MAGIC: [u8; 8] = *b"TTSRTWC\0";
@@ -106,12 +107,47 @@ pub enum WeightsCacheStatus {
     Failed(String),
 }
 
+/// The converted-weights cache of one checkpoint load: its directory and
+/// what it did for each converted stage. The loader owns it beside the
+/// [`TensorStore`] and hands it to every LM it loads
+/// ([`crate::lm::Qwen3Lm::load_with`]); the default is no cache.
+#[derive(Debug, Default)]
+pub struct WeightsCache {
+    /// Directory of the cache files, if any.
+    dir: Option<PathBuf>,
+    /// What the cache did per converted stage, in load order.
+    events: Mutex<Vec<WeightsCacheEvent>>,
+}
+
+impl WeightsCache {
+    /// Keep converted (int8/q4) stages in `dir`; `None` converts at every load.
+    pub fn new(dir: Option<&Path>) -> Self {
+        WeightsCache {
+            dir: dir.map(Path::to_path_buf),
+            events: Mutex::new(Vec::new()),
+        }
+    }
+
+    fn record(&self, e: WeightsCacheEvent) {
+        self.events
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .push(e);
+    }
+
+    /// What the weights cache did for each converted stage so far.
+    pub fn take_events(&self) -> Vec<WeightsCacheEvent> {
+        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
+    }
+}
+
 /// Where a stage's converted weights come from while its LM loads: the
 /// cache file (hit), a conversion that is also written to the cache, or a
 /// plain conversion. `Qwen3Lm::load_with` takes every linear through
 /// [`Self::weight`] and calls [`Self::finish`] at the end.
 pub struct StageConverter<'a> {
     store: &'a TensorStore,
+    cache: &'a WeightsCache,
     stage: String,
     precision: Precision,
     state: Mutex<State>,
@@ -140,14 +176,20 @@ enum State {
 
 impl<'a> StageConverter<'a> {
     /// Opens the cache for `stage` (a tensor prefix) at `precision`: F32
-    /// and a store without a cache directory convert directly.
-    pub fn open(store: &'a TensorStore, stage: &str, precision: Precision) -> Self {
-        let state = match store.weights_cache_dir() {
+    /// and a cache without a directory convert directly.
+    pub fn open(
+        store: &'a TensorStore,
+        cache: &'a WeightsCache,
+        stage: &str,
+        precision: Precision,
+    ) -> Self {
+        let state = match cache.dir.as_deref() {
             Some(dir) if precision != Precision::F32 => open_state(store, dir, stage, precision),
             _ => State::Direct,
         };
         StageConverter {
             store,
+            cache,
             stage: stage.to_string(),
             precision,
             state: Mutex::new(state),
@@ -208,7 +250,7 @@ impl<'a> StageConverter<'a> {
     }
 
     /// Completes the stage: commits a written file, drops one that lacked
-    /// tensors, and records what happened in the store.
+    /// tensors, and records what happened in the cache's event list.
     pub fn finish(self) {
         let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
         let (path, status) = match state {
@@ -247,7 +289,7 @@ impl<'a> StageConverter<'a> {
                 }
             }
         };
-        self.store.record_cache_event(WeightsCacheEvent {
+        self.cache.record(WeightsCacheEvent {
             stage: self.stage,
             precision: self.precision,
             path,
@@ -868,12 +910,12 @@ mod tests {
             let want = convert(Weight::from_f32(rows, cols, v.clone()), p);
             let mut statuses = Vec::new();
             for _ in 0..2 {
-                let mut store = TensorStore::open_files(std::slice::from_ref(&ckpt)).unwrap();
-                store.set_weights_cache(Some(&tmp.join("cache")));
-                let conv = StageConverter::open(&store, "s", p);
+                let store = TensorStore::open_files(std::slice::from_ref(&ckpt)).unwrap();
+                let cache = WeightsCache::new(Some(&tmp.join("cache")));
+                let conv = StageConverter::open(&store, &cache, "s", p);
                 let w = conv.weight("w", &[rows, cols]).unwrap();
                 conv.finish();
-                statuses.push(store.take_weights_cache_events()[0].status.clone());
+                statuses.push(cache.take_events()[0].status.clone());
                 match (w.mat(), want.mat()) {
                     (
                         Mat::Q8 { data, scales, .. },

@@ -9,8 +9,8 @@
 //!   one-row decode steps, against one `forward` per sequence;
 //! - the talker head and the code predictor's frame (teacher-forced, so the
 //!   raw logits of every step are compared);
-//! - whole requests through `TalkerSession::step_batch` /
-//!   `PredictorSession::predict_batch` with sessions joining and leaving
+//! - whole requests through `TalkerState::step_batch` /
+//!   `PredictorState::predict_batch` with sessions joining and leaving
 //!   between steps, greedy and seeded sampling, against `FrameGenerator`.
 
 use std::path::Path;
@@ -18,8 +18,8 @@ use std::sync::Arc;
 
 use tts_models::code_predictor::PredictScratch;
 use tts_models::lm::BatchScratch;
-use tts_models::synth::{PredictorSession, TalkerOutput, TalkerSession, TalkerWork};
 use tts_models::{GenOptions, LoadOptions, Precision, Qwen3Tts, Request};
+use tts_models::{PredictorState, TalkerOutput, TalkerState, TalkerWork};
 
 fn load(name: &str, precision: Precision) -> Arc<Qwen3Tts> {
     let dir = Path::new(env!("CARGO_MANIFEST_DIR"))
@@ -227,8 +227,8 @@ fn code_predictor_batch_equals_alone() {
 /// One request's progress in the emulated batching scheduler.
 struct Live {
     idx: usize,
-    talker: TalkerSession,
-    predictor: PredictorSession,
+    talker: TalkerState,
+    predictor: PredictorState,
     max_frames: usize,
     pending: Option<TalkerOutput>,
     last_frame: Option<Vec<u32>>,
@@ -270,7 +270,7 @@ fn run_batched(m: &Qwen3Tts, reqs: &[Request], join: &[usize]) -> Vec<Vec<u32>> 
         }
         // Talker: prefill joiners, feed back last frames.
         {
-            let mut batch: Vec<(&mut TalkerSession, TalkerWork<'_>)> = Vec::new();
+            let mut batch: Vec<(&mut TalkerState, TalkerWork<'_>)> = Vec::new();
             let mut who = Vec::new();
             for (k, l) in live.iter_mut().enumerate() {
                 if l.max_frames == 0 {
@@ -286,7 +286,7 @@ fn run_batched(m: &Qwen3Tts, reqs: &[Request], join: &[usize]) -> Vec<Vec<u32>> 
                 }
             }
             max_batch = max_batch.max(batch.len());
-            let outs = TalkerSession::step_batch(m, &mut batch, &mut tscratch);
+            let outs = TalkerState::step_batch(m, &mut batch, &mut tscratch);
             drop(batch);
             for (k, o) in who.into_iter().zip(outs) {
                 live[k].pending = Some(o);
@@ -303,7 +303,7 @@ fn run_batched(m: &Qwen3Tts, reqs: &[Request], join: &[usize]) -> Vec<Vec<u32>> 
         });
         // Code predictor over every pending token.
         {
-            let mut batch: Vec<(&mut PredictorSession, &TalkerOutput)> = Vec::new();
+            let mut batch: Vec<(&mut PredictorState, &TalkerOutput)> = Vec::new();
             let mut who = Vec::new();
             for (k, l) in live.iter_mut().enumerate() {
                 if let Some(p) = l.pending.as_ref() {
@@ -312,7 +312,7 @@ fn run_batched(m: &Qwen3Tts, reqs: &[Request], join: &[usize]) -> Vec<Vec<u32>> 
                 }
             }
             max_batch = max_batch.max(batch.len());
-            let frames = PredictorSession::predict_batch(m, &mut batch, &mut pscratch);
+            let frames = PredictorState::predict_batch(m, &mut batch, &mut pscratch);
             drop(batch);
             for (k, f) in who.into_iter().zip(frames) {
                 let l = &mut live[k];

@@ -4,10 +4,11 @@
 
 use tts_kernels::{AttnShape, Conv1dShape, ConvBf16, Mat};
 
-use crate::checkpoint::{TensorStore, Weight};
+use crate::checkpoint::TensorStore;
 use crate::config::CodecConfig;
 use crate::error::Result;
 use crate::quant::Code2WavPrecision;
+use crate::weight::Weight;
 
 /// `EuclideanCodebook.epsilon` in the official decoder: usage is clamped to
 /// at least this before dividing (1e-5; one port uses 1e-7, which differs on

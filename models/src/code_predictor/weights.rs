@@ -1,16 +1,18 @@
-//! The code predictor ("sub-talker"): a small Qwen3 decoder that, for each
+//! The code predictor's weights and forward pass ("sub-talker"): a small Qwen3 decoder that, for each
 //! frame, fills codebooks 1..G-1 from the talker's hidden state and the
 //! frame's codebook-0 token. Fresh KV cache per frame; G-1 sequential steps,
 //! run for any number of sequences together ([`CodePredictor::predict_batch`]).
 
 use tts_kernels::matmul;
 
-use crate::checkpoint::{TensorStore, Weight};
+use crate::checkpoint::TensorStore;
 use crate::config::TalkerConfig;
 use crate::error::Result;
 use crate::lm::{BatchScratch, KvCache, Qwen3Lm};
 use crate::quant::Precision;
 use crate::sampling::{pick, Rng, SamplerConfig};
+use crate::wcache::WeightsCache;
+use crate::weight::Weight;
 
 pub struct CodePredictor {
     lm: Qwen3Lm,
@@ -45,7 +47,7 @@ pub struct PredictScratch {
 
 impl CodePredictor {
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
-        Self::load_with(store, cfg, Precision::F32)
+        Self::load_with(store, cfg, Precision::F32, &WeightsCache::default())
     }
 
     /// [`Self::load`] with the decoder's linear layers in `precision` (the
@@ -54,6 +56,7 @@ impl CodePredictor {
         store: &TensorStore,
         cfg: &TalkerConfig,
         precision: Precision,
+        cache: &WeightsCache,
     ) -> Result<Self> {
         let cp = &cfg.code_predictor;
         let (th, ch, groups) = (cfg.lm.hidden_size, cp.hidden_size, cfg.num_code_groups);
@@ -78,7 +81,7 @@ impl CodePredictor {
             None
         };
         Ok(CodePredictor {
-            lm: Qwen3Lm::load_with(store, &format!("{p}.model"), cp, precision)?,
+            lm: Qwen3Lm::load_with(store, &format!("{p}.model"), cp, precision, cache)?,
             embeddings,
             heads,
             projection,

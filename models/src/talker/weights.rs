@@ -1,13 +1,16 @@
-//! The talker: a Qwen3 decoder over summed text/codec embeddings that emits
-//! codebook 0, plus the text embedding and its projection MLP.
+//! The talker's weights and forward pass: a Qwen3 decoder over summed
+//! text/codec embeddings that emits codebook 0, plus the text embedding and
+//! its projection MLP.
 
 use tts_kernels::{matmul, reference::silu};
 
-use crate::checkpoint::{TensorStore, Weight};
+use crate::checkpoint::TensorStore;
 use crate::config::TalkerConfig;
 use crate::error::Result;
 use crate::lm::{BatchScratch, KvCache, Qwen3Lm};
 use crate::quant::Precision;
+use crate::wcache::WeightsCache;
+use crate::weight::Weight;
 
 pub struct Talker {
     pub(crate) lm: Qwen3Lm,
@@ -23,7 +26,7 @@ pub struct Talker {
 
 impl Talker {
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
-        Self::load_with(store, cfg, Precision::F32)
+        Self::load_with(store, cfg, Precision::F32, &WeightsCache::default())
     }
 
     /// [`Self::load`] with the decoder's linear layers in `precision` (the
@@ -32,10 +35,11 @@ impl Talker {
         store: &TensorStore,
         cfg: &TalkerConfig,
         precision: Precision,
+        cache: &WeightsCache,
     ) -> Result<Self> {
         let (h, th) = (cfg.lm.hidden_size, cfg.text_hidden_size);
         Ok(Talker {
-            lm: Qwen3Lm::load_with(store, "talker.model", &cfg.lm, precision)?,
+            lm: Qwen3Lm::load_with(store, "talker.model", &cfg.lm, precision, cache)?,
             text_embedding: store.weight(
                 "talker.model.text_embedding.weight",
                 &[cfg.text_vocab_size, th],

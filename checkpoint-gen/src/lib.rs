@@ -12,6 +12,13 @@
 //! activations neither vanish nor explode through the stacks, norms near 1,
 //! and every codec parameter randomised (the official default init makes
 //! code2wav output constant).
+//!
+//! Its own crate so that the recursion limit the large `json!` config
+//! literals need is not imposed on the models crate, and so fixtures are
+//! built by a crate above the loader they exercise.
+#![forbid(unsafe_code)]
+// `json!` expands the talker config literal past the default limit of 128.
+#![recursion_limit = "256"]
 
 use std::collections::BTreeMap;
 use std::path::Path;
@@ -19,8 +26,8 @@ use std::path::Path;
 use safetensors::tensor::{Dtype, TensorView};
 use serde_json::{json, Value};
 
-use crate::error::{ModelError, Result};
-use crate::sampling::Rng;
+use tts_models::sampling::Rng;
+use tts_models::{ModelError, Result};
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Preset {

@@ -1,0 +1,250 @@
+//! The model handle: [`Qwen3Tts`] opens a checkpoint directory in the hub
+//! layout with the configs, tokenizer, both LMs and code2wav, each stage at
+//! the precision [`LoadOptions`] asks for. Requests go in through
+//! [`Qwen3Tts::build_prompt`] ([`crate::prompt`]) and come out as the two
+//! stage states ([`Qwen3Tts::sessions`]) or, offline, a
+//! [`crate::generator::FrameGenerator`] ([`Qwen3Tts::start`], defined
+//! beside the generator).
+
+use std::path::{Path, PathBuf};
+
+use crate::checkpoint::TensorStore;
+use crate::code_predictor::{CodePredictor, PredictorModels, PredictorState};
+use crate::codec::Code2Wav;
+use crate::config::{GenerationConfig, TtsConfig};
+use crate::error::{ModelError, Result};
+use crate::prompt::{self, Prompt, PromptLayout, PromptParts};
+use crate::quant::{Code2WavPrecision, Precision};
+use crate::request::{GenOptions, Request};
+use crate::talker::{Talker, TalkerModels, TalkerState};
+use crate::tokenizer::TextTokenizer;
+use crate::wcache::{WeightsCache, WeightsCacheEvent};
+
+/// A loaded checkpoint: configs, tokenizer, the two LMs and code2wav.
+pub struct Qwen3Tts {
+    pub dir: PathBuf,
+    pub config: TtsConfig,
+    pub generation: GenerationConfig,
+    pub tokenizer: TextTokenizer,
+    pub talker: Talker,
+    pub code_predictor: CodePredictor,
+    pub code2wav: Code2Wav,
+    /// The precision each LM was loaded at (provenance for reports).
+    pub precision: LoadOptions,
+    /// What the weights cache did for each converted LM stage (empty
+    /// without a cache directory or when nothing was converted).
+    pub weights_cache: Vec<WeightsCacheEvent>,
+}
+
+/// How [`Qwen3Tts::load_with`] prepares the weights: the precision of each
+/// LM stage and of code2wav's convolutions, and where converted LM weights
+/// are cached.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct LoadOptions {
+    pub talker: Precision,
+    pub code_predictor: Precision,
+    pub code2wav: Code2WavPrecision,
+    /// Directory of the converted-weights cache ([`crate::wcache`]): int8
+    /// and q4 stages are written there once and memory-mapped on later
+    /// loads. None (the default): convert in memory at every load. Set it
+    /// with [`Self::with_weights_cache`].
+    pub weights_cache: Option<&'static Path>,
+}
+
+impl LoadOptions {
+    /// Both LMs at `p`, code2wav at f32.
+    pub fn uniform(p: Precision) -> Self {
+        LoadOptions {
+            talker: p,
+            code_predictor: p,
+            code2wav: Code2WavPrecision::F32,
+            weights_cache: None,
+        }
+    }
+
+    /// These options with the converted-weights cache in `dir` (None: off).
+    /// The path is kept for the life of the process (leaked once per call,
+    /// so the options stay `Copy`): call it once per configuration, not per
+    /// load in a loop.
+    pub fn with_weights_cache(mut self, dir: Option<&Path>) -> Self {
+        self.weights_cache = dir.map(|d| &*Box::leak(d.to_path_buf().into_boxed_path()));
+        self
+    }
+
+    /// `TALKER,CODE_PREDICTOR,CODE2WAV` (the `--precision` spelling).
+    pub fn name(&self) -> String {
+        format!("{},{},{}", self.talker, self.code_predictor, self.code2wav)
+    }
+}
+
+impl Qwen3Tts {
+    /// Loads a checkpoint with its stored weights ([`LoadOptions::default`]).
+    pub fn load(dir: &Path) -> Result<Self> {
+        Self::load_with(dir, LoadOptions::default())
+    }
+
+    /// Loads a checkpoint, converting each LM stage to its precision.
+    pub fn load_with(dir: &Path, options: LoadOptions) -> Result<Self> {
+        let config = TtsConfig::load(&dir.join("config.json"))?;
+        if PromptLayout::of(config.kind).is_none() {
+            return Err(ModelError::Config {
+                path: dir.join("config.json"),
+                message: format!(
+                    "tts_model_type {:?} is not supported yet; use a CustomVoice checkpoint",
+                    config.kind
+                ),
+            });
+        }
+        let generation = GenerationConfig::load(&dir.join("generation_config.json"))?;
+        let tokenizer = TextTokenizer::load(dir)?;
+        if tokenizer.vocab_size() > config.talker.text_vocab_size {
+            return Err(ModelError::Config {
+                path: dir.join("vocab.json"),
+                message: format!(
+                    "tokenizer has ids up to {} but talker_config.text_vocab_size is {}",
+                    tokenizer.vocab_size() - 1,
+                    config.talker.text_vocab_size
+                ),
+            });
+        }
+        let store = TensorStore::open_dir(dir, "model")?;
+        let cache = WeightsCache::new(options.weights_cache);
+        let talker = Talker::load_with(&store, &config.talker, options.talker, &cache)?;
+        let code_predictor =
+            CodePredictor::load_with(&store, &config.talker, options.code_predictor, &cache)?;
+        // The speaker encoder (Base checkpoints) is not used by CustomVoice.
+        store.ignore_prefix("speaker_encoder.");
+        store.finish()?;
+        let weights_cache = cache.take_events();
+        let code2wav = Code2Wav::load_with(&dir.join("speech_tokenizer"), options.code2wav)?;
+        if code2wav.num_quantizers() != config.talker.num_code_groups {
+            return Err(ModelError::Config {
+                path: dir.join("speech_tokenizer/config.json"),
+                message: format!(
+                    "decoder has {} quantizers but the talker produces {} code groups",
+                    code2wav.num_quantizers(),
+                    config.talker.num_code_groups
+                ),
+            });
+        }
+        Ok(Qwen3Tts {
+            dir: dir.to_path_buf(),
+            config,
+            generation,
+            tokenizer,
+            talker,
+            code_predictor,
+            code2wav,
+            precision: options,
+            weights_cache,
+        })
+    }
+
+    /// Speaker names (lower-case, sorted).
+    pub fn speakers(&self) -> Vec<String> {
+        self.config.talker.speaker_names()
+    }
+
+    /// Language names (lower-case, sorted), plus "auto".
+    pub fn languages(&self) -> Vec<String> {
+        self.config.talker.language_names()
+    }
+
+    pub fn default_options(&self) -> GenOptions {
+        GenOptions::from_config(&self.generation)
+    }
+
+    /// Checks a request and builds its prompt (the official
+    /// `Qwen3TTSForConditionalGeneration.generate` prefill; see
+    /// [`crate::prompt`]).
+    pub fn build_prompt(&self, req: &Request) -> Result<Prompt> {
+        prompt::build(
+            &PromptParts {
+                config: &self.config,
+                tokenizer: &self.tokenizer,
+                talker: &self.talker,
+            },
+            req,
+        )
+    }
+
+    /// Checks a request and returns its two stage states, for runtimes that
+    /// run the talker and the code predictor on different threads.
+    pub fn sessions(&self, req: &Request) -> Result<(TalkerState, PredictorState)> {
+        let prompt = self.build_prompt(req)?;
+        Ok((
+            TalkerState::new(&self.talker, &self.config.talker, prompt, &req.options),
+            PredictorState::new(&self.code_predictor, &req.options),
+        ))
+    }
+
+    /// Teacher forcing: runs the talker over `prompt` and feeds back the given
+    /// `codes` (`[frames, num_code_groups]`) instead of its own choices,
+    /// returning the raw talker logits of the first `talker_steps` steps
+    /// (`[talker_steps, vocab]`; step 0 is the prefill, step t+1 follows frame
+    /// t) and the raw code-predictor logits of every predicted code
+    /// (`[frames, G-1, cp_vocab]`). Parity and precision gates compare these.
+    pub fn teacher_force(
+        &self,
+        prompt: &Prompt,
+        codes: &[u32],
+        talker_steps: usize,
+    ) -> (Vec<f32>, Vec<f32>) {
+        let groups = self.config.talker.num_code_groups;
+        let h = self.talker.hidden_size();
+        let mut cache = self.talker.new_cache();
+        let (mut hidden, mut talker) =
+            self.talker
+                .forward(&prompt.prefill, prompt.prefill_rows(), &mut cache);
+        let mut cp = Vec::new();
+        let mut cp_cache = self.code_predictor.new_cache();
+        for (t, frame) in codes.chunks_exact(groups).enumerate() {
+            let mut x = vec![0f32; h];
+            self.talker.add_codec_embedding(frame[0], &mut x);
+            let mut out = vec![0u32; groups - 1];
+            self.code_predictor
+                .predict(&hidden, &x, &mut cp_cache, &mut out, |i, l| {
+                    cp.extend_from_slice(l);
+                    frame[i + 1]
+                });
+            if t + 1 >= talker_steps {
+                continue;
+            }
+            for (i, &c) in frame[1..].iter().enumerate() {
+                self.code_predictor.add_embedding(i, c, &mut x);
+            }
+            let add = if t < prompt.trailing_rows() {
+                &prompt.trailing[t * h..(t + 1) * h]
+            } else {
+                &prompt.tts_pad[..]
+            };
+            x.iter_mut().zip(add).for_each(|(a, b)| *a += b);
+            let (hd, logits) = self.talker.forward(&x, 1, &mut cache);
+            hidden = hd;
+            talker.extend(logits);
+        }
+        (talker, cp)
+    }
+
+    /// KV-cache bytes a request of `prompt_rows + frames` positions holds.
+    pub fn session_kv_bytes(&self, positions: usize) -> usize {
+        self.talker.lm.kv_bytes_per_position() * positions
+    }
+}
+
+impl TalkerModels for Qwen3Tts {
+    fn talker(&self) -> &Talker {
+        &self.talker
+    }
+    fn add_predicted_embeddings(&self, codes: &[u32], out: &mut [f32]) {
+        for (i, &code) in codes.iter().enumerate() {
+            self.code_predictor.add_embedding(i, code, out);
+        }
+    }
+}
+
+impl PredictorModels for Qwen3Tts {
+    fn code_predictor(&self) -> &CodePredictor {
+        &self.code_predictor
+    }
+}

@@ -1,0 +1,262 @@
+//! Weight matrices as the kernels take them: f32 or bf16 borrowed from a
+//! checkpoint's memory map (zero copy) or owned, and int8 / 4-bit weights
+//! converted at load time ([`crate::quant`]) or mapped from a weights cache
+//! file ([`crate::wcache`]). Below both the checkpoint reader and the
+//! converters, so neither has to import the other.
+
+use std::sync::Arc;
+
+use tts_kernels::{bf16_to_f32, Mat};
+
+use crate::mmap::MappedFile;
+
+/// A weight matrix `[rows, cols]` ready for [`tts_kernels::matmul`]: f32 or
+/// bf16, either borrowed from the memory map (zero copy) or owned; or int8
+/// with per-row scales or 4-bit group-wise, quantized at load time (see
+/// [`crate::quant`]).
+pub struct Weight {
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+    pub(crate) data: WeightData,
+}
+
+pub(crate) enum WeightData {
+    MappedF32(Arc<MappedFile>, usize),
+    MappedBf16(Arc<MappedFile>, usize),
+    OwnedF32(Vec<f32>),
+    OwnedBf16(Vec<u16>),
+    OwnedQ8 {
+        data: Vec<i8>,
+        scales: Vec<f32>,
+    },
+    OwnedQ4(tts_kernels::Q4Rows),
+    /// Int8 weights in a weights cache file (`crate::wcache`): byte
+    /// offsets of the `[rows, cols]` i8 data and the `[rows]` f32 scales.
+    MappedQ8 {
+        file: Arc<MappedFile>,
+        data: usize,
+        scales: usize,
+    },
+    /// 4-bit weights in a weights cache file: byte offsets of the nibbles,
+    /// the u8 group scales and the f32 row scales.
+    MappedQ4 {
+        file: Arc<MappedFile>,
+        data: usize,
+        group_scales: usize,
+        scales: usize,
+    },
+}
+
+impl Weight {
+    pub fn rows(&self) -> usize {
+        self.rows
+    }
+    pub fn cols(&self) -> usize {
+        self.cols
+    }
+    pub fn mat(&self) -> Mat<'_> {
+        let (rows, cols, n) = (self.rows, self.cols, self.rows * self.cols);
+        match &self.data {
+            WeightData::MappedF32(f, off) => Mat::F32 {
+                data: f.f32s(*off, n),
+                rows,
+                cols,
+            },
+            WeightData::MappedBf16(f, off) => Mat::Bf16 {
+                data: f.u16s(*off, n),
+                rows,
+                cols,
+            },
+            WeightData::OwnedF32(v) => Mat::F32 {
+                data: v,
+                rows,
+                cols,
+            },
+            WeightData::OwnedBf16(v) => Mat::Bf16 {
+                data: v,
+                rows,
+                cols,
+            },
+            WeightData::OwnedQ8 { data, scales } => Mat::Q8 {
+                data,
+                scales,
+                rows,
+                cols,
+            },
+            WeightData::OwnedQ4(q) => Mat::Q4 {
+                data: &q.data,
+                group_scales: &q.group_scales,
+                scales: &q.scales,
+                rows,
+                cols,
+            },
+            WeightData::MappedQ8 { file, data, scales } => Mat::Q8 {
+                data: file.i8s(*data, n),
+                scales: file.f32s(*scales, rows),
+                rows,
+                cols,
+            },
+            WeightData::MappedQ4 {
+                file,
+                data,
+                group_scales,
+                scales,
+            } => {
+                let rb = tts_kernels::q4::q4_row_bytes(cols);
+                let rg = tts_kernels::q4::q4_row_groups(cols);
+                let b = file.bytes();
+                Mat::Q4 {
+                    data: &b[*data..*data + rows * rb],
+                    group_scales: &b[*group_scales..*group_scales + rows * rg],
+                    scales: file.f32s(*scales, rows),
+                    rows,
+                    cols,
+                }
+            }
+        }
+    }
+    /// Int8 weights viewed in a mapped weights cache file (zero copy), or
+    /// None when the ranges do not fit the file or the scales are
+    /// misaligned.
+    pub(crate) fn mapped_q8(
+        file: Arc<MappedFile>,
+        rows: usize,
+        cols: usize,
+        data: usize,
+        scales: usize,
+    ) -> Option<Self> {
+        let len = file.bytes().len();
+        let fits = |off: usize, n: usize| off.checked_add(n).is_some_and(|e| e <= len);
+        let ok = fits(data, rows.checked_mul(cols)?)
+            && fits(scales, rows.checked_mul(4)?)
+            && file.f32_aligned(scales);
+        ok.then_some(Weight {
+            rows,
+            cols,
+            data: WeightData::MappedQ8 { file, data, scales },
+        })
+    }
+    /// 4-bit weights viewed in a mapped weights cache file (see
+    /// [`Self::mapped_q8`]).
+    pub(crate) fn mapped_q4(
+        file: Arc<MappedFile>,
+        rows: usize,
+        cols: usize,
+        [data, group_scales, scales]: [usize; 3],
+    ) -> Option<Self> {
+        let len = file.bytes().len();
+        let fits = |off: usize, n: usize| off.checked_add(n).is_some_and(|e| e <= len);
+        let rb = tts_kernels::q4::q4_row_bytes(cols);
+        let rg = tts_kernels::q4::q4_row_groups(cols);
+        let ok = fits(data, rows.checked_mul(rb)?)
+            && fits(group_scales, rows.checked_mul(rg)?)
+            && fits(scales, rows.checked_mul(4)?)
+            && file.f32_aligned(scales);
+        ok.then_some(Weight {
+            rows,
+            cols,
+            data: WeightData::MappedQ4 {
+                file,
+                data,
+                group_scales,
+                scales,
+            },
+        })
+    }
+    /// Whether the data lives in a memory-mapped file (the checkpoint or a
+    /// weights cache): shared page cache, not anonymous memory.
+    pub fn is_file_backed(&self) -> bool {
+        matches!(
+            self.data,
+            WeightData::MappedF32(..)
+                | WeightData::MappedBf16(..)
+                | WeightData::MappedQ8 { .. }
+                | WeightData::MappedQ4 { .. }
+        )
+    }
+    /// Bytes of weight data (resident when touched; int8 includes its scales).
+    pub fn bytes(&self) -> usize {
+        self.mat().bytes()
+    }
+    /// Whether the data is int8 (owned or in a weights cache file).
+    pub fn is_q8(&self) -> bool {
+        matches!(
+            self.data,
+            WeightData::OwnedQ8 { .. } | WeightData::MappedQ8 { .. }
+        )
+    }
+    /// Row `r` as f32 (embedding look-up).
+    pub fn row_into(&self, r: usize, out: &mut [f32]) {
+        self.mat().row_to_f32(r, out)
+    }
+    /// Adds row `r` into `out` (summing embeddings without a temporary).
+    pub fn add_row_into(&self, r: usize, out: &mut [f32]) {
+        match self.mat() {
+            Mat::F32 { data, cols, .. } => {
+                for (o, &v) in out.iter_mut().zip(&data[r * cols..(r + 1) * cols]) {
+                    *o += v;
+                }
+            }
+            Mat::Bf16 { data, cols, .. } => {
+                for (o, &v) in out.iter_mut().zip(&data[r * cols..(r + 1) * cols]) {
+                    *o += bf16_to_f32(v);
+                }
+            }
+            Mat::Q8 {
+                data, scales, cols, ..
+            } => {
+                let s = scales[r];
+                for (o, &q) in out.iter_mut().zip(&data[r * cols..(r + 1) * cols]) {
+                    *o += q as f32 * s;
+                }
+            }
+            m @ Mat::Q4 { cols, .. } => {
+                let mut row = vec![0f32; cols];
+                m.row_to_f32(r, &mut row);
+                for (o, v) in out.iter_mut().zip(row) {
+                    *o += v;
+                }
+            }
+        }
+    }
+    /// An owned int8 weight: `data` is `[rows, cols]`, `scales` `[rows]`.
+    pub fn from_q8(rows: usize, cols: usize, data: Vec<i8>, scales: Vec<f32>) -> Self {
+        assert_eq!(data.len(), rows * cols);
+        assert_eq!(scales.len(), rows);
+        Weight {
+            rows,
+            cols,
+            data: WeightData::OwnedQ8 { data, scales },
+        }
+    }
+    /// An owned 4-bit group-wise weight ([`tts_kernels::q4`] layout for
+    /// `[rows, cols]`).
+    pub fn from_q4(rows: usize, cols: usize, q: tts_kernels::Q4Rows) -> Self {
+        assert_eq!(q.data.len(), rows * tts_kernels::q4::q4_row_bytes(cols));
+        assert_eq!(
+            q.group_scales.len(),
+            rows * tts_kernels::q4::q4_row_groups(cols)
+        );
+        assert_eq!(q.scales.len(), rows);
+        Weight {
+            rows,
+            cols,
+            data: WeightData::OwnedQ4(q),
+        }
+    }
+    /// An owned f32 weight (tests, generated checkpoints).
+    pub fn from_f32(rows: usize, cols: usize, data: Vec<f32>) -> Self {
+        assert_eq!(data.len(), rows * cols);
+        Weight {
+            rows,
+            cols,
+            data: WeightData::OwnedF32(data),
+        }
+    }
+}
+
+impl std::fmt::Debug for Weight {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "Weight[{}x{}]", self.rows, self.cols)
+    }
+}

@@ -532,6 +532,41 @@ mod tests {
     }
 
     #[test]
+    fn shared_check_refusals_keep_the_openai_route_wording() {
+        let voice = Invalid::from(Rejected::UnknownVoice {
+            voice: "Nobody".into(),
+            valid: vec!["ryan".into(), "alloy".into()],
+        });
+        assert_eq!(voice.param, "voice");
+        assert_eq!(
+            voice.message,
+            "unknown voice \"Nobody\"; use one of: ryan, alloy"
+        );
+        let lang = Invalid::from(Rejected::UnknownLanguage {
+            language: "klingon".into(),
+            valid: vec!["auto".into(), "english".into()],
+        });
+        assert_eq!(lang.param, "language");
+        assert_eq!(
+            lang.message,
+            "unknown language \"klingon\"; use one of: auto, english"
+        );
+        let rate = Invalid::from(Rejected::SampleRate { rate: 1 });
+        assert_eq!(rate.param, "sample_rate");
+        assert_eq!(
+            rate.message,
+            format!(
+                "sample_rate 1 is out of range; use {}..={}",
+                protocol::MIN_SAMPLE_RATE,
+                protocol::MAX_SAMPLE_RATE
+            )
+        );
+        let frames = Invalid::from(Rejected::MaxFrames { frames: 0, max: 5 });
+        assert_eq!(frames.param, "max_frames");
+        assert_eq!(frames.message, "max_frames 0 must be 1..=5");
+    }
+
+    #[test]
     fn streaming_wav_header_layout() {
         let h = streaming_wav_header(24000);
         assert_eq!(h.len(), 44);

@@ -78,3 +78,75 @@ pub fn interruption_ms(
         _ => None,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+
+    #[test]
+    fn onset_is_dated_by_the_latest_piece_starting_at_or_before_it() {
+        let t0 = Instant::now();
+        let at = |ms| t0 + Duration::from_millis(ms);
+        let mut c = VadClock::default();
+        c.stamp(0.0, 60, at(0));
+        c.stamp(100.0, 60, at(100));
+        c.stamp(200.0, 60, at(250));
+        assert_eq!(c.arrival(150.0), Some(at(100)));
+        assert_eq!(c.arrival(200.0), Some(at(250)));
+        assert_eq!(c.arrival(-1.0), None);
+    }
+
+    #[test]
+    fn clock_drops_stamps_older_than_the_confirmation_delay() {
+        let t0 = Instant::now();
+        let mut c = VadClock::default();
+        // 20 ms pieces, onsets confirmed within 60 ms + two 20 ms windows:
+        // the clock stays a handful of entries long, not one per piece.
+        for i in 0..1000 {
+            c.stamp(i as f64 * 20.0, 60, t0);
+        }
+        assert!(c.len() <= 7, "{} stamps kept", c.len());
+        assert!(c.arrival(999.0 * 20.0 - 100.0).is_some());
+    }
+
+    #[test]
+    fn clock_is_capped_even_when_the_horizon_keeps_everything() {
+        let t0 = Instant::now();
+        let mut c = VadClock::default();
+        // Pieces of zero length never leave the horizon.
+        for _ in 0..VAD_CLOCK + 10 {
+            c.stamp(0.0, 5000, t0);
+        }
+        assert_eq!(c.len(), VAD_CLOCK);
+        c.clear();
+        assert_eq!(c.len(), 0);
+    }
+
+    #[test]
+    fn speech_interrupts_only_with_barge_in_on_and_something_open() {
+        let on = Vad::default();
+        let off = Vad {
+            barge_in: false,
+            ..Vad::default()
+        };
+        assert!(interrupts(&on, 1));
+        assert!(!interrupts(&on, 0));
+        assert!(!interrupts(&off, 3));
+    }
+
+    #[test]
+    fn interruption_runs_from_onset_to_the_last_frame_sent() {
+        let on = Instant::now();
+        let later = on + Duration::from_millis(120);
+        let ms = interruption_ms(Some(on), true, Some(later)).expect("measured");
+        assert!((ms - 120.0).abs() < 1e-6, "{ms}");
+        // A frame sent before the onset: no interruption to speak of.
+        assert_eq!(interruption_ms(Some(later), true, Some(on)), Some(0.0));
+        assert_eq!(interruption_ms(Some(on), true, None), Some(0.0));
+        // Not started, or not cancelled by speech: no figure.
+        assert_eq!(interruption_ms(Some(on), false, Some(later)), None);
+        assert_eq!(interruption_ms(None, true, Some(later)), None);
+    }
+}

@@ -319,3 +319,187 @@ impl ContextQueue {
         self.finished.clear();
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use tts_models::GenOptions;
+
+    use super::*;
+    use crate::protocol::{AudioFormat, AudioTransport, ChunkingMode, TextMode};
+
+    const LIMITS: QueueLimits = QueueLimits {
+        max_contexts: 2,
+        max_pending_chars: 40,
+    };
+
+    fn ctx(chunking: Chunking, now: Instant) -> Ctx {
+        let s = CtxSettings {
+            speaker: "ryan".into(),
+            language: "auto".into(),
+            instruct: None,
+            rate: 24000,
+            format: AudioFormat::Pcm16,
+            transport: AudioTransport::Binary,
+            acks: false,
+            options: GenOptions::from_config(&Default::default()),
+            text_mode: TextMode::default(),
+        };
+        Ctx::new(s, chunking, now)
+    }
+
+    fn manual() -> Chunking {
+        Chunking {
+            mode: ChunkingMode::Manual,
+            ..Chunking::default()
+        }
+    }
+
+    /// Appends to a queue whose new contexts cut only on flush/end.
+    fn append(q: &mut ContextQueue, id: &str, text: &str) -> Result<(), ProtocolError> {
+        let now = Instant::now();
+        q.append(id, text, now, false, LIMITS, || ctx(manual(), now))
+    }
+
+    fn code(r: Result<(), ProtocolError>) -> ErrorCode {
+        r.expect_err("refused").code
+    }
+
+    #[test]
+    fn contexts_speak_in_creation_order_one_after_the_other() {
+        let mut q = ContextQueue::default();
+        append(&mut q, "b", "second").unwrap();
+        append(&mut q, "a", "first").unwrap();
+        assert_eq!(q.ids(), ["b", "a"]);
+        q.get_mut("a").unwrap().flush();
+        assert_eq!(q.next(300), Next::Wait, "the head has nothing ready yet");
+        q.end("b").unwrap();
+        assert_eq!(
+            q.next(300),
+            Next::Start {
+                id: "b".into(),
+                text: "second".into()
+            }
+        );
+        assert_eq!(q.next(300), Next::Finish { id: "b".into() });
+        assert!(q.remove("b").is_some());
+        assert_eq!(
+            q.next(300),
+            Next::Start {
+                id: "a".into(),
+                text: "first".into()
+            }
+        );
+    }
+
+    #[test]
+    fn ready_segments_merge_up_to_max_chars() {
+        let mut c = ctx(manual(), Instant::now());
+        c.ready
+            .extend(["one".to_string(), "two".into(), "three".into()]);
+        // "one two" is 7 characters; adding " three" would make 13.
+        assert_eq!(c.next_segment(12).as_deref(), Some("one two"));
+        assert_eq!(c.next_segment(12).as_deref(), Some("three"));
+        assert_eq!(c.next_segment(12), None);
+    }
+
+    #[test]
+    fn new_context_refusals_in_order_of_checks() {
+        let mut q = ContextQueue::default();
+        let now = Instant::now();
+        let draining = q.append("a", "x", now, true, LIMITS, || ctx(manual(), now));
+        assert_eq!(code(draining), ErrorCode::ShuttingDown);
+        assert!(q.is_empty(), "nothing opened while draining");
+        assert_eq!(code(append(&mut q, "", "x")), ErrorCode::InvalidMessage);
+        let long = "x".repeat(MAX_CONTEXT_ID + 1);
+        assert_eq!(code(append(&mut q, &long, "x")), ErrorCode::InvalidMessage);
+        append(&mut q, &"x".repeat(MAX_CONTEXT_ID), "x").unwrap();
+        append(&mut q, "b", "x").unwrap();
+        assert_eq!(code(append(&mut q, "c", "x")), ErrorCode::TooManyContexts);
+        // An open context still takes text while the server drains.
+        assert!(q
+            .append("b", "y", now, true, LIMITS, || unreachable!())
+            .is_ok());
+    }
+
+    #[test]
+    fn finished_ids_are_refused_and_forgotten_after_the_ring() {
+        let mut q = ContextQueue::default();
+        append(&mut q, "a", "x").unwrap();
+        q.remove("a");
+        assert_eq!(code(append(&mut q, "a", "x")), ErrorCode::OutOfOrder);
+        assert_eq!(code(q.existing("a")), ErrorCode::OutOfOrder);
+        assert_eq!(code(q.existing("never")), ErrorCode::UnknownContext);
+        for i in 0..REMEMBERED_IDS {
+            let id = format!("n{i}");
+            append(&mut q, &id, "x").unwrap();
+            q.remove(&id);
+        }
+        assert!(!q.is_finished("a"), "the oldest id left the ring");
+        assert_eq!(code(q.existing("a")), ErrorCode::UnknownContext);
+        assert_eq!(q.retained(), REMEMBERED_IDS);
+    }
+
+    #[test]
+    fn append_after_end_and_double_end_are_out_of_order() {
+        let mut q = ContextQueue::default();
+        append(&mut q, "a", "x").unwrap();
+        q.end("a").unwrap();
+        assert_eq!(code(q.end("a")), ErrorCode::OutOfOrder);
+        assert_eq!(code(append(&mut q, "a", "more")), ErrorCode::OutOfOrder);
+        assert_eq!(code(q.end("b")), ErrorCode::UnknownContext);
+    }
+
+    #[test]
+    fn pending_text_is_capped_per_context_in_characters() {
+        let mut q = ContextQueue::default();
+        // 40 characters, four bytes each: counted as characters.
+        append(&mut q, "a", &"é".repeat(39)).unwrap();
+        let e = append(&mut q, "a", "éé").expect_err("over");
+        assert_eq!(e.code, ErrorCode::TextTooLong);
+        assert!(
+            e.message.contains("41 characters waiting (limit 40)"),
+            "{}",
+            e.message
+        );
+        append(&mut q, "a", "é").unwrap();
+        // Ready segments count too.
+        q.get_mut("a").unwrap().flush();
+        assert_eq!(q.get("a").unwrap().pending_chars(), 40);
+        assert_eq!(code(append(&mut q, "a", "x")), ErrorCode::TextTooLong);
+    }
+
+    #[test]
+    fn segmentation_deadline_is_the_head_contexts_and_cuts_at_a_word() {
+        let t0 = Instant::now();
+        let clause = Chunking::default();
+        let mut q = ContextQueue::default();
+        assert_eq!(q.deadline(), None);
+        let cfg = clause.clone();
+        q.append("a", "no boundary yet", t0, false, LIMITS, || ctx(cfg, t0))
+            .unwrap();
+        let due = t0 + Duration::from_millis(clause.max_delay_ms);
+        assert_eq!(q.deadline(), Some(due));
+        q.on_deadline(due - Duration::from_millis(1));
+        assert_eq!(q.next(300), Next::Wait, "not due yet");
+        q.on_deadline(due);
+        assert_eq!(
+            q.next(300),
+            Next::Start {
+                id: "a".into(),
+                text: "no boundary".into()
+            }
+        );
+    }
+
+    #[test]
+    fn manual_chunking_has_no_deadline() {
+        let mut q = ContextQueue::default();
+        append(&mut q, "a", "waits for flush").unwrap();
+        assert_eq!(q.deadline(), None);
+        assert_eq!(q.pending_segments(), 0);
+        q.get_mut("a").unwrap().flush();
+        assert_eq!(q.pending_segments(), 1);
+    }
+}

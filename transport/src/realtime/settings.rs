@@ -221,3 +221,212 @@ pub fn ctx_settings(s: &SessionSettings, m: &Loaded) -> CtxSettings {
         text_mode: s.text_mode,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ChunkingMode;
+
+    fn voices() -> Voices {
+        Voices::new(vec!["ryan".into(), "vivian".into()])
+    }
+
+    fn langs() -> Vec<String> {
+        ["auto", "english", "chinese"].map(String::from).to_vec()
+    }
+
+    /// Applies `u` to the initial settings of a checkpoint with two
+    /// speakers, a 100-frame cap and a 1000-character pending limit.
+    fn applied(u: SessionUpdate) -> Result<SessionSettings, ProtocolError> {
+        let (v, l) = (voices(), langs());
+        let b = Bounds {
+            voices: &v,
+            languages: &l,
+            max_frames: 100,
+            max_pending_chars: 1000,
+        };
+        apply(&initial(&v, 24000, 100), u, &b)
+    }
+
+    fn invalid_setting(u: SessionUpdate) -> String {
+        let e = applied(u).expect_err("refused");
+        assert_eq!(e.code, ErrorCode::InvalidSetting);
+        assert_eq!(e.valid, None);
+        e.message
+    }
+
+    #[test]
+    fn initial_settings_speak_the_first_speaker_at_the_native_rate() {
+        let s = initial(&voices(), 24000, 100);
+        assert_eq!(s.voice, "ryan");
+        assert_eq!(s.language, "auto");
+        assert_eq!((s.sample_rate, s.native_sample_rate), (24000, 24000));
+        assert_eq!(s.format, AudioFormat::Pcm16);
+        assert_eq!(s.audio_transport, AudioTransport::Binary);
+        assert_eq!(s.max_frames, 100);
+        assert!(!s.audio_acks && !s.greedy);
+    }
+
+    #[test]
+    fn an_empty_update_changes_nothing() {
+        assert_eq!(
+            applied(SessionUpdate::default()),
+            Ok(initial(&voices(), 24000, 100))
+        );
+    }
+
+    #[test]
+    fn voice_and_language_resolve_to_what_the_checkpoint_names() {
+        let s = applied(SessionUpdate {
+            voice: Some("Vivian".into()),
+            language: Some("English".into()),
+            instruct: Some("  ".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(s.voice, "vivian");
+        assert_eq!(s.language, "english");
+        assert_eq!(s.instruct, None, "a blank instruct clears it");
+    }
+
+    #[test]
+    fn unknown_voice_and_language_list_the_valid_ones() {
+        let e = applied(SessionUpdate {
+            voice: Some("nobody".into()),
+            ..Default::default()
+        })
+        .expect_err("refused");
+        assert_eq!(e.code, ErrorCode::InvalidVoice);
+        assert_eq!(e.message, "unknown voice \"nobody\"");
+        assert_eq!(e.valid, Some(voices().valid()));
+        let e = applied(SessionUpdate {
+            language: Some("Klingon".into()),
+            ..Default::default()
+        })
+        .expect_err("refused");
+        assert_eq!(e.code, ErrorCode::InvalidLanguage);
+        assert_eq!(e.message, "unknown language \"klingon\"");
+        assert_eq!(e.valid, Some(langs()));
+    }
+
+    #[test]
+    fn update_is_all_or_nothing_a_late_bad_field_refuses_the_whole_update() {
+        // The voice is valid and checked first; the frame cap is not.
+        let msg = invalid_setting(SessionUpdate {
+            voice: Some("vivian".into()),
+            max_frames: Some(101),
+            ..Default::default()
+        });
+        assert_eq!(msg, "max_frames 101 must be 1..=100");
+        assert_eq!(
+            invalid_setting(SessionUpdate {
+                max_frames: Some(0),
+                ..Default::default()
+            }),
+            "max_frames 0 must be 1..=100"
+        );
+    }
+
+    #[test]
+    fn sample_rate_out_of_range_names_the_range_in_hz() {
+        let msg = invalid_setting(SessionUpdate {
+            sample_rate: Some(protocol::MAX_SAMPLE_RATE + 1),
+            ..Default::default()
+        });
+        assert_eq!(
+            msg,
+            format!(
+                "sample_rate {} is out of range; use {}..={} Hz",
+                protocol::MAX_SAMPLE_RATE + 1,
+                protocol::MIN_SAMPLE_RATE,
+                protocol::MAX_SAMPLE_RATE
+            )
+        );
+    }
+
+    #[test]
+    fn chunking_update_keeps_absent_fields_and_checks_the_result() {
+        let s = applied(SessionUpdate {
+            chunking: Some(ChunkingUpdate {
+                mode: Some(ChunkingMode::Manual),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(
+            s.chunking,
+            Chunking {
+                mode: ChunkingMode::Manual,
+                ..Chunking::default()
+            }
+        );
+        let chunking = |u: ChunkingUpdate| {
+            invalid_setting(SessionUpdate {
+                chunking: Some(u),
+                ..Default::default()
+            })
+        };
+        assert_eq!(
+            chunking(ChunkingUpdate {
+                max_delay_ms: Some(60_001),
+                ..Default::default()
+            }),
+            "chunking.max_delay_ms 60001 is over 60000"
+        );
+        assert_eq!(
+            chunking(ChunkingUpdate {
+                max_chars: Some(1001),
+                ..Default::default()
+            }),
+            "chunking.max_chars 1001 must be 1..=1000"
+        );
+        // min_chars is checked against the merged max_chars (default 300).
+        assert_eq!(
+            chunking(ChunkingUpdate {
+                min_chars: Some(301),
+                ..Default::default()
+            }),
+            "chunking.min_chars 301 exceeds max_chars 300"
+        );
+    }
+
+    #[test]
+    fn vad_threshold_and_durations_are_bounded() {
+        let vad = |u: VadUpdate| {
+            invalid_setting(SessionUpdate {
+                vad: Some(u),
+                ..Default::default()
+            })
+        };
+        for db in [0.5, -120.5, f32::NAN] {
+            let msg = vad(VadUpdate {
+                threshold_db: Some(db),
+                ..Default::default()
+            });
+            assert!(msg.starts_with("vad.threshold_db "), "{msg}");
+        }
+        assert_eq!(
+            vad(VadUpdate {
+                min_silence_ms: Some(10_001),
+                ..Default::default()
+            }),
+            "vad.min_speech_ms must be <= 5000 and vad.min_silence_ms <= 10000"
+        );
+        let s = applied(SessionUpdate {
+            vad: Some(VadUpdate {
+                barge_in: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(
+            s.vad,
+            Vad {
+                barge_in: false,
+                ..Vad::default()
+            }
+        );
+    }
+}

@@ -25,16 +25,20 @@
 #![forbid(unsafe_code)]
 
 pub mod error;
-pub mod metrics;
+mod http_error;
 pub mod openai;
+pub mod prometheus;
 pub mod protocol;
+mod realtime;
 mod record;
 pub mod segment;
 pub mod server;
-mod session;
+pub mod state;
 pub mod vad;
+mod validate;
 pub mod voices;
 pub mod web;
 
 pub use error::TransportError;
-pub use server::{run_blocking, Drain, ServeConfig, Server};
+pub use server::{run_blocking, ServeConfig, Server};
+pub use state::Drain;

@@ -22,8 +22,10 @@ use tts_actors::{ErrorKind, Event, Stream};
 use tts_audio::StreamResampler;
 use tts_models::Request;
 
+pub use crate::http_error::error_response;
 use crate::protocol::{self, AudioFormat};
-use crate::server::{AppState, Drain, Loaded, TokenQuery};
+use crate::state::{AppState, Drain, Loaded, TokenQuery};
+use crate::validate::{self, Rejected};
 
 /// OpenAI's own input limit.
 pub const MAX_INPUT_CHARS: usize = 4096;
@@ -31,27 +33,6 @@ pub const MAX_INPUT_CHARS: usize = 4096;
 /// client that stops reading stalls the task, which stops acknowledging, which
 /// pauses the engine (its slow-consumer bound) — no unbounded queue anywhere.
 const BODY_CHUNKS: usize = 8;
-
-/// OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`.
-pub fn error_response(
-    status: StatusCode,
-    message: &str,
-    kind: &str,
-    param: Option<&str>,
-) -> Response {
-    (
-        status,
-        Json(serde_json::json!({
-            "error": {
-                "message": message,
-                "type": kind,
-                "param": param,
-                "code": null,
-            }
-        })),
-    )
-        .into_response()
-}
 
 /// A 400 naming the offending parameter.
 struct Invalid {
@@ -61,6 +42,37 @@ struct Invalid {
 
 fn invalid(message: String, param: &'static str) -> Invalid {
     Invalid { message, param }
+}
+
+/// The OpenAI route's words for a shared check's refusal.
+impl From<Rejected> for Invalid {
+    fn from(r: Rejected) -> Self {
+        match r {
+            Rejected::UnknownVoice { voice, valid } => invalid(
+                format!("unknown voice {voice:?}; use one of: {}", valid.join(", ")),
+                "voice",
+            ),
+            Rejected::UnknownLanguage { language, valid } => invalid(
+                format!(
+                    "unknown language {language:?}; use one of: {}",
+                    valid.join(", ")
+                ),
+                "language",
+            ),
+            Rejected::SampleRate { rate } => invalid(
+                format!(
+                    "sample_rate {rate} is out of range; use {}..={}",
+                    protocol::MIN_SAMPLE_RATE,
+                    protocol::MAX_SAMPLE_RATE
+                ),
+                "sample_rate",
+            ),
+            Rejected::MaxFrames { frames, max } => invalid(
+                format!("max_frames {frames} must be 1..={max}"),
+                "max_frames",
+            ),
+        }
+    }
 }
 
 impl IntoResponse for Invalid {
@@ -124,15 +136,7 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
     }
     let voice = match r.voice.as_ref().map(voice_name).transpose()? {
         None => m.voices.default_speaker().unwrap_or_default().to_string(),
-        Some(v) => m.voices.resolve(v).ok_or_else(|| {
-            invalid(
-                format!(
-                    "unknown voice {v:?}; use one of: {}",
-                    m.voices.valid().join(", ")
-                ),
-                "voice",
-            )
-        })?,
+        Some(v) => validate::voice(&m.voices, v)?,
     };
     let container = match r.response_format.as_deref() {
         // OpenAI's default is mp3, which this server does not encode; WAV
@@ -164,42 +168,13 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
             ))
         }
     };
-    let rate = r.sample_rate.unwrap_or(m.native_rate);
-    if !(protocol::MIN_SAMPLE_RATE..=protocol::MAX_SAMPLE_RATE).contains(&rate) {
-        return Err(invalid(
-            format!(
-                "sample_rate {rate} is out of range; use {}..={}",
-                protocol::MIN_SAMPLE_RATE,
-                protocol::MAX_SAMPLE_RATE
-            ),
-            "sample_rate",
-        ));
-    }
-    let language = r.language.unwrap_or_else(|| "auto".into()).to_lowercase();
-    if !m.languages.contains(&language) {
-        return Err(invalid(
-            format!(
-                "unknown language {language:?}; use one of: {}",
-                m.languages.join(", ")
-            ),
-            "language",
-        ));
-    }
-    let mut options = m.model.default_options();
-    if r.greedy == Some(true) {
-        options = options.greedy();
-    }
-    options.seed = r.seed.unwrap_or(0);
-    options.max_frames = match r.max_frames {
-        Some(f) if f == 0 || f > m.max_frames => {
-            return Err(invalid(
-                format!("max_frames {f} must be 1..={}", m.max_frames),
-                "max_frames",
-            ))
-        }
-        Some(f) => f,
+    let rate = validate::sample_rate(r.sample_rate.unwrap_or(m.native_rate))?;
+    let language = validate::language(&m.languages, r.language.as_deref().unwrap_or("auto"))?;
+    let max_frames = match r.max_frames {
+        Some(f) => validate::max_frames(f, m.max_frames)?,
         None => m.max_frames,
     };
+    let options = validate::gen_options(m, r.greedy == Some(true), r.seed.unwrap_or(0), max_frames);
     Ok(Plan {
         req: Request {
             text: r.input,
@@ -554,6 +529,41 @@ mod tests {
             assert_eq!(e.param, "voice");
             assert!(e.message.contains("voice name"), "{}", e.message);
         }
+    }
+
+    #[test]
+    fn shared_check_refusals_keep_the_openai_route_wording() {
+        let voice = Invalid::from(Rejected::UnknownVoice {
+            voice: "Nobody".into(),
+            valid: vec!["ryan".into(), "alloy".into()],
+        });
+        assert_eq!(voice.param, "voice");
+        assert_eq!(
+            voice.message,
+            "unknown voice \"Nobody\"; use one of: ryan, alloy"
+        );
+        let lang = Invalid::from(Rejected::UnknownLanguage {
+            language: "klingon".into(),
+            valid: vec!["auto".into(), "english".into()],
+        });
+        assert_eq!(lang.param, "language");
+        assert_eq!(
+            lang.message,
+            "unknown language \"klingon\"; use one of: auto, english"
+        );
+        let rate = Invalid::from(Rejected::SampleRate { rate: 1 });
+        assert_eq!(rate.param, "sample_rate");
+        assert_eq!(
+            rate.message,
+            format!(
+                "sample_rate 1 is out of range; use {}..={}",
+                protocol::MIN_SAMPLE_RATE,
+                protocol::MAX_SAMPLE_RATE
+            )
+        );
+        let frames = Invalid::from(Rejected::MaxFrames { frames: 0, max: 5 });
+        assert_eq!(frames.param, "max_frames");
+        assert_eq!(frames.message, "max_frames 0 must be 1..=5");
     }
 
     #[test]

@@ -24,10 +24,12 @@ use tts_actors::{Engine, EngineConfig};
 use tts_models::Qwen3Tts;
 
 use crate::error::TransportError;
-use crate::metrics::ServerMetrics;
+use crate::http_error::error_response;
+use crate::prometheus::ServerMetrics;
 use crate::protocol::HARD_MESSAGE_BYTES;
+use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::voices::Voices;
-use crate::{openai, session, web};
+use crate::{openai, realtime, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
 /// before anything starts.
@@ -101,123 +103,6 @@ impl ServeConfig {
         self.engine.validate()?;
         Ok(())
     }
-}
-
-/// Server lifecycle, broadcast to every session and HTTP stream.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Drain {
-    Running,
-    /// No new connections or contexts; in-flight streams finish.
-    Draining,
-    /// The drain deadline passed: cancel and close.
-    Force,
-}
-
-/// The loaded model and its engine.
-pub struct Loaded {
-    pub engine: Engine,
-    pub model: Arc<Qwen3Tts>,
-    pub voices: Voices,
-    pub languages: Vec<String>,
-    /// Checkpoint directory name (what `/v1/models` lists).
-    pub model_id: String,
-    pub native_rate: u32,
-    pub samples_per_frame: usize,
-    pub max_frames: usize,
-}
-
-pub struct AppState {
-    pub model_dir: PathBuf,
-    pub token: Option<String>,
-    pub max_contexts: usize,
-    pub max_pending_chars: usize,
-    pub prebuffer_ms: f64,
-    pub loaded: OnceLock<Arc<Loaded>>,
-    load_error: Mutex<Option<String>>,
-    pub metrics: ServerMetrics,
-    sessions: Arc<Semaphore>,
-    pub drain: watch::Sender<Drain>,
-    /// Live sessions and HTTP streams (the completion guard).
-    live: watch::Sender<usize>,
-    pub started: Instant,
-}
-
-/// Held by a session or HTTP stream while it runs.
-pub struct LiveGuard(watch::Sender<usize>);
-
-impl Drop for LiveGuard {
-    fn drop(&mut self) {
-        self.0.send_modify(|n| *n -= 1);
-    }
-}
-
-impl AppState {
-    pub fn track(&self) -> LiveGuard {
-        self.live.send_modify(|n| *n += 1);
-        LiveGuard(self.live.clone())
-    }
-
-    pub fn drain_state(&self) -> Drain {
-        *self.drain.borrow()
-    }
-
-    pub fn loaded(&self) -> Option<Arc<Loaded>> {
-        self.loaded.get().cloned()
-    }
-
-    /// `Ok` when no token is configured, or the request carries it as a
-    /// bearer header or a `token` query parameter.
-    pub fn authorize(
-        &self,
-        headers: &HeaderMap,
-        query_token: Option<&str>,
-    ) -> Result<(), Unauthorized> {
-        let Some(want) = &self.token else {
-            return Ok(());
-        };
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let ok = [bearer, query_token]
-            .into_iter()
-            .flatten()
-            .any(|got| constant_time_eq(got.as_bytes(), want.as_bytes()));
-        if ok {
-            Ok(())
-        } else {
-            self.metrics.refused("unauthorized");
-            Err(Unauthorized)
-        }
-    }
-}
-
-/// A request without the right token (401 in OpenAI's error shape).
-pub struct Unauthorized;
-
-impl IntoResponse for Unauthorized {
-    fn into_response(self) -> Response {
-        openai::error_response(
-            StatusCode::UNAUTHORIZED,
-            "missing or wrong token: send `Authorization: Bearer <token>` (or `?token=` on WebSocket URLs)",
-            "authentication_error",
-            None,
-        )
-    }
-}
-
-/// Compares without an early exit, so response time does not reveal how
-/// much of a guessed token was right.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-#[derive(serde::Deserialize)]
-pub struct TokenQuery {
-    pub token: Option<String>,
 }
 
 /// A running server.
@@ -498,7 +383,7 @@ async fn realtime(
     }
     if st.drain_state() != Drain::Running {
         st.metrics.refused("shutting_down");
-        return openai::error_response(
+        return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "the server is shutting down; reconnect to another instance",
             "server_error",
@@ -507,7 +392,7 @@ async fn realtime(
     }
     let Some(loaded) = st.loaded() else {
         st.metrics.refused("not_ready");
-        return openai::error_response(
+        return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "the model is still loading; retry when GET /ready answers 200",
             "server_error",
@@ -516,7 +401,7 @@ async fn realtime(
     };
     let Ok(permit) = st.sessions.clone().try_acquire_owned() else {
         st.metrics.refused("too_many_sessions");
-        return openai::error_response(
+        return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many sessions; retry later or raise --max-sessions",
             "server_error",
@@ -525,7 +410,7 @@ async fn realtime(
     };
     ws.max_message_size(HARD_MESSAGE_BYTES)
         .max_frame_size(HARD_MESSAGE_BYTES)
-        .on_upgrade(move |socket| session::run(st, loaded, socket, permit))
+        .on_upgrade(move |socket| realtime::run(st, loaded, socket, permit))
 }
 
 /// Runs a server until SIGTERM or ctrl-c, then drains and returns. Builds

@@ -1,0 +1,33 @@
+//! The realtime WebSocket endpoint (`/v1/realtime`): one task per
+//! connection owns everything it uses (settings, contexts, the engine stream
+//! in flight, the resampler, the VAD) and waits on four things at once: the
+//! next client message, the next engine event, the segmentation deadline,
+//! and the server's drain signal. Nothing is shared with other connections,
+//! so a bad message here can only ever produce an `error` event here.
+//!
+//! Frames are sent as soon as a chunk arrives; a send that cannot complete
+//! within [`output::SEND_TIMEOUT`] closes the connection (the client stopped
+//! reading).
+//!
+//! Memory: everything a context holds (segments, chunk times, ack map) is
+//! dropped with the context; across contexts the connection keeps only a
+//! ring of the last [`queue::REMEMBERED_IDS`] finished ids and
+//! [`barge_in::VAD_CLOCK`] input-audio arrival stamps.
+//!
+//! Files, each depending only on those below it:
+//! - `connection`: `RealtimeConnection` — the loop, message
+//!   routing, and each context's life on the wire.
+//! - `settings`: defaults, `session.update` validation (all or nothing),
+//!   the per-context snapshot.
+//! - `queue`: open contexts in creation order, segments, finished ids.
+//! - `barge_in`: the input clock that dates a speech onset, and whether it
+//!   interrupts.
+//! - `output`: frame encoding and sends bounded by a timeout.
+
+mod barge_in;
+mod connection;
+mod output;
+mod queue;
+mod settings;
+
+pub(crate) use connection::run;

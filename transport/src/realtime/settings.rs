@@ -1,0 +1,432 @@
+//! Session settings: the defaults a connection starts with, `session.update`
+//! validated completely and applied all or nothing, and the snapshot a
+//! context takes of them when it opens. Pure (no socket, no engine), so each
+//! rule is unit-tested here.
+
+use tts_models::GenOptions;
+
+use crate::protocol::{
+    self, AudioFormat, AudioTransport, Chunking, ChunkingUpdate, ErrorCode, ProtocolError,
+    SessionSettings, SessionUpdate, TextMode, Vad, VadUpdate,
+};
+use crate::state::Loaded;
+use crate::validate::{self, Rejected};
+use crate::voices::Voices;
+
+/// Longest `chunking.max_delay_ms`: a minute of waiting for a boundary is
+/// already more than any client means.
+const MAX_DELAY_MS: u64 = 60_000;
+
+/// What a `session.update` is checked against: the checkpoint and the
+/// server's limits.
+pub struct Bounds<'a> {
+    pub voices: &'a Voices,
+    pub languages: &'a [String],
+    /// The server's frame cap per request.
+    pub max_frames: usize,
+    /// The server's appended-but-unsynthesized characters per context.
+    pub max_pending_chars: usize,
+}
+
+impl<'a> Bounds<'a> {
+    pub fn of(m: &'a Loaded, max_pending_chars: usize) -> Self {
+        Bounds {
+            voices: &m.voices,
+            languages: &m.languages,
+            max_frames: m.max_frames,
+            max_pending_chars,
+        }
+    }
+}
+
+/// What a context needs from the session settings, captured at creation.
+#[derive(Clone, Debug)]
+pub struct CtxSettings {
+    pub speaker: String,
+    pub language: String,
+    pub instruct: Option<String>,
+    pub rate: u32,
+    pub format: AudioFormat,
+    pub transport: AudioTransport,
+    pub acks: bool,
+    pub options: GenOptions,
+    pub text_mode: TextMode,
+}
+
+/// A new connection's settings: the first speaker, `auto`, the model's own
+/// rate, PCM16 in binary frames.
+pub fn initial(voices: &Voices, native_rate: u32, max_frames: usize) -> SessionSettings {
+    SessionSettings {
+        voice: voices.default_speaker().unwrap_or_default().to_string(),
+        language: "auto".into(),
+        instruct: None,
+        sample_rate: native_rate,
+        native_sample_rate: native_rate,
+        format: AudioFormat::Pcm16,
+        audio_transport: AudioTransport::Binary,
+        chunking: Chunking::default(),
+        vad: Vad::default(),
+        audio_acks: false,
+        greedy: false,
+        seed: 0,
+        max_frames,
+        text_mode: TextMode::default(),
+    }
+}
+
+/// The realtime protocol's words for a shared check's refusal.
+fn refused(r: Rejected) -> ProtocolError {
+    match r {
+        Rejected::UnknownVoice { voice, valid } => {
+            let mut e =
+                ProtocolError::new(ErrorCode::InvalidVoice, format!("unknown voice {voice:?}"));
+            e.valid = Some(valid);
+            e
+        }
+        Rejected::UnknownLanguage { language, valid } => {
+            let mut e = ProtocolError::new(
+                ErrorCode::InvalidLanguage,
+                format!("unknown language {language:?}"),
+            );
+            e.valid = Some(valid);
+            e
+        }
+        Rejected::SampleRate { rate } => ProtocolError::new(
+            ErrorCode::InvalidSetting,
+            format!(
+                "sample_rate {rate} is out of range; use {}..={} Hz",
+                protocol::MIN_SAMPLE_RATE,
+                protocol::MAX_SAMPLE_RATE
+            ),
+        ),
+        Rejected::MaxFrames { frames, max } => ProtocolError::new(
+            ErrorCode::InvalidSetting,
+            format!("max_frames {frames} must be 1..={max}"),
+        ),
+    }
+}
+
+/// Validates a `session.update` completely against `current`, and returns
+/// the settings it makes (all or nothing: on `Err` nothing changed).
+pub fn apply(
+    current: &SessionSettings,
+    u: SessionUpdate,
+    b: &Bounds,
+) -> Result<SessionSettings, ProtocolError> {
+    let mut s = current.clone();
+    let bad = |m: String| Err(ProtocolError::new(ErrorCode::InvalidSetting, m));
+    if let Some(v) = u.voice {
+        s.voice = validate::voice(b.voices, &v).map_err(refused)?;
+    }
+    if let Some(l) = u.language {
+        s.language = validate::language(b.languages, &l).map_err(refused)?;
+    }
+    if let Some(i) = u.instruct {
+        s.instruct = (!i.trim().is_empty()).then_some(i);
+    }
+    if let Some(r) = u.sample_rate {
+        s.sample_rate = validate::sample_rate(r).map_err(refused)?;
+    }
+    if let Some(f) = u.format {
+        s.format = f;
+    }
+    if let Some(t) = u.audio_transport {
+        s.audio_transport = t;
+    }
+    if let Some(ChunkingUpdate {
+        mode,
+        max_delay_ms,
+        min_chars,
+        max_chars,
+    }) = u.chunking
+    {
+        let c = &mut s.chunking;
+        c.mode = mode.unwrap_or(c.mode);
+        c.max_delay_ms = max_delay_ms.unwrap_or(c.max_delay_ms);
+        c.min_chars = min_chars.unwrap_or(c.min_chars);
+        c.max_chars = max_chars.unwrap_or(c.max_chars);
+        if c.max_delay_ms > MAX_DELAY_MS {
+            return bad(format!(
+                "chunking.max_delay_ms {} is over 60000",
+                c.max_delay_ms
+            ));
+        }
+        if c.max_chars == 0 || c.max_chars > b.max_pending_chars {
+            return bad(format!(
+                "chunking.max_chars {} must be 1..={}",
+                c.max_chars, b.max_pending_chars
+            ));
+        }
+        if c.min_chars > c.max_chars {
+            return bad(format!(
+                "chunking.min_chars {} exceeds max_chars {}",
+                c.min_chars, c.max_chars
+            ));
+        }
+    }
+    if let Some(VadUpdate {
+        enabled,
+        barge_in,
+        threshold_db,
+        min_speech_ms,
+        min_silence_ms,
+    }) = u.vad
+    {
+        let v = &mut s.vad;
+        v.enabled = enabled.unwrap_or(v.enabled);
+        v.barge_in = barge_in.unwrap_or(v.barge_in);
+        v.threshold_db = threshold_db.unwrap_or(v.threshold_db);
+        v.min_speech_ms = min_speech_ms.unwrap_or(v.min_speech_ms);
+        v.min_silence_ms = min_silence_ms.unwrap_or(v.min_silence_ms);
+        if !(v.threshold_db.is_finite() && (-120.0..=0.0).contains(&v.threshold_db)) {
+            return bad(format!(
+                "vad.threshold_db {} must be -120..=0 dBFS",
+                v.threshold_db
+            ));
+        }
+        if v.min_speech_ms > 5000 || v.min_silence_ms > 10_000 {
+            return bad("vad.min_speech_ms must be <= 5000 and vad.min_silence_ms <= 10000".into());
+        }
+    }
+    if let Some(a) = u.audio_acks {
+        s.audio_acks = a;
+    }
+    if let Some(g) = u.greedy {
+        s.greedy = g;
+    }
+    if let Some(seed) = u.seed {
+        s.seed = seed;
+    }
+    if let Some(f) = u.max_frames {
+        s.max_frames = validate::max_frames(f, b.max_frames).map_err(refused)?;
+    }
+    if let Some(t) = u.text_mode {
+        s.text_mode = t;
+    }
+    Ok(s)
+}
+
+/// The snapshot a new context takes: later `session.update`s do not change
+/// a context already open.
+pub fn ctx_settings(s: &SessionSettings, m: &Loaded) -> CtxSettings {
+    CtxSettings {
+        speaker: s.voice.clone(),
+        language: s.language.clone(),
+        instruct: s.instruct.clone(),
+        rate: s.sample_rate,
+        format: s.format,
+        transport: s.audio_transport,
+        acks: s.audio_acks,
+        options: validate::gen_options(m, s.greedy, s.seed, s.max_frames),
+        text_mode: s.text_mode,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::ChunkingMode;
+
+    fn voices() -> Voices {
+        Voices::new(vec!["ryan".into(), "vivian".into()])
+    }
+
+    fn langs() -> Vec<String> {
+        ["auto", "english", "chinese"].map(String::from).to_vec()
+    }
+
+    /// Applies `u` to the initial settings of a checkpoint with two
+    /// speakers, a 100-frame cap and a 1000-character pending limit.
+    fn applied(u: SessionUpdate) -> Result<SessionSettings, ProtocolError> {
+        let (v, l) = (voices(), langs());
+        let b = Bounds {
+            voices: &v,
+            languages: &l,
+            max_frames: 100,
+            max_pending_chars: 1000,
+        };
+        apply(&initial(&v, 24000, 100), u, &b)
+    }
+
+    fn invalid_setting(u: SessionUpdate) -> String {
+        let e = applied(u).expect_err("refused");
+        assert_eq!(e.code, ErrorCode::InvalidSetting);
+        assert_eq!(e.valid, None);
+        e.message
+    }
+
+    #[test]
+    fn initial_settings_speak_the_first_speaker_at_the_native_rate() {
+        let s = initial(&voices(), 24000, 100);
+        assert_eq!(s.voice, "ryan");
+        assert_eq!(s.language, "auto");
+        assert_eq!((s.sample_rate, s.native_sample_rate), (24000, 24000));
+        assert_eq!(s.format, AudioFormat::Pcm16);
+        assert_eq!(s.audio_transport, AudioTransport::Binary);
+        assert_eq!(s.max_frames, 100);
+        assert!(!s.audio_acks && !s.greedy);
+    }
+
+    #[test]
+    fn an_empty_update_changes_nothing() {
+        assert_eq!(
+            applied(SessionUpdate::default()),
+            Ok(initial(&voices(), 24000, 100))
+        );
+    }
+
+    #[test]
+    fn voice_and_language_resolve_to_what_the_checkpoint_names() {
+        let s = applied(SessionUpdate {
+            voice: Some("Vivian".into()),
+            language: Some("English".into()),
+            instruct: Some("  ".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(s.voice, "vivian");
+        assert_eq!(s.language, "english");
+        assert_eq!(s.instruct, None, "a blank instruct clears it");
+    }
+
+    #[test]
+    fn unknown_voice_and_language_list_the_valid_ones() {
+        let e = applied(SessionUpdate {
+            voice: Some("nobody".into()),
+            ..Default::default()
+        })
+        .expect_err("refused");
+        assert_eq!(e.code, ErrorCode::InvalidVoice);
+        assert_eq!(e.message, "unknown voice \"nobody\"");
+        assert_eq!(e.valid, Some(voices().valid()));
+        let e = applied(SessionUpdate {
+            language: Some("Klingon".into()),
+            ..Default::default()
+        })
+        .expect_err("refused");
+        assert_eq!(e.code, ErrorCode::InvalidLanguage);
+        assert_eq!(e.message, "unknown language \"klingon\"");
+        assert_eq!(e.valid, Some(langs()));
+    }
+
+    #[test]
+    fn update_is_all_or_nothing_a_late_bad_field_refuses_the_whole_update() {
+        // The voice is valid and checked first; the frame cap is not.
+        let msg = invalid_setting(SessionUpdate {
+            voice: Some("vivian".into()),
+            max_frames: Some(101),
+            ..Default::default()
+        });
+        assert_eq!(msg, "max_frames 101 must be 1..=100");
+        assert_eq!(
+            invalid_setting(SessionUpdate {
+                max_frames: Some(0),
+                ..Default::default()
+            }),
+            "max_frames 0 must be 1..=100"
+        );
+    }
+
+    #[test]
+    fn sample_rate_out_of_range_names_the_range_in_hz() {
+        let msg = invalid_setting(SessionUpdate {
+            sample_rate: Some(protocol::MAX_SAMPLE_RATE + 1),
+            ..Default::default()
+        });
+        assert_eq!(
+            msg,
+            format!(
+                "sample_rate {} is out of range; use {}..={} Hz",
+                protocol::MAX_SAMPLE_RATE + 1,
+                protocol::MIN_SAMPLE_RATE,
+                protocol::MAX_SAMPLE_RATE
+            )
+        );
+    }
+
+    #[test]
+    fn chunking_update_keeps_absent_fields_and_checks_the_result() {
+        let s = applied(SessionUpdate {
+            chunking: Some(ChunkingUpdate {
+                mode: Some(ChunkingMode::Manual),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(
+            s.chunking,
+            Chunking {
+                mode: ChunkingMode::Manual,
+                ..Chunking::default()
+            }
+        );
+        let chunking = |u: ChunkingUpdate| {
+            invalid_setting(SessionUpdate {
+                chunking: Some(u),
+                ..Default::default()
+            })
+        };
+        assert_eq!(
+            chunking(ChunkingUpdate {
+                max_delay_ms: Some(60_001),
+                ..Default::default()
+            }),
+            "chunking.max_delay_ms 60001 is over 60000"
+        );
+        assert_eq!(
+            chunking(ChunkingUpdate {
+                max_chars: Some(1001),
+                ..Default::default()
+            }),
+            "chunking.max_chars 1001 must be 1..=1000"
+        );
+        // min_chars is checked against the merged max_chars (default 300).
+        assert_eq!(
+            chunking(ChunkingUpdate {
+                min_chars: Some(301),
+                ..Default::default()
+            }),
+            "chunking.min_chars 301 exceeds max_chars 300"
+        );
+    }
+
+    #[test]
+    fn vad_threshold_and_durations_are_bounded() {
+        let vad = |u: VadUpdate| {
+            invalid_setting(SessionUpdate {
+                vad: Some(u),
+                ..Default::default()
+            })
+        };
+        for db in [0.5, -120.5, f32::NAN] {
+            let msg = vad(VadUpdate {
+                threshold_db: Some(db),
+                ..Default::default()
+            });
+            assert!(msg.starts_with("vad.threshold_db "), "{msg}");
+        }
+        assert_eq!(
+            vad(VadUpdate {
+                min_silence_ms: Some(10_001),
+                ..Default::default()
+            }),
+            "vad.min_speech_ms must be <= 5000 and vad.min_silence_ms <= 10000"
+        );
+        let s = applied(SessionUpdate {
+            vad: Some(VadUpdate {
+                barge_in: Some(false),
+                ..Default::default()
+            }),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(
+            s.vad,
+            Vad {
+                barge_in: false,
+                ..Vad::default()
+            }
+        );
+    }
+}

@@ -1,0 +1,136 @@
+//! The request checks the OpenAI route and the realtime session share:
+//! voice, language, output rate and frame cap, each one function here, and
+//! the generation options both build from them. Each caller renders a
+//! [`Rejected`] in its own wire shape (an OpenAI 400 naming the parameter,
+//! or a protocol `error` event with its code), so the check lives once and
+//! the two surfaces keep their own messages.
+
+use tts_models::GenOptions;
+
+use crate::protocol::{MAX_SAMPLE_RATE, MIN_SAMPLE_RATE};
+use crate::state::Loaded;
+use crate::voices::Voices;
+
+/// Why a request field was refused, with what a message needs to say.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Rejected {
+    /// Neither a checkpoint speaker nor an OpenAI voice name.
+    UnknownVoice { voice: String, valid: Vec<String> },
+    /// Not among the checkpoint's languages (compared lower-case).
+    UnknownLanguage {
+        language: String,
+        valid: Vec<String>,
+    },
+    /// Outside [`MIN_SAMPLE_RATE`]`..=`[`MAX_SAMPLE_RATE`].
+    SampleRate { rate: u32 },
+    /// Outside `1..=max` codec frames.
+    MaxFrames { frames: usize, max: usize },
+}
+
+/// A checkpoint speaker or OpenAI voice → the speaker it speaks with.
+pub fn voice(voices: &Voices, name: &str) -> Result<String, Rejected> {
+    voices.resolve(name).ok_or_else(|| Rejected::UnknownVoice {
+        voice: name.to_string(),
+        valid: voices.valid(),
+    })
+}
+
+/// A language, lower-cased, if the checkpoint knows it.
+pub fn language(languages: &[String], language: &str) -> Result<String, Rejected> {
+    let l = language.to_lowercase();
+    if languages.contains(&l) {
+        Ok(l)
+    } else {
+        Err(Rejected::UnknownLanguage {
+            language: l,
+            valid: languages.to_vec(),
+        })
+    }
+}
+
+/// An output sample rate the resampler can produce.
+pub fn sample_rate(rate: u32) -> Result<u32, Rejected> {
+    if (MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&rate) {
+        Ok(rate)
+    } else {
+        Err(Rejected::SampleRate { rate })
+    }
+}
+
+/// A per-request frame cap within the server's (`max`).
+pub fn max_frames(frames: usize, max: usize) -> Result<usize, Rejected> {
+    if frames == 0 || frames > max {
+        Err(Rejected::MaxFrames { frames, max })
+    } else {
+        Ok(frames)
+    }
+}
+
+/// The checkpoint's generation options with a request's sampling choices
+/// (`max_frames` already checked).
+pub fn gen_options(m: &Loaded, greedy: bool, seed: u64, max_frames: usize) -> GenOptions {
+    let mut options = m.model.default_options();
+    if greedy {
+        options = options.greedy();
+    }
+    options.seed = seed;
+    options.max_frames = max_frames;
+    options
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn langs() -> Vec<String> {
+        ["auto", "english"].map(String::from).to_vec()
+    }
+
+    #[test]
+    fn voice_resolves_speakers_and_openai_names_or_lists_the_valid_ones() {
+        let v = Voices::new(vec!["Ryan".into(), "vivian".into()]);
+        assert_eq!(voice(&v, " RYAN "), Ok("ryan".into()));
+        assert!(voice(&v, "alloy").is_ok());
+        let Err(Rejected::UnknownVoice { voice: got, valid }) = voice(&v, "nobody") else {
+            panic!("refused");
+        };
+        assert_eq!(got, "nobody");
+        assert_eq!(valid, v.valid());
+    }
+
+    #[test]
+    fn language_is_compared_lower_case_and_returned_lower_case() {
+        assert_eq!(language(&langs(), "English"), Ok("english".into()));
+        assert_eq!(
+            language(&langs(), "Klingon"),
+            Err(Rejected::UnknownLanguage {
+                language: "klingon".into(),
+                valid: langs()
+            })
+        );
+    }
+
+    #[test]
+    fn sample_rate_bounds_are_inclusive() {
+        assert_eq!(sample_rate(MIN_SAMPLE_RATE), Ok(MIN_SAMPLE_RATE));
+        assert_eq!(sample_rate(MAX_SAMPLE_RATE), Ok(MAX_SAMPLE_RATE));
+        assert_eq!(
+            sample_rate(MIN_SAMPLE_RATE - 1),
+            Err(Rejected::SampleRate {
+                rate: MIN_SAMPLE_RATE - 1
+            })
+        );
+        assert!(sample_rate(MAX_SAMPLE_RATE + 1).is_err());
+    }
+
+    #[test]
+    fn max_frames_is_one_to_the_server_cap() {
+        assert_eq!(max_frames(1, 10), Ok(1));
+        assert_eq!(max_frames(10, 10), Ok(10));
+        assert_eq!(
+            max_frames(0, 10),
+            Err(Rejected::MaxFrames { frames: 0, max: 10 })
+        );
+        assert!(max_frames(11, 10).is_err());
+    }
+}

@@ -10,7 +10,6 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tts_actors::{Engine, EngineConfig, Event};
 use tts_audio::{WavFormat, WavSink};
-use tts_models::codec::{OFFICIAL_CHUNK_FRAMES, OFFICIAL_LEFT_CONTEXT_FRAMES};
 use tts_models::quant::Precision;
 use tts_models::{GenOptions, LoadOptions, Qwen3Tts, Request};
 
@@ -377,24 +376,6 @@ fn read_text(arg: Option<String>) -> Result<String> {
     Ok(text)
 }
 
-fn decode_audio(model: &Qwen3Tts, codes: &[u32], frames: usize, stream: bool) -> Result<Vec<f32>> {
-    let c2w = &model.code2wav;
-    // On a pool thread: the decode's parallel regions fork in place.
-    Ok(tts_kernels::on_pool(|| {
-        if stream {
-            let mut dec = c2w.streaming();
-            dec.step(codes, frames)
-        } else {
-            c2w.decode_chunked(
-                codes,
-                frames,
-                OFFICIAL_CHUNK_FRAMES,
-                OFFICIAL_LEFT_CONTEXT_FRAMES,
-            )
-        }
-    })?)
-}
-
 fn speak(a: SpeakArgs) -> Result<()> {
     let text = read_text(a.text)?;
     let out = match &a.out.out {
@@ -513,7 +494,7 @@ fn speak(a: SpeakArgs) -> Result<()> {
         write_codes(p, &codes, groups)?;
     }
     let t_dec = Instant::now();
-    let wav = decode_audio(&model, &codes, n, a.out.stream)?;
+    let wav = model.code2wav.decode_on_pool(&codes, n, a.out.stream)?;
     let dec = t_dec.elapsed();
     let total = t_total.elapsed();
     if a.timings {
@@ -691,7 +672,9 @@ fn decode(a: DecodeArgs) -> Result<()> {
     if frames.is_empty() {
         bail!("{}: no frames to decode", a.codes.display());
     }
-    let wav = decode_audio(&model, &codes, frames.len(), a.out.stream)?;
+    let wav = model
+        .code2wav
+        .decode_on_pool(&codes, frames.len(), a.out.stream)?;
     out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
 }
 

@@ -5,8 +5,8 @@
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tts_kernels::{
-    f32_to_bf16, quantize_q4_rows, quantize_q8_rows, AttnShape, Conv1dShape, Isa, Kernels, Mat,
-    Q4Rows,
+    f32_to_bf16, quantize_q4_rows, quantize_q8_rows, AttnShape, Conv1dShape, ConvTranspose1dShape,
+    Isa, Kernels, KvRows, Mat, Q4Rows,
 };
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
@@ -258,7 +258,19 @@ fn conv(c: &mut Criterion) {
             );
             g.bench_function(id, |b| {
                 b.iter(|| {
-                    ks.conv_transpose1d(black_box(&x), t_in, &w, None, ci, co, k, s, &mut out)
+                    ks.conv_transpose1d(
+                        black_box(&x),
+                        t_in,
+                        &w,
+                        None,
+                        ConvTranspose1dShape {
+                            c_in: ci,
+                            c_out: co,
+                            kernel: k,
+                            stride: s,
+                        },
+                        &mut out,
+                    )
                 })
             });
         }
@@ -325,7 +337,21 @@ fn conv_bf16(c: &mut Criterion) {
     for ks in simd() {
         let id = BenchmarkId::new(format!("{} f32", ks.isa().name()), &name);
         g.bench_function(id, |b| {
-            b.iter(|| ks.conv_transpose1d(black_box(&x), t_in, &w, None, ci, co, k, s, &mut out))
+            b.iter(|| {
+                ks.conv_transpose1d(
+                    black_box(&x),
+                    t_in,
+                    &w,
+                    None,
+                    ConvTranspose1dShape {
+                        c_in: ci,
+                        c_out: co,
+                        kernel: k,
+                        stride: s,
+                    },
+                    &mut out,
+                )
+            })
         });
         for ks in [ks, ks.with_emulated_bf16()] {
             let id = BenchmarkId::new(
@@ -404,7 +430,21 @@ fn attention(c: &mut Criterion) {
             format!("decode_kv{n_kv}_h{nh}_kv{nkv}_d{hd}"),
         );
         g.bench_function(id, |b| {
-            b.iter(|| ks.attention(black_box(&q), 1, n_kv - 1, &k, &v, n_kv, 0, sh, &mut out))
+            b.iter(|| {
+                ks.attention(
+                    black_box(&q),
+                    1,
+                    n_kv - 1,
+                    KvRows {
+                        k: &k,
+                        v: &v,
+                        n: n_kv,
+                        pos0: 0,
+                    },
+                    sh,
+                    &mut out,
+                )
+            })
         });
     }
     g.finish();

@@ -305,23 +305,19 @@ impl Kernels {
     }
 
     /// See [`attention`].
-    #[allow(clippy::too_many_arguments)]
     pub fn attention(
         &self,
         q: &[f32],
         n_q: usize,
         q_pos0: usize,
-        k: &[f32],
-        v: &[f32],
-        n_kv: usize,
-        kv_pos0: usize,
+        kv: KvRows<'_>,
         shape: AttnShape,
         out: &mut [f32],
     ) {
         dispatch!(
             self,
-            reference::attention(q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out),
-            |s| { fast::attention::attention(s, q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out) }
+            reference::attention(q, n_q, q_pos0, kv, shape, out),
+            |s| { fast::attention::attention(s, q, n_q, q_pos0, kv, shape, out) }
         )
     }
 
@@ -427,23 +423,19 @@ impl Kernels {
     }
 
     /// See [`conv_transpose1d`].
-    #[allow(clippy::too_many_arguments)]
     pub fn conv_transpose1d(
         &self,
         x: &[f32],
         t_in: usize,
         w: &[f32],
         bias: Option<&[f32]>,
-        c_in: usize,
-        c_out: usize,
-        kernel: usize,
-        stride: usize,
+        s: ConvTranspose1dShape,
         out: &mut [f32],
     ) {
         dispatch!(
             self,
-            reference::conv_transpose1d(x, t_in, w, bias, c_in, c_out, kernel, stride, out),
-            |s| fast::conv::conv_transpose1d(s, x, t_in, w, bias, c_in, c_out, kernel, stride, out)
+            reference::conv_transpose1d(x, t_in, w, bias, s, out),
+            |tok| fast::conv::conv_transpose1d(tok, x, t_in, w, bias, s, out)
         )
     }
 }
@@ -537,31 +529,37 @@ pub struct AttnShape {
     pub window: Option<usize>,
 }
 
+/// The keys and values an [`attention`] call reads: `k`, `v` are
+/// `[n, n_kv_heads, head_dim]`, key `j` at absolute position `pos0 + j`
+/// (the cache may have dropped its oldest rows: ring buffers pass the
+/// position of their first retained row).
+#[derive(Clone, Copy, Debug)]
+pub struct KvRows<'a> {
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub n: usize,
+    pub pos0: usize,
+}
+
 /// Causal attention of `n_q` new queries against a KV cache.
 ///
 /// - `q`: `[n_q, n_heads, head_dim]`; query `i` is at absolute position
 ///   `q_pos0 + i`.
-/// - `k`, `v`: `[n_kv, n_kv_heads, head_dim]`, key `j` at absolute position
-///   `kv_pos0 + j` (the cache may have dropped its oldest rows: ring buffers
-///   pass the position of their first retained row).
+/// - `kv`: the cached keys and values ([`KvRows`]).
 /// - `out`: `[n_q, n_heads, head_dim]`.
 ///
 /// Query head `h` uses KV head `h / (n_heads / n_kv_heads)` (GQA). Softmax in
 /// f32. A query sees keys with `pos_k <= pos_q` and, with a window `w`,
 /// `pos_k > pos_q - w`.
-#[allow(clippy::too_many_arguments)]
 pub fn attention(
     q: &[f32],
     n_q: usize,
     q_pos0: usize,
-    k: &[f32],
-    v: &[f32],
-    n_kv: usize,
-    kv_pos0: usize,
+    kv: KvRows<'_>,
     shape: AttnShape,
     out: &mut [f32],
 ) {
-    Kernels::selected().attention(q, n_q, q_pos0, k, v, n_kv, kv_pos0, shape, out)
+    Kernels::selected().attention(q, n_q, q_pos0, kv, shape, out)
 }
 
 /// Parameters of a 1-D convolution.
@@ -572,6 +570,15 @@ pub struct Conv1dShape {
     pub kernel: usize,
     pub dilation: usize,
     pub groups: usize,
+}
+
+impl Conv1dShape {
+    /// Output columns of the "valid" convolution of `t_in` input columns:
+    /// `t_in - (kernel - 1) * dilation`, 0 when the input is shorter.
+    /// `kernel >= 1`.
+    pub fn t_out(&self, t_in: usize) -> usize {
+        t_in.saturating_sub((self.kernel - 1) * self.dilation)
+    }
 }
 
 /// "Valid" 1-D convolution, stride 1, on channel-major `x = [c_in, t_in]`
@@ -590,20 +597,38 @@ pub fn conv1d(
     Kernels::selected().conv1d(x, t_in, w, bias, s, out)
 }
 
+/// Parameters of a transposed 1-D convolution (no padding, no groups, no
+/// dilation: the checkpoint's upsamplers use none).
+#[derive(Clone, Copy, Debug)]
+pub struct ConvTranspose1dShape {
+    pub c_in: usize,
+    pub c_out: usize,
+    pub kernel: usize,
+    pub stride: usize,
+}
+
+impl ConvTranspose1dShape {
+    /// Output columns for `t_in` input columns: `(t_in - 1) * stride +
+    /// kernel`, 0 for no input.
+    pub fn t_out(&self, t_in: usize) -> usize {
+        if t_in == 0 {
+            0
+        } else {
+            (t_in - 1) * self.stride + self.kernel
+        }
+    }
+}
+
 /// Full transposed 1-D convolution (PyTorch `ConvTranspose1d`, no padding)
 /// on `x = [c_in, t_in]` with weight `[c_in, c_out, kernel]`:
 /// `out = [c_out, (t_in - 1) * stride + kernel]`. Trimming is the caller's.
-#[allow(clippy::too_many_arguments)]
 pub fn conv_transpose1d(
     x: &[f32],
     t_in: usize,
     w: &[f32],
     bias: Option<&[f32]>,
-    c_in: usize,
-    c_out: usize,
-    kernel: usize,
-    stride: usize,
+    s: ConvTranspose1dShape,
     out: &mut [f32],
 ) {
-    Kernels::selected().conv_transpose1d(x, t_in, w, bias, c_in, c_out, kernel, stride, out)
+    Kernels::selected().conv_transpose1d(x, t_in, w, bias, s, out)
 }

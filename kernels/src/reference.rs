@@ -4,7 +4,7 @@
 use crate::conv_bf16::{bf16_value, dp_step, flush, ConvBf16};
 use crate::mat::quantize_a16_row;
 use crate::q4::{q4_get, q4_row_bytes, q4_row_groups, quantize_a8_row, Q4_GROUP};
-use crate::{AttnShape, Conv1dShape, Mat};
+use crate::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, Mat};
 
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
     let (n, k) = (w.rows(), w.cols());
@@ -40,7 +40,10 @@ pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut 
 /// Int8 weights x int16-quantized activations, exact integer dot products
 /// (the semantics of `matmul` on `Mat::Q8`):
 /// `out[i][j] = (sum_k xq[i][k] q[j][k]) as f32 * (sx[i] * s[j]) + b[j]`.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
+)]
 fn matmul_q8_a16(
     x: &[f32],
     m: usize,
@@ -73,7 +76,10 @@ fn matmul_q8_a16(
 /// dot products (the semantics of `matmul` on `Mat::Q4`):
 /// `out[i][j] = (sum_g s[j][g] * sum_{c in g} xq[i][c] q[j][c]) as f32
 /// * (sx[i] * d[j]) + b[j]`, the sum an exact i64.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
+)]
 fn matmul_q4_a8(
     x: &[f32],
     m: usize,
@@ -217,18 +223,20 @@ pub fn snake_beta(x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 pub fn attention(
     q: &[f32],
     n_q: usize,
     q_pos0: usize,
-    k: &[f32],
-    v: &[f32],
-    n_kv: usize,
-    kv_pos0: usize,
+    kv: KvRows<'_>,
     s: AttnShape,
     out: &mut [f32],
 ) {
+    let KvRows {
+        k,
+        v,
+        n: n_kv,
+        pos0: kv_pos0,
+    } = kv;
     let hd = s.head_dim;
     let group = s.n_heads / s.n_kv_heads;
     let kv_stride = s.n_kv_heads * hd;
@@ -311,23 +319,21 @@ pub fn conv1d(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 pub fn conv_transpose1d(
     x: &[f32],
     t_in: usize,
     w: &[f32],
     bias: Option<&[f32]>,
-    c_in: usize,
-    c_out: usize,
-    kernel: usize,
-    stride: usize,
+    s: ConvTranspose1dShape,
     out: &mut [f32],
 ) {
-    let t_out = if t_in == 0 {
-        0
-    } else {
-        (t_in - 1) * stride + kernel
-    };
+    let ConvTranspose1dShape {
+        c_in,
+        c_out,
+        kernel,
+        stride,
+    } = s;
+    let t_out = s.t_out(t_in);
     assert_eq!(x.len(), c_in * t_in);
     assert_eq!(w.len(), c_in * c_out * kernel);
     assert_eq!(out.len(), c_out * t_out);

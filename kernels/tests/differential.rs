@@ -19,7 +19,7 @@
 use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
     f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnShape,
-    Conv1dShape, ConvBf16, Isa, Kernels, Mat,
+    Conv1dShape, ConvBf16, ConvTranspose1dShape, Isa, Kernels, KvRows, Mat,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -517,12 +517,36 @@ fn conv_and_attention_are_deterministic_across_thread_counts() {
         };
         let convt = || {
             let mut o = vec![0f32; 24 * (39 * 5 + 10)];
-            ks.conv_transpose1d(&xt, 40, &wt, None, 70, 24, 10, 5, &mut o);
+            ks.conv_transpose1d(
+                &xt,
+                40,
+                &wt,
+                None,
+                ConvTranspose1dShape {
+                    c_in: 70,
+                    c_out: 24,
+                    kernel: 10,
+                    stride: 5,
+                },
+                &mut o,
+            );
             o
         };
         let attn = || {
             let mut o = vec![0f32; 3 * 8 * 64];
-            ks.attention(&q, 3, 197, &k, &v, 200, 0, ash, &mut o);
+            ks.attention(
+                &q,
+                3,
+                197,
+                KvRows {
+                    k: &k,
+                    v: &v,
+                    n: 200,
+                    pos0: 0,
+                },
+                ash,
+                &mut o,
+            );
             o
         };
         let name = ks.isa().name();
@@ -638,10 +662,12 @@ fn conv_transpose1d_all_shapes() {
                     t_in,
                     &w[1..],
                     b,
-                    c_in,
-                    c_out,
-                    kernel,
-                    stride,
+                    ConvTranspose1dShape {
+                        c_in,
+                        c_out,
+                        kernel,
+                        stride,
+                    },
                     &mut want,
                 );
                 let mut got = vec![f32::NAN; c_out * t_out];
@@ -650,10 +676,12 @@ fn conv_transpose1d_all_shapes() {
                     t_in,
                     &w[1..],
                     b,
-                    c_in,
-                    c_out,
-                    kernel,
-                    stride,
+                    ConvTranspose1dShape {
+                        c_in,
+                        c_out,
+                        kernel,
+                        stride,
+                    },
                     &mut got,
                 );
                 let terms = (c_in * kernel.div_ceil(stride)) as f32;
@@ -697,10 +725,12 @@ fn attention_all_shapes() {
                 &q[1..],
                 n_q,
                 q_pos0,
-                &k[1..],
-                &v[1..],
-                n_kv,
-                kv_pos0,
+                KvRows {
+                    k: &k[1..],
+                    v: &v[1..],
+                    n: n_kv,
+                    pos0: kv_pos0,
+                },
                 sh,
                 &mut want,
             );
@@ -709,10 +739,12 @@ fn attention_all_shapes() {
                 &q[1..],
                 n_q,
                 q_pos0,
-                &k[1..],
-                &v[1..],
-                n_kv,
-                kv_pos0,
+                KvRows {
+                    k: &k[1..],
+                    v: &v[1..],
+                    n: n_kv,
+                    pos0: kv_pos0,
+                },
                 sh,
                 &mut got,
             );
@@ -1328,7 +1360,21 @@ fn conv_bf16_cpu_rate_report() {
                 n as f64 * macs / (thread_cpu_s().unwrap() - c0) / 1e9
             })
         };
-        let f32r = rate(&mut || ks.conv_transpose1d(&x, t_in, &wf, None, ci, co, k, st, &mut out));
+        let f32r = rate(&mut || {
+            ks.conv_transpose1d(
+                &x,
+                t_in,
+                &wf,
+                None,
+                ConvTranspose1dShape {
+                    c_in: ci,
+                    c_out: co,
+                    kernel: k,
+                    stride: st,
+                },
+                &mut out,
+            )
+        });
         let bf = rate(&mut || ks.conv_transpose1d_bf16(&x, t_in, &w, None, st, &mut out));
         println!(
             "transpose{ci}to{co}_k{k}s{st}_t{t_in}: G multiply-adds per CPU s: f32 {f32r:.1}, bf16 {} {bf:.1}",

@@ -8,7 +8,7 @@
 //! [`Qwen3Lm::forward_batch`] steps several sequences (each with its own
 //! cache and positions) in one pass over the weights.
 
-use tts_kernels::{attention, matmul, rms_norm, rope, silu_mul, AttnShape};
+use tts_kernels::{attention, matmul, rms_norm, rope, silu_mul, AttnShape, KvRows};
 
 use crate::checkpoint::TensorStore;
 use crate::config::LmConfig;
@@ -406,10 +406,12 @@ impl Qwen3Lm {
                     &q[qr.clone()],
                     len,
                     pos0,
-                    &cache.k[li],
-                    &cache.v[li],
-                    pos0 + len,
-                    0,
+                    KvRows {
+                        k: &cache.k[li],
+                        v: &cache.v[li],
+                        n: pos0 + len,
+                        pos0: 0,
+                    },
                     shape,
                     &mut att[qr],
                 );

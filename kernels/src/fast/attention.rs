@@ -5,24 +5,26 @@
 
 use super::{for_blocks, Simd};
 use crate::simd::exp;
-use crate::AttnShape;
+use crate::{AttnShape, KvRows};
 
 /// Keys whose scores fit in a stack buffer (4 KB).
 const STACK_SCORES: usize = 1024;
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn attention<S: Simd>(
     s: S,
     q: &[f32],
     n_q: usize,
     q_pos0: usize,
-    k: &[f32],
-    v: &[f32],
-    n_kv: usize,
-    kv_pos0: usize,
+    kv: KvRows<'_>,
     sh: AttnShape,
     out: &mut [f32],
 ) {
+    let KvRows {
+        k,
+        v,
+        n: n_kv,
+        pos0: kv_pos0,
+    } = kv;
     let hd = sh.head_dim;
     assert!(
         sh.n_kv_heads > 0 && sh.n_heads.is_multiple_of(sh.n_kv_heads),
@@ -92,7 +94,10 @@ pub(crate) fn attention<S: Simd>(
 /// # Safety
 /// `k` and `v` hold rows `lo .. lo + scores.len()` of stride `kv_stride`,
 /// each with `o.len()` elements at offset `off`; `q.len() == o.len()`.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
+)]
 #[inline(always)]
 unsafe fn head<S: Simd>(
     s: S,

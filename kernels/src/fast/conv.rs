@@ -18,7 +18,7 @@
 //! upsampling weights are tens of MB.
 
 use super::{for_blocks, run_tasks, SharedOut, Simd};
-use crate::Conv1dShape;
+use crate::{Conv1dShape, ConvTranspose1dShape};
 
 /// Output channels per block handed to a task (a multiple of every tile
 /// height below).
@@ -78,7 +78,10 @@ impl Block<'_> {
     /// # Safety
     /// Those `nco` row segments are valid for reads and writes and no other
     /// thread touches them meanwhile.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a task's tile of the output: rows, time and channel ranges it alone writes, computed by the task split"
+    )]
     unsafe fn accumulate_raw<S: Simd>(
         &self,
         s: S,
@@ -183,7 +186,10 @@ impl Block<'_> {
     ///
     /// # Safety
     /// As for `rows`, with the tile inside `0..t_len`.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
+    )]
     #[inline(always)]
     unsafe fn tile<S: Simd, const C: usize, const TV: usize, const PART: bool>(
         &self,
@@ -297,10 +303,10 @@ pub(crate) fn conv1d<S: Simd>(
         })
         .collect();
     if cin_g == 1 && cout_g == 1 && matches!(sh.kernel, 3 | 5 | 7) {
-        return depthwise(s, x, t_in, w, bias, sh, out, t_out);
+        return depthwise(s, x, t_in, w, bias, sh, out);
     }
     if sh.groups == 1 && t_out < S::LANES && sh.c_out >= 8 {
-        return short_dense(s, x, t_in, w, bias, sh, out, t_out);
+        return short_dense(s, x, t_in, w, bias, sh, out);
     }
     // A block must not straddle groups; other depthwise shapes
     // (cout_g == 1) get one channel per block, reading its own input row.
@@ -375,7 +381,6 @@ const SLAB_BYTES: usize = 512 << 10;
 /// `[c_out, c_in, k]` already is the `[n, k]` row-major matrix `matmul`
 /// wants, and `matmul` vectorises along `c_in * k`. Weights are still read
 /// once per call, which is what bounds this case.
-#[allow(clippy::too_many_arguments)]
 fn short_dense<S: Simd>(
     s: S,
     x: &[f32],
@@ -384,8 +389,8 @@ fn short_dense<S: Simd>(
     bias: Option<&[f32]>,
     sh: Conv1dShape,
     out: &mut [f32],
-    t_out: usize,
 ) {
+    let t_out = sh.t_out(t_in);
     let kk_n = sh.c_in * sh.kernel;
     let mut cols = vec![0f32; t_out * kk_n];
     for (t, col) in cols.chunks_exact_mut(kk_n).enumerate() {
@@ -415,7 +420,6 @@ fn short_dense<S: Simd>(
 /// partial sums through memory, which is most of the work when each
 /// output costs only `K` FMAs). Same per-element order as the reference:
 /// bias, then taps in order.
-#[allow(clippy::too_many_arguments)]
 fn depthwise<S: Simd>(
     s: S,
     x: &[f32],
@@ -424,8 +428,8 @@ fn depthwise<S: Simd>(
     bias: Option<&[f32]>,
     sh: Conv1dShape,
     out: &mut [f32],
-    t_out: usize,
 ) {
+    let t_out = sh.t_out(t_in);
     let k = sh.kernel;
     for_blocks(out, t_out, k * t_out, |c, o| {
         let xr = &x[c * t_in..(c + 1) * t_in];
@@ -485,28 +489,26 @@ unsafe fn dw_row<S: Simd, const K: usize>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
 pub(crate) fn conv_transpose1d<S: Simd>(
     s: S,
     x: &[f32],
     t_in: usize,
     w: &[f32],
     bias: Option<&[f32]>,
-    c_in: usize,
-    c_out: usize,
-    kernel: usize,
-    stride: usize,
+    sh: ConvTranspose1dShape,
     out: &mut [f32],
 ) {
+    let ConvTranspose1dShape {
+        c_in,
+        c_out,
+        kernel,
+        stride,
+    } = sh;
     assert!(
         kernel > 0 && stride > 0,
         "conv_transpose1d: kernel and stride must be >= 1"
     );
-    let t_out = if t_in == 0 {
-        0
-    } else {
-        (t_in - 1) * stride + kernel
-    };
+    let t_out = sh.t_out(t_in);
     assert_eq!(
         x.len(),
         c_in * t_in,
@@ -529,7 +531,7 @@ pub(crate) fn conv_transpose1d<S: Simd>(
         return;
     }
     if t_in <= 4 && c_out * kernel >= 64 {
-        return short_transpose(s, x, t_in, w, bias, c_in, c_out, kernel, stride, out, t_out);
+        return short_transpose(s, x, t_in, w, bias, sh, out);
     }
     let j = kernel.div_ceil(stride);
     let pad = j - 1;
@@ -638,20 +640,22 @@ const ST_COLS: usize = 2048;
 /// `t_in` rows of outer-product accumulation vectorised along `n`, each
 /// weight read once. Then `out[co, t * stride + kk] = bias + sum_t p[t,
 /// co * kernel + kk]` (t in order).
-#[allow(clippy::too_many_arguments)]
 fn short_transpose<S: Simd>(
     s: S,
     x: &[f32],
     t_in: usize,
     w: &[f32],
     bias: Option<&[f32]>,
-    c_in: usize,
-    c_out: usize,
-    kernel: usize,
-    stride: usize,
+    sh: ConvTranspose1dShape,
     out: &mut [f32],
-    t_out: usize,
 ) {
+    let ConvTranspose1dShape {
+        c_in,
+        c_out,
+        kernel,
+        stride,
+    } = sh;
+    let t_out = sh.t_out(t_in);
     let n = c_out * kernel;
     // p in column blocks: block b is [t_in, cb] at b * t_in * ST_COLS, so
     // each task owns one contiguous chunk.
@@ -698,7 +702,10 @@ fn short_transpose<S: Simd>(
 /// # Safety
 /// `x` is `[c_in, T]`, `w` is `[c_in, n]` with `n0 + cb <= n`, `pb` is
 /// `[T, cb]`.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
+)]
 #[inline(always)]
 unsafe fn outer_rows<S: Simd, const T: usize>(
     s: S,

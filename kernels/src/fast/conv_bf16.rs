@@ -68,7 +68,10 @@ trait PairKernel: Copy + Send + Sync {
     /// # Safety
     /// Every read of `blk.x` / `w` and write of `out` inside the bounds
     /// asserted by `accumulate`.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
+    )]
     unsafe fn tile<const C: usize, const TV: usize, const PART: bool>(
         self,
         blk: &Block<'_, Self::X>,
@@ -107,7 +110,10 @@ impl<X: Copy> Block<'_, X> {
     /// # Safety
     /// Those `nco` row segments are valid for reads and writes and no other
     /// thread touches them meanwhile.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "a task's tile of the output: rows, time and channel-pair ranges it alone writes, computed by the task split"
+    )]
     unsafe fn accumulate_raw<K: PairKernel<X = X>>(
         &self,
         k: K,

@@ -115,7 +115,10 @@ pub(crate) fn matmul<S: Simd>(
     }
 }
 
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "one body for every weight format: the fields of a `Mat` (data, optional scales, shape) as `matmul` took it apart"
+)]
 fn run<S: Simd, W: WElem>(
     s: S,
     x: &[f32],
@@ -176,7 +179,10 @@ fn run<S: Simd, W: WElem>(
 /// `x` is `[m, k]`, `w` at least `[n, k]`, `scales` (int8) at least `[n]`,
 /// `dst` points at a live `[m, n]`
 /// buffer of which this call alone writes columns `j0..j1 <= n`.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
+)]
 #[inline(always)]
 unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
     s: S,

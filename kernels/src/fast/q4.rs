@@ -79,7 +79,10 @@ pub(crate) struct Acts<'a> {
 /// # Panics
 /// On shapes that do not match (`x = [m, k]`, weights at least `[n, k]` in
 /// the Q4 layout, `out = [m, n]`).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
+)]
 pub(crate) fn matmul(
     path: Q4Path,
     x: &[f32],
@@ -193,7 +196,10 @@ pub(crate) fn matmul(
 ///
 /// # Safety
 /// `out` is a live `[m, n]` buffer; `i < m`, `j < n`.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
+)]
 #[inline(always)]
 unsafe fn put(
     out: *mut f32,
@@ -214,7 +220,10 @@ unsafe fn put(
 /// # Safety
 /// `dst` is a live `[m, n]` buffer of which this call alone writes columns
 /// `j0..j1 <= n`; the slices hold what `matmul` asserted.
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the portable column-range worker: the weight fields, the activations and its `j0..j1` share of the output, each a scalar its one caller already holds"
+)]
 unsafe fn rows_portable(
     a: &Acts<'_>,
     m: usize,
@@ -287,7 +296,10 @@ mod x86 {
             /// a live `[m, n]` buffer of which this call alone writes
             /// columns `j0..j1 <= n`; the slices hold what `matmul`
             /// asserted.
-            #[allow(clippy::too_many_arguments)]
+            #[allow(
+                clippy::too_many_arguments,
+                reason = "a `#[target_feature]` column-range worker: the weight fields, the activations and its `j0..j1` share of the output, each a scalar its one caller already holds"
+            )]
             #[target_feature(enable = $feat)]
             pub(crate) unsafe fn $name(
                 a: &Acts<'_>,
@@ -392,7 +404,10 @@ mod x86 {
     /// (`nsb * 512` i8), `nx` for `MR` rows of stride `rg` i32, `w` for `NR`
     /// rows of stride `rb` (`nsb * 256` bytes), `s` for `NR` rows of stride
     /// `rg` bytes.
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
+    )]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     unsafe fn block_vnni<const MR: usize, const NR: usize>(
@@ -466,7 +481,10 @@ mod x86 {
     ///
     /// # Safety
     /// avx2 present; pointers as for [`block_vnni`].
-    #[allow(clippy::too_many_arguments)]
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
+    )]
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn block_avx2<const MR: usize, const NR: usize>(

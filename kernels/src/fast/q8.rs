@@ -52,7 +52,10 @@ impl Q8Path {
 
 /// # Panics
 /// On shapes that do not match (`x = [m, k]`, `w >= [n, k]`, `out = [m, n]`).
-#[allow(clippy::too_many_arguments)]
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
+)]
 pub(crate) fn matmul(
     path: Q8Path,
     x: &[f32],
@@ -131,7 +134,10 @@ macro_rules! rows_fn {
         /// `[m, k]`, `w` at least `[n, k]`, `scales` at least `[n]`, `dst`
         /// a live `[m, n]` buffer of which this call alone writes columns
         /// `j0..j1 <= n`.
-        #[allow(clippy::too_many_arguments)]
+        #[allow(
+            clippy::too_many_arguments,
+            reason = "a `#[target_feature]` column-range worker: the weight fields, the activations and its `j0..j1` share of the output, each a scalar its one caller already holds"
+        )]
         #[target_feature(enable = $feat)]
         unsafe fn $name(
             xq: &[i16],

@@ -642,10 +642,12 @@ fn transformer(tr: &Transformer, segs: &mut [Seg<'_>], frames: &[usize], bw: &mu
                     &b.q[i0 * qd..i1 * qd],
                     i1 - i0,
                     pos0 + i0,
-                    &cache.k[first * kvd..last * kvd],
-                    &cache.v[first * kvd..last * kvd],
-                    last - first,
-                    kv_pos0 + first,
+                    tts_kernels::KvRows {
+                        k: &cache.k[first * kvd..last * kvd],
+                        v: &cache.v[first * kvd..last * kvd],
+                        n: last - first,
+                        pos0: kv_pos0 + first,
+                    },
                     a,
                     &mut b.att[i0 * qd..i1 * qd],
                 );

@@ -306,6 +306,32 @@ impl Code2Wav {
             state: self.new_state(),
         }
     }
+
+    /// A finished utterance decoded in one call, on a thread of the kernel
+    /// pool ([`tts_kernels::on_pool`]) so the decode's parallel regions fork
+    /// in place instead of waking the pool from outside once per kernel:
+    /// the official 300/25-frame [`Self::decode_chunked`], or with
+    /// `streaming` one step of a fresh [`StreamingDecoder`] (identical up to
+    /// 300 frames; beyond, equal to [`Self::decode`]).
+    pub fn decode_on_pool(
+        &self,
+        codes: &[u32],
+        n_frames: usize,
+        streaming: bool,
+    ) -> Result<Vec<f32>> {
+        tts_kernels::on_pool(|| {
+            if streaming {
+                self.streaming().step(codes, n_frames)
+            } else {
+                self.decode_chunked(
+                    codes,
+                    n_frames,
+                    OFFICIAL_CHUNK_FRAMES,
+                    OFFICIAL_LEFT_CONTEXT_FRAMES,
+                )
+            }
+        })
+    }
 }
 
 /// One stream's part in [`Code2Wav::decode_step_batch`].

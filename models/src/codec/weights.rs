@@ -2,7 +2,7 @@
 //! config implies, plus what can be precomputed once (codebooks divided by
 //! their usage, SnakeBeta exponentials, RoPE inverse frequencies).
 
-use tts_kernels::{AttnShape, Conv1dShape, ConvBf16, Mat};
+use tts_kernels::{AttnShape, Conv1dShape, ConvBf16, ConvTranspose1dShape, Mat};
 
 use crate::checkpoint::TensorStore;
 use crate::config::CodecConfig;
@@ -68,18 +68,20 @@ pub(crate) struct CausalConv {
 }
 
 impl CausalConv {
-    #[allow(clippy::too_many_arguments)]
     fn load(
         store: &TensorStore,
         prefix: &str,
-        c_in: usize,
-        c_out: usize,
-        kernel: usize,
-        dilation: usize,
-        groups: usize,
+        shape: Conv1dShape,
         bias: bool,
         precision: Code2WavPrecision,
     ) -> Result<Self> {
+        let Conv1dShape {
+            c_in,
+            c_out,
+            kernel,
+            groups,
+            ..
+        } = shape;
         let w = F32Tensor::load(
             store,
             &format!("{prefix}.weight"),
@@ -96,13 +98,7 @@ impl CausalConv {
             w,
             bf16,
             bias,
-            shape: Conv1dShape {
-                c_in,
-                c_out,
-                kernel,
-                dilation,
-                groups,
-            },
+            shape,
         })
     }
 
@@ -197,10 +193,12 @@ impl CausalTransConv {
                 t_in,
                 self.w.data(),
                 Some(&self.bias),
-                self.c_in,
-                self.c_out,
-                self.kernel,
-                self.stride,
+                ConvTranspose1dShape {
+                    c_in: self.c_in,
+                    c_out: self.c_out,
+                    kernel: self.kernel,
+                    stride: self.stride,
+                },
                 out,
             ),
         };
@@ -423,11 +421,13 @@ impl Weights {
         let pre_conv = CausalConv::load(
             store,
             &format!("{p}.pre_conv.conv"),
-            cfg.codebook_dim,
-            cfg.latent_dim,
-            PRE_CONV_KERNEL,
-            1,
-            1,
+            Conv1dShape {
+                c_in: cfg.codebook_dim,
+                c_out: cfg.latent_dim,
+                kernel: PRE_CONV_KERNEL,
+                dilation: 1,
+                groups: 1,
+            },
             true,
             precision,
         )?;
@@ -547,11 +547,13 @@ impl Weights {
                     dwconv: CausalConv::load(
                         store,
                         &format!("{up}.1.dwconv.conv"),
-                        ld,
-                        ld,
-                        CONVNEXT_KERNEL,
-                        1,
-                        ld,
+                        Conv1dShape {
+                            c_in: ld,
+                            c_out: ld,
+                            kernel: CONVNEXT_KERNEL,
+                            dilation: 1,
+                            groups: ld,
+                        },
                         true,
                         precision,
                     )?,
@@ -568,11 +570,13 @@ impl Weights {
         let conv_in = CausalConv::load(
             store,
             &format!("{dp}.0.conv"),
-            ld,
-            cfg.decoder_dim,
-            VOCODER_KERNEL,
-            1,
-            1,
+            Conv1dShape {
+                c_in: ld,
+                c_out: cfg.decoder_dim,
+                kernel: VOCODER_KERNEL,
+                dilation: 1,
+                groups: 1,
+            },
             true,
             precision,
         )?;
@@ -588,11 +592,13 @@ impl Weights {
                     conv1: CausalConv::load(
                         store,
                         &format!("{up}.conv1.conv"),
-                        c_out,
-                        c_out,
-                        VOCODER_KERNEL,
-                        dil,
-                        1,
+                        Conv1dShape {
+                            c_in: c_out,
+                            c_out,
+                            kernel: VOCODER_KERNEL,
+                            dilation: dil,
+                            groups: 1,
+                        },
                         true,
                         precision,
                     )?,
@@ -600,11 +606,13 @@ impl Weights {
                     conv2: CausalConv::load(
                         store,
                         &format!("{up}.conv2.conv"),
-                        c_out,
-                        c_out,
-                        1,
-                        1,
-                        1,
+                        Conv1dShape {
+                            c_in: c_out,
+                            c_out,
+                            kernel: 1,
+                            dilation: 1,
+                            groups: 1,
+                        },
                         true,
                         precision,
                     )?,
@@ -630,11 +638,13 @@ impl Weights {
         let conv_out = CausalConv::load(
             store,
             &format!("{dp}.{}.conv", n + 2),
-            out_dim,
-            1,
-            VOCODER_KERNEL,
-            1,
-            1,
+            Conv1dShape {
+                c_in: out_dim,
+                c_out: 1,
+                kernel: VOCODER_KERNEL,
+                dilation: 1,
+                groups: 1,
+            },
             true,
             precision,
         )?;

@@ -4,7 +4,9 @@
 use base64::Engine as _;
 
 use super::errors::{ErrorCode, ProtocolError};
-use super::limits::{MAX_BINARY_MESSAGE_BYTES, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE};
+use super::limits::{
+    sample_rate_in_range, MAX_BINARY_MESSAGE_BYTES, MAX_SAMPLE_RATE, MIN_SAMPLE_RATE,
+};
 use super::session_settings::AudioFormat;
 
 /// Binary audio frame header length in bytes.
@@ -153,7 +155,7 @@ pub struct InputAudio {
 }
 
 fn check_input_rate(rate: u32) -> Result<(), ProtocolError> {
-    if !(MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&rate) {
+    if !sample_rate_in_range(rate) {
         return Err(ProtocolError::new(
             ErrorCode::InvalidAudio,
             format!("input sample rate {rate} Hz is out of range; use {MIN_SAMPLE_RATE}..={MAX_SAMPLE_RATE}"),

@@ -21,3 +21,10 @@ pub const HARD_MESSAGE_BYTES: usize = 4 << 20;
 /// Output rates a session may ask for (telephony to studio).
 pub const MIN_SAMPLE_RATE: u32 = tts_audio::resample::MIN_OUTPUT_RATE;
 pub const MAX_SAMPLE_RATE: u32 = tts_audio::resample::MAX_OUTPUT_RATE;
+
+/// Whether `rate` is one the resampler serves: the one range check behind
+/// both the output rate (`session.update`, `/v1/audio/speech`) and the
+/// microphone input rate.
+pub fn sample_rate_in_range(rate: u32) -> bool {
+    (MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&rate)
+}

@@ -2,21 +2,31 @@
 //! WebSocket protocol and an OpenAI-compatible HTTP API, on one port.
 //!
 //! # Layout
-//! - [`protocol`]: every WebSocket message, the binary audio header, parse
-//!   errors; mirrored by `docs/protocol.md` (read it first).
+//! Files import only files listed after them (no circles).
 //! - [`server`]: [`ServeConfig`], [`Server`] (listen, load the model in the
-//!   background, routes, bearer-token auth, graceful drain), and
-//!   [`run_blocking`] for the CLI.
-//! - `session`: one WebSocket connection — contexts, segmentation,
-//!   resampling, acks, cancel, barge-in — in a single task per connection.
+//!   background, routes, graceful drain), and [`run_blocking`] for the CLI.
+//! - `realtime/`: `/v1/realtime`, one `RealtimeConnection` task per
+//!   WebSocket — the loop and message routing (`connection`), settings
+//!   (`settings`), the context queue (`queue`), barge-in (`barge_in`),
+//!   frames and bounded sends (`output`).
 //! - [`openai`]: `POST /v1/audio/speech`, `GET /v1/models`,
 //!   `GET /v1/audio/voices`.
+//! - `validate`: the request checks both of those share (voice, language,
+//!   rate, frame cap), each rendered in its surface's own words.
+//! - [`state`]: what every route and connection shares — [`AppState`](state::AppState)
+//!   (limits, counters, the token check), [`Drain`], [`Loaded`](state::Loaded).
+//! - `http_error`: OpenAI's JSON error body, for every HTTP refusal.
+//! - [`prometheus`]: Prometheus text for `/metrics`. `record`: METRICS.md
+//!   figures for a context spanning several engine requests.
 //! - [`segment`]: text segmentation at clause/sentence boundaries with a
 //!   deadline. [`vad`]: the voice-activity seam and the energy detector.
 //! - [`voices`]: OpenAI voice names → checkpoint speakers.
 //! - [`web`]: the browser page at `/` (static files compiled in, no auth).
-//! - [`metrics`]: Prometheus text for `/metrics`. `record`: METRICS.md
-//!   figures for a context spanning several engine requests.
+//! - [`protocol`]: every WebSocket message, the binary audio header, parse
+//!   errors, one file each under `protocol/`; mirrored by
+//!   `docs/protocol.md` (read it first).
+//! - [`error`]: [`TransportError`], what starting or running a server fails
+//!   with.
 //!
 //! Backpressure end to end: the engine's per-request channel is bounded;
 //! a session reads the next event only after the previous frame was written

@@ -1,5 +1,7 @@
 //! The server: configuration, startup (listen first, load the model in the
-//! background), routes, authentication, and graceful shutdown.
+//! background), routes, and graceful shutdown. The state the routes share
+//! (and the token check each route calls) is in `state.rs`; the route
+//! bodies live in `openai.rs`, `realtime/` and `web.rs`.
 //!
 //! Shutdown is a three-state broadcast ([`Drain`]): `Running` → `Draining`
 //! (stop accepting connections and new contexts; streams in flight go on)

@@ -7,7 +7,7 @@
 
 use tts_models::GenOptions;
 
-use crate::protocol::{MAX_SAMPLE_RATE, MIN_SAMPLE_RATE};
+use crate::protocol::sample_rate_in_range;
 use crate::state::Loaded;
 use crate::voices::Voices;
 
@@ -21,7 +21,8 @@ pub enum Rejected {
         language: String,
         valid: Vec<String>,
     },
-    /// Outside [`MIN_SAMPLE_RATE`]`..=`[`MAX_SAMPLE_RATE`].
+    /// Outside [`MIN_SAMPLE_RATE`](crate::protocol::MIN_SAMPLE_RATE)`..=`
+    /// [`MAX_SAMPLE_RATE`](crate::protocol::MAX_SAMPLE_RATE).
     SampleRate { rate: u32 },
     /// Outside `1..=max` codec frames.
     MaxFrames { frames: usize, max: usize },
@@ -50,7 +51,7 @@ pub fn language(languages: &[String], language: &str) -> Result<String, Rejected
 
 /// An output sample rate the resampler can produce.
 pub fn sample_rate(rate: u32) -> Result<u32, Rejected> {
-    if (MIN_SAMPLE_RATE..=MAX_SAMPLE_RATE).contains(&rate) {
+    if sample_rate_in_range(rate) {
         Ok(rate)
     } else {
         Err(Rejected::SampleRate { rate })
@@ -81,6 +82,7 @@ pub fn gen_options(m: &Loaded, greedy: bool, seed: u64, max_frames: usize) -> Ge
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::protocol::{MAX_SAMPLE_RATE, MIN_SAMPLE_RATE};
 
     fn langs() -> Vec<String> {
         ["auto", "english"].map(String::from).to_vec()

@@ -80,3 +80,64 @@ pub fn audio_message(
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::protocol::AudioFormat;
+
+    fn settings(transport: AudioTransport) -> CtxSettings {
+        CtxSettings::for_tests(transport)
+    }
+
+    #[test]
+    fn binary_frame_is_the_header_then_the_samples() {
+        let s = settings(AudioTransport::Binary);
+        let Message::Binary(b) = audio_message("a", Some(7), 3, &s, &[0.5, -0.5], true) else {
+            panic!("binary");
+        };
+        let (h, payload) = AudioHeader::parse(&b).expect("parses");
+        assert_eq!(
+            h,
+            AudioHeader {
+                stream_id: 7,
+                seq: 3,
+                sample_rate: 16000,
+                format: AudioFormat::Pcm16,
+                terminal: true,
+            }
+        );
+        assert_eq!(payload.len(), 4);
+    }
+
+    #[test]
+    fn frame_before_context_started_carries_stream_id_zero() {
+        let s = settings(AudioTransport::Binary);
+        let Message::Binary(b) = audio_message("a", None, 0, &s, &[], false) else {
+            panic!("binary");
+        };
+        assert_eq!(AudioHeader::parse(&b).expect("parses").0.stream_id, 0);
+    }
+
+    #[test]
+    fn base64_frame_is_an_audio_event_with_the_same_fields() {
+        let s = settings(AudioTransport::Base64);
+        let Message::Text(t) = audio_message("ctx", Some(2), 9, &s, &[0.25], false) else {
+            panic!("text");
+        };
+        let mut bytes = Vec::new();
+        protocol::encode_samples(&[0.25], AudioFormat::Pcm16, &mut bytes);
+        assert_eq!(
+            protocol::parse_server_text(t.as_str()).expect("parses"),
+            ServerMessage::Audio {
+                context_id: "ctx".into(),
+                stream_id: 2,
+                seq: 9,
+                terminal: false,
+                sample_rate: 16000,
+                format: AudioFormat::Pcm16,
+                audio: protocol::base64_encode(&bytes),
+            }
+        );
+    }
+}

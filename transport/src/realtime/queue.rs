@@ -324,10 +324,8 @@ impl ContextQueue {
 mod tests {
     use std::time::Duration;
 
-    use tts_models::GenOptions;
-
     use super::*;
-    use crate::protocol::{AudioFormat, AudioTransport, ChunkingMode, TextMode};
+    use crate::protocol::{AudioTransport, ChunkingMode};
 
     const LIMITS: QueueLimits = QueueLimits {
         max_contexts: 2,
@@ -335,17 +333,7 @@ mod tests {
     };
 
     fn ctx(chunking: Chunking, now: Instant) -> Ctx {
-        let s = CtxSettings {
-            speaker: "ryan".into(),
-            language: "auto".into(),
-            instruct: None,
-            rate: 24000,
-            format: AudioFormat::Pcm16,
-            transport: AudioTransport::Binary,
-            acks: false,
-            options: GenOptions::from_config(&Default::default()),
-            text_mode: TextMode::default(),
-        };
+        let s = CtxSettings::for_tests(AudioTransport::Binary);
         Ctx::new(s, chunking, now)
     }
 

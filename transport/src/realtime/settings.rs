@@ -53,6 +53,25 @@ pub struct CtxSettings {
     pub text_mode: TextMode,
 }
 
+#[cfg(test)]
+impl CtxSettings {
+    /// A context's settings for unit tests: PCM16 at 16 kHz in `transport`,
+    /// the checkpoint-independent default generation options.
+    pub fn for_tests(transport: AudioTransport) -> Self {
+        CtxSettings {
+            speaker: "ryan".into(),
+            language: "auto".into(),
+            instruct: None,
+            rate: 16000,
+            format: AudioFormat::Pcm16,
+            transport,
+            acks: false,
+            options: GenOptions::from_config(&Default::default()),
+            text_mode: TextMode::default(),
+        }
+    }
+}
+
 /// A new connection's settings: the first speaker, `auto`, the model's own
 /// rate, PCM16 in binary frames.
 pub fn initial(voices: &Voices, native_rate: u32, max_frames: usize) -> SessionSettings {

@@ -1,0 +1,48 @@
+//! Why a client message was refused: the error codes of `error` and
+//! `context.failed`, and [`ProtocolError`], what a parser or the session
+//! returns to be sent as an `error` event.
+
+use serde::{Deserialize, Serialize};
+
+/// Error codes of `error` and `context.failed`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ErrorCode {
+    MalformedJson,
+    UnknownType,
+    InvalidMessage,
+    MessageTooLarge,
+    UnsupportedVersion,
+    OutOfOrder,
+    UnknownContext,
+    InvalidVoice,
+    InvalidLanguage,
+    InvalidSetting,
+    InvalidAudio,
+    TooManyContexts,
+    TextTooLong,
+    AtCapacity,
+    SlowConsumer,
+    ShuttingDown,
+    SynthesisFailed,
+    Internal,
+}
+
+/// A refused message: what to put in the `error` event.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+#[error("{code:?}: {message}")]
+pub struct ProtocolError {
+    pub code: ErrorCode,
+    pub message: String,
+    pub valid: Option<Vec<String>>,
+}
+
+impl ProtocolError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        ProtocolError {
+            code,
+            message: message.into(),
+            valid: None,
+        }
+    }
+}

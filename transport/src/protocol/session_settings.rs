@@ -1,0 +1,218 @@
+//! Session settings as they travel: `session.update` (every field
+//! optional) and the effective `SessionSettings` echoed back, with the
+//! audio format, text mode, chunking and VAD settings inside them, and the
+//! limits announced in `session.created`.
+
+use serde::{Deserialize, Serialize};
+
+/// Sample encoding on the wire (always mono, little-endian).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AudioFormat {
+    Pcm16,
+    F32,
+}
+
+impl AudioFormat {
+    pub fn bytes_per_sample(self) -> usize {
+        match self {
+            AudioFormat::Pcm16 => 2,
+            AudioFormat::F32 => 4,
+        }
+    }
+}
+
+/// How the server sends audio to this client.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum AudioTransport {
+    /// Binary WebSocket messages with an [`AudioHeader`](super::audio_frames::AudioHeader) (default).
+    Binary,
+    /// `audio` JSON messages with base64 payloads (clients that cannot read
+    /// binary messages).
+    Base64,
+}
+
+/// How a segment's text reaches the talker (the official
+/// `non_streaming_mode`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TextMode {
+    /// All of the segment's text in the prompt before the first frame (the
+    /// official custom-voice default, `non_streaming_mode=True`).
+    #[default]
+    Prefill,
+    /// Only the first text token in the prompt; the rest is fed one token
+    /// per frame alongside the codes (`non_streaming_mode=False`): a prompt
+    /// of ~10 rows whatever the text length, so an earlier first packet.
+    Streaming,
+}
+
+/// Where the server cuts appended text into synthesis segments.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum ChunkingMode {
+    /// Sentence ends, and clause ends (`,;:` …) once `min_chars` are pending.
+    Clause,
+    /// Sentence ends only.
+    Sentence,
+    /// Only `context.flush` / `context.end` (and `max_chars`) cut.
+    Manual,
+}
+
+/// Text segmentation settings (all optional in `session.update`).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ChunkingUpdate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<ChunkingMode>,
+    /// Pending text older than this is synthesized up to its last word
+    /// boundary when the synthesizer is idle, boundary or not.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_delay_ms: Option<u64>,
+    /// Clause mode: fewest pending characters for a clause cut.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_chars: Option<usize>,
+    /// Longest segment; longer pending text is cut at its last space.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_chars: Option<usize>,
+}
+
+/// Effective text segmentation settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Chunking {
+    pub mode: ChunkingMode,
+    pub max_delay_ms: u64,
+    pub min_chars: usize,
+    pub max_chars: usize,
+}
+
+impl Default for Chunking {
+    /// Clause cuts from 24 characters (a short clause is ~1.5 s of speech,
+    /// enough for natural prosody); a 400 ms deadline (an LLM at 30 tokens/s
+    /// has produced ~12 tokens by then); 300-character segments at most.
+    fn default() -> Self {
+        Chunking {
+            mode: ChunkingMode::Clause,
+            max_delay_ms: 400,
+            min_chars: 24,
+            max_chars: 300,
+        }
+    }
+}
+
+/// Voice-activity detection on `input_audio.append` (all optional).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct VadUpdate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+    /// Speech cancels the context being spoken (barge-in).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub barge_in: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub threshold_db: Option<f32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_speech_ms: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub min_silence_ms: Option<u32>,
+}
+
+/// Effective VAD settings.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Vad {
+    pub enabled: bool,
+    pub barge_in: bool,
+    pub threshold_db: f32,
+    pub min_speech_ms: u32,
+    pub min_silence_ms: u32,
+}
+
+impl Default for Vad {
+    /// −40 dBFS: a close-talking microphone's speech sits at −30…−15 dBFS
+    /// and a quiet room at −60…−50. 60 ms of voiced windows before speech
+    /// starts (rejects clicks), 500 ms of silence before it stops.
+    fn default() -> Self {
+        Vad {
+            enabled: true,
+            barge_in: true,
+            threshold_db: -40.0,
+            min_speech_ms: 60,
+            min_silence_ms: 500,
+        }
+    }
+}
+
+/// `session.update` settings: absent fields keep their value.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SessionUpdate {
+    /// A checkpoint speaker or an OpenAI voice name (`speaker` is accepted
+    /// as an alias).
+    #[serde(default, alias = "speaker", skip_serializing_if = "Option::is_none")]
+    pub voice: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// Style instruction; `""` clears it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub instruct: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub sample_rate: Option<u32>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub format: Option<AudioFormat>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_transport: Option<AudioTransport>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub chunking: Option<ChunkingUpdate>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub vad: Option<VadUpdate>,
+    /// The client sends `audio.ack` as it plays; unacknowledged audio then
+    /// bounds what the server buffers (else: written to the socket = acked).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub audio_acks: Option<bool>,
+    /// Greedy decoding for both LMs (reproducible; parity tests).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub greedy: Option<bool>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub seed: Option<u64>,
+    /// Codec frames per segment at most (capped by the server's limit).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub max_frames: Option<usize>,
+    /// `prefill` (default) or `streaming`: see [`TextMode`].
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub text_mode: Option<TextMode>,
+}
+
+/// The session's effective settings, echoed in `session.updated`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SessionSettings {
+    /// Checkpoint speaker the voice resolved to.
+    pub voice: String,
+    pub language: String,
+    pub instruct: Option<String>,
+    /// The real output rate of audio frames.
+    pub sample_rate: u32,
+    /// The model's own rate (audio is resampled when they differ).
+    pub native_sample_rate: u32,
+    pub format: AudioFormat,
+    pub audio_transport: AudioTransport,
+    pub chunking: Chunking,
+    pub vad: Vad,
+    pub audio_acks: bool,
+    pub greedy: bool,
+    pub seed: u64,
+    pub max_frames: usize,
+    pub text_mode: TextMode,
+}
+
+/// Server limits announced in `session.created`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Limits {
+    pub max_text_message_bytes: usize,
+    pub max_binary_message_bytes: usize,
+    /// Contexts open (not yet done or cancelled) at once per session.
+    pub max_contexts: usize,
+    /// Characters appended but not yet synthesized, per context.
+    pub max_pending_chars: usize,
+    pub max_frames: usize,
+}

@@ -24,8 +24,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tts_audio::WavFormat;
-use tts_models::quant::Precision;
-use tts_models::{LoadOptions, Qwen3Tts};
+use tts_models::{LoadOptions, Precision, Qwen3Tts};
 
 use crate::model_path;
 

@@ -11,6 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use tts_actors::{Engine, EngineConfig, Event};
 use tts_audio::WavFormat;
+use tts_models::synth::StopReason;
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
 use super::io::{read_text, write_codes, AudioWriter, Output};
@@ -111,16 +112,7 @@ pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
     opts.ignore_eos = a.ignore_eos;
     let max_positions = model.config.talker.lm.max_position_embeddings;
     if let Some(n) = a.max_frames {
-        if n == 0 {
-            bail!("--max-frames must be at least 1");
-        }
-        if n >= max_positions {
-            bail!(
-                "--max-frames {n} is beyond what this checkpoint can attend to ({max_positions} positions ≈ {:.0} min of audio)",
-                max_positions as f64 / model.code2wav.config().frame_rate() / 60.0
-            );
-        }
-        opts.max_frames = n;
+        opts.max_frames = check_max_frames(n, max_positions, model.code2wav.config().frame_rate())?;
     }
     let speaker = match a.speaker {
         Some(s) => s,
@@ -155,10 +147,7 @@ pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
     let t_total = Instant::now();
     let mut gen = model.start(&req)?;
     let prompt_rows = gen.prompt().prefill_rows();
-    let frames_cap = req
-        .options
-        .max_frames
-        .min(max_positions.saturating_sub(prompt_rows + 1));
+    let frames_cap = frame_cap(req.options.max_frames, max_positions, prompt_rows);
     let groups = gen.num_code_groups();
     let show = std::io::stderr().is_terminal();
     let t0 = Instant::now();
@@ -182,10 +171,7 @@ pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
             "\rgenerated {n} frames ({:.2} s of audio) in {:.2} s{}",
             n as f64 / fps,
             t0.elapsed().as_secs_f64(),
-            match gen.stop_reason() {
-                Some(tts_models::synth::StopReason::Eos) => "",
-                _ => " (stopped at --max-frames, no end-of-speech token)",
-            }
+            stop_note(gen.stop_reason())
         );
     }
     if let Some(p) = &a.codes_out {
@@ -237,10 +223,7 @@ fn speak_streamed(
 ) -> Result<()> {
     let max_positions = model.config.talker.lm.max_position_embeddings;
     let prompt_rows = model.build_prompt(&req)?.prefill_rows();
-    req.options.max_frames = req
-        .options
-        .max_frames
-        .min(max_positions.saturating_sub(prompt_rows + 1));
+    req.options.max_frames = frame_cap(req.options.max_frames, max_positions, prompt_rows);
     let engine = Engine::start(
         model.clone(),
         EngineConfig {
@@ -300,10 +283,7 @@ fn speak_streamed(
             metrics.audio_s,
             metrics.e2el_ms / 1e3,
             metrics.ttfp_ms.unwrap_or(f64::NAN),
-            match stop {
-                tts_models::synth::StopReason::Eos => "",
-                _ => " (stopped at --max-frames, no end-of-speech token)",
-            }
+            stop_note(Some(stop))
         );
     }
     if let Some(p) = codes_out {
@@ -320,5 +300,74 @@ fn speak_streamed(
     match writer {
         Some(w) => w.finish(),
         None => Ok(()),
+    }
+}
+
+/// `--max-frames N`: at least 1, and below the positions the talker can
+/// attend to (`frame_rate`: frames per second of audio, for the message).
+fn check_max_frames(n: usize, max_positions: usize, frame_rate: f64) -> Result<usize> {
+    if n == 0 {
+        bail!("--max-frames must be at least 1");
+    }
+    if n >= max_positions {
+        bail!(
+            "--max-frames {n} is beyond what this checkpoint can attend to ({max_positions} positions ≈ {:.0} min of audio)",
+            max_positions as f64 / frame_rate / 60.0
+        );
+    }
+    Ok(n)
+}
+
+/// Frames a request may generate: `max_frames`, and no more than the
+/// positions left after the prompt's `prompt_rows` (one for the first
+/// frame's input).
+fn frame_cap(max_frames: usize, max_positions: usize, prompt_rows: usize) -> usize {
+    max_frames.min(max_positions.saturating_sub(prompt_rows + 1))
+}
+
+/// The end of the progress line: nothing after an end-of-speech token,
+/// otherwise why generation stopped.
+fn stop_note(stop: Option<StopReason>) -> &'static str {
+    match stop {
+        Some(StopReason::Eos) => "",
+        _ => " (stopped at --max-frames, no end-of-speech token)",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_frames_zero_is_refused() {
+        let e = check_max_frames(0, 8192, 12.5).unwrap_err();
+        assert_eq!(e.to_string(), "--max-frames must be at least 1");
+    }
+
+    #[test]
+    fn max_frames_at_the_position_limit_is_refused_with_minutes_of_audio() {
+        assert_eq!(check_max_frames(8191, 8192, 12.5).unwrap(), 8191);
+        let e = check_max_frames(8192, 8192, 12.5).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--max-frames 8192 is beyond what this checkpoint can attend to (8192 positions ≈ 11 min of audio)"
+        );
+    }
+
+    #[test]
+    fn frame_cap_leaves_room_for_the_prompt_and_the_first_input() {
+        assert_eq!(frame_cap(100, 8192, 20), 100);
+        assert_eq!(frame_cap(9000, 8192, 20), 8192 - 21);
+        // A prompt that fills the context leaves no frame, never underflows.
+        assert_eq!(frame_cap(100, 64, 64), 0);
+    }
+
+    #[test]
+    fn only_an_end_of_speech_stop_is_unremarked() {
+        assert_eq!(stop_note(Some(StopReason::Eos)), "");
+        assert_eq!(
+            stop_note(None),
+            " (stopped at --max-frames, no end-of-speech token)"
+        );
     }
 }

@@ -1,5 +1,16 @@
 //! `tts-rt`: the command-line front end. Thin on purpose: parsing, model
 //! location, progress and output; everything else lives in the crates.
+//!
+//! # Layout
+//! - `cli`: the flags and one module per subcommand (its own `# Layout`).
+//! - `model_path`: which checkpoint directory `--model` / `$TTS_RT_MODEL` /
+//!   the Hugging Face cache names; `download`: fetching the default
+//!   checkpoint from the hub when it is not cached.
+//! - `main` (this file): maps the error chain to the exit code.
+//!
+//! The CLI reaches the kernels only through tts-models (for example
+//! `Code2Wav::decode_on_pool`), except `tts_kernels::isa()` for the
+//! instruction set it reports in `--timings` and `bench` provenance.
 
 mod cli;
 mod download;

@@ -247,6 +247,12 @@ fn conv(c: &mut Criterion) {
     // (offline) and 2 (streaming: one new frame plus one of history).
     for t_in in [32, 2] {
         let (ci, co, k, s) = (1536, 768, 16, 8);
+        let sh = ConvTranspose1dShape {
+            c_in: ci,
+            c_out: co,
+            kernel: k,
+            stride: s,
+        };
         let x = data(ci * t_in, 6);
         let w = data(ci * co * k, 7);
         let mut out = vec![0f32; co * ((t_in - 1) * s + k)];
@@ -257,21 +263,7 @@ fn conv(c: &mut Criterion) {
                 format!("transpose{ci}to{co}_k{k}s{s}_t{t_in}"),
             );
             g.bench_function(id, |b| {
-                b.iter(|| {
-                    ks.conv_transpose1d(
-                        black_box(&x),
-                        t_in,
-                        &w,
-                        None,
-                        ConvTranspose1dShape {
-                            c_in: ci,
-                            c_out: co,
-                            kernel: k,
-                            stride: s,
-                        },
-                        &mut out,
-                    )
-                })
+                b.iter(|| ks.conv_transpose1d(black_box(&x), t_in, &w, None, sh, &mut out))
             });
         }
     }
@@ -328,6 +320,12 @@ fn conv_bf16(c: &mut Criterion) {
         }
     }
     let (ci, co, k, s, t_in) = (768, 384, 10, 5, 321);
+    let sh = ConvTranspose1dShape {
+        c_in: ci,
+        c_out: co,
+        kernel: k,
+        stride: s,
+    };
     let x = data(ci * t_in, 6);
     let w = data(ci * co * k, 7);
     let wb = ConvBf16::from_conv_transpose1d(&w, ci, co, k);
@@ -337,21 +335,7 @@ fn conv_bf16(c: &mut Criterion) {
     for ks in simd() {
         let id = BenchmarkId::new(format!("{} f32", ks.isa().name()), &name);
         g.bench_function(id, |b| {
-            b.iter(|| {
-                ks.conv_transpose1d(
-                    black_box(&x),
-                    t_in,
-                    &w,
-                    None,
-                    ConvTranspose1dShape {
-                        c_in: ci,
-                        c_out: co,
-                        kernel: k,
-                        stride: s,
-                    },
-                    &mut out,
-                )
-            })
+            b.iter(|| ks.conv_transpose1d(black_box(&x), t_in, &w, None, sh, &mut out))
         });
         for ks in [ks, ks.with_emulated_bf16()] {
             let id = BenchmarkId::new(

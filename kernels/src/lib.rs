@@ -12,6 +12,11 @@
 //!   paths whatever `TTS_RT_ISA` says.
 //! - The free functions at the crate root ([`matmul`], [`rms_norm`], ...) are
 //!   the dispatching entry points the models call: `Kernels::selected()`.
+//!   Shapes travel as parameter structs shared by the reference, the SIMD
+//!   paths and these entry points: [`AttnShape`] and [`KvRows`] for
+//!   [`attention`], [`Conv1dShape`], [`ConvTranspose1dShape`].
+//! - [`on_pool`]: runs a whole step on a thread of the kernel pool (the
+//!   models wrap their steps and decodes in it).
 //! - `simd` (private): a `Simd` token trait with one implementation per ISA
 //!   file (`avx2.rs`, `avx512.rs`) and the vector maths (exp, sin, GELU);
 //!   `fast` (private): the optimised kernels, generic over the token, with

@@ -4,6 +4,11 @@
 //! reported apart; cold start apart), per-stage attribution, memory
 //! (RssAnon at start, after load, at its sampled peaks and at the end; after
 //! every request, with a growth figure per cell) and provenance.
+//!
+//! This file holds the flags and the run in named steps (`bench` lists
+//! them); `summary`: a cell's figures from its records; `report`: the
+//! table; `rss`: RssAnon sampling and growth; `machine`: checkout, CPU and
+//! load for the provenance.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -14,26 +19,27 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::{json, Value};
 use tts_actors::{
-    ChunkSchedule, Engine, EngineConfig, Event, RequestMetrics, StageThreads, Summary,
+    ChunkSchedule, Engine, EngineConfig, EngineStats, Event, RequestMetrics, StageThreads,
 };
-use tts_models::{Qwen3Tts, Request};
+use tts_models::{GenOptions, Qwen3Tts, Request};
 
 use super::ModelArg;
 
+mod machine;
+mod report;
 mod rss;
+mod summary;
 
+use machine::{cpu_model, git_commit, load_avg_1m};
+use report::{print_table, TableOptions};
 use rss::{RssSampler, RssTotals};
+use summary::{incomplete_requests, summarise_cell, Record, GROWTH_FROM};
 
 /// RssAnon sampling period: a sample (seek, read, parse of the 1.4 kB
 /// `/proc/self/status`) costs ≈ 7 µs here, 0.4% of a core at 2 ms, and the
 /// allocations it has to catch (a prefill's activations, a quantization
 /// pass) last far longer.
 const RSS_SAMPLE_MS: u64 = 2;
-
-/// Memory growth is measured from this request of a cell on (1-based,
-/// completion order, warm-ups included): the first requests of a process
-/// grow the allocator's arenas and the engine's pools to their working size.
-const GROWTH_FROM: usize = 10;
 
 /// Built-in texts: `ten` is the ten-word sentence of the TTFP target
 /// (issue 5: ttfp_ms p50 ≤ 250 at concurrency 1); the others grow
@@ -118,24 +124,6 @@ pub struct BenchArgs {
     jsonl: Option<PathBuf>,
 }
 
-/// The figures summarised per cell, in table order.
-const FIELDS: [&str; 14] = [
-    "ttfp_ms",
-    "e2el_ms",
-    "rtf",
-    "stream_rtf",
-    "required_prebuffer_ms",
-    "stall_ms",
-    "stall_ms_at_prebuffer",
-    "ttft_ms",
-    "tpot_ms",
-    "talker_ms",
-    "code_predictor_ms",
-    "code2wav_ms",
-    "handoff_ms",
-    "audio_s",
-];
-
 /// A request's record before it has run.
 struct Slot {
     label: String,
@@ -143,49 +131,6 @@ struct Slot {
     concurrency: usize,
     warmup: bool,
     done: Option<(RequestMetrics, Option<u64>, Instant)>,
-}
-
-struct Record {
-    label: String,
-    length: String,
-    concurrency: usize,
-    warmup: bool,
-    metrics: RequestMetrics,
-    /// RssAnon read by the request's own thread right after its terminal
-    /// event.
-    rss_after_kb: Option<u64>,
-    /// When that terminal event arrived (orders a round's requests).
-    done_at: Instant,
-}
-
-fn git_commit() -> Option<String> {
-    if let Ok(c) = std::env::var("TTS_RT_GIT_COMMIT") {
-        return Some(c);
-    }
-    let o = std::process::Command::new("git")
-        .args(["rev-parse", "HEAD"])
-        .stderr(std::process::Stdio::null())
-        .output()
-        .ok()?;
-    o.status
-        .success()
-        .then(|| String::from_utf8_lossy(&o.stdout).trim().to_string())
-        .filter(|s| !s.is_empty())
-}
-
-fn cpu_model() -> Option<String> {
-    let s = std::fs::read_to_string("/proc/cpuinfo").ok()?;
-    let l = s.lines().find(|l| l.starts_with("model name"))?;
-    Some(l.split_once(':')?.1.trim().to_string())
-}
-
-fn load_avg_1m() -> Option<f64> {
-    std::fs::read_to_string("/proc/loadavg")
-        .ok()?
-        .split_whitespace()
-        .next()?
-        .parse()
-        .ok()
 }
 
 fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
@@ -233,26 +178,6 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
     })
 }
 
-fn field(m: &RequestMetrics, name: &str) -> Option<f64> {
-    match name {
-        "ttfp_ms" => m.ttfp_ms,
-        "e2el_ms" => Some(m.e2el_ms),
-        "rtf" => m.rtf,
-        "stream_rtf" => m.stream_rtf,
-        "required_prebuffer_ms" => m.required_prebuffer_ms,
-        "stall_ms" => m.stall_ms,
-        "stall_ms_at_prebuffer" => m.stall_ms_at_prebuffer,
-        "ttft_ms" => m.ttft_ms,
-        "tpot_ms" => m.tpot_ms,
-        "talker_ms" => m.talker_ms,
-        "code_predictor_ms" => m.code_predictor_ms,
-        "code2wav_ms" => m.code2wav_ms,
-        "handoff_ms" => m.handoff_ms,
-        "audio_s" => Some(m.audio_s),
-        _ => None,
-    }
-}
-
 /// One request to its terminal event; anything but Done is an error.
 fn run_one(session: &tts_actors::Session, req: Request) -> Result<RequestMetrics> {
     let mut s = session.synthesize_blocking(req)?;
@@ -267,21 +192,109 @@ fn run_one(session: &tts_actors::Session, req: Request) -> Result<RequestMetrics
     bail!("stream ended without a terminal event")
 }
 
+/// The whole run, in the order its steps happen: check the flags, load the
+/// model and start the engine, build the workload, run every cell (warm-up
+/// rounds first, then the measured ones, for each text length and
+/// concurrency), sample memory at the end, summarise each cell, and print
+/// the table or the JSON document.
 pub fn bench(a: BenchArgs) -> Result<()> {
+    let texts = check_args(&a)?;
+    let sampler = RssSampler::start(Duration::from_millis(RSS_SAMPLE_MS));
+    let started = load_and_start(&a, &sampler)?;
+    let workload = Workload::new(&a, &started.model, texts)?;
+    let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let mut slots = plan_slots(&workload.texts, &a);
+    let cell_peaks = run_cells(&a, &started.engine, &workload, &sampler, &mut slots, show)?;
+    let Started {
+        model,
+        engine,
+        times,
+        rss_load,
+    } = started;
+    let final_stats = engine.shutdown();
+    let memory = sample_end(sampler, &cell_peaks);
+    let records = into_records(slots);
+    if let Some(p) = &a.jsonl {
+        write_jsonl(p, &records)?;
+    }
+    let cells = summarise_cells(&a, &workload, &records, cell_peaks)?;
+    let doc = document(&a, &model, times, rss_load, memory, final_stats, cells);
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        print_table(
+            &doc,
+            &TableOptions {
+                frames: a.frames,
+                text_streaming: a.text_streaming,
+                prebuffer_ms: a.prebuffer_ms,
+                growth_from: GROWTH_FROM,
+            },
+        );
+    }
+    let incomplete = incomplete_requests(&doc);
+    if incomplete > 0 {
+        bail!("{incomplete} measured request(s) were incomplete (samples != frames × samples_per_frame)");
+    }
+    Ok(())
+}
+
+/// A text length's name and its text.
+type Text = (&'static str, &'static str);
+
+/// The flags checked before anything is loaded; the built-in texts
+/// `--lengths` names, in its order.
+fn check_args(a: &BenchArgs) -> Result<Vec<Text>> {
     if a.repeats == 0 {
         bail!("--repeats must be at least 1");
     }
     if a.concurrency.is_empty() || a.concurrency.contains(&0) {
         bail!("--concurrency levels must be at least 1");
     }
+    select_texts(&a.lengths)
+}
+
+/// The built-in texts named by `lengths`, in its order.
+fn select_texts(lengths: &[String]) -> Result<Vec<Text>> {
     let mut texts = Vec::new();
-    for l in &a.lengths {
+    for l in lengths {
         match TEXTS.iter().find(|(n, _)| n == l) {
             Some(&(n, t)) => texts.push((n, t)),
             None => bail!("unknown --lengths entry {l:?}; use ten, short, medium or long"),
         }
     }
-    let sampler = RssSampler::start(Duration::from_millis(RSS_SAMPLE_MS));
+    Ok(texts)
+}
+
+/// Cold-start timings (ms).
+#[derive(Clone, Copy)]
+struct StartTimes {
+    /// From before the load to a running engine.
+    cold_start_ms: f64,
+    load_ms: f64,
+    engine_start_ms: f64,
+}
+
+/// RssAnon (kB) around the load.
+#[derive(Clone, Copy)]
+struct LoadMemory {
+    start: Option<u64>,
+    after_load: Option<u64>,
+    /// The sampled peak of load + quantization + engine start.
+    load_peak: Option<u64>,
+}
+
+/// The model loaded and the engine running, with what that cost.
+struct Started {
+    model: Arc<Qwen3Tts>,
+    engine: Engine,
+    times: StartTimes,
+    rss_load: LoadMemory,
+}
+
+/// Step 1: load the checkpoint and start the engine (sized for the largest
+/// concurrency level), timing both and sampling RssAnon around them.
+fn load_and_start(a: &BenchArgs, sampler: &RssSampler) -> Result<Started> {
     let rss_start = sampler.now();
     let t_cold = Instant::now();
     let model: Arc<Qwen3Tts> = super::load(&a.model)?;
@@ -304,67 +317,114 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     // Load + quantization + engine start (quantization's scratch is freed
     // before the load returns: only the sampled peak sees it).
     let rss_load_peak = sampler.take_window_peak();
+    Ok(Started {
+        model,
+        engine,
+        times: StartTimes {
+            cold_start_ms,
+            load_ms,
+            engine_start_ms,
+        },
+        rss_load: LoadMemory {
+            start: rss_start,
+            after_load: rss_after_load,
+            load_peak: rss_load_peak,
+        },
+    })
+}
 
-    let mut options = model.default_options();
-    if a.greedy {
-        options = options.greedy();
-    }
-    options.seed = a.seed;
-    if let Some(n) = a.frames {
-        if n == 0 {
-            bail!("--frames must be at least 1");
+/// What every request of the run is made from.
+struct Workload {
+    texts: Vec<Text>,
+    options: GenOptions,
+    speaker: String,
+    text_streaming: bool,
+    /// Per text: prefill rows, and text rows fed one per frame after it.
+    prompt_rows: Vec<(usize, usize)>,
+}
+
+impl Workload {
+    /// Step 2: the generation options from the flags, the checkpoint's first
+    /// speaker, and each text's prompt size.
+    fn new(a: &BenchArgs, model: &Qwen3Tts, texts: Vec<Text>) -> Result<Workload> {
+        let mut options = model.default_options();
+        if a.greedy {
+            options = options.greedy();
         }
-        options.max_frames = n;
-        options.ignore_eos = true;
-    } else if let Some(n) = a.max_frames {
-        options.max_frames = n;
+        options.seed = a.seed;
+        if let Some(n) = a.frames {
+            if n == 0 {
+                bail!("--frames must be at least 1");
+            }
+            options.max_frames = n;
+            options.ignore_eos = true;
+        } else if let Some(n) = a.max_frames {
+            options.max_frames = n;
+        }
+        let speaker = model
+            .speakers()
+            .into_iter()
+            .next()
+            .context("checkpoint has no speakers")?;
+        let mut w = Workload {
+            texts,
+            options,
+            speaker,
+            text_streaming: a.text_streaming,
+            prompt_rows: Vec::new(),
+        };
+        for &(_, text) in &w.texts {
+            let p = model.build_prompt(&w.request(text, a.seed))?;
+            w.prompt_rows.push((
+                p.prefill.len() / p.hidden,
+                // Text rows fed one per frame after the prefill (text streaming).
+                if a.text_streaming {
+                    p.trailing.len() / p.hidden
+                } else {
+                    0
+                },
+            ));
+        }
+        Ok(w)
     }
-    let speaker = model
-        .speakers()
-        .into_iter()
-        .next()
-        .context("checkpoint has no speakers")?;
-    let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
 
-    let request = |text: &str, seed: u64| {
-        let mut opts = options.clone();
+    /// The request for `text` with sampling seed `seed`.
+    fn request(&self, text: &str, seed: u64) -> Request {
+        let mut opts = self.options.clone();
         opts.seed = seed;
         Request {
             text: text.to_string(),
-            speaker: Some(speaker.clone()),
+            speaker: Some(self.speaker.clone()),
             language: "english".into(),
             instruct: None,
-            text_streaming: a.text_streaming,
+            text_streaming: self.text_streaming,
             options: opts,
         }
-    };
-    let mut prompt_rows = Vec::new();
-    for &(_, text) in &texts {
-        let p = model.build_prompt(&request(text, a.seed))?;
-        prompt_rows.push((
-            p.prefill.len() / p.hidden,
-            // Text rows fed one per frame after the prefill (text streaming).
-            if a.text_streaming {
-                p.trailing.len() / p.hidden
-            } else {
-                0
-            },
-        ));
     }
+}
 
-    // Every request's record exists (label written, page touched) before
-    // the first request, so the bench's own bookkeeping does not grow the
-    // heap while the per-request RssAnon is read: a growth figure is the
-    // engine's and the model's, not the bench's.
+/// Step 3: every request's record, in the order the requests will finish
+/// their rounds (length, concurrency, round, session), labelled
+/// `LENGTH/cCONC/{wN|rN}/sI`.
+///
+/// Every record exists (label written, page touched) before the first
+/// request, so the bench's own bookkeeping does not grow the heap while the
+/// per-request RssAnon is read: a growth figure is the engine's and the
+/// model's, not the bench's.
+fn plan_slots(texts: &[Text], a: &BenchArgs) -> Vec<Slot> {
+    plan_slots_for(texts, &a.concurrency, a.warmup, a.repeats)
+}
+
+fn plan_slots_for(texts: &[Text], levels: &[usize], warmups: usize, repeats: usize) -> Vec<Slot> {
     let mut slots: Vec<Slot> = Vec::new();
-    for &(len_name, _) in &texts {
-        for &conc in &a.concurrency {
-            for round in 0..a.warmup + a.repeats {
-                let warmup = round < a.warmup;
+    for &(len_name, _) in texts {
+        for &conc in levels {
+            for round in 0..warmups + repeats {
+                let warmup = round < warmups;
                 let rep = if warmup {
                     format!("w{round}")
                 } else {
-                    format!("r{}", round - a.warmup)
+                    format!("r{}", round - warmups)
                 };
                 for i in 0..conc {
                     slots.push(Slot {
@@ -378,40 +438,32 @@ pub fn bench(a: BenchArgs) -> Result<()> {
             }
         }
     }
+    slots
+}
+
+/// A request's outcome, the RssAnon its thread read right after it, and
+/// when it ended.
+type Done = (Result<RequestMetrics>, Option<u64>, Instant);
+
+/// Step 4: run every cell, one round at a time (warm-ups first), filling
+/// `slots` in order; each cell's sampled RssAnon peak, in cell order.
+fn run_cells(
+    a: &BenchArgs,
+    engine: &Engine,
+    workload: &Workload,
+    sampler: &RssSampler,
+    slots: &mut [Slot],
+    show: bool,
+) -> Result<Vec<Option<u64>>> {
     let mut next_slot = slots.iter_mut();
-    let mut cell_peaks: Vec<Option<u64>> = Vec::with_capacity(texts.len() * a.concurrency.len());
-    for &(len_name, text) in &texts {
+    let mut cell_peaks: Vec<Option<u64>> =
+        Vec::with_capacity(workload.texts.len() * a.concurrency.len());
+    for &(len_name, text) in &workload.texts {
         for &conc in &a.concurrency {
             let sessions: Vec<_> = (0..conc).map(|_| engine.open_session()).collect();
             for round in 0..a.warmup + a.repeats {
                 let warmup = round < a.warmup;
-                type Done = (Result<RequestMetrics>, Option<u64>, Instant);
-                let results: Vec<Done> = std::thread::scope(|scope| {
-                    let sampler = &sampler;
-                    let handles: Vec<_> = sessions
-                        .iter()
-                        .enumerate()
-                        .map(|(i, session)| {
-                            let req = request(text, a.seed.wrapping_add(i as u64));
-                            scope.spawn(move || {
-                                let r = run_one(session, req);
-                                (r, sampler.now(), Instant::now())
-                            })
-                        })
-                        .collect();
-                    handles
-                        .into_iter()
-                        .map(|h| {
-                            h.join().unwrap_or_else(|_| {
-                                (
-                                    Err(anyhow::anyhow!("bench worker panicked")),
-                                    None,
-                                    Instant::now(),
-                                )
-                            })
-                        })
-                        .collect()
-                });
+                let results = run_round(&sessions, workload, text, a.seed, sampler);
                 for (r, rss_after_kb, done_at) in results {
                     let slot = next_slot.next().expect("one slot per request");
                     debug_assert_eq!(slot.warmup, warmup);
@@ -432,14 +484,69 @@ pub fn bench(a: BenchArgs) -> Result<()> {
     if show {
         eprintln!();
     }
-    let final_stats = engine.shutdown();
-    let rss_end = sampler.now();
-    let RssTotals {
-        peak_kb: rss_peak,
-        samples: rss_samples,
-    } = sampler.stop();
-    let rss_requests_peak = cell_peaks.iter().flatten().max().copied();
-    let records: Vec<Record> = slots
+    Ok(cell_peaks)
+}
+
+/// One round: one request per session, all at once, each on its own
+/// thread (session `i` samples with seed `seed + i`); results in session
+/// order.
+fn run_round(
+    sessions: &[tts_actors::Session],
+    workload: &Workload,
+    text: &str,
+    seed: u64,
+    sampler: &RssSampler,
+) -> Vec<Done> {
+    std::thread::scope(|scope| {
+        let handles: Vec<_> = sessions
+            .iter()
+            .enumerate()
+            .map(|(i, session)| {
+                let req = workload.request(text, seed.wrapping_add(i as u64));
+                scope.spawn(move || {
+                    let r = run_one(session, req);
+                    (r, sampler.now(), Instant::now())
+                })
+            })
+            .collect();
+        handles
+            .into_iter()
+            .map(|h| {
+                h.join().unwrap_or_else(|_| {
+                    (
+                        Err(anyhow::anyhow!("bench worker panicked")),
+                        None,
+                        Instant::now(),
+                    )
+                })
+            })
+            .collect()
+    })
+}
+
+/// RssAnon (kB) after the run.
+struct EndMemory {
+    end: Option<u64>,
+    peak: Option<u64>,
+    samples: u64,
+    /// The highest of the cells' peaks.
+    requests_peak: Option<u64>,
+}
+
+/// Step 5: the last memory figures, stopping the sampler.
+fn sample_end(sampler: RssSampler, cell_peaks: &[Option<u64>]) -> EndMemory {
+    let end = sampler.now();
+    let RssTotals { peak_kb, samples } = sampler.stop();
+    EndMemory {
+        end,
+        peak: peak_kb,
+        samples,
+        requests_peak: cell_peaks.iter().flatten().max().copied(),
+    }
+}
+
+fn into_records(slots: Vec<Slot>) -> Vec<Record> {
+    slots
         .into_iter()
         .map(|s| {
             let (metrics, rss_after_kb, done_at) = s.done.expect("every request ran");
@@ -453,288 +560,118 @@ pub fn bench(a: BenchArgs) -> Result<()> {
                 done_at,
             }
         })
-        .collect();
+        .collect()
+}
 
-    if let Some(p) = &a.jsonl {
-        let mut f = std::io::BufWriter::new(
-            std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
-        );
-        for r in &records {
-            let line = json!({"request": r.label, "length": r.length, "concurrency": r.concurrency, "warmup": r.warmup, "rss_anon_kb_after": r.rss_after_kb, "metrics": r.metrics});
-            writeln!(f, "{line}")?;
-        }
-        f.flush()?;
+/// `--jsonl`: one line per request, warm-ups included and marked.
+fn write_jsonl(p: &std::path::Path, records: &[Record]) -> Result<()> {
+    let mut f = std::io::BufWriter::new(
+        std::fs::File::create(p).with_context(|| format!("cannot write {}", p.display()))?,
+    );
+    for r in records {
+        let line = json!({"request": r.label, "length": r.length, "concurrency": r.concurrency, "warmup": r.warmup, "rss_anon_kb_after": r.rss_after_kb, "metrics": r.metrics});
+        writeln!(f, "{line}")?;
     }
+    f.flush()?;
+    Ok(())
+}
 
+/// Step 6: one summary per cell, in run order.
+fn summarise_cells(
+    a: &BenchArgs,
+    workload: &Workload,
+    records: &[Record],
+    cell_peaks: Vec<Option<u64>>,
+) -> Result<Vec<Value>> {
     let mut cells = Vec::new();
     let mut cell_peaks = cell_peaks.into_iter();
-    for (&(len_name, _), &(prefill_rows, trailing_rows)) in texts.iter().zip(&prompt_rows) {
+    for (&(len_name, _), &prompt_rows) in workload.texts.iter().zip(&workload.prompt_rows) {
         for &conc in &a.concurrency {
-            let mut in_order: Vec<&Record> = records
-                .iter()
-                .filter(|r| r.length == len_name && r.concurrency == conc)
-                .collect();
-            in_order.sort_by_key(|r| r.done_at);
-            let after: Vec<Option<u64>> = in_order.iter().map(|r| r.rss_after_kb).collect();
-            let all_after: Option<Vec<u64>> = after.iter().copied().collect();
-            let growth_json = |from: usize| {
-                all_after
-                    .as_deref()
-                    .and_then(|v| rss::growth(v, from))
-                    .map(|g| {
-                        json!({
-                            "from_request": g.from,
-                            "to_request": g.to,
-                            "delta_kb": g.delta_kb,
-                            "slope_kb_per_request": g.slope_kb_per_request,
-                            "min_kb": g.min_kb,
-                            "max_kb": g.max_kb,
-                        })
-                    })
-            };
-            let growth = growth_json(GROWTH_FROM);
-            // The second half alone: whether memory has levelled off (with
-            // several sessions the allocator keeps settling for a few dozen
-            // requests after request 10; see docs/benchmarks.md, Memory).
-            let growth_last_half = if after.len() >= 2 * GROWTH_FROM {
-                growth_json(after.len() / 2 + 1)
-            } else {
-                None
-            };
-            let measured: Vec<&Record> = records
-                .iter()
-                .filter(|r| !r.warmup && r.length == len_name && r.concurrency == conc)
-                .collect();
-            let warm: Vec<&Record> = records
-                .iter()
-                .filter(|r| r.warmup && r.length == len_name && r.concurrency == conc)
-                .collect();
-            let mut summaries = serde_json::Map::new();
-            for f in FIELDS {
-                let vals: Vec<(String, Option<f64>)> = measured
-                    .iter()
-                    .map(|r| (r.label.clone(), field(&r.metrics, f)))
-                    .collect();
-                summaries.insert(f.to_string(), serde_json::to_value(Summary::of(&vals))?);
-            }
-            let count = |p: &dyn Fn(&RequestMetrics) -> bool| {
-                measured.iter().filter(|r| p(&r.metrics)).count()
-            };
-            let warm_vals: Vec<(String, Option<f64>)> = warm
-                .iter()
-                .map(|r| (r.label.clone(), r.metrics.ttfp_ms))
-                .collect();
-            cells.push(json!({
-                "length": len_name,
-                "concurrency": conc,
-                "n": measured.len(),
-                "summary": summaries,
-                "continuity_ok": count(&|m| m.continuity_ok == Some(true)),
-                "continuity_ok_at_prebuffer": count(&|m| m.continuity_ok_at_prebuffer == Some(true)),
-                "underruns_total": measured.iter().filter_map(|r| r.metrics.underruns).sum::<u32>(),
-                "underruns_at_prebuffer_total": measured.iter().filter_map(|r| r.metrics.underruns_at_prebuffer).sum::<u32>(),
-                "complete": count(&|m| m.complete == Some(true)),
-                "finite": count(&|m| m.finite),
-                "frames": measured.iter().filter_map(|r| r.metrics.frames).sum::<u64>(),
-                "warmup": { "n": warm.len(), "ttfp_ms": Summary::of(&warm_vals) },
-                "prompt_rows": { "prefill": prefill_rows, "trailing_text": trailing_rows },
-                "rss_anon_kb": {
-                    "peak": cell_peaks.next().flatten(),
-                    "after_request": after,
-                    "after_request_labels": in_order.iter().map(|r| r.label.as_str()).collect::<Vec<_>>(),
-                    "growth": growth,
-                    "growth_last_half": growth_last_half,
-                },
-            }));
+            let peak = cell_peaks.next().flatten();
+            cells.push(summarise_cell(records, len_name, conc, prompt_rows, peak)?);
         }
     }
-    let doc = json!({
-        "provenance": provenance(&model, &a),
-        "cold_start_ms": cold_start_ms,
-        "load_ms": load_ms,
-        "engine_start_ms": engine_start_ms,
+    Ok(cells)
+}
+
+/// Step 7: the JSON document: provenance, cold start, memory, the engine's
+/// final counters and the cells.
+fn document(
+    a: &BenchArgs,
+    model: &Qwen3Tts,
+    times: StartTimes,
+    rss_load: LoadMemory,
+    memory: EndMemory,
+    final_stats: EngineStats,
+    cells: Vec<Value>,
+) -> Value {
+    json!({
+        "provenance": provenance(model, a),
+        "cold_start_ms": times.cold_start_ms,
+        "load_ms": times.load_ms,
+        "engine_start_ms": times.engine_start_ms,
         "rss_anon_kb": {
-            "start": rss_start,
-            "after_load": rss_after_load,
-            "load_peak": rss_load_peak,
-            "requests_peak": rss_requests_peak,
-            "peak": rss_peak,
-            "end": rss_end,
-            "samples": rss_samples,
+            "start": rss_load.start,
+            "after_load": rss_load.after_load,
+            "load_peak": rss_load.load_peak,
+            "requests_peak": memory.requests_peak,
+            "peak": memory.peak,
+            "end": memory.end,
+            "samples": memory.samples,
             "sample_ms": RSS_SAMPLE_MS,
         },
         "engine": final_stats,
         "cells": cells,
-    });
-    if a.json {
-        println!("{}", serde_json::to_string_pretty(&doc)?);
-    } else {
-        print_table(&doc, &a);
-    }
-    let incomplete: usize = doc["cells"]
-        .as_array()
-        .into_iter()
-        .flatten()
-        .map(|c| c["n"].as_u64().unwrap_or(0) - c["complete"].as_u64().unwrap_or(0))
-        .sum::<u64>() as usize;
-    if incomplete > 0 {
-        bail!("{incomplete} measured request(s) were incomplete (samples != frames × samples_per_frame)");
-    }
-    Ok(())
+    })
 }
 
-/// A kB figure in MB for the table, or "missing" (never 0).
-fn mb(v: &Value) -> String {
-    v.as_f64()
-        .map_or("missing".into(), |kb| format!("{:.1} MB", kb / 1024.0))
-}
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-fn fmt(v: &Value) -> String {
-    match v.as_f64() {
-        None => "null".into(),
-        Some(x) if x.abs() >= 100.0 => format!("{x:.0}"),
-        Some(x) if x.abs() >= 1.0 => format!("{x:.2}"),
-        Some(x) => format!("{x:.3}"),
+    #[test]
+    fn lengths_keep_their_order_and_an_unknown_one_names_the_choices() {
+        let names = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let t = select_texts(&names(&["long", "ten"])).unwrap();
+        assert_eq!(t.iter().map(|t| t.0).collect::<Vec<_>>(), ["long", "ten"]);
+        let e = select_texts(&names(&["short", "huge"])).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "unknown --lengths entry \"huge\"; use ten, short, medium or long"
+        );
     }
-}
 
-fn print_table(doc: &Value, a: &BenchArgs) {
-    let p = &doc["provenance"];
-    let mut out = String::new();
-    let s = |v: &Value| {
-        v.as_str()
-            .map(str::to_string)
-            .unwrap_or_else(|| v.to_string())
-    };
-    out += &format!(
-        "tts-rt bench  commit {}  cpu {}  isa {}  threads {}  load1m {}\n",
-        s(&p["git_commit"]),
-        s(&p["cpu_model"]),
-        s(&p["isa"]),
-        p["threads"],
-        p["load_avg_1m_at_start"]
-    );
-    out += &format!(
-        "model {}  ({} code groups, {} Hz, {} samples/frame)  precision: {}\n",
-        s(&p["model"]["dir"]),
-        p["model"]["num_code_groups"],
-        p["model"]["sample_rate"],
-        p["model"]["samples_per_frame"],
-        s(&p["precision"])
-    );
-    out += &format!(
-        "cold start {:.0} ms (load {:.0} ms, engine {:.1} ms)  frames {}  text {}\n",
-        doc["cold_start_ms"].as_f64().unwrap_or(f64::NAN),
-        doc["load_ms"].as_f64().unwrap_or(f64::NAN),
-        doc["engine_start_ms"].as_f64().unwrap_or(f64::NAN),
-        a.frames
-            .map_or("until EOS or cap".to_string(), |n| format!("{n} fixed")),
-        if a.text_streaming {
-            "streaming (one token per frame)"
-        } else {
-            "all in the prefill"
-        },
-    );
-    let r = &doc["rss_anon_kb"];
-    out += &format!(
-        "RssAnon: start {}, after load {}, load peak {}, requests peak {}, peak {}, end {}  ({} samples every {} ms)\n",
-        mb(&r["start"]),
-        mb(&r["after_load"]),
-        mb(&r["load_peak"]),
-        mb(&r["requests_peak"]),
-        mb(&r["peak"]),
-        mb(&r["end"]),
-        r["samples"],
-        r["sample_ms"],
-    );
-    for c in doc["cells"].as_array().into_iter().flatten() {
-        out += &format!(
-            "\n[{} text, concurrency {}]  n={}  complete {}/{}  finite {}/{}  continuity_ok P=0: {}/{}, P={} ms: {}/{}  underruns {} / {}  warm-up n={}\n",
-            s(&c["length"]),
-            c["concurrency"],
-            c["n"],
-            c["complete"],
-            c["n"],
-            c["finite"],
-            c["n"],
-            c["continuity_ok"],
-            c["n"],
-            a.prebuffer_ms,
-            c["continuity_ok_at_prebuffer"],
-            c["n"],
-            c["underruns_total"],
-            c["underruns_at_prebuffer_total"],
-            c["warmup"]["n"],
+    #[test]
+    fn slots_run_warmups_then_repeats_per_cell_one_per_session() {
+        let texts = [TEXTS[1], TEXTS[0]];
+        let slots = plan_slots_for(&texts, &[1, 2], 1, 2);
+        // 2 lengths × (1 + 2 sessions) × (1 warm-up + 2 repeats).
+        assert_eq!(slots.len(), 2 * 3 * 3);
+        let labels: Vec<&str> = slots.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(
+            &labels[..9],
+            [
+                "short/c1/w0/s0",
+                "short/c1/r0/s0",
+                "short/c1/r1/s0",
+                "short/c2/w0/s0",
+                "short/c2/w0/s1",
+                "short/c2/r0/s0",
+                "short/c2/r0/s1",
+                "short/c2/r1/s0",
+                "short/c2/r1/s1",
+            ]
         );
-        let m = &c["rss_anon_kb"];
-        let after = m["after_request"].as_array().map_or(&[][..], |v| v);
-        let (g, h) = (&m["growth"], &m["growth_last_half"]);
-        out += &format!(
-            "  prompt {} prefill rows{}  RssAnon peak {}, after request 1 {}, after request {} {}",
-            c["prompt_rows"]["prefill"],
-            match c["prompt_rows"]["trailing_text"].as_u64() {
-                Some(n) if n > 0 => format!(" + {n} text rows trailing"),
-                _ => String::new(),
-            },
-            mb(&m["peak"]),
-            mb(after.first().unwrap_or(&Value::Null)),
-            after.len(),
-            mb(after.last().unwrap_or(&Value::Null)),
-        );
-        out += &if g.is_null() {
-            format!("; growth needs {} requests or more\n", GROWTH_FROM + 1)
-        } else {
-            let one = |g: &Value| {
-                format!(
-                    "requests {}..{}: {:+} kB, slope {:+.2} kB/request (spread {} kB)",
-                    g["from_request"],
-                    g["to_request"],
-                    g["delta_kb"].as_i64().unwrap_or(0),
-                    g["slope_kb_per_request"].as_f64().unwrap_or(f64::NAN),
-                    g["max_kb"].as_i64().unwrap_or(0) - g["min_kb"].as_i64().unwrap_or(0),
-                )
-            };
-            let mut s = format!(";\n  growth {}", one(g));
-            if !h.is_null() {
-                s += &format!("; last half {}", one(h));
-            }
-            s + "\n"
-        };
-        out += &format!(
-            "  {:<24}{:>5}{:>10}{:>10}{:>10}  argmax\n",
-            "metric", "n", "p50", "p95", "max"
-        );
-        for f in FIELDS {
-            let m = &c["summary"][f];
-            out += &format!(
-                "  {:<24}{:>5}{:>10}{:>10}{:>10}  {}\n",
-                f,
-                m["n"],
-                fmt(&m["p50"]),
-                fmt(&m["p95"]),
-                fmt(&m["max"]),
-                m["argmax"].as_str().unwrap_or("-")
-            );
-        }
-        // Attribution: share of the median stage times.
-        let med = |f: &str| c["summary"][f]["p50"].as_f64();
-        if let (Some(t), Some(p), Some(w), Some(h)) = (
-            med("talker_ms"),
-            med("code_predictor_ms"),
-            med("code2wav_ms"),
-            med("handoff_ms"),
-        ) {
-            let sum = t + p + w + h;
-            if sum > 0.0 {
-                out += &format!(
-                    "  stage share of p50 time: talker {:.0}%  code predictor {:.0}%  code2wav {:.0}%  handoff {:.0}%\n",
-                    100.0 * t / sum,
-                    100.0 * p / sum,
-                    100.0 * w / sum,
-                    100.0 * h / sum
-                );
-            }
-        }
+        assert_eq!(labels[9], "ten/c1/w0/s0");
+        let warm: Vec<bool> = slots[3..9].iter().map(|s| s.warmup).collect();
+        assert_eq!(warm, [true, true, false, false, false, false]);
+        assert!(slots.iter().all(|s| s.done.is_none()));
     }
-    print!("{out}");
+
+    #[test]
+    fn no_warmup_rounds_label_repeats_from_r0() {
+        let slots = plan_slots_for(&[TEXTS[0]], &[1], 0, 2);
+        let labels: Vec<&str> = slots.iter().map(|s| s.label.as_str()).collect();
+        assert_eq!(labels, ["ten/c1/r0/s0", "ten/c1/r1/s0"]);
+    }
 }

@@ -27,8 +27,8 @@ use tts_transport::protocol::{
     ServerMessage, SessionSettings, SessionUpdate,
 };
 
+use super::io::{AudioWriter, Output};
 use super::play::{PlayArgs, Playback};
-use super::{AudioWriter, Output};
 
 /// The one context this client opens.
 const CONTEXT_ID: &str = "c1";
@@ -368,7 +368,7 @@ fn code_name<T: serde::Serialize>(v: &T) -> String {
 }
 
 pub fn client(a: ClientArgs) -> Result<()> {
-    let text = super::read_text(a.text.clone())?;
+    let text = super::io::read_text(a.text.clone())?;
     let url = realtime_url(&a.url)?;
     anyhow::ensure!(
         a.timeout_s.is_finite() && a.timeout_s > 0.0,

@@ -1,9 +1,8 @@
-//! Live playback for `speak --play` and `client --play`, and `tts-rt
-//! devices`: flags → [`tts_audio::Player`], plus the end-of-stream report.
+//! Live playback for `speak --play` and `client --play`: flags →
+//! [`tts_audio::Player`], plus the end-of-stream report.
 //! The player does the resampling (model or session rate → device rate), the
 //! queueing and the underrun accounting; this file only wires it up.
 
-use std::io::Write;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
@@ -119,40 +118,4 @@ impl Playback {
         );
         Ok(stats)
     }
-}
-
-/// `tts-rt devices`: the output devices of the default audio host.
-pub fn devices() -> Result<()> {
-    let list = tts_audio::list_output_devices().context("listing audio output devices")?;
-    let mut out = std::io::stdout().lock();
-    if list.is_empty() {
-        writeln!(
-            out,
-            "no audio output devices found (the audio host lists none); write audio to a file with --out instead"
-        )?;
-        return Ok(());
-    }
-    writeln!(
-        out,
-        "output devices (* = default; --device takes the id or a unique part of the name):"
-    )?;
-    for d in &list {
-        let mark = if d.is_default { "*" } else { " " };
-        if d.name == d.id {
-            writeln!(out, "{mark} {}", d.id)?;
-        } else {
-            writeln!(out, "{mark} {}  ({})", d.id, d.name)?;
-        }
-        match &d.default_config {
-            Some(c) => writeln!(out, "    default: {c}")?,
-            None => writeln!(
-                out,
-                "    default: unknown (could not query the device; busy or absent)"
-            )?,
-        }
-        if !d.supported.is_empty() {
-            writeln!(out, "    supports: {}", d.supported.join("; "))?;
-        }
-    }
-    Ok(())
 }

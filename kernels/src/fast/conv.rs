@@ -16,6 +16,10 @@
 //! sides (`J = ceil(kernel / stride)` taps per phase). Weights are read in
 //! place (`[c_in, c_out, kernel]` strides), never repacked: the vocoder's
 //! upsampling weights are tens of MB.
+//!
+//! Over 700 lines on purpose: both convolutions drive the one `Block` tile
+//! and task split defined here, and their short-input special cases
+//! (im2col GEMM, outer products) sit beside the path they replace.
 
 use super::{for_blocks, run_tasks, SharedOut, Simd};
 use crate::{Conv1dShape, ConvTranspose1dShape};

@@ -88,7 +88,7 @@ impl AudioHeader {
             AudioFormat::Pcm16
         };
         let payload = &bytes[hlen..];
-        if payload.len() % format.bytes_per_sample() != 0 {
+        if !payload.len().is_multiple_of(format.bytes_per_sample()) {
             return Err(bad(format!(
                 "{} payload bytes is not a whole number of {:?} samples",
                 payload.len(),

@@ -1,0 +1,67 @@
+//! `tts-rt decode`: codes (a JSON array of frames) to a WAV file with
+//! code2wav only.
+
+use std::path::PathBuf;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+
+use super::io::Output;
+use super::{load, ModelArg, OutArgs};
+
+#[derive(Args)]
+pub(crate) struct DecodeArgs {
+    #[command(flatten)]
+    model: ModelArg,
+    /// JSON array of frames, each an array of num_code_groups integers.
+    #[arg(long)]
+    codes: PathBuf,
+    #[command(flatten)]
+    out: OutArgs,
+}
+
+pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
+    let text = std::fs::read_to_string(&a.codes)
+        .with_context(|| format!("reading {}", a.codes.display()))?;
+    let frames: Vec<Vec<i64>> = serde_json::from_str(&text).with_context(|| {
+        format!(
+            "{}: expected a JSON array of frames (arrays of integers)",
+            a.codes.display()
+        )
+    })?;
+    let out = Output::open(
+        a.out
+            .out
+            .as_deref()
+            .context("decode needs --out FILE (or - for stdout)")?,
+    )?;
+    let model = load(&a.model)?;
+    let groups = model.code2wav.num_quantizers();
+    let book = model.code2wav.codebook_size() as i64;
+    let mut codes = Vec::with_capacity(frames.len() * groups);
+    for (i, f) in frames.iter().enumerate() {
+        if f.len() != groups {
+            bail!(
+                "{}: frame {i} has {} codes; this checkpoint needs {groups} per frame",
+                a.codes.display(),
+                f.len()
+            );
+        }
+        for (q, &c) in f.iter().enumerate() {
+            if !(0..book).contains(&c) {
+                bail!(
+                    "{}: frame {i}, codebook {q}: code {c} is outside 0..{book}",
+                    a.codes.display()
+                );
+            }
+            codes.push(c as u32);
+        }
+    }
+    if frames.is_empty() {
+        bail!("{}: no frames to decode", a.codes.display());
+    }
+    let wav = model
+        .code2wav
+        .decode_on_pool(&codes, frames.len(), a.out.stream)?;
+    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+}

@@ -1,0 +1,373 @@
+//! `tts-rt speak`: synthesize text to a WAV file and/or the audio device,
+//! either offline (generate every frame, then one decode) or through the
+//! streaming engine (`--stream`, `--play`).
+
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Instant;
+
+use anyhow::{bail, Context, Result};
+use clap::Args;
+use tts_actors::{Engine, EngineConfig, Event};
+use tts_audio::WavFormat;
+use tts_models::synth::StopReason;
+use tts_models::{GenOptions, Qwen3Tts, Request};
+
+use super::io::{read_text, write_codes, AudioWriter, Output};
+use super::{load, play, ModelArg, OutArgs};
+
+#[derive(Args)]
+pub(crate) struct SpeakArgs {
+    /// Text to speak; omitted or `-`: read stdin.
+    text: Option<String>,
+    #[command(flatten)]
+    model: ModelArg,
+    /// Speaker (see `tts-rt voices`); default: the checkpoint's first.
+    #[arg(long)]
+    speaker: Option<String>,
+    /// Language (see `tts-rt voices`) or auto.
+    #[arg(long, default_value = "auto")]
+    language: String,
+    /// Style instruction (used by 1.7B checkpoints; 0.6B ignores it, as upstream).
+    #[arg(long)]
+    instruct: Option<String>,
+    /// RNG seed for sampling.
+    #[arg(long, default_value_t = 0)]
+    seed: u64,
+    /// Greedy decoding for both the talker and the code predictor.
+    #[arg(long)]
+    greedy: bool,
+    /// Frames to generate at most (12.5 per second of audio for 12Hz
+    /// checkpoints); default from generation_config.json (max_new_tokens - 1).
+    #[arg(long)]
+    max_frames: Option<usize>,
+    /// Never stop on the end-of-speech token: generate exactly --max-frames
+    /// frames (benchmarks on fixed lengths).
+    #[arg(long, requires = "max_frames")]
+    ignore_eos: bool,
+    #[arg(long)]
+    temperature: Option<f32>,
+    #[arg(long)]
+    top_k: Option<usize>,
+    #[arg(long)]
+    top_p: Option<f32>,
+    #[arg(long)]
+    repetition_penalty: Option<f32>,
+    #[arg(long)]
+    cp_temperature: Option<f32>,
+    #[arg(long)]
+    cp_top_k: Option<usize>,
+    #[arg(long)]
+    cp_top_p: Option<f32>,
+    /// Feed the text alongside the frames (official non_streaming_mode=False).
+    #[arg(long)]
+    text_streaming: bool,
+    /// Print per-stage timings as one JSON line on stderr.
+    #[arg(long)]
+    timings: bool,
+    /// Also write the generated codes as JSON (array of frames).
+    #[arg(long)]
+    codes_out: Option<PathBuf>,
+    #[command(flatten)]
+    out: OutArgs,
+    #[command(flatten)]
+    play: play::PlayArgs,
+}
+
+pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
+    let text = read_text(a.text)?;
+    let out = match &a.out.out {
+        Some(p) => Some(Output::open(p)?),
+        None if a.play.play => None,
+        None => bail!("nothing to do: give --out FILE (or - for stdout) and/or --play"),
+    };
+    let model = load(&a.model)?;
+    let mut opts: GenOptions = model.default_options();
+    if let Some(v) = a.temperature {
+        opts.talker.temperature = v;
+    }
+    if let Some(v) = a.top_k {
+        opts.talker.top_k = v;
+    }
+    if let Some(v) = a.top_p {
+        opts.talker.top_p = v;
+    }
+    if let Some(v) = a.repetition_penalty {
+        opts.repetition_penalty = v;
+    }
+    if let Some(v) = a.cp_temperature {
+        opts.code_predictor.temperature = v;
+    }
+    if let Some(v) = a.cp_top_k {
+        opts.code_predictor.top_k = v;
+    }
+    if let Some(v) = a.cp_top_p {
+        opts.code_predictor.top_p = v;
+    }
+    if a.greedy {
+        opts = opts.greedy();
+    }
+    opts.seed = a.seed;
+    opts.ignore_eos = a.ignore_eos;
+    let max_positions = model.config.talker.lm.max_position_embeddings;
+    if let Some(n) = a.max_frames {
+        opts.max_frames = check_max_frames(n, max_positions, model.code2wav.config().frame_rate())?;
+    }
+    let speaker = match a.speaker {
+        Some(s) => s,
+        None => model
+            .speakers()
+            .into_iter()
+            .next()
+            .context("checkpoint has no speakers (spk_id is empty)")?,
+    };
+    let req = Request {
+        text,
+        speaker: Some(speaker),
+        language: a.language,
+        instruct: a.instruct,
+        text_streaming: a.text_streaming,
+        options: opts,
+    };
+    // --play always takes the streaming engine path: playback starts with
+    // the first chunk instead of after the whole utterance.
+    if a.out.stream || a.play.play {
+        return speak_streamed(
+            model,
+            req,
+            out,
+            a.out.wav_format,
+            &a.play,
+            a.codes_out.as_deref(),
+            a.timings,
+        );
+    }
+    let out = out.expect("--out is given when --play is not");
+    let t_total = Instant::now();
+    let mut gen = model.start(&req)?;
+    let prompt_rows = gen.prompt().prefill_rows();
+    let frames_cap = frame_cap(req.options.max_frames, max_positions, prompt_rows);
+    let groups = gen.num_code_groups();
+    let show = std::io::stderr().is_terminal();
+    let t0 = Instant::now();
+    let fps = model.code2wav.config().frame_rate();
+    let mut codes: Vec<u32> = Vec::new();
+    let mut n = 0usize;
+    while n < frames_cap {
+        let Some(frame) = gen.next_frame() else { break };
+        codes.extend(frame);
+        n += 1;
+        if show && n.is_multiple_of(5) {
+            eprint!(
+                "\rgenerating: {n} frames ({:.1} s of audio) in {:.1} s",
+                n as f64 / fps,
+                t0.elapsed().as_secs_f64()
+            );
+        }
+    }
+    if show {
+        eprintln!(
+            "\rgenerated {n} frames ({:.2} s of audio) in {:.2} s{}",
+            n as f64 / fps,
+            t0.elapsed().as_secs_f64(),
+            stop_note(gen.stop_reason())
+        );
+    }
+    if let Some(p) = &a.codes_out {
+        write_codes(p, &codes, groups)?;
+    }
+    let t_dec = Instant::now();
+    let wav = model.code2wav.decode_on_pool(&codes, n, a.out.stream)?;
+    let dec = t_dec.elapsed();
+    let total = t_total.elapsed();
+    if a.timings {
+        let st = gen.stats;
+        let per = |d: std::time::Duration, k: usize| {
+            if k == 0 {
+                serde_json::Value::Null
+            } else {
+                (d.as_secs_f64() * 1e3 / k as f64).into()
+            }
+        };
+        let line = serde_json::json!({
+            "frames": n,
+            "frame_ms": 1000.0 / fps,
+            "prompt_rows": prompt_rows,
+            "prefill_ms": st.prefill.as_secs_f64() * 1e3,
+            "talker_ms_per_frame": per(st.talker, n.saturating_sub(1)),
+            "code_predictor_ms_per_frame": per(st.code_predictor, n),
+            "code2wav_ms_per_frame": per(dec, n),
+            "total_ms": total.as_secs_f64() * 1e3,
+            "decode": if a.out.stream { "streaming" } else { "chunked-300/25" },
+            "isa": tts_kernels::isa().name(),
+            "precision": model.precision.name(),
+            "threads": rayon::current_num_threads(),
+        });
+        eprintln!("{line}");
+    }
+    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+}
+
+/// `speak --stream` / `--play`: the request runs through the streaming
+/// engine and each chunk goes to the WAV writer and/or the audio device as it
+/// arrives.
+fn speak_streamed(
+    model: Arc<Qwen3Tts>,
+    mut req: Request,
+    out: Option<Output>,
+    format: WavFormat,
+    play: &play::PlayArgs,
+    codes_out: Option<&Path>,
+    timings: bool,
+) -> Result<()> {
+    let max_positions = model.config.talker.lm.max_position_embeddings;
+    let prompt_rows = model.build_prompt(&req)?.prefill_rows();
+    req.options.max_frames = frame_cap(req.options.max_frames, max_positions, prompt_rows);
+    let engine = Engine::start(
+        model.clone(),
+        EngineConfig {
+            max_active_requests: 1,
+            ..EngineConfig::default()
+        },
+    )?;
+    let rate = model.code2wav.sample_rate();
+    let mut writer = out
+        .map(|o| AudioWriter::open(o, rate, format))
+        .transpose()?;
+    // Opened before synthesis starts, so the first chunk plays at once and a
+    // missing device fails before any work.
+    let mut player = play::Playback::open(play, rate)?;
+    let session = engine.open_session();
+    let mut stream = session.synthesize_blocking(req)?;
+    let show = std::io::stderr().is_terminal();
+    // A progress line rewritten in place would garble the playback lines.
+    let progress = show && player.is_none();
+    let fps = model.code2wav.config().frame_rate();
+    let t0 = Instant::now();
+    let mut codes = Vec::new();
+    let (metrics, stop) = loop {
+        match stream.next_blocking() {
+            Some(Event::Audio(c)) => {
+                if let Some(w) = &mut writer {
+                    w.write(&c.samples)?;
+                }
+                if let Some(p) = &mut player {
+                    p.write(&c.samples)?;
+                }
+                codes.extend_from_slice(&c.codes);
+                if progress {
+                    let n = c.first_frame + c.frames as u64;
+                    eprint!(
+                        "\rstreaming: {n} frames ({:.1} s of audio) in {:.1} s",
+                        n as f64 / fps,
+                        t0.elapsed().as_secs_f64()
+                    );
+                }
+            }
+            Some(Event::Done { metrics, stop, .. }) => break (metrics, stop),
+            Some(Event::Error { error, .. }) => return Err(error).context("synthesis failed"),
+            Some(Event::Cancelled { .. }) => bail!("synthesis was cancelled"),
+            Some(Event::Started { .. }) => {}
+            None => bail!("the engine stopped without finishing the request"),
+        }
+    };
+    engine.shutdown();
+    if let Some(p) = player {
+        p.finish()?;
+    }
+    if show {
+        eprintln!(
+            "\rstreamed {} frames ({:.2} s of audio) in {:.2} s, first audio after {:.0} ms{}",
+            metrics.frames.unwrap_or(0),
+            metrics.audio_s,
+            metrics.e2el_ms / 1e3,
+            metrics.ttfp_ms.unwrap_or(f64::NAN),
+            stop_note(Some(stop))
+        );
+    }
+    if let Some(p) = codes_out {
+        write_codes(p, &codes, model.config.talker.num_code_groups)?;
+    }
+    if timings {
+        let mut line = serde_json::to_value(&*metrics)?;
+        line["decode"] = "streaming-engine".into();
+        line["prompt_rows"] = prompt_rows.into();
+        line["isa"] = tts_kernels::isa().name().into();
+        line["threads"] = rayon::current_num_threads().into();
+        eprintln!("{line}");
+    }
+    match writer {
+        Some(w) => w.finish(),
+        None => Ok(()),
+    }
+}
+
+/// `--max-frames N`: at least 1, and below the positions the talker can
+/// attend to (`frame_rate`: frames per second of audio, for the message).
+fn check_max_frames(n: usize, max_positions: usize, frame_rate: f64) -> Result<usize> {
+    if n == 0 {
+        bail!("--max-frames must be at least 1");
+    }
+    if n >= max_positions {
+        bail!(
+            "--max-frames {n} is beyond what this checkpoint can attend to ({max_positions} positions ≈ {:.0} min of audio)",
+            max_positions as f64 / frame_rate / 60.0
+        );
+    }
+    Ok(n)
+}
+
+/// Frames a request may generate: `max_frames`, and no more than the
+/// positions left after the prompt's `prompt_rows` (one for the first
+/// frame's input).
+fn frame_cap(max_frames: usize, max_positions: usize, prompt_rows: usize) -> usize {
+    max_frames.min(max_positions.saturating_sub(prompt_rows + 1))
+}
+
+/// The end of the progress line: nothing after an end-of-speech token,
+/// otherwise why generation stopped.
+fn stop_note(stop: Option<StopReason>) -> &'static str {
+    match stop {
+        Some(StopReason::Eos) => "",
+        _ => " (stopped at --max-frames, no end-of-speech token)",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn max_frames_zero_is_refused() {
+        let e = check_max_frames(0, 8192, 12.5).unwrap_err();
+        assert_eq!(e.to_string(), "--max-frames must be at least 1");
+    }
+
+    #[test]
+    fn max_frames_at_the_position_limit_is_refused_with_minutes_of_audio() {
+        assert_eq!(check_max_frames(8191, 8192, 12.5).unwrap(), 8191);
+        let e = check_max_frames(8192, 8192, 12.5).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "--max-frames 8192 is beyond what this checkpoint can attend to (8192 positions ≈ 11 min of audio)"
+        );
+    }
+
+    #[test]
+    fn frame_cap_leaves_room_for_the_prompt_and_the_first_input() {
+        assert_eq!(frame_cap(100, 8192, 20), 100);
+        assert_eq!(frame_cap(9000, 8192, 20), 8192 - 21);
+        // A prompt that fills the context leaves no frame, never underflows.
+        assert_eq!(frame_cap(100, 64, 64), 0);
+    }
+
+    #[test]
+    fn only_an_end_of_speech_stop_is_unremarked() {
+        assert_eq!(stop_note(Some(StopReason::Eos)), "");
+        assert_eq!(
+            stop_note(None),
+            " (stopped at --max-frames, no end-of-speech token)"
+        );
+    }
+}

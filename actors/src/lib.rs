@@ -32,6 +32,7 @@ pub mod error;
 mod fault;
 pub mod flow;
 pub mod metrics;
+mod request;
 mod router;
 mod shared;
 mod stage;

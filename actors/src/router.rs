@@ -21,6 +21,7 @@ use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::error::EngineError;
 use crate::flow::FlowGate;
+use crate::request::{request_cost, Admission, Lifecycle};
 use crate::shared::Shared;
 use crate::stage::actor::{spawn_stage, StageActor};
 use crate::stage::code2wav::Code2WavStage;
@@ -105,17 +106,8 @@ struct ActiveReq {
     next_seq: u64,
     gate: Arc<FlowGate>,
     reserved: u64,
-    /// No more events will be produced (terminal queued or cancelled).
-    finished: bool,
-    /// Reservation already returned to the ledger.
-    released: bool,
+    state: Lifecycle,
     paused_since: Option<Instant>,
-    cancel_acked: bool,
-    late_samples: u64,
-    /// The consumer dropped its stream before the end.
-    abandoned: bool,
-    /// Stage state is being dropped (cancel, failure, abandonment).
-    dropping: bool,
 }
 
 pub struct Router {
@@ -171,26 +163,6 @@ fn rewire(dir: &Directory, f: impl FnOnce(&mut Wiring)) {
         .unwrap_or_else(|e| e.into_inner())
         .as_mut()
         .expect("directory"))
-}
-
-/// Ledger cost of a request: its talker KV cache at full length (prompt
-/// rows + `max_frames`, capped by `kv_positions_cap` and the position
-/// table) and the audio it may buffer for a slow consumer (the hard bound).
-/// Decoder state and the predictor's per-frame cache are small and fixed
-/// per request and not counted yet.
-pub(crate) fn request_cost(
-    model: &Qwen3Tts,
-    config: &EngineConfig,
-    prompt_rows: usize,
-    max_frames: usize,
-) -> u64 {
-    let max_pos = model.config.talker.lm.max_position_embeddings;
-    let positions = (prompt_rows + max_frames)
-        .min(config.kv_positions_cap.unwrap_or(max_pos))
-        .min(max_pos);
-    let audio =
-        (config.hard_unacked_audio_s * model.code2wav.sample_rate() as f64).ceil() as u64 * 4;
-    model.session_kv_bytes(positions) as u64 + audio
 }
 
 impl Router {
@@ -266,10 +238,7 @@ impl Router {
                     // The consumer went away: the tick stops the work it
                     // started (dropping needs the actor context).
                     a.held.clear();
-                    if !a.finished {
-                        a.finished = true;
-                        a.abandoned = true;
-                    }
+                    a.state.abandon();
                     break;
                 }
             }
@@ -279,8 +248,7 @@ impl Router {
     /// Returns a request's reservation and frees its session slot.
     fn release(&mut self, key: RequestKey) {
         if let Some(a) = self.active.get_mut(&key) {
-            if !a.released {
-                a.released = true;
+            if a.state.release() {
                 self.shared
                     .reserved_bytes
                     .fetch_sub(a.reserved, Ordering::AcqRel);
@@ -318,11 +286,9 @@ impl Router {
         let Some(a) = self.active.get_mut(&key) else {
             return;
         };
-        if a.finished {
+        if !a.state.stop() {
             return;
         }
-        a.finished = true;
-        a.dropping = true;
         self.push(key, Wire::Failed(err));
         self.drop_everywhere(key, ctx, move |act, _| act.release(key));
     }
@@ -331,7 +297,7 @@ impl Router {
         let keys: Vec<RequestKey> = self
             .active
             .iter()
-            .filter(|(_, a)| !a.finished)
+            .filter(|(_, a)| a.state.is_running())
             .map(|(k, _)| *k)
             .collect();
         for k in keys {
@@ -416,16 +382,14 @@ impl Router {
             let Some(a) = self.active.get_mut(&key) else {
                 continue;
             };
-            if a.finished {
-                if a.abandoned && !a.dropping {
-                    a.dropping = true;
+            if !a.state.is_running() {
+                if a.state.drop_abandoned() {
                     self.drop_everywhere(key, ctx, move |act, _| act.release(key));
                 }
                 continue;
             }
             if a.tx.is_closed() {
-                a.finished = true;
-                a.abandoned = true;
+                a.state.abandon();
                 continue;
             }
             let out = a.gate.outstanding();
@@ -445,8 +409,9 @@ impl Router {
             }
         }
         // Forget requests whose terminal event reached the consumer.
-        self.active
-            .retain(|_, a| !(a.finished && a.released && (a.held.is_empty() || a.tx.is_closed())));
+        self.active.retain(|_, a| {
+            !(a.state == Lifecycle::Released && (a.held.is_empty() || a.tx.is_closed()))
+        });
     }
 }
 
@@ -464,36 +429,18 @@ impl Handler<Submit> for Router {
 
     fn handle(&mut self, m: Submit, _ctx: &mut Context<Self>) {
         let result = (|| {
-            if self.shutting_down {
-                return Err(EngineError::ShuttingDown);
-            }
-            if let Some(&active) = self.sessions.get(&m.session) {
-                return Err(EngineError::SessionBusy {
-                    session: m.session,
-                    active,
-                });
-            }
             let in_flight = self.shared.active_requests.load(Ordering::Acquire) as u64;
             let limit = self.config.max_active_requests as u64;
-            if in_flight >= limit {
-                return Err(EngineError::AtCapacity {
-                    resource: "active requests",
-                    needed: 1,
-                    in_use: in_flight,
-                    limit,
-                });
-            }
             let cost = self.cost(m.talker.prompt().prefill_rows(), m.max_frames);
-            let in_use = self.shared.reserved_bytes.load(Ordering::Acquire);
-            let budget = self.config.memory_budget_bytes;
-            if in_use + cost > budget {
-                return Err(EngineError::AtCapacity {
-                    resource: "bytes of memory",
-                    needed: cost,
-                    in_use,
-                    limit: budget,
-                });
+            Admission {
+                shutting_down: self.shutting_down,
+                busy: self.sessions.get(&m.session).copied(),
+                in_flight,
+                max_in_flight: limit,
+                reserved: self.shared.reserved_bytes.load(Ordering::Acquire),
+                budget: self.config.memory_budget_bytes,
             }
+            .check(m.session, cost)?;
             let key = RequestKey {
                 session: m.session,
                 epoch: self.next_epoch,
@@ -528,13 +475,8 @@ impl Handler<Submit> for Router {
                     next_seq: 0,
                     gate: m.gate,
                     reserved: cost,
-                    finished: false,
-                    released: false,
+                    state: Lifecycle::Running,
                     paused_since: None,
-                    cancel_acked: false,
-                    late_samples: 0,
-                    abandoned: false,
-                    dropping: false,
                 },
             );
             Ok(key)
@@ -564,7 +506,7 @@ impl Handler<AudioOut> for Router {
             return;
         }
         match self.active.get(&key) {
-            Some(a) if !a.finished => {}
+            Some(a) if a.state.is_running() => {}
             _ => {
                 self.shared.stale_request();
                 return;
@@ -591,9 +533,6 @@ impl Handler<AudioOut> for Router {
                 }
                 a.next_seq += 1;
                 a.gate.produced(seq, samples.len() as u64);
-                if a.cancel_acked {
-                    a.late_samples += samples.len() as u64;
-                }
                 let w = Wire::Audio {
                     seq,
                     first_frame,
@@ -613,9 +552,6 @@ impl Handler<AudioOut> for Router {
                 last_frame_at,
                 ..
             } => {
-                if let Some(a) = self.active.get_mut(&key) {
-                    a.finished = true;
-                }
                 self.push(
                     key,
                     Wire::Finished {
@@ -662,7 +598,7 @@ impl Handler<Cancel> for Router {
     fn handle(&mut self, m: Cancel, ctx: &mut Context<Self>) {
         let received = Instant::now();
         let key = m.key;
-        let live = matches!(self.active.get(&key), Some(a) if !a.finished);
+        let live = matches!(self.active.get(&key), Some(a) if a.state.is_running());
         if !live {
             let _ = m.reply.send(CancelAck {
                 request: key,
@@ -673,8 +609,7 @@ impl Handler<Cancel> for Router {
             return;
         }
         let a = self.active.get_mut(&key).expect("checked");
-        a.finished = true;
-        a.dropping = true;
+        a.state.stop();
         // Audio not yet handed to the consumer is never delivered now.
         a.held.retain(|w| !matches!(w, Wire::Audio { .. }));
         // The session may start its next request at once.
@@ -684,13 +619,11 @@ impl Handler<Cancel> for Router {
         let reply = m.reply;
         self.drop_everywhere(key, ctx, move |act, _| {
             let ms = received.elapsed().as_secs_f64() * 1e3;
-            let late = match act.active.get_mut(&key) {
-                Some(a) => {
-                    a.cancel_acked = true;
-                    a.late_samples
-                }
-                None => 0,
-            };
+            // No audio of the request can reach its consumer after the
+            // acknowledgement: the cancel took it out of `Running` above,
+            // and chunks for a request that is not running are dropped as
+            // stale before delivery.
+            let late = 0;
             act.release(key);
             act.push(
                 key,

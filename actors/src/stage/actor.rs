@@ -441,20 +441,7 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
         let mut left = self.ready.len();
         let limit = self.logic.max_batch().max(1);
         while left > 0 {
-            let mut items = Vec::new();
-            let mut keys = Vec::new();
-            while left > 0 && items.len() < limit {
-                let Some(front) = self.ready.front() else {
-                    break;
-                };
-                let key = L::stamp(front).key;
-                if keys.contains(&key) {
-                    break;
-                }
-                keys.push(key);
-                items.extend(self.ready.pop_front());
-                left -= 1;
-            }
+            let items = take_step(&mut self.ready, &mut left, limit, |i| L::stamp(i).key);
             if items.is_empty() {
                 break;
             }
@@ -478,6 +465,34 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
     }
 }
 
+/// The next step's items, from the front of `ready`: at most `limit` and
+/// at most `left` (what remains of the round), each for a different
+/// request. It stops at the first item whose request is already in the
+/// step, so that request's next item waits for the next step and its items
+/// keep their order.
+fn take_step<I>(
+    ready: &mut VecDeque<I>,
+    left: &mut usize,
+    limit: usize,
+    key: impl Fn(&I) -> RequestKey,
+) -> Vec<I> {
+    let mut items = Vec::new();
+    let mut keys = Vec::new();
+    while *left > 0 && items.len() < limit {
+        let Some(front) = ready.front() else {
+            break;
+        };
+        let k = key(front);
+        if keys.contains(&k) {
+            break;
+        }
+        keys.push(k);
+        items.extend(ready.pop_front());
+        *left -= 1;
+    }
+    items
+}
+
 impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
     type Result = bool;
 
@@ -491,5 +506,59 @@ impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
         // A step gathering for the dropped request need not wait for it.
         self.schedule_tick(ctx);
         had
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The work queue's rounds, without actors or a model.
+
+    use super::*;
+
+    fn key(session: u64) -> RequestKey {
+        RequestKey { session, epoch: 1 }
+    }
+
+    /// Splits a round over `ready` (sessions) into steps of `limit`.
+    fn steps(ready: &[u64], limit: usize) -> Vec<Vec<u64>> {
+        let mut q: VecDeque<u64> = ready.iter().copied().collect();
+        let mut left = q.len();
+        let mut out = Vec::new();
+        while left > 0 {
+            let step = take_step(&mut q, &mut left, limit, |&s| key(s));
+            if step.is_empty() {
+                break;
+            }
+            out.push(step);
+        }
+        out
+    }
+
+    #[test]
+    fn a_step_takes_distinct_requests_up_to_the_batch_limit() {
+        assert_eq!(steps(&[1, 2, 3, 4, 5], 3), [vec![1, 2, 3], vec![4, 5]]);
+        assert_eq!(steps(&[1, 2, 3], 1), [vec![1], vec![2], vec![3]]);
+        assert_eq!(steps(&[], 4), Vec::<Vec<u64>>::new());
+    }
+
+    #[test]
+    fn a_requests_second_item_waits_for_the_next_step_in_order() {
+        // Request 1's second item ends the first step, although there is
+        // room: taking request 2's second item past it would reorder.
+        assert_eq!(steps(&[1, 2, 1, 3, 2], 4), [vec![1, 2], vec![1, 3, 2]]);
+        assert_eq!(steps(&[1, 1, 1], 16), [vec![1], vec![1], vec![1]]);
+    }
+
+    #[test]
+    fn a_round_takes_only_what_was_ready_when_it_started() {
+        let mut q: VecDeque<u64> = [1, 2, 3, 4].into_iter().collect();
+        let mut left = 2;
+        assert_eq!(take_step(&mut q, &mut left, 16, |&s| key(s)), [1, 2]);
+        assert_eq!(left, 0);
+        assert_eq!(
+            take_step(&mut q, &mut left, 16, |&s| key(s)),
+            Vec::<u64>::new()
+        );
+        assert_eq!(q, [3, 4], "later items wait for the next round");
     }
 }

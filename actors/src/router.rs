@@ -35,15 +35,7 @@ pub(crate) enum Wire {
     Started {
         generations: [Generation; 3],
     },
-    Audio {
-        seq: u64,
-        first_frame: u64,
-        frames: usize,
-        codes: Vec<u32>,
-        samples: Vec<f32>,
-        terminal: bool,
-        generation: Generation,
-    },
+    Audio(AudioChunk),
     Finished {
         frames: u64,
         stop: StopReason,
@@ -493,16 +485,8 @@ impl Handler<AudioOut> for Router {
     type Result = ();
 
     fn handle(&mut self, m: AudioOut, ctx: &mut Context<Self>) {
-        let stamp = match &m {
-            AudioOut::Chunk { stamp, .. }
-            | AudioOut::Finished { stamp, .. }
-            | AudioOut::Failed { stamp, .. } => *stamp,
-        };
-        let key = stamp.key;
-        if !self
-            .shared
-            .sender_current(StageKind::Code2Wav, stamp.generation)
-        {
+        let (key, generation) = m.origin();
+        if !self.shared.sender_current(StageKind::Code2Wav, generation) {
             return;
         }
         match self.active.get(&key) {
@@ -513,16 +497,9 @@ impl Handler<AudioOut> for Router {
             }
         }
         match m {
-            AudioOut::Chunk {
-                seq,
-                first_frame,
-                frames,
-                codes,
-                samples,
-                terminal,
-                stamp,
-            } => {
+            AudioOut::Chunk(chunk) => {
                 let a = self.active.get_mut(&key).expect("checked");
+                let seq = chunk.seq;
                 if seq != a.next_seq {
                     let err = EngineError::Internal(format!(
                         "{key}: chunk seq {seq} arrived, expected {}",
@@ -532,17 +509,8 @@ impl Handler<AudioOut> for Router {
                     return;
                 }
                 a.next_seq += 1;
-                a.gate.produced(seq, samples.len() as u64);
-                let w = Wire::Audio {
-                    seq,
-                    first_frame,
-                    frames,
-                    codes,
-                    samples,
-                    terminal,
-                    generation: stamp.generation,
-                };
-                self.push(key, w);
+                a.gate.produced(seq, chunk.samples.len() as u64);
+                self.push(key, Wire::Audio(chunk));
             }
             AudioOut::Finished {
                 frames,
@@ -611,7 +579,7 @@ impl Handler<Cancel> for Router {
         let a = self.active.get_mut(&key).expect("checked");
         a.state.stop();
         // Audio not yet handed to the consumer is never delivered now.
-        a.held.retain(|w| !matches!(w, Wire::Audio { .. }));
+        a.held.retain(|w| !matches!(w, Wire::Audio(_)));
         // The session may start its next request at once.
         if self.sessions.get(&key.session) == Some(&key) {
             self.sessions.remove(&key.session);

@@ -373,6 +373,32 @@ mod tests {
     }
 
     #[test]
+    fn chunk_log_skips_empty_chunks_and_starts_at_the_first_submit_or_chunk() {
+        use std::time::{Duration, Instant};
+        let t = Instant::now();
+        let at = |ms: u64| t + Duration::from_millis(ms);
+        // Not started: an empty (terminal) chunk neither counts nor starts it.
+        let mut log = ChunkLog::new();
+        log.record(at(5), &[]);
+        assert_eq!((log.t_req(), log.chunk_ms().len()), (None, 0));
+        assert_eq!(log.ms_since_start(at(5)), None);
+        // The first audio starts it (its arrival is 0 ms).
+        log.record(at(10), &[0.1, 0.2]);
+        log.record(at(30), &[0.3, f32::NAN, 0.0]);
+        assert_eq!(log.t_req(), Some(at(10)));
+        assert_eq!(log.chunk_ms(), [0.0, 20.0]);
+        assert_eq!(log.chunk_samples(), [2, 3]);
+        assert!(!log.finite(), "one NaN sample");
+        // A later start does not move t_req; times before it clamp to 0.
+        assert_eq!(log.start(at(50)), at(10));
+        assert_eq!(log.ms_since_start(at(0)), Some(0.0));
+        // Started up front (a stream, or a context's first submit).
+        let mut log = ChunkLog::starting_at(at(0));
+        log.record(at(40), &[0.5]);
+        assert_eq!((log.chunk_ms(), log.finite()), (&[40.0][..], true));
+    }
+
+    #[test]
     fn nearest_rank_percentiles() {
         let v: Vec<f64> = (1..=10).map(|x| x as f64).collect();
         assert_eq!(nearest_rank(&v, 0.5), Some(5.0));

@@ -23,7 +23,7 @@ use crate::error::EngineError;
 use crate::flow::FlowGate;
 use crate::request::{request_cost, Admission, Lifecycle};
 use crate::shared::Shared;
-use crate::stage::actor::{spawn_stage, StageActor};
+use crate::stage::actor::spawn_stage;
 use crate::stage::code2wav::Code2WavStage;
 use crate::stage::predictor::PredictorStage;
 use crate::stage::talker::TalkerStage;
@@ -115,38 +115,6 @@ pub struct Router {
     sample_rate: u32,
 }
 
-type StageStart<L> = (Arbiter, Addr<StageActor<L>>);
-
-fn spawn_talker(
-    model: &Arc<Qwen3Tts>,
-    config: &EngineConfig,
-    shared: &Arc<Shared>,
-    dir: &Directory,
-) -> StageStart<TalkerStage> {
-    let logic = TalkerStage::new(model.clone(), config.max_batch);
-    spawn_stage(logic, shared, dir, config)
-}
-
-fn spawn_predictor(
-    model: &Arc<Qwen3Tts>,
-    config: &EngineConfig,
-    shared: &Arc<Shared>,
-    dir: &Directory,
-) -> StageStart<PredictorStage> {
-    let logic = PredictorStage::new(model.clone(), config.max_batch);
-    spawn_stage(logic, shared, dir, config)
-}
-
-fn spawn_code2wav(
-    model: &Arc<Qwen3Tts>,
-    config: &EngineConfig,
-    shared: &Arc<Shared>,
-    dir: &Directory,
-) -> StageStart<Code2WavStage> {
-    let logic = Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch);
-    spawn_stage(logic, shared, dir, config)
-}
-
 /// Points the directory's entries for a replaced stage's messages at its
 /// replacement.
 fn rewire(dir: &Directory, f: impl FnOnce(&mut Wiring)) {
@@ -168,9 +136,24 @@ impl Router {
     ) -> Addr<Router> {
         Router::create(move |ctx| {
             let router = ctx.address();
-            let (ta, talker) = spawn_talker(&model, &config, &shared, &dir);
-            let (pa, predictor) = spawn_predictor(&model, &config, &shared, &dir);
-            let (ca, code2wav) = spawn_code2wav(&model, &config, &shared, &dir);
+            let (ta, talker) = spawn_stage(
+                TalkerStage::new(model.clone(), config.max_batch),
+                &shared,
+                &dir,
+                &config,
+            );
+            let (pa, predictor) = spawn_stage(
+                PredictorStage::new(model.clone(), config.max_batch),
+                &shared,
+                &dir,
+                &config,
+            );
+            let (ca, code2wav) = spawn_stage(
+                Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch),
+                &shared,
+                &dir,
+                &config,
+            );
             *dir.write().unwrap_or_else(|e| e.into_inner()) = Some(Wiring {
                 start: talker.clone().recipient(),
                 feedback: talker.clone().recipient(),
@@ -307,7 +290,12 @@ impl Router {
         let (model, config, shared, dir) = (&self.model, &self.config, &self.shared, &self.dir);
         let arbiter = match stage {
             StageKind::Talker => {
-                let (arb, addr) = spawn_talker(model, config, shared, dir);
+                let (arb, addr) = spawn_stage(
+                    TalkerStage::new(model.clone(), config.max_batch),
+                    shared,
+                    dir,
+                    config,
+                );
                 rewire(dir, |w| {
                     w.start = addr.clone().recipient();
                     w.feedback = addr.clone().recipient();
@@ -316,7 +304,12 @@ impl Router {
                 arb
             }
             StageKind::CodePredictor => {
-                let (arb, addr) = spawn_predictor(model, config, shared, dir);
+                let (arb, addr) = spawn_stage(
+                    PredictorStage::new(model.clone(), config.max_batch),
+                    shared,
+                    dir,
+                    config,
+                );
                 rewire(dir, |w| {
                     w.token = addr.clone().recipient();
                     w.drop[stage.index()] = addr.recipient();
@@ -324,7 +317,12 @@ impl Router {
                 arb
             }
             StageKind::Code2Wav => {
-                let (arb, addr) = spawn_code2wav(model, config, shared, dir);
+                let (arb, addr) = spawn_stage(
+                    Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch),
+                    shared,
+                    dir,
+                    config,
+                );
                 rewire(dir, |w| {
                     w.frame = addr.clone().recipient();
                     w.drop[stage.index()] = addr.recipient();

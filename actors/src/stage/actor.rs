@@ -26,7 +26,7 @@
 //!   starts a replacement, and this instance, when it wakes, sees it was
 //!   retired, discards its outputs and stops its arbiter.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -74,6 +74,9 @@ impl StepCx<'_> {
 pub trait StageLogic: Sized + Send + Unpin + 'static {
     const KIND: StageKind;
     type Input: Send + Unpin + 'static;
+    /// What the stage keeps per request (KV cache, RNG stream, decoder
+    /// state).
+    type State;
     fn stamp(input: &Self::Input) -> &Stamp;
     /// The stage that sent this input (None: the router).
     fn sender(input: &Self::Input) -> Option<StageKind>;
@@ -86,11 +89,20 @@ pub trait StageLogic: Sized + Send + Unpin + 'static {
     /// for a different request — appending hand-offs to `cx.out`. Returns
     /// the inputs that must wait (paused requests).
     fn process(&mut self, inputs: Vec<Self::Input>, cx: &mut StepCx<'_>) -> Vec<Self::Input>;
+    /// The state the stage holds for each request.
+    fn states(&self) -> &HashMap<RequestKey, Self::State>;
+    fn states_mut(&mut self) -> &mut HashMap<RequestKey, Self::State>;
     /// Drops a request's state; true if there was any.
-    fn drop_request(&mut self, key: RequestKey) -> bool;
+    fn drop_request(&mut self, key: RequestKey) -> bool {
+        self.states_mut().remove(&key).is_some()
+    }
     /// Requests holding state.
-    fn held(&self) -> Vec<RequestKey>;
-    fn clear(&mut self);
+    fn held(&self) -> Vec<RequestKey> {
+        self.states().keys().copied().collect()
+    }
+    fn clear(&mut self) {
+        self.states_mut().clear();
+    }
 }
 
 pub struct StageActor<L: StageLogic> {

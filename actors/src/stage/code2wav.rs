@@ -15,7 +15,8 @@ use super::wiring::Output;
 use crate::config::ChunkSchedule;
 use crate::contract::*;
 
-struct DecodeReq {
+/// One request's decoder state and pending chunk.
+pub struct DecodeReq {
     state: DecoderState,
     pending: Vec<u32>,
     pending_frames: usize,
@@ -86,6 +87,7 @@ struct DecodeJob {
 impl StageLogic for Code2WavStage {
     const KIND: StageKind = StageKind::Code2Wav;
     type Input = FrameForDecode;
+    type State = DecodeReq;
 
     fn stamp(i: &FrameForDecode) -> &Stamp {
         &i.stamp
@@ -111,16 +113,12 @@ impl StageLogic for Code2WavStage {
         Vec::new()
     }
 
-    fn drop_request(&mut self, key: RequestKey) -> bool {
-        self.reqs.remove(&key).is_some()
+    fn states(&self) -> &HashMap<RequestKey, DecodeReq> {
+        &self.reqs
     }
 
-    fn held(&self) -> Vec<RequestKey> {
-        self.reqs.keys().copied().collect()
-    }
-
-    fn clear(&mut self) {
-        self.reqs.clear();
+    fn states_mut(&mut self) -> &mut HashMap<RequestKey, DecodeReq> {
+        &mut self.reqs
     }
 }
 

@@ -42,7 +42,7 @@
 //! 3. [`DropRequest`] is sent talker → predictor → code2wav, each after the
 //!    previous acknowledged, so nothing produced for the request before the
 //!    drop can reach a stage after that stage dropped it (no resurrection).
-//! 4. `AudioOut::Chunk::seq` is contiguous from 0 per request; exactly
+//! 4. [`AudioChunk::seq`] is contiguous from 0 per request; exactly
 //!    one chunk, the last, has `terminal` set (it is empty when the end is
 //!    known only after the last audio went out: EOS, or zero frames);
 //!    `Finished` always follows it.
@@ -210,19 +210,33 @@ pub struct FrameForDecode {
     pub times: StageTimes,
 }
 
+/// A chunk of audio for one request. Made once by code2wav and handed on
+/// unchanged through the router to the consumer ([`crate::AudioChunk`],
+/// inside [`crate::Event::Audio`]).
+#[derive(Clone, Debug, PartialEq)]
+pub struct AudioChunk {
+    pub request: RequestKey,
+    /// Contiguous from 0 per request.
+    pub seq: u64,
+    /// Codec frames `first_frame .. first_frame + frames` made this audio.
+    pub first_frame: u64,
+    pub frames: usize,
+    /// The codes of those frames (`frames × num_code_groups`, frame-major).
+    pub codes: Vec<u32>,
+    pub samples: Vec<f32>,
+    pub sample_rate: u32,
+    /// The request's last chunk (empty when the end was known only after
+    /// the last audio went out).
+    pub terminal: bool,
+    /// Generation of the code2wav worker that decoded it.
+    pub generation: Generation,
+}
+
 /// Code2wav → router.
 pub enum AudioOut {
-    /// Decoded audio of `frames` frames starting at `first_frame`, with
-    /// their codes (`frames × num_code_groups`, frame-major).
-    Chunk {
-        stamp: Stamp,
-        seq: u64,
-        first_frame: u64,
-        frames: usize,
-        codes: Vec<u32>,
-        samples: Vec<f32>,
-        terminal: bool,
-    },
+    /// Decoded audio. The chunk's `request` and `generation` are its
+    /// stamp: the router checks them as it checks any sender's.
+    Chunk(AudioChunk),
     /// The request is complete; always the last message for the key.
     Finished {
         stamp: Stamp,
@@ -265,6 +279,18 @@ pub struct StageFailed {
 
 impl Message for StageFailed {
     type Result = ();
+}
+
+impl AudioOut {
+    /// The request and the sender's generation (the stamp's identity).
+    pub fn origin(&self) -> (RequestKey, Generation) {
+        match self {
+            AudioOut::Chunk(c) => (c.request, c.generation),
+            AudioOut::Finished { stamp, .. } | AudioOut::Failed { stamp, .. } => {
+                (stamp.key, stamp.generation)
+            }
+        }
+    }
 }
 
 impl Message for AudioOut {

@@ -11,32 +11,12 @@ use tts_models::synth::StopReason;
 use tts_models::{Qwen3Tts, Request};
 
 use crate::config::EngineConfig;
-use crate::contract::{Generation, RequestKey, SessionId, StageKind};
+use crate::contract::{AudioChunk, Generation, RequestKey, SessionId, StageKind};
 use crate::error::{EngineError, ErrorKind, Result};
 use crate::flow::FlowGate;
-use crate::metrics::{EngineSide, Observed, Outcome, RequestMetrics};
+use crate::metrics::{ChunkLog, EngineSide, MetricsInput, Outcome, RequestMetrics};
 use crate::router::{Cancel, CancelAck, Router, Shutdown, Submit, Wire};
 use crate::shared::Shared;
-
-/// A chunk of audio for one request.
-#[derive(Clone, Debug, PartialEq)]
-pub struct AudioChunk {
-    pub request: RequestKey,
-    /// Contiguous from 0 per request.
-    pub seq: u64,
-    /// Codec frames `first_frame .. first_frame + frames` made this audio.
-    pub first_frame: u64,
-    pub frames: usize,
-    /// The codes of those frames (`frames × num_code_groups`, frame-major).
-    pub codes: Vec<u32>,
-    pub samples: Vec<f32>,
-    pub sample_rate: u32,
-    /// The request's last chunk (empty when the end was known only after
-    /// the last audio went out).
-    pub terminal: bool,
-    /// Generation of the code2wav worker that decoded it.
-    pub generation: Generation,
-}
 
 /// What a [`Stream`] yields. Exactly one terminal event (`Done`,
 /// `Cancelled` or `Error`) ends every stream.
@@ -182,7 +162,7 @@ impl Engine {
     /// Bytes the admission ledger reserves for `req` (builds its prompt).
     pub fn request_cost(&self, req: &Request) -> Result<u64> {
         let prompt = self.inner.model.build_prompt(req)?;
-        Ok(crate::router::request_cost(
+        Ok(crate::request::request_cost(
             &self.inner.model,
             &self.inner.config,
             prompt.prefill_rows(),
@@ -292,13 +272,10 @@ impl Session {
             rx,
             gate,
             explicit_acks: cfg.explicit_acks,
-            t_req,
+            log: ChunkLog::starting_at(t_req),
             sample_rate: sr,
             samples_per_frame: model.code2wav.samples_per_frame(),
             prebuffer_ms: cfg.prebuffer_ms,
-            chunk_ms: Vec::new(),
-            chunk_samples: Vec::new(),
-            finite: true,
             ended: false,
             router: self.inner.router.clone(),
         };
@@ -387,13 +364,12 @@ pub struct Stream {
     rx: mpsc::Receiver<Wire>,
     gate: Arc<FlowGate>,
     explicit_acks: bool,
-    t_req: Instant,
+    /// The chunks received, timed from `t_req` (when `synthesize` was
+    /// called), for the request's METRICS.md figures.
+    log: ChunkLog,
     sample_rate: u32,
     samples_per_frame: usize,
     prebuffer_ms: f64,
-    chunk_ms: Vec<f64>,
-    chunk_samples: Vec<usize>,
-    finite: bool,
     ended: bool,
     router: Addr<Router>,
 }
@@ -440,7 +416,7 @@ impl Stream {
     }
 
     fn since_req_ms(&self, t: Instant) -> f64 {
-        t.saturating_duration_since(self.t_req).as_secs_f64() * 1e3
+        self.log.ms_since_start(t).unwrap_or(0.0)
     }
 
     fn metrics(
@@ -449,14 +425,14 @@ impl Stream {
         engine: EngineSide,
         cancel: Option<(f64, u64)>,
     ) -> Box<RequestMetrics> {
-        Box::new(RequestMetrics::compute(&Observed {
-            chunk_ms: &self.chunk_ms,
-            chunk_samples: &self.chunk_samples,
+        Box::new(RequestMetrics::compute(&MetricsInput {
+            chunk_ms: self.log.chunk_ms(),
+            chunk_samples: self.log.chunk_samples(),
             terminal_ms: self.since_req_ms(Instant::now()),
             sample_rate: self.sample_rate,
             samples_per_frame: self.samples_per_frame,
             outcome,
-            finite: self.finite,
+            finite: self.log.finite(),
             prebuffer_ms: self.prebuffer_ms,
             engine,
             cancel_ack_ms: cancel.map(|c| c.0),
@@ -483,34 +459,12 @@ impl Stream {
                 samples_per_frame: self.samples_per_frame,
                 generations,
             },
-            Wire::Audio {
-                seq,
-                first_frame,
-                frames,
-                codes,
-                samples,
-                terminal,
-                generation,
-            } => {
-                if !samples.is_empty() {
-                    self.chunk_ms.push(self.since_req_ms(Instant::now()));
-                    self.chunk_samples.push(samples.len());
-                    self.finite &= samples.iter().all(|s| s.is_finite());
-                }
+            Wire::Audio(chunk) => {
+                self.log.record(Instant::now(), &chunk.samples);
                 if !self.explicit_acks {
-                    self.gate.ack(seq);
+                    self.gate.ack(chunk.seq);
                 }
-                Event::Audio(AudioChunk {
-                    request,
-                    seq,
-                    first_frame,
-                    frames,
-                    codes,
-                    samples,
-                    sample_rate: self.sample_rate,
-                    terminal,
-                    generation,
-                })
+                Event::Audio(chunk)
             }
             Wire::Finished {
                 frames,

@@ -6,18 +6,30 @@
 //! - [`engine`]: the public API — [`Engine::start`], [`Engine::open_session`],
 //!   [`Session::synthesize`] → [`Stream`] of [`Event`]s, cancel, ack, stats.
 //! - [`contract`]: the typed, versioned messages between stages (read this
-//!   first: identity, staleness and ordering rules live there).
-//! - `router`: sessions, epochs, admission ledger, delivery to bounded
-//!   per-request channels, slow-consumer bounds, cancel, watchdog.
-//! - `stage`: the generic supervised stage actor (bounded mailbox, local
-//!   work queue in rounds, panic boundary, health atomics, gathering of the
-//!   partner stage's in-flight requests); `stages`: the three model stages
-//!   and the per-request state each owns — the talker and the code
-//!   predictor step every ready request of a round in one batched forward.
+//!   first: identity, staleness and ordering rules live there), including
+//!   the one [`AudioChunk`] type that goes from code2wav to the consumer.
+//! - `router`: the router actor — sessions, epochs, delivery to bounded
+//!   per-request channels, slow-consumer bounds, cancel, watchdog and
+//!   stage replacement; `request`: the rules it applies, pure (a request's
+//!   lifecycle state, admission and its ledger cost).
+//! - `stage/`: one room per stage. `stage::actor` is the generic
+//!   supervised stage actor (bounded mailbox, local work queue in rounds,
+//!   panic boundary, health atomics, gathering of the partner stage's
+//!   in-flight requests); `stage::wiring` addresses stages by the message
+//!   they take (one recipient per contract message), so the generic actor
+//!   knows no concrete stage; `stage::talker`, `stage::predictor` and
+//!   `stage::code2wav` each hold one model stage's logic and the
+//!   per-request state it owns — the talker and the code predictor step
+//!   every ready request of a round in one batched forward.
+//! - `shared`: the figures every part reads lock-free (stage health, stale
+//!   counters, ledger totals) and the kernel pools.
 //! - [`flow`]: per-request flow gate (unacknowledged audio → pause).
-//! - [`metrics`]: METRICS.md figures as pure functions (continuity
-//!   simulation, nearest-rank summaries).
+//! - [`metrics`]: METRICS.md figures as pure functions ([`ChunkLog`] of the
+//!   chunks received, [`RequestMetrics`], nearest-rank [`Summary`]); the
+//!   continuity simulation is `tts_audio::continuity`, re-exported.
 //! - [`config`]: [`EngineConfig`], validated before anything starts.
+//! - `fault` (feature `fault-injection`, tests only): panic, stall or
+//!   delay a named stage at a given step.
 //!
 //! Heavy compute runs on the stage arbiters (one OS thread each, using the
 //! kernels' rayon pool inside a step); the router thread only moves
@@ -32,6 +44,7 @@ pub mod error;
 mod fault;
 pub mod flow;
 pub mod metrics;
+mod request;
 mod router;
 mod shared;
 mod stage;
@@ -39,8 +52,8 @@ mod stage;
 pub use config::{ChunkSchedule, EngineConfig, StageThreads};
 #[cfg(feature = "fault-injection")]
 pub use config::{Fault, FaultAction};
-pub use contract::{RequestKey, StageKind, CONTRACT_VERSION};
-pub use engine::{AudioChunk, CancelHandle, Engine, EngineStats, Event, Session, Stream};
+pub use contract::{AudioChunk, RequestKey, StageKind, CONTRACT_VERSION};
+pub use engine::{CancelHandle, Engine, EngineStats, Event, Session, Stream};
 pub use error::{EngineError, ErrorKind};
-pub use metrics::{RequestMetrics, Summary};
+pub use metrics::{ChunkLog, RequestMetrics, Summary};
 pub use router::CancelAck;

@@ -1,67 +1,103 @@
-//! Per-request metrics exactly as `shared/METRICS.md` defines them, and the
-//! summaries over many requests.
+//! Per-request metrics exactly as `shared/METRICS.md` defines them, the
+//! chunk log they are computed from, and the summaries over many requests.
 //!
 //! Everything here is a pure function of arrival times and sample counts, so
 //! the formulas are unit-tested without an engine. Missing figures are
-//! `None` (serialized as `null`), never 0.
+//! `None` (serialized as `null`), never 0. The playout continuity
+//! simulation is [`tts_audio::continuity`]'s, re-exported here.
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
+
+pub use tts_audio::continuity::{continuity, required_prebuffer_ms, Continuity};
 
 use crate::contract::StageTimes;
 
-/// Playback simulation result at one prebuffer.
-#[derive(Clone, Copy, Debug, PartialEq, serde::Serialize)]
-pub struct Continuity {
-    pub prebuffer_ms: f64,
-    pub underruns: u32,
-    pub stall_ms: f64,
-    pub continuity_ok: bool,
+/// The audio chunks a consumer received, timed from `t_req`: what the
+/// METRICS.md figures of [`RequestMetrics::compute`] (TTFP, RTF,
+/// continuity, finiteness) are measured on.
+///
+/// One [`crate::Stream`] keeps one per request, started when
+/// `synthesize` was called. A measurement spanning several engine requests
+/// (a realtime context of several segments) keeps one across all of them:
+/// [`ChunkLog::start`] at its first submit, or its first chunk if that
+/// comes first.
+#[derive(Clone, Debug)]
+pub struct ChunkLog {
+    t_req: Option<Instant>,
+    chunk_ms: Vec<f64>,
+    chunk_samples: Vec<usize>,
+    finite: bool,
 }
 
-/// Simulates playback starting `prebuffer_ms` after the first chunk and
-/// playing in real time. `arrivals_ms[i]` is chunk i's arrival time (any
-/// origin; only differences from chunk 0 matter) and `durations_ms[i]` its
-/// audio length. Whenever the player reaches the end of received audio
-/// before the stream is over it stalls until the next chunk: each stall is
-/// one underrun. The stream is over after the last chunk, so running out
-/// there is the end, not an underrun. `None` without chunks.
-pub fn continuity(
-    arrivals_ms: &[f64],
-    durations_ms: &[f64],
-    prebuffer_ms: f64,
-) -> Option<Continuity> {
-    assert_eq!(arrivals_ms.len(), durations_ms.len());
-    let t0 = *arrivals_ms.first()?;
-    let mut play_end = prebuffer_ms + durations_ms[0];
-    let (mut underruns, mut stall_ms) = (0u32, 0f64);
-    for (&a, &d) in arrivals_ms.iter().zip(durations_ms).skip(1) {
-        let a = a - t0;
-        if a > play_end {
-            underruns += 1;
-            stall_ms += a - play_end;
-            play_end = a;
+impl Default for ChunkLog {
+    fn default() -> Self {
+        ChunkLog::new()
+    }
+}
+
+impl ChunkLog {
+    /// A log not started yet (`t_req` unknown).
+    pub fn new() -> Self {
+        ChunkLog {
+            t_req: None,
+            chunk_ms: Vec::new(),
+            chunk_samples: Vec::new(),
+            finite: true,
         }
-        play_end += d;
     }
-    Some(Continuity {
-        prebuffer_ms,
-        underruns,
-        stall_ms,
-        continuity_ok: underruns == 0,
-    })
-}
 
-/// `max_i (t_i - t_0 - A_i)` floored at 0, where `A_i` is the audio received
-/// before chunk i: the smallest prebuffer with no underrun.
-pub fn required_prebuffer_ms(arrivals_ms: &[f64], durations_ms: &[f64]) -> Option<f64> {
-    let t0 = *arrivals_ms.first()?;
-    let mut before = 0.0;
-    let mut worst = 0f64;
-    for (&a, &d) in arrivals_ms.iter().zip(durations_ms) {
-        worst = worst.max(a - t0 - before);
-        before += d;
+    /// A log whose `t_req` is `t_req`.
+    pub fn starting_at(t_req: Instant) -> Self {
+        ChunkLog {
+            t_req: Some(t_req),
+            ..ChunkLog::new()
+        }
     }
-    Some(worst)
+
+    /// Sets `t_req` to `now` unless it is set; returns it.
+    pub fn start(&mut self, now: Instant) -> Instant {
+        *self.t_req.get_or_insert(now)
+    }
+
+    /// A chunk of `samples` was received at `now`. Empty chunks (a bare
+    /// terminal marker) carry no audio: they are not counted and do not
+    /// start the log.
+    pub fn record(&mut self, now: Instant, samples: &[f32]) {
+        if samples.is_empty() {
+            return;
+        }
+        let t_req = self.start(now);
+        self.chunk_ms
+            .push(now.saturating_duration_since(t_req).as_secs_f64() * 1e3);
+        self.chunk_samples.push(samples.len());
+        self.finite &= samples.iter().all(|s| s.is_finite());
+    }
+
+    pub fn t_req(&self) -> Option<Instant> {
+        self.t_req
+    }
+
+    /// Milliseconds from `t_req` to `t` (0 if `t` is earlier); `None`
+    /// before the log started.
+    pub fn ms_since_start(&self, t: Instant) -> Option<f64> {
+        self.t_req
+            .map(|t_req| t.saturating_duration_since(t_req).as_secs_f64() * 1e3)
+    }
+
+    /// Arrival of each counted chunk, ms after `t_req`.
+    pub fn chunk_ms(&self) -> &[f64] {
+        &self.chunk_ms
+    }
+
+    /// Samples of each counted chunk.
+    pub fn chunk_samples(&self) -> &[usize] {
+        &self.chunk_samples
+    }
+
+    /// Every sample received so far is finite.
+    pub fn finite(&self) -> bool {
+        self.finite
+    }
 }
 
 /// How a request ended.
@@ -86,7 +122,7 @@ pub struct EngineSide {
 /// Inputs of [`RequestMetrics::compute`], times in ms after `t_req` (the
 /// moment `synthesize` was called, client side).
 #[derive(Clone, Debug)]
-pub struct Observed<'a> {
+pub struct MetricsInput<'a> {
     pub chunk_ms: &'a [f64],
     pub chunk_samples: &'a [usize],
     pub terminal_ms: f64,
@@ -99,6 +135,10 @@ pub struct Observed<'a> {
     pub cancel_ack_ms: Option<f64>,
     pub late_audio_samples: Option<u64>,
 }
+
+/// The former name of [`MetricsInput`], kept while callers outside this
+/// crate (the transport's recorder) move to the new one.
+pub type Observed<'a> = MetricsInput<'a>;
 
 /// One request's figures (METRICS.md names). `t_req` is client side: when
 /// `Session::synthesize` was called.
@@ -143,7 +183,7 @@ fn ms(d: Duration) -> f64 {
 }
 
 impl RequestMetrics {
-    pub fn compute(o: &Observed<'_>) -> RequestMetrics {
+    pub fn compute(o: &MetricsInput<'_>) -> RequestMetrics {
         let sr = o.sample_rate as f64;
         let durations: Vec<f64> = o
             .chunk_samples
@@ -254,46 +294,13 @@ impl Summary {
 mod tests {
     use super::*;
 
-    #[test]
-    fn continuity_counts_stalls_after_the_prebuffer() {
-        // Three 80 ms chunks arriving at 0, 100, 300 ms.
-        let (a, d) = ([0.0, 100.0, 300.0], [80.0, 80.0, 80.0]);
-        // P = 0: plays 0-80, waits to 100 (stall 20), plays to 180, waits to 300 (stall 120).
-        let c = continuity(&a, &d, 0.0).unwrap();
-        assert_eq!(
-            (c.underruns, c.stall_ms, c.continuity_ok),
-            (2, 140.0, false)
-        );
-        // P = 50: plays 50-130, chunk 1 arrived at 100: 130-210, waits to 300 (stall 90).
-        let c = continuity(&a, &d, 50.0).unwrap();
-        assert_eq!((c.underruns, c.stall_ms), (1, 90.0));
-        // The required prebuffer is max(0, 100-80, 300-160) = 140, and it suffices.
-        let req = required_prebuffer_ms(&a, &d).unwrap();
-        assert_eq!(req, 140.0);
-        assert_eq!(continuity(&a, &d, req).unwrap().underruns, 0);
-        assert_eq!(continuity(&a, &d, req - 1.0).unwrap().underruns, 1);
-    }
-
-    #[test]
-    fn continuity_is_relative_to_the_first_chunk_and_ends_with_the_stream() {
-        // Faster than real time after a late first chunk: no underrun at P = 0.
-        let (a, d) = ([500.0, 520.0, 560.0], [80.0, 320.0, 640.0]);
-        let c = continuity(&a, &d, 0.0).unwrap();
-        assert_eq!(c.underruns, 0);
-        assert_eq!(required_prebuffer_ms(&a, &d), Some(0.0));
-        // A single chunk never underruns; no chunks: missing.
-        assert_eq!(continuity(&[10.0], &[80.0], 0.0).unwrap().underruns, 0);
-        assert_eq!(continuity(&[], &[], 0.0), None);
-        assert_eq!(required_prebuffer_ms(&[], &[]), None);
-    }
-
     fn observed<'a>(
         chunk_ms: &'a [f64],
         chunk_samples: &'a [usize],
         outcome: Outcome,
         frames: Option<u64>,
-    ) -> Observed<'a> {
-        Observed {
+    ) -> MetricsInput<'a> {
+        MetricsInput {
             chunk_ms,
             chunk_samples,
             terminal_ms: chunk_ms.last().copied().unwrap_or(5.0) + 1.0,
@@ -363,6 +370,32 @@ mod tests {
         assert_eq!(cancelled.complete, None);
         let short = RequestMetrics::compute(&observed(&[40.0], &[80], Outcome::Done, Some(3)));
         assert_eq!(short.complete, Some(false));
+    }
+
+    #[test]
+    fn chunk_log_skips_empty_chunks_and_starts_at_the_first_submit_or_chunk() {
+        use std::time::{Duration, Instant};
+        let t = Instant::now();
+        let at = |ms: u64| t + Duration::from_millis(ms);
+        // Not started: an empty (terminal) chunk neither counts nor starts it.
+        let mut log = ChunkLog::new();
+        log.record(at(5), &[]);
+        assert_eq!((log.t_req(), log.chunk_ms().len()), (None, 0));
+        assert_eq!(log.ms_since_start(at(5)), None);
+        // The first audio starts it (its arrival is 0 ms).
+        log.record(at(10), &[0.1, 0.2]);
+        log.record(at(30), &[0.3, f32::NAN, 0.0]);
+        assert_eq!(log.t_req(), Some(at(10)));
+        assert_eq!(log.chunk_ms(), [0.0, 20.0]);
+        assert_eq!(log.chunk_samples(), [2, 3]);
+        assert!(!log.finite(), "one NaN sample");
+        // A later start does not move t_req; times before it clamp to 0.
+        assert_eq!(log.start(at(50)), at(10));
+        assert_eq!(log.ms_since_start(at(0)), Some(0.0));
+        // Started up front (a stream, or a context's first submit).
+        let mut log = ChunkLog::starting_at(at(0));
+        log.record(at(40), &[0.5]);
+        assert_eq!((log.chunk_ms(), log.finite()), (&[40.0][..], true));
     }
 
     #[test]

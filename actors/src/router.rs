@@ -21,8 +21,9 @@ use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::error::EngineError;
 use crate::flow::FlowGate;
+use crate::request::{request_cost, Admission, Lifecycle};
 use crate::shared::Shared;
-use crate::stage::actor::{spawn_stage, StageActor};
+use crate::stage::actor::spawn_stage;
 use crate::stage::code2wav::Code2WavStage;
 use crate::stage::predictor::PredictorStage;
 use crate::stage::talker::TalkerStage;
@@ -34,15 +35,7 @@ pub(crate) enum Wire {
     Started {
         generations: [Generation; 3],
     },
-    Audio {
-        seq: u64,
-        first_frame: u64,
-        frames: usize,
-        codes: Vec<u32>,
-        samples: Vec<f32>,
-        terminal: bool,
-        generation: Generation,
-    },
+    Audio(AudioChunk),
     Finished {
         frames: u64,
         stop: StopReason,
@@ -105,17 +98,8 @@ struct ActiveReq {
     next_seq: u64,
     gate: Arc<FlowGate>,
     reserved: u64,
-    /// No more events will be produced (terminal queued or cancelled).
-    finished: bool,
-    /// Reservation already returned to the ledger.
-    released: bool,
+    state: Lifecycle,
     paused_since: Option<Instant>,
-    cancel_acked: bool,
-    late_samples: u64,
-    /// The consumer dropped its stream before the end.
-    abandoned: bool,
-    /// Stage state is being dropped (cancel, failure, abandonment).
-    dropping: bool,
 }
 
 pub struct Router {
@@ -131,38 +115,6 @@ pub struct Router {
     sample_rate: u32,
 }
 
-type StageStart<L> = (Arbiter, Addr<StageActor<L>>);
-
-fn spawn_talker(
-    model: &Arc<Qwen3Tts>,
-    config: &EngineConfig,
-    shared: &Arc<Shared>,
-    dir: &Directory,
-) -> StageStart<TalkerStage> {
-    let logic = TalkerStage::new(model.clone(), config.max_batch);
-    spawn_stage(logic, shared, dir, config)
-}
-
-fn spawn_predictor(
-    model: &Arc<Qwen3Tts>,
-    config: &EngineConfig,
-    shared: &Arc<Shared>,
-    dir: &Directory,
-) -> StageStart<PredictorStage> {
-    let logic = PredictorStage::new(model.clone(), config.max_batch);
-    spawn_stage(logic, shared, dir, config)
-}
-
-fn spawn_code2wav(
-    model: &Arc<Qwen3Tts>,
-    config: &EngineConfig,
-    shared: &Arc<Shared>,
-    dir: &Directory,
-) -> StageStart<Code2WavStage> {
-    let logic = Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch);
-    spawn_stage(logic, shared, dir, config)
-}
-
 /// Points the directory's entries for a replaced stage's messages at its
 /// replacement.
 fn rewire(dir: &Directory, f: impl FnOnce(&mut Wiring)) {
@@ -171,26 +123,6 @@ fn rewire(dir: &Directory, f: impl FnOnce(&mut Wiring)) {
         .unwrap_or_else(|e| e.into_inner())
         .as_mut()
         .expect("directory"))
-}
-
-/// Ledger cost of a request: its talker KV cache at full length (prompt
-/// rows + `max_frames`, capped by `kv_positions_cap` and the position
-/// table) and the audio it may buffer for a slow consumer (the hard bound).
-/// Decoder state and the predictor's per-frame cache are small and fixed
-/// per request and not counted yet.
-pub(crate) fn request_cost(
-    model: &Qwen3Tts,
-    config: &EngineConfig,
-    prompt_rows: usize,
-    max_frames: usize,
-) -> u64 {
-    let max_pos = model.config.talker.lm.max_position_embeddings;
-    let positions = (prompt_rows + max_frames)
-        .min(config.kv_positions_cap.unwrap_or(max_pos))
-        .min(max_pos);
-    let audio =
-        (config.hard_unacked_audio_s * model.code2wav.sample_rate() as f64).ceil() as u64 * 4;
-    model.session_kv_bytes(positions) as u64 + audio
 }
 
 impl Router {
@@ -204,9 +136,24 @@ impl Router {
     ) -> Addr<Router> {
         Router::create(move |ctx| {
             let router = ctx.address();
-            let (ta, talker) = spawn_talker(&model, &config, &shared, &dir);
-            let (pa, predictor) = spawn_predictor(&model, &config, &shared, &dir);
-            let (ca, code2wav) = spawn_code2wav(&model, &config, &shared, &dir);
+            let (ta, talker) = spawn_stage(
+                TalkerStage::new(model.clone(), config.max_batch),
+                &shared,
+                &dir,
+                &config,
+            );
+            let (pa, predictor) = spawn_stage(
+                PredictorStage::new(model.clone(), config.max_batch),
+                &shared,
+                &dir,
+                &config,
+            );
+            let (ca, code2wav) = spawn_stage(
+                Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch),
+                &shared,
+                &dir,
+                &config,
+            );
             *dir.write().unwrap_or_else(|e| e.into_inner()) = Some(Wiring {
                 start: talker.clone().recipient(),
                 feedback: talker.clone().recipient(),
@@ -266,10 +213,7 @@ impl Router {
                     // The consumer went away: the tick stops the work it
                     // started (dropping needs the actor context).
                     a.held.clear();
-                    if !a.finished {
-                        a.finished = true;
-                        a.abandoned = true;
-                    }
+                    a.state.abandon();
                     break;
                 }
             }
@@ -279,8 +223,7 @@ impl Router {
     /// Returns a request's reservation and frees its session slot.
     fn release(&mut self, key: RequestKey) {
         if let Some(a) = self.active.get_mut(&key) {
-            if !a.released {
-                a.released = true;
+            if a.state.release() {
                 self.shared
                     .reserved_bytes
                     .fetch_sub(a.reserved, Ordering::AcqRel);
@@ -318,11 +261,9 @@ impl Router {
         let Some(a) = self.active.get_mut(&key) else {
             return;
         };
-        if a.finished {
+        if !a.state.stop() {
             return;
         }
-        a.finished = true;
-        a.dropping = true;
         self.push(key, Wire::Failed(err));
         self.drop_everywhere(key, ctx, move |act, _| act.release(key));
     }
@@ -331,7 +272,7 @@ impl Router {
         let keys: Vec<RequestKey> = self
             .active
             .iter()
-            .filter(|(_, a)| !a.finished)
+            .filter(|(_, a)| a.state.is_running())
             .map(|(k, _)| *k)
             .collect();
         for k in keys {
@@ -349,7 +290,12 @@ impl Router {
         let (model, config, shared, dir) = (&self.model, &self.config, &self.shared, &self.dir);
         let arbiter = match stage {
             StageKind::Talker => {
-                let (arb, addr) = spawn_talker(model, config, shared, dir);
+                let (arb, addr) = spawn_stage(
+                    TalkerStage::new(model.clone(), config.max_batch),
+                    shared,
+                    dir,
+                    config,
+                );
                 rewire(dir, |w| {
                     w.start = addr.clone().recipient();
                     w.feedback = addr.clone().recipient();
@@ -358,7 +304,12 @@ impl Router {
                 arb
             }
             StageKind::CodePredictor => {
-                let (arb, addr) = spawn_predictor(model, config, shared, dir);
+                let (arb, addr) = spawn_stage(
+                    PredictorStage::new(model.clone(), config.max_batch),
+                    shared,
+                    dir,
+                    config,
+                );
                 rewire(dir, |w| {
                     w.token = addr.clone().recipient();
                     w.drop[stage.index()] = addr.recipient();
@@ -366,7 +317,12 @@ impl Router {
                 arb
             }
             StageKind::Code2Wav => {
-                let (arb, addr) = spawn_code2wav(model, config, shared, dir);
+                let (arb, addr) = spawn_stage(
+                    Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch),
+                    shared,
+                    dir,
+                    config,
+                );
                 rewire(dir, |w| {
                     w.frame = addr.clone().recipient();
                     w.drop[stage.index()] = addr.recipient();
@@ -416,16 +372,14 @@ impl Router {
             let Some(a) = self.active.get_mut(&key) else {
                 continue;
             };
-            if a.finished {
-                if a.abandoned && !a.dropping {
-                    a.dropping = true;
+            if !a.state.is_running() {
+                if a.state.drop_abandoned() {
                     self.drop_everywhere(key, ctx, move |act, _| act.release(key));
                 }
                 continue;
             }
             if a.tx.is_closed() {
-                a.finished = true;
-                a.abandoned = true;
+                a.state.abandon();
                 continue;
             }
             let out = a.gate.outstanding();
@@ -445,8 +399,9 @@ impl Router {
             }
         }
         // Forget requests whose terminal event reached the consumer.
-        self.active
-            .retain(|_, a| !(a.finished && a.released && (a.held.is_empty() || a.tx.is_closed())));
+        self.active.retain(|_, a| {
+            !(a.state == Lifecycle::Released && (a.held.is_empty() || a.tx.is_closed()))
+        });
     }
 }
 
@@ -464,36 +419,18 @@ impl Handler<Submit> for Router {
 
     fn handle(&mut self, m: Submit, _ctx: &mut Context<Self>) {
         let result = (|| {
-            if self.shutting_down {
-                return Err(EngineError::ShuttingDown);
-            }
-            if let Some(&active) = self.sessions.get(&m.session) {
-                return Err(EngineError::SessionBusy {
-                    session: m.session,
-                    active,
-                });
-            }
             let in_flight = self.shared.active_requests.load(Ordering::Acquire) as u64;
             let limit = self.config.max_active_requests as u64;
-            if in_flight >= limit {
-                return Err(EngineError::AtCapacity {
-                    resource: "active requests",
-                    needed: 1,
-                    in_use: in_flight,
-                    limit,
-                });
-            }
             let cost = self.cost(m.talker.prompt().prefill_rows(), m.max_frames);
-            let in_use = self.shared.reserved_bytes.load(Ordering::Acquire);
-            let budget = self.config.memory_budget_bytes;
-            if in_use + cost > budget {
-                return Err(EngineError::AtCapacity {
-                    resource: "bytes of memory",
-                    needed: cost,
-                    in_use,
-                    limit: budget,
-                });
+            Admission {
+                shutting_down: self.shutting_down,
+                busy: self.sessions.get(&m.session).copied(),
+                in_flight,
+                max_in_flight: limit,
+                reserved: self.shared.reserved_bytes.load(Ordering::Acquire),
+                budget: self.config.memory_budget_bytes,
             }
+            .check(m.session, cost)?;
             let key = RequestKey {
                 session: m.session,
                 epoch: self.next_epoch,
@@ -528,13 +465,8 @@ impl Handler<Submit> for Router {
                     next_seq: 0,
                     gate: m.gate,
                     reserved: cost,
-                    finished: false,
-                    released: false,
+                    state: Lifecycle::Running,
                     paused_since: None,
-                    cancel_acked: false,
-                    late_samples: 0,
-                    abandoned: false,
-                    dropping: false,
                 },
             );
             Ok(key)
@@ -551,36 +483,21 @@ impl Handler<AudioOut> for Router {
     type Result = ();
 
     fn handle(&mut self, m: AudioOut, ctx: &mut Context<Self>) {
-        let stamp = match &m {
-            AudioOut::Chunk { stamp, .. }
-            | AudioOut::Finished { stamp, .. }
-            | AudioOut::Failed { stamp, .. } => *stamp,
-        };
-        let key = stamp.key;
-        if !self
-            .shared
-            .sender_current(StageKind::Code2Wav, stamp.generation)
-        {
+        let (key, generation) = m.origin();
+        if !self.shared.sender_current(StageKind::Code2Wav, generation) {
             return;
         }
         match self.active.get(&key) {
-            Some(a) if !a.finished => {}
+            Some(a) if a.state.is_running() => {}
             _ => {
                 self.shared.stale_request();
                 return;
             }
         }
         match m {
-            AudioOut::Chunk {
-                seq,
-                first_frame,
-                frames,
-                codes,
-                samples,
-                terminal,
-                stamp,
-            } => {
+            AudioOut::Chunk(chunk) => {
                 let a = self.active.get_mut(&key).expect("checked");
+                let seq = chunk.seq;
                 if seq != a.next_seq {
                     let err = EngineError::Internal(format!(
                         "{key}: chunk seq {seq} arrived, expected {}",
@@ -590,20 +507,8 @@ impl Handler<AudioOut> for Router {
                     return;
                 }
                 a.next_seq += 1;
-                a.gate.produced(seq, samples.len() as u64);
-                if a.cancel_acked {
-                    a.late_samples += samples.len() as u64;
-                }
-                let w = Wire::Audio {
-                    seq,
-                    first_frame,
-                    frames,
-                    codes,
-                    samples,
-                    terminal,
-                    generation: stamp.generation,
-                };
-                self.push(key, w);
+                a.gate.produced(seq, chunk.samples.len() as u64);
+                self.push(key, Wire::Audio(chunk));
             }
             AudioOut::Finished {
                 frames,
@@ -613,9 +518,6 @@ impl Handler<AudioOut> for Router {
                 last_frame_at,
                 ..
             } => {
-                if let Some(a) = self.active.get_mut(&key) {
-                    a.finished = true;
-                }
                 self.push(
                     key,
                     Wire::Finished {
@@ -662,7 +564,7 @@ impl Handler<Cancel> for Router {
     fn handle(&mut self, m: Cancel, ctx: &mut Context<Self>) {
         let received = Instant::now();
         let key = m.key;
-        let live = matches!(self.active.get(&key), Some(a) if !a.finished);
+        let live = matches!(self.active.get(&key), Some(a) if a.state.is_running());
         if !live {
             let _ = m.reply.send(CancelAck {
                 request: key,
@@ -673,10 +575,9 @@ impl Handler<Cancel> for Router {
             return;
         }
         let a = self.active.get_mut(&key).expect("checked");
-        a.finished = true;
-        a.dropping = true;
+        a.state.stop();
         // Audio not yet handed to the consumer is never delivered now.
-        a.held.retain(|w| !matches!(w, Wire::Audio { .. }));
+        a.held.retain(|w| !matches!(w, Wire::Audio(_)));
         // The session may start its next request at once.
         if self.sessions.get(&key.session) == Some(&key) {
             self.sessions.remove(&key.session);
@@ -684,13 +585,11 @@ impl Handler<Cancel> for Router {
         let reply = m.reply;
         self.drop_everywhere(key, ctx, move |act, _| {
             let ms = received.elapsed().as_secs_f64() * 1e3;
-            let late = match act.active.get_mut(&key) {
-                Some(a) => {
-                    a.cancel_acked = true;
-                    a.late_samples
-                }
-                None => 0,
-            };
+            // No audio of the request can reach its consumer after the
+            // acknowledgement: the cancel took it out of `Running` above,
+            // and chunks for a request that is not running are dropped as
+            // stale before delivery.
+            let late = 0;
             act.release(key);
             act.push(
                 key,

@@ -11,9 +11,13 @@
 //! - [`playback`]: [`Player`], live playback through cpal: device listing and
 //!   selection, format negotiation, a realtime callback that never locks,
 //!   allocates, logs or blocks, underrun accounting.
+//! - [`continuity`]: the METRICS.md playout simulation (underruns and stall
+//!   time at a prebuffer, the smallest prebuffer without underrun) as pure
+//!   functions of chunk arrival times and durations.
 
 use std::io::{Seek, Write};
 
+pub mod continuity;
 pub mod playback;
 pub mod resample;
 pub mod ring;

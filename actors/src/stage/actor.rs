@@ -26,7 +26,7 @@
 //!   starts a replacement, and this instance, when it wakes, sees it was
 //!   retired, discards its outputs and stops its arbiter.
 
-use std::collections::VecDeque;
+use std::collections::{HashMap, VecDeque};
 use std::panic::{catch_unwind, AssertUnwindSafe};
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
@@ -74,6 +74,9 @@ impl StepCx<'_> {
 pub trait StageLogic: Sized + Send + Unpin + 'static {
     const KIND: StageKind;
     type Input: Send + Unpin + 'static;
+    /// What the stage keeps per request (KV cache, RNG stream, decoder
+    /// state).
+    type State;
     fn stamp(input: &Self::Input) -> &Stamp;
     /// The stage that sent this input (None: the router).
     fn sender(input: &Self::Input) -> Option<StageKind>;
@@ -86,11 +89,20 @@ pub trait StageLogic: Sized + Send + Unpin + 'static {
     /// for a different request — appending hand-offs to `cx.out`. Returns
     /// the inputs that must wait (paused requests).
     fn process(&mut self, inputs: Vec<Self::Input>, cx: &mut StepCx<'_>) -> Vec<Self::Input>;
+    /// The state the stage holds for each request.
+    fn states(&self) -> &HashMap<RequestKey, Self::State>;
+    fn states_mut(&mut self) -> &mut HashMap<RequestKey, Self::State>;
     /// Drops a request's state; true if there was any.
-    fn drop_request(&mut self, key: RequestKey) -> bool;
+    fn drop_request(&mut self, key: RequestKey) -> bool {
+        self.states_mut().remove(&key).is_some()
+    }
     /// Requests holding state.
-    fn held(&self) -> Vec<RequestKey>;
-    fn clear(&mut self);
+    fn held(&self) -> Vec<RequestKey> {
+        self.states().keys().copied().collect()
+    }
+    fn clear(&mut self) {
+        self.states_mut().clear();
+    }
 }
 
 pub struct StageActor<L: StageLogic> {
@@ -441,20 +453,7 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
         let mut left = self.ready.len();
         let limit = self.logic.max_batch().max(1);
         while left > 0 {
-            let mut items = Vec::new();
-            let mut keys = Vec::new();
-            while left > 0 && items.len() < limit {
-                let Some(front) = self.ready.front() else {
-                    break;
-                };
-                let key = L::stamp(front).key;
-                if keys.contains(&key) {
-                    break;
-                }
-                keys.push(key);
-                items.extend(self.ready.pop_front());
-                left -= 1;
-            }
+            let items = take_step(&mut self.ready, &mut left, limit, |i| L::stamp(i).key);
             if items.is_empty() {
                 break;
             }
@@ -478,6 +477,34 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
     }
 }
 
+/// The next step's items, from the front of `ready`: at most `limit` and
+/// at most `left` (what remains of the round), each for a different
+/// request. It stops at the first item whose request is already in the
+/// step, so that request's next item waits for the next step and its items
+/// keep their order.
+fn take_step<I>(
+    ready: &mut VecDeque<I>,
+    left: &mut usize,
+    limit: usize,
+    key: impl Fn(&I) -> RequestKey,
+) -> Vec<I> {
+    let mut items = Vec::new();
+    let mut keys = Vec::new();
+    while *left > 0 && items.len() < limit {
+        let Some(front) = ready.front() else {
+            break;
+        };
+        let k = key(front);
+        if keys.contains(&k) {
+            break;
+        }
+        keys.push(k);
+        items.extend(ready.pop_front());
+        *left -= 1;
+    }
+    items
+}
+
 impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
     type Result = bool;
 
@@ -491,5 +518,59 @@ impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
         // A step gathering for the dropped request need not wait for it.
         self.schedule_tick(ctx);
         had
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    //! The work queue's rounds, without actors or a model.
+
+    use super::*;
+
+    fn key(session: u64) -> RequestKey {
+        RequestKey { session, epoch: 1 }
+    }
+
+    /// Splits a round over `ready` (sessions) into steps of `limit`.
+    fn steps(ready: &[u64], limit: usize) -> Vec<Vec<u64>> {
+        let mut q: VecDeque<u64> = ready.iter().copied().collect();
+        let mut left = q.len();
+        let mut out = Vec::new();
+        while left > 0 {
+            let step = take_step(&mut q, &mut left, limit, |&s| key(s));
+            if step.is_empty() {
+                break;
+            }
+            out.push(step);
+        }
+        out
+    }
+
+    #[test]
+    fn a_step_takes_distinct_requests_up_to_the_batch_limit() {
+        assert_eq!(steps(&[1, 2, 3, 4, 5], 3), [vec![1, 2, 3], vec![4, 5]]);
+        assert_eq!(steps(&[1, 2, 3], 1), [vec![1], vec![2], vec![3]]);
+        assert_eq!(steps(&[], 4), Vec::<Vec<u64>>::new());
+    }
+
+    #[test]
+    fn a_requests_second_item_waits_for_the_next_step_in_order() {
+        // Request 1's second item ends the first step, although there is
+        // room: taking request 2's second item past it would reorder.
+        assert_eq!(steps(&[1, 2, 1, 3, 2], 4), [vec![1, 2], vec![1, 3, 2]]);
+        assert_eq!(steps(&[1, 1, 1], 16), [vec![1], vec![1], vec![1]]);
+    }
+
+    #[test]
+    fn a_round_takes_only_what_was_ready_when_it_started() {
+        let mut q: VecDeque<u64> = [1, 2, 3, 4].into_iter().collect();
+        let mut left = 2;
+        assert_eq!(take_step(&mut q, &mut left, 16, |&s| key(s)), [1, 2]);
+        assert_eq!(left, 0);
+        assert_eq!(
+            take_step(&mut q, &mut left, 16, |&s| key(s)),
+            Vec::<u64>::new()
+        );
+        assert_eq!(q, [3, 4], "later items wait for the next round");
     }
 }

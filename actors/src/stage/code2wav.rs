@@ -15,7 +15,8 @@ use super::wiring::Output;
 use crate::config::ChunkSchedule;
 use crate::contract::*;
 
-struct DecodeReq {
+/// One request's decoder state and pending chunk.
+pub struct DecodeReq {
     state: DecoderState,
     pending: Vec<u32>,
     pending_frames: usize,
@@ -86,6 +87,7 @@ struct DecodeJob {
 impl StageLogic for Code2WavStage {
     const KIND: StageKind = StageKind::Code2Wav;
     type Input = FrameForDecode;
+    type State = DecodeReq;
 
     fn stamp(i: &FrameForDecode) -> &Stamp {
         &i.stamp
@@ -111,16 +113,12 @@ impl StageLogic for Code2WavStage {
         Vec::new()
     }
 
-    fn drop_request(&mut self, key: RequestKey) -> bool {
-        self.reqs.remove(&key).is_some()
+    fn states(&self) -> &HashMap<RequestKey, DecodeReq> {
+        &self.reqs
     }
 
-    fn held(&self) -> Vec<RequestKey> {
-        self.reqs.keys().copied().collect()
-    }
-
-    fn clear(&mut self) {
-        self.reqs.clear();
+    fn states_mut(&mut self) -> &mut HashMap<RequestKey, DecodeReq> {
+        &mut self.reqs
     }
 }
 
@@ -258,17 +256,20 @@ impl Code2WavStage {
         }
         let last = job.stop.is_some();
         let mut emitted_terminal = false;
+        let sample_rate = self.model.code2wav.sample_rate();
         if job.due {
             let r = self.reqs.get_mut(&key).expect("a due request is held");
-            cx.out.push(Output::Audio(AudioOut::Chunk {
-                stamp: Stamp::new(key, cx.generation),
+            cx.out.push(Output::Audio(AudioOut::Chunk(AudioChunk {
+                request: key,
                 seq: r.next_seq,
                 first_frame: r.pending_from,
                 frames: r.pending_frames,
                 codes: std::mem::take(&mut r.pending),
                 samples: job.samples,
+                sample_rate,
                 terminal: last,
-            }));
+                generation: cx.generation,
+            })));
             r.next_seq += 1;
             emitted_terminal = last;
             r.pending_frames = 0;
@@ -279,15 +280,17 @@ impl Code2WavStage {
                 // The end came after the last chunk went out (EOS, or no
                 // frames at all): an empty chunk carries the terminal flag,
                 // so every stream's last chunk is marked.
-                cx.out.push(Output::Audio(AudioOut::Chunk {
-                    stamp: Stamp::new(key, cx.generation),
+                cx.out.push(Output::Audio(AudioOut::Chunk(AudioChunk {
+                    request: key,
                     seq: r.next_seq,
                     first_frame: r.frames,
                     frames: 0,
                     codes: Vec::new(),
                     samples: Vec::new(),
+                    sample_rate,
                     terminal: true,
-                }));
+                    generation: cx.generation,
+                })));
             }
             let mut times = job.times;
             times.code2wav = r.times.code2wav;
@@ -334,16 +337,13 @@ mod tests {
     /// A short description of outputs for failure messages.
     fn describe(out: &[AudioOut]) -> String {
         let one = |o: &AudioOut| match o {
-            AudioOut::Chunk {
-                stamp,
+            AudioOut::Chunk(AudioChunk {
+                request,
                 seq,
                 frames,
                 terminal,
                 ..
-            } => format!(
-                "Chunk({} seq {seq}, {frames} frames, terminal {terminal})",
-                stamp.key
-            ),
+            }) => format!("Chunk({request} seq {seq}, {frames} frames, terminal {terminal})"),
             AudioOut::Finished { stamp, frames, .. } => {
                 format!("Finished({}, {frames} frames)", stamp.key)
             }
@@ -421,27 +421,24 @@ mod tests {
         c2w.decode_step(&mut alone, &codes(0), 1, &mut want)
             .unwrap();
         match &out[..] {
-            [AudioOut::Chunk {
-                stamp: s1,
+            [AudioOut::Chunk(AudioChunk {
+                request: k1,
                 seq: 0,
                 frames: 1,
                 samples: a1,
                 terminal: false,
                 ..
-            }, AudioOut::Failed { stamp: s2, message }, AudioOut::Chunk {
-                stamp: s3,
+            }), AudioOut::Failed { stamp: s2, message }, AudioOut::Chunk(AudioChunk {
+                request: k3,
                 samples: a3,
                 terminal: true,
                 ..
-            }, AudioOut::Finished {
+            }), AudioOut::Finished {
                 stamp: s4,
                 frames: 1,
                 ..
             }] => {
-                assert_eq!(
-                    (s1.key, s2.key, s3.key, s4.key),
-                    (key(1), key(2), key(3), key(3))
-                );
+                assert_eq!((*k1, s2.key, *k3, s4.key), (key(1), key(2), key(3), key(3)));
                 assert!(
                     message.contains("frame 0, codebook 1"),
                     "the error names the code: {message}"
@@ -478,13 +475,13 @@ mod tests {
             .unwrap();
         let chunk_ok = matches!(
             &out[..],
-            [AudioOut::Chunk {
+            [AudioOut::Chunk(AudioChunk {
                 seq: 1,
                 first_frame: 1,
                 frames: 2,
                 samples,
                 ..
-            }] if samples == &want
+            })] if samples == &want
         );
         assert!(chunk_ok, "{}", describe(&out));
         let out = step(&mut stage, &shared, vec![frame(key(1), 3, None, true)]);
@@ -492,12 +489,12 @@ mod tests {
             matches!(
                 &out[..],
                 [
-                    AudioOut::Chunk {
+                    AudioOut::Chunk(AudioChunk {
                         seq: 2,
                         frames: 0,
                         terminal: true,
                         ..
-                    },
+                    }),
                     AudioOut::Finished { frames: 3, .. }
                 ]
             ),

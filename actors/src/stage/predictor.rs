@@ -48,6 +48,7 @@ impl StageLogic for PredictorStage {
     const KIND: StageKind = StageKind::CodePredictor;
     const PARTNER: Option<StageKind> = Some(StageKind::Talker);
     type Input = TalkerToken;
+    type State = PredictorSession;
 
     fn stamp(i: &TalkerToken) -> &Stamp {
         &i.stamp
@@ -149,15 +150,11 @@ impl StageLogic for PredictorStage {
         Vec::new()
     }
 
-    fn drop_request(&mut self, key: RequestKey) -> bool {
-        self.reqs.remove(&key).is_some()
+    fn states(&self) -> &HashMap<RequestKey, PredictorSession> {
+        &self.reqs
     }
 
-    fn held(&self) -> Vec<RequestKey> {
-        self.reqs.keys().copied().collect()
-    }
-
-    fn clear(&mut self) {
-        self.reqs.clear();
+    fn states_mut(&mut self) -> &mut HashMap<RequestKey, PredictorSession> {
+        &mut self.reqs
     }
 }

@@ -37,7 +37,8 @@ impl From<FrameFeedback> for TalkerInput {
     }
 }
 
-struct TalkerReq {
+/// One request's talker state.
+pub struct TalkerReq {
     session: TalkerSession,
     gate: Arc<FlowGate>,
     max_frames: usize,
@@ -183,6 +184,7 @@ impl StageLogic for TalkerStage {
     const KIND: StageKind = StageKind::Talker;
     const PARTNER: Option<StageKind> = Some(StageKind::CodePredictor);
     type Input = TalkerInput;
+    type State = TalkerReq;
 
     fn stamp(i: &TalkerInput) -> &Stamp {
         match i {
@@ -247,15 +249,11 @@ impl StageLogic for TalkerStage {
         deferred
     }
 
-    fn drop_request(&mut self, key: RequestKey) -> bool {
-        self.reqs.remove(&key).is_some()
+    fn states(&self) -> &HashMap<RequestKey, TalkerReq> {
+        &self.reqs
     }
 
-    fn held(&self) -> Vec<RequestKey> {
-        self.reqs.keys().copied().collect()
-    }
-
-    fn clear(&mut self) {
-        self.reqs.clear();
+    fn states_mut(&mut self) -> &mut HashMap<RequestKey, TalkerReq> {
+        &mut self.reqs
     }
 }

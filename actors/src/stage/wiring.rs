@@ -108,3 +108,104 @@ pub(crate) async fn deliver(dir: &Directory, o: Output) {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! Hand-off through the directory against a mailbox that is never
+    //! drained (no model, no running stage).
+
+    use std::time::Instant;
+
+    use super::*;
+
+    /// Takes every message the directory carries and does nothing.
+    struct Sink;
+
+    impl Actor for Sink {
+        type Context = Context<Self>;
+    }
+
+    impl<T: Send + 'static> Handler<Work<T>> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: Work<T>, _: &mut Context<Self>) {}
+    }
+
+    impl Handler<AudioOut> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: AudioOut, _: &mut Context<Self>) {}
+    }
+
+    impl Handler<StageFailed> for Sink {
+        type Result = ();
+        fn handle(&mut self, _: StageFailed, _: &mut Context<Self>) {}
+    }
+
+    impl Handler<DropRequest> for Sink {
+        type Result = bool;
+        fn handle(&mut self, _: DropRequest, _: &mut Context<Self>) -> bool {
+            false
+        }
+    }
+
+    fn directory(a: &Addr<Sink>) -> Directory {
+        Arc::new(RwLock::new(Some(Wiring {
+            start: a.clone().recipient(),
+            token: a.clone().recipient(),
+            feedback: a.clone().recipient(),
+            frame: a.clone().recipient(),
+            audio: a.clone().recipient(),
+            failed: a.clone().recipient(),
+            drop: [
+                a.clone().recipient(),
+                a.clone().recipient(),
+                a.clone().recipient(),
+            ],
+        })))
+    }
+
+    fn feedback(frame_index: u64) -> Output {
+        Output::Feedback(FrameFeedback {
+            stamp: Stamp {
+                key: RequestKey {
+                    session: 1,
+                    epoch: 1,
+                },
+                generation: 0,
+                sent_at: Instant::now(),
+            },
+            frame_index,
+            codes: vec![7; 4],
+            times: StageTimes::default(),
+        })
+    }
+
+    #[test]
+    fn try_deliver_hands_the_message_back_when_the_mailbox_is_full() {
+        actix::System::new().block_on(async {
+            // A mailbox of one that nobody drains.
+            let mut ctx = Context::<Sink>::new();
+            ctx.set_mailbox_capacity(1);
+            let dir = directory(&ctx.address());
+            assert!(try_deliver(&dir, feedback(0)).is_ok(), "room for one");
+            match try_deliver(&dir, feedback(1)) {
+                Err(Output::Feedback(f)) => {
+                    assert_eq!((f.frame_index, f.codes), (1, vec![7; 4]), "unchanged")
+                }
+                Err(_) => panic!("handed back as another message"),
+                Ok(()) => panic!("a full mailbox took the message"),
+            }
+            drop(ctx);
+        });
+    }
+
+    #[test]
+    fn try_deliver_drops_the_message_when_the_receiver_is_gone() {
+        actix::System::new().block_on(async {
+            let ctx = Context::<Sink>::new();
+            let dir = directory(&ctx.address());
+            // The stage being replaced: its mailbox is closed.
+            drop(ctx);
+            assert!(try_deliver(&dir, feedback(0)).is_ok());
+        });
+    }
+}

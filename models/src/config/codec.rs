@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 use serde_json::Value;
 
 use super::json::{read_json, Obj};
-use crate::error::{ModelError, Result};
+use crate::error::Result;
 
 /// The codec decoder's sliding-window transformer (`pre_transformer`).
 #[derive(Clone, Debug, PartialEq)]
@@ -76,25 +76,7 @@ impl CodecConfig {
     }
 
     pub fn from_value(path: &Path, v: &Value) -> Result<Self> {
-        if !v.is_object() {
-            return Err(ModelError::Config {
-                path: path.into(),
-                message: "must be a JSON object".into(),
-            });
-        }
-        let root = Obj {
-            file: path,
-            prefix: String::new(),
-            v,
-        };
-        let model_type = root.str("model_type")?;
-        if model_type != "qwen3_tts_tokenizer_12hz" {
-            return Err(ModelError::UnknownModelType {
-                path: path.into(),
-                found: model_type.into(),
-                expected: "qwen3_tts_tokenizer_12hz",
-            });
-        }
+        let root = Obj::root(path, v, "qwen3_tts_tokenizer_12hz")?;
         let empty = Value::Object(Default::default());
         let d = match root.get("decoder_config") {
             None => Obj {

@@ -18,6 +18,30 @@ pub(super) struct Obj<'a> {
 }
 
 impl<'a> Obj<'a> {
+    /// The top-level object of `file`, whose `model_type` must be
+    /// `expected`.
+    pub(super) fn root(file: &'a Path, v: &'a Value, expected: &'static str) -> Result<Self> {
+        if !v.is_object() {
+            return Err(ModelError::Config {
+                path: file.into(),
+                message: "must be a JSON object".into(),
+            });
+        }
+        let root = Obj {
+            file,
+            prefix: String::new(),
+            v,
+        };
+        let model_type = root.str("model_type")?;
+        if model_type != expected {
+            return Err(ModelError::UnknownModelType {
+                path: file.into(),
+                found: model_type.into(),
+                expected,
+            });
+        }
+        Ok(root)
+    }
     pub(super) fn err(&self, key: &str, message: impl std::fmt::Display) -> ModelError {
         ModelError::Config {
             path: self.file.to_path_buf(),

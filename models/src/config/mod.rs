@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 
 use serde_json::Value;
 
-use crate::error::{ModelError, Result};
+use crate::error::Result;
 
 mod codec;
 mod json;
@@ -194,25 +194,7 @@ impl TtsConfig {
     }
 
     pub fn from_value(path: &Path, v: &Value) -> Result<Self> {
-        let root = Obj {
-            file: path,
-            prefix: String::new(),
-            v,
-        };
-        if !v.is_object() {
-            return Err(ModelError::Config {
-                path: path.into(),
-                message: "must be a JSON object".into(),
-            });
-        }
-        let model_type = root.str("model_type")?;
-        if model_type != "qwen3_tts" {
-            return Err(ModelError::UnknownModelType {
-                path: path.into(),
-                found: model_type.into(),
-                expected: "qwen3_tts",
-            });
-        }
+        let root = Obj::root(path, v, "qwen3_tts")?;
         let kind = match root.str("tts_model_type")? {
             "custom_voice" => ModelKind::CustomVoice,
             "voice_design" => ModelKind::VoiceDesign,

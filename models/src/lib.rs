@@ -4,7 +4,8 @@
 //! # Layout
 //! From the bottom up (each module imports only modules listed above it):
 //! - [`error`]: the crate's error type; [`sampling`]: the official
-//!   logits-processor pipeline, a seedable RNG and the raw-logits hook.
+//!   logits-processor pipeline, a seedable RNG and the raw-logits hook;
+//!   `mmap` (private): read-only file maps.
 //! - [`weight`]: weight matrices as the kernels take them (mapped, owned,
 //!   int8, q4); [`checkpoint`]: memory-mapped (sharded) safetensors with
 //!   per-tensor name/shape/dtype checks.

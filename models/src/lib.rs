@@ -4,16 +4,19 @@
 //! # Layout
 //! From the bottom up (each module imports only modules listed above it):
 //! - [`error`]: the crate's error type; [`sampling`]: the official
-//!   logits-processor pipeline, a seedable RNG and the raw-logits hook.
+//!   logits-processor pipeline, a seedable RNG and the raw-logits hook;
+//!   `mmap` (private): read-only file maps.
 //! - [`weight`]: weight matrices as the kernels take them (mapped, owned,
 //!   int8, q4); [`checkpoint`]: memory-mapped (sharded) safetensors with
 //!   per-tensor name/shape/dtype checks.
 //! - [`config`]: `config.json`, `generation_config.json`,
-//!   `speech_tokenizer/config.json`, parsed and validated up front.
+//!   `speech_tokenizer/config.json`, parsed and validated up front (the
+//!   key reader and the speech tokenizer's part in their own files).
 //! - [`quant`]: per-stage weight precision ([`quant::Precision`]: stored
 //!   bf16/f32, int8 per output channel, or 4-bit groups, converted at
 //!   load time); [`wcache`]: the optional on-disk cache of converted LM
-//!   weights, memory-mapped on later loads, and its per-load event list.
+//!   weights, memory-mapped on later loads: the per-stage converter and the
+//!   per-load event list, with the file format in `wcache/file.rs`.
 //! - [`tokenizer`]: Qwen2 byte-level BPE and the official chat templates.
 //! - [`lm`]: the Qwen3 decoder stack shared by the talker and the code
 //!   predictor, with an explicit per-session KV cache.

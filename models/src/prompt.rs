@@ -272,3 +272,270 @@ fn rows(
         instruct_ids,
     }
 }
+
+#[cfg(test)]
+mod tests {
+    //! The CustomVoice layout on the tiny-a fixture (0.6B-style; speakers
+    //! ryan, serena and the dialect speakers eric and dylan), row by row.
+
+    use std::path::{Path, PathBuf};
+
+    use super::*;
+    use crate::checkpoint::TensorStore;
+    use crate::config::GenerationConfig;
+    use crate::request::GenOptions;
+
+    fn dir() -> PathBuf {
+        Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-a")
+    }
+
+    struct Fixture {
+        config: TtsConfig,
+        tokenizer: TextTokenizer,
+        talker: Talker,
+        options: GenOptions,
+    }
+
+    impl Fixture {
+        fn load() -> Self {
+            let d = dir();
+            let config = TtsConfig::load(&d.join("config.json")).unwrap();
+            let store = TensorStore::open_dir(&d, "model").unwrap();
+            let talker = Talker::load(&store, &config.talker).unwrap();
+            let generation = GenerationConfig::load(&d.join("generation_config.json")).unwrap();
+            Fixture {
+                tokenizer: TextTokenizer::load(&d).unwrap(),
+                talker,
+                options: GenOptions::from_config(&generation),
+                config,
+            }
+        }
+
+        fn parts(&self) -> PromptParts<'_> {
+            PromptParts {
+                config: &self.config,
+                tokenizer: &self.tokenizer,
+                talker: &self.talker,
+            }
+        }
+
+        fn request(&self, speaker: &str, language: &str, text_streaming: bool) -> Request {
+            Request {
+                text: "Hello there, how are you?".into(),
+                speaker: Some(speaker.into()),
+                language: language.into(),
+                instruct: None,
+                text_streaming,
+                options: self.options.clone(),
+            }
+        }
+
+        fn build(&self, req: &Request) -> Result<Prompt> {
+            build(&self.parts(), req)
+        }
+
+        /// `P(id)` plus `C(codec)` (when given), one row.
+        fn row(&self, text_id: u32, codec: Option<u32>) -> Vec<f32> {
+            let mut r = self.talker.project_text(&[text_id]);
+            if let Some(c) = codec {
+                self.talker.add_codec_embedding(c, &mut r);
+            }
+            r
+        }
+    }
+
+    fn prefill_row(p: &Prompt, i: usize) -> &[f32] {
+        &p.prefill[i * p.hidden..(i + 1) * p.hidden]
+    }
+
+    fn bits(v: &[f32]) -> Vec<u32> {
+        v.iter().map(|x| x.to_bits()).collect()
+    }
+
+    #[test]
+    fn codec_prefix_orders_think_language_speaker_pad_bos() {
+        let f = Fixture::load();
+        let c = &f.config.talker.codec;
+        let en = f.config.talker.languages["english"];
+        let ryan = f.config.talker.speakers["ryan"].id;
+        assert_eq!(
+            codec_prefix(c, Some(en), SpeakerSlot::Codec(ryan)),
+            [c.think, c.think_bos, en, c.think_eos, ryan, c.pad, c.bos]
+        );
+        assert_eq!(
+            codec_prefix(c, None, SpeakerSlot::Codec(ryan)),
+            [c.nothink, c.think_bos, c.think_eos, ryan, c.pad, c.bos]
+        );
+        assert_eq!(
+            codec_prefix(c, None, SpeakerSlot::Empty),
+            [c.nothink, c.think_bos, c.think_eos, c.pad, c.bos]
+        );
+    }
+
+    #[test]
+    fn dialect_speaker_speaks_its_dialect_for_auto_and_chinese_only() {
+        let f = Fixture::load();
+        let t = &f.config.talker;
+        let eric = Some(&t.speakers["eric"]);
+        let sichuan = t.languages["sichuan_dialect"];
+        assert_eq!(language_id(t, "auto", eric).unwrap(), Some(sichuan));
+        assert_eq!(language_id(t, "Chinese", eric).unwrap(), Some(sichuan));
+        assert_eq!(
+            language_id(t, "english", eric).unwrap(),
+            Some(t.languages["english"])
+        );
+        let ryan = Some(&t.speakers["ryan"]);
+        assert_eq!(language_id(t, "AUTO", ryan).unwrap(), None);
+    }
+
+    /// Non-streaming: role rows, six codec-prefix rows on tts_pad/tts_bos,
+    /// every text row plus tts_eos on C(pad), then P(tts_pad) + C(bos);
+    /// nothing trails but tts_pad.
+    #[test]
+    fn custom_voice_non_streaming_rows_for_a_known_speaker_and_language() {
+        let f = Fixture::load();
+        let cfg = &f.config;
+        let c = &cfg.talker.codec;
+        let p = f.build(&f.request("Ryan", "English", false)).unwrap();
+        let n_text = p.input_ids.len() - 8;
+        assert_eq!(p.prefill_rows(), 3 + 6 + n_text + 1 + 1);
+        assert_eq!(p.trailing_rows(), 1);
+        assert_eq!(bits(&p.trailing), bits(&f.row(cfg.tts_pad_token_id, None)));
+        assert_eq!(bits(&p.tts_pad), bits(&p.trailing));
+        assert_eq!(p.instruct_ids, None);
+        assert_eq!(
+            bits(&p.prefill[..3 * p.hidden]),
+            bits(&f.talker.project_text(&p.input_ids[..3]))
+        );
+        let (pad, bos) = (cfg.tts_pad_token_id, cfg.tts_bos_token_id);
+        assert_eq!(bits(prefill_row(&p, 3)), bits(&f.row(pad, Some(c.think))));
+        let ryan = cfg.talker.speakers["ryan"].id;
+        assert_eq!(bits(prefill_row(&p, 7)), bits(&f.row(pad, Some(ryan))));
+        assert_eq!(bits(prefill_row(&p, 8)), bits(&f.row(bos, Some(c.pad))));
+        assert_eq!(
+            bits(prefill_row(&p, 9)),
+            bits(&f.row(p.input_ids[3], Some(c.pad)))
+        );
+        let eos_row = 9 + n_text;
+        assert_eq!(
+            bits(prefill_row(&p, eos_row)),
+            bits(&f.row(cfg.tts_eos_token_id, Some(c.pad)))
+        );
+        assert_eq!(
+            bits(prefill_row(&p, eos_row + 1)),
+            bits(&f.row(pad, Some(c.bos)))
+        );
+    }
+
+    /// Streaming: the first text token rides with C(bos); the rest of the
+    /// text and tts_eos trail one row per frame.
+    #[test]
+    fn custom_voice_streaming_rows_trail_the_text() {
+        let f = Fixture::load();
+        let cfg = &f.config;
+        let p = f.build(&f.request("ryan", "auto", true)).unwrap();
+        let n_text = p.input_ids.len() - 8;
+        // Auto: no language row, so five codec-prefix rows.
+        assert_eq!(p.prefill_rows(), 3 + 5 + 1);
+        assert_eq!(p.trailing_rows(), n_text);
+        assert_eq!(
+            bits(prefill_row(&p, 8)),
+            bits(&f.row(p.input_ids[3], Some(cfg.talker.codec.bos)))
+        );
+        assert_eq!(
+            bits(&p.trailing[..p.hidden]),
+            bits(&f.row(p.input_ids[4], None))
+        );
+        assert_eq!(
+            bits(&p.trailing[(n_text - 1) * p.hidden..]),
+            bits(&f.row(cfg.tts_eos_token_id, None))
+        );
+    }
+
+    #[test]
+    fn instruction_rows_come_first_where_the_size_supports_them() {
+        let mut f = Fixture::load();
+        let mut req = f.request("ryan", "english", false);
+        req.instruct = Some("Speak slowly.".into());
+        let plain = f.build(&req).unwrap();
+        assert_eq!(plain.instruct_ids, None, "0.6B ignores the instruction");
+        f.config.size = "1b7".into();
+        let p = f.build(&req).unwrap();
+        let ids = p.instruct_ids.clone().expect("1.7B keeps the instruction");
+        assert_eq!(p.prefill_rows(), plain.prefill_rows() + ids.len());
+        assert_eq!(
+            bits(&p.prefill[..ids.len() * p.hidden]),
+            bits(&f.talker.project_text(&ids))
+        );
+    }
+
+    #[test]
+    fn unknown_speaker_error_lists_the_valid_speakers() {
+        let f = Fixture::load();
+        match f.build(&f.request("Nobody", "english", false)) {
+            Err(ModelError::UnknownSpeaker { name, valid }) => {
+                assert_eq!(name, "Nobody");
+                assert_eq!(valid, ["dylan", "eric", "ryan", "serena"]);
+            }
+            other => panic!("{:?}", other.map(|p| p.prefill_rows())),
+        }
+    }
+
+    #[test]
+    fn custom_voice_without_a_speaker_is_refused_with_the_list() {
+        let f = Fixture::load();
+        let mut req = f.request("", "english", false);
+        for speaker in [Some(String::new()), None] {
+            req.speaker = speaker;
+            match f.build(&req) {
+                Err(ModelError::UnknownSpeaker { name, valid }) => {
+                    assert_eq!(name, "");
+                    assert_eq!(valid.len(), 4);
+                }
+                other => panic!("{:?}", other.map(|p| p.prefill_rows())),
+            }
+        }
+    }
+
+    #[test]
+    fn unknown_language_error_lists_auto_first() {
+        let f = Fixture::load();
+        match f.build(&f.request("ryan", "Klingon", false)) {
+            Err(ModelError::UnknownLanguage { name, valid }) => {
+                assert_eq!(name, "Klingon");
+                assert_eq!(valid[0], "auto");
+                assert!(valid.iter().any(|l| l == "english"));
+            }
+            other => panic!("{:?}", other.map(|p| p.prefill_rows())),
+        }
+    }
+
+    /// The option checks run before the voice is looked up, so an empty
+    /// text with an unknown speaker reports the text.
+    #[test]
+    fn request_checks_run_before_the_voice() {
+        let f = Fixture::load();
+        let mut req = f.request("Nobody", "Klingon", false);
+        req.text = "  ".into();
+        assert!(matches!(
+            f.build(&req),
+            Err(ModelError::InvalidRequest(m)) if m == "text is empty"
+        ));
+        req.text = "Hi.".into();
+        req.options.repetition_penalty = 0.0;
+        assert!(matches!(
+            f.build(&req),
+            Err(ModelError::InvalidRequest(m)) if m.contains("repetition penalty")
+        ));
+    }
+
+    #[test]
+    fn only_custom_voice_has_a_layout_so_far() {
+        assert_eq!(
+            PromptLayout::of(ModelKind::CustomVoice),
+            Some(PromptLayout::CustomVoice)
+        );
+        assert_eq!(PromptLayout::of(ModelKind::Base), None);
+        assert_eq!(PromptLayout::of(ModelKind::VoiceDesign), None);
+    }
+}

@@ -44,6 +44,8 @@ impl<M: TalkerModels + ?Sized> TalkerModels for Arc<M> {
 
 /// The embeddings the talker is fed: prefill rows, per-frame trailing text
 /// rows (then `tts_pad` forever).
+/// Built by [`crate::prompt`]; defined here, with the state that holds
+/// it, so the talker room does not import the prompt builder.
 #[derive(Clone, Debug)]
 pub struct Prompt {
     pub hidden: usize,

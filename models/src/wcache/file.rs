@@ -1,75 +1,21 @@
-//! On-disk cache of converted (int8 / q4) LM weights.
-//!
-//! Converting a 0.6B checkpoint's decoder linears to int8 or q4 reads every
-//! stored weight and costs seconds of CPU at each load, and the converted
-//! copy lives in anonymous memory in every process. With a cache directory
-//! ([`crate::LoadOptions::weights_cache`], `tts-rt --weights-cache DIR`)
-//! the first load of a (checkpoint, stage, precision) writes the converted
-//! tensors to one file; later loads validate that file and **memory-map
-//! it**: the `Mat::Q8` / `Mat::Q4` views point into the map (zero copy), so
-//! the weights are file-backed page cache shared by every process, not
-//! RssAnon, and no conversion runs. The load that writes the file maps
-//! each tensor back from it as soon as it is written and drops its
-//! in-memory copy, so it ends up file-backed too.
-//!
-//! # File layout (format version 1, little-endian)
-//! ```text
-//! 0   8  magic b"TTSRTWC\0"
-//! 8   4  u32 format version (FORMAT_VERSION)
-//! 12  4  u32 precision: 1 = int8, 2 = q4
-//! 16  8  u64 index offset (bytes from the start of the file)
-//! 24  8  u64 index length
-//! 32  8  u64 file length
-//! 40  8  u64 header checksum: hash64 of bytes 0..40 followed by the index
-//! 48 16  zero
-//! 64  .. tensor data: each part starts at a multiple of 64 bytes
-//!        int8: [rows * cols] i8, then [rows] f32 scales
-//!        q4:   [rows * q4_row_bytes(cols)] nibbles (tts_kernels::q4
-//!              layout), [rows * q4_row_groups(cols)] u8 group scales,
-//!              [rows] f32 row scales
-//! index offset .. end: the index, UTF-8 JSON:
-//!   {"key": {"format", "quantizer", "precision", "stage",
-//!            "sources": [{"path", "size", "mtime_ns", "inode", "ctime_ns",
-//!                         "header_hash"}]},
-//!    "tensors": [{"name", "rows", "cols",
-//!                 "parts": [{"offset", "len", "checksum"}]}]}
-//! ```
-//! `key.sources` identifies the checkpoint: for every safetensors file its
-//! canonical path, size, modification time (ns), inode and status-change
-//! time (Unix) and a hash of its JSON header (cheap: no full-file hash; a
-//! content change that keeps all of these, e.g. bytes patched in place and
-//! the mtime reset on a filesystem without ctime, is not seen). Hashes are [`hash64`], written as 16
-//! hex digits. `quantizer` is [`QUANTIZER_VERSION`]: bump it when the int8
-//! or q4 conversion changes its output, and every cache file goes stale.
-//!
-//! # Validity
-//! A file is used only if the magic, version, lengths, header checksum,
-//! key (stage, precision, quantizer, sources) and every part's data
-//! checksum match and every part lies inside the data region at its
-//! alignment; otherwise a warning names the reason (missing files are
-//! silent) and the stage is converted and the file rewritten. Writes go to
-//! a temporary file in the same directory that is renamed over the old one,
-//! so a process that still maps the old file keeps valid weights and a
-//! crash never leaves a half-written file under the final name. A cache
-//! directory that cannot be written warns once per process and the load
-//! goes on without the cache. Like checkpoints, cache files must not be
-//! truncated in place while a process maps them.
+//! The cache file format (layout and validity rules in the [`super`]
+//! module docs): the key a file must match, reading and validating a file,
+//! and writing one.
 
 use std::collections::HashMap;
 use std::fs::File;
 use std::io::{BufWriter, Seek, SeekFrom, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::Arc;
 
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
 use tts_kernels::Mat;
 
 use crate::checkpoint::TensorStore;
-use crate::error::Result;
 use crate::mmap::{i8_bytes, MappedFile};
-use crate::quant::{convert, Precision};
+use crate::quant::Precision;
 use crate::weight::Weight;
 
 /// First 8 bytes of a cache file.
@@ -84,275 +30,9 @@ pub const HEADER_LEN: usize = 64;
 /// need 4 bytes for the f32 scales and load everything else unaligned).
 pub const ALIGN: usize = 64;
 
-/// What the cache did for one converted LM stage.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct WeightsCacheEvent {
-    /// The stage's tensor prefix (`talker.model`, `talker.code_predictor.model`).
-    pub stage: String,
-    pub precision: Precision,
-    /// The stage's cache file.
-    pub path: PathBuf,
-    pub status: WeightsCacheStatus,
-}
-
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum WeightsCacheStatus {
-    /// A valid file was mapped; nothing was converted.
-    Hit,
-    /// There was no file: the stage was converted and the file written.
-    Created,
-    /// The file was unusable (the reason): converted and rewritten.
-    Rebuilt(String),
-    /// Converted, but the file could not be used or written (the reason).
-    Failed(String),
-}
-
-/// The converted-weights cache of one checkpoint load: its directory and
-/// what it did for each converted stage. The loader owns it beside the
-/// [`TensorStore`] and hands it to every LM it loads
-/// ([`crate::lm::Qwen3Lm::load_with`]); the default is no cache.
-#[derive(Debug, Default)]
-pub struct WeightsCache {
-    /// Directory of the cache files, if any.
-    dir: Option<PathBuf>,
-    /// What the cache did per converted stage, in load order.
-    events: Mutex<Vec<WeightsCacheEvent>>,
-}
-
-impl WeightsCache {
-    /// Keep converted (int8/q4) stages in `dir`; `None` converts at every load.
-    pub fn new(dir: Option<&Path>) -> Self {
-        WeightsCache {
-            dir: dir.map(Path::to_path_buf),
-            events: Mutex::new(Vec::new()),
-        }
-    }
-
-    fn record(&self, e: WeightsCacheEvent) {
-        self.events
-            .lock()
-            .unwrap_or_else(|p| p.into_inner())
-            .push(e);
-    }
-
-    /// What the weights cache did for each converted stage so far.
-    pub fn take_events(&self) -> Vec<WeightsCacheEvent> {
-        std::mem::take(&mut *self.events.lock().unwrap_or_else(|p| p.into_inner()))
-    }
-}
-
-/// Where a stage's converted weights come from while its LM loads: the
-/// cache file (hit), a conversion that is also written to the cache, or a
-/// plain conversion. `Qwen3Lm::load_with` takes every linear through
-/// [`Self::weight`] and calls [`Self::finish`] at the end.
-pub struct StageConverter<'a> {
-    store: &'a TensorStore,
-    cache: &'a WeightsCache,
-    stage: String,
-    precision: Precision,
-    state: Mutex<State>,
-}
-
-enum State {
-    Direct,
-    Hit {
-        path: PathBuf,
-        file: Arc<MappedFile>,
-        tensors: HashMap<String, IndexTensor>,
-        /// A tensor the file lacked (the reason), converted instead.
-        missing: Option<String>,
-    },
-    Write {
-        writer: Writer,
-        /// Why an existing file was replaced (None: there was none).
-        rebuild: Option<String>,
-    },
-    /// Writing failed mid-way: converting only, reported at finish.
-    Failed {
-        path: PathBuf,
-        reason: String,
-    },
-}
-
-impl<'a> StageConverter<'a> {
-    /// Opens the cache for `stage` (a tensor prefix) at `precision`: F32
-    /// and a cache without a directory convert directly.
-    pub fn open(
-        store: &'a TensorStore,
-        cache: &'a WeightsCache,
-        stage: &str,
-        precision: Precision,
-    ) -> Self {
-        let state = match cache.dir.as_deref() {
-            Some(dir) if precision != Precision::F32 => open_state(store, dir, stage, precision),
-            _ => State::Direct,
-        };
-        StageConverter {
-            store,
-            cache,
-            stage: stage.to_string(),
-            precision,
-            state: Mutex::new(state),
-        }
-    }
-
-    /// Tensor `name` of `shape` at the stage's precision.
-    pub fn weight(&self, name: &str, shape: &[usize]) -> Result<Weight> {
-        let w = self.store.weight(name, shape)?;
-        let mut state = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        match &mut *state {
-            State::Direct | State::Failed { .. } => Ok(convert(w, self.precision)),
-            State::Hit {
-                path,
-                file,
-                tensors,
-                missing,
-            } => {
-                if let Some(v) = tensors
-                    .get(name)
-                    .filter(|t| t.rows == w.rows() && t.cols == w.cols())
-                    .and_then(|t| t.view(file.clone(), self.precision))
-                {
-                    return Ok(v);
-                }
-                if missing.is_none() {
-                    let reason = format!(
-                        "has no {}x{} tensor `{name}` (written by another build?)",
-                        w.rows(),
-                        w.cols()
-                    );
-                    warn(
-                        path,
-                        &format!("{reason}; converting, the file will be rebuilt"),
-                    );
-                    *missing = Some(reason);
-                }
-                Ok(convert(w, self.precision))
-            }
-            State::Write { writer, .. } => {
-                let c = convert(w, self.precision);
-                match writer.append(name, &c, self.precision) {
-                    // The written copy replaces the in-memory one: even the
-                    // load that fills the cache ends up file-backed.
-                    Ok(mapped) => Ok(mapped),
-                    Err(e) => {
-                        let path = writer.path.clone();
-                        let reason = format!("cannot write: {e}");
-                        warn_write_failure(&path, &reason);
-                        // Drops the writer, which removes its temporary file
-                        // (views already handed out keep their pages).
-                        *state = State::Failed { path, reason };
-                        Ok(c)
-                    }
-                }
-            }
-        }
-    }
-
-    /// Completes the stage: commits a written file, drops one that lacked
-    /// tensors, and records what happened in the cache's event list.
-    pub fn finish(self) {
-        let state = self.state.into_inner().unwrap_or_else(|p| p.into_inner());
-        let (path, status) = match state {
-            State::Direct => return,
-            State::Hit {
-                path,
-                missing: None,
-                ..
-            } => (path, WeightsCacheStatus::Hit),
-            State::Hit {
-                path,
-                missing: Some(reason),
-                ..
-            } => {
-                // The next load converts everything and writes a full file.
-                let _ = std::fs::remove_file(&path);
-                (path, WeightsCacheStatus::Failed(reason))
-            }
-            State::Failed { path, reason } => (path, WeightsCacheStatus::Failed(reason)),
-            State::Write { writer, rebuild } => {
-                let path = writer.path.clone();
-                let key = writer.key.clone();
-                match writer.commit(&key) {
-                    Ok(()) => (
-                        path,
-                        match rebuild {
-                            None => WeightsCacheStatus::Created,
-                            Some(r) => WeightsCacheStatus::Rebuilt(r),
-                        },
-                    ),
-                    Err(e) => {
-                        let reason = format!("cannot write: {e}");
-                        warn_write_failure(&path, &reason);
-                        (path, WeightsCacheStatus::Failed(reason))
-                    }
-                }
-            }
-        };
-        self.cache.record(WeightsCacheEvent {
-            stage: self.stage,
-            precision: self.precision,
-            path,
-            status,
-        });
-    }
-}
-
-fn open_state(store: &TensorStore, dir: &Path, stage: &str, precision: Precision) -> State {
-    let key = match Key::of(store, stage, precision) {
-        Ok(k) => k,
-        Err(e) => {
-            let path = dir.join(format!("{stage}.{precision}.wcache"));
-            let reason = format!("cannot read the checkpoint's file metadata: {e}");
-            warn(&path, &reason);
-            return State::Failed { path, reason };
-        }
-    };
-    let path = dir.join(key.file_name());
-    let rebuild = match read_valid(&path, &key) {
-        Ok((file, tensors)) => {
-            return State::Hit {
-                path,
-                file,
-                tensors,
-                missing: None,
-            }
-        }
-        Err(Invalid::Missing) => None,
-        Err(Invalid::Bad(reason)) => {
-            warn(&path, &format!("{reason}; converting and rebuilding it"));
-            Some(reason)
-        }
-    };
-    match Writer::create(&path, key) {
-        Ok(writer) => State::Write { writer, rebuild },
-        Err(e) => {
-            let reason = format!("cannot write: {e}");
-            warn_write_failure(&path, &reason);
-            State::Failed { path, reason }
-        }
-    }
-}
-
-fn warn(path: &Path, message: &str) {
-    eprintln!("warning: weights cache {}: {message}", path.display());
-}
-
-/// Unwritable cache directories warn once per process (every stage would
-/// repeat the same complaint).
-fn warn_write_failure(path: &Path, reason: &str) {
-    static WARNED: AtomicBool = AtomicBool::new(false);
-    if !WARNED.swap(true, Ordering::Relaxed) {
-        warn(
-            path,
-            &format!("{reason}; loading without the cache (converted in memory)"),
-        );
-    }
-}
-
 /// The identity a cache file must match.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-struct Key {
+pub(super) struct Key {
     format: u32,
     quantizer: u32,
     precision: String,
@@ -374,7 +54,11 @@ struct Source {
 }
 
 impl Key {
-    fn of(store: &TensorStore, stage: &str, precision: Precision) -> std::io::Result<Key> {
+    pub(super) fn of(
+        store: &TensorStore,
+        stage: &str,
+        precision: Precision,
+    ) -> std::io::Result<Key> {
         let mut sources = Vec::new();
         for (path, header) in store.source_headers() {
             let path = std::fs::canonicalize(path)?;
@@ -414,7 +98,7 @@ impl Key {
 
     /// `<checkpoint dir name>-<hash of the source paths>.<stage>.<precision>.wcache`:
     /// one file per (checkpoint, stage, precision), replaced when stale.
-    fn file_name(&self) -> String {
+    pub(super) fn file_name(&self) -> String {
         let mut ids = Vec::new();
         for s in &self.sources {
             ids.extend_from_slice(s.path.to_string_lossy().as_bytes());
@@ -463,10 +147,10 @@ struct Index {
 }
 
 #[derive(Clone, Debug, Serialize, Deserialize)]
-struct IndexTensor {
+pub(super) struct IndexTensor {
     name: String,
-    rows: usize,
-    cols: usize,
+    pub(super) rows: usize,
+    pub(super) cols: usize,
     parts: Vec<Part>,
 }
 
@@ -491,7 +175,7 @@ impl IndexTensor {
         })
     }
 
-    fn view(&self, file: Arc<MappedFile>, precision: Precision) -> Option<Weight> {
+    pub(super) fn view(&self, file: Arc<MappedFile>, precision: Precision) -> Option<Weight> {
         let o: Vec<usize> = self.parts.iter().map(|p| p.offset as usize).collect();
         match precision {
             Precision::Int8 => Weight::mapped_q8(file, self.rows, self.cols, o[0], o[1]),
@@ -501,7 +185,7 @@ impl IndexTensor {
     }
 }
 
-enum Invalid {
+pub(super) enum Invalid {
     /// No file: silent, the first load creates it.
     Missing,
     /// Unusable (the named reason).
@@ -525,7 +209,7 @@ fn le_u64(b: &[u8], at: usize) -> u64 {
 }
 
 /// Maps `path` and checks it against `key` (see the module docs).
-fn read_valid(
+pub(super) fn read_valid(
     path: &Path,
     key: &Key,
 ) -> std::result::Result<(Arc<MappedFile>, HashMap<String, IndexTensor>), Invalid> {
@@ -677,17 +361,17 @@ fn key_difference(have: &Key, want: &Key) -> Option<String> {
 
 /// A cache file being written: a temporary file beside the final path,
 /// renamed over it by [`Self::commit`] and removed if dropped uncommitted.
-struct Writer {
-    path: PathBuf,
+pub(super) struct Writer {
+    pub(super) path: PathBuf,
     tmp: PathBuf,
     out: Option<BufWriter<File>>,
     pos: u64,
-    key: Key,
+    pub(super) key: Key,
     tensors: Vec<IndexTensor>,
 }
 
 impl Writer {
-    fn create(path: &Path, key: Key) -> std::io::Result<Writer> {
+    pub(super) fn create(path: &Path, key: Key) -> std::io::Result<Writer> {
         static SEQ: AtomicU64 = AtomicU64::new(0);
         if let Some(dir) = path.parent() {
             std::fs::create_dir_all(dir)?;
@@ -733,7 +417,12 @@ impl Writer {
 
     /// Appends `w` and returns a view of the written bytes (mapped from
     /// the file being written).
-    fn append(&mut self, name: &str, w: &Weight, precision: Precision) -> std::io::Result<Weight> {
+    pub(super) fn append(
+        &mut self,
+        name: &str,
+        w: &Weight,
+        precision: Precision,
+    ) -> std::io::Result<Weight> {
         let scales_bytes = |s: &[f32]| s.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>();
         let parts: Vec<std::borrow::Cow<[u8]>> = match w.mat() {
             Mat::Q8 { data, scales, .. } => {
@@ -793,7 +482,7 @@ impl Writer {
     }
 
     /// Writes the index and the header, then renames into place.
-    fn commit(mut self, key: &Key) -> std::io::Result<()> {
+    pub(super) fn commit(mut self, key: &Key) -> std::io::Result<()> {
         self.pad()?;
         let index = serde_json::to_vec(&Index {
             key: key.clone(),
@@ -870,110 +559,4 @@ pub fn hash64(bytes: &[u8]) -> u64 {
     h ^= h >> 27;
     h = h.wrapping_mul(0x94d0_49bb_1331_11eb);
     h ^ (h >> 31)
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A one-tensor f32 safetensors file `w` of `[rows, cols]`.
-    fn write_checkpoint(path: &Path, rows: usize, cols: usize) -> Vec<f32> {
-        let v: Vec<f32> = (0..rows * cols)
-            .map(|i| ((i * 7919) % 1013) as f32 / 500.0 - 1.0)
-            .collect();
-        let mut header = format!(
-            r#"{{"w":{{"dtype":"F32","shape":[{rows},{cols}],"data_offsets":[0,{}]}}}}"#,
-            v.len() * 4
-        )
-        .into_bytes();
-        while header.len() % 8 != 0 {
-            header.push(b' ');
-        }
-        let mut b = (header.len() as u64).to_le_bytes().to_vec();
-        b.extend_from_slice(&header);
-        b.extend(v.iter().flat_map(|x| x.to_le_bytes()));
-        std::fs::write(path, b).unwrap();
-        v
-    }
-
-    /// Converted through the cache twice: both loads are zero-copy views of
-    /// the file, with the bytes the in-memory conversion gives.
-    #[test]
-    fn a_hit_maps_the_file_and_matches_the_conversion() {
-        let tmp = std::env::temp_dir().join(format!("tts-rt-wcache-unit-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&tmp);
-        std::fs::create_dir_all(&tmp).unwrap();
-        let ckpt = tmp.join("model.safetensors");
-        let (rows, cols) = (70, 96);
-        let v = write_checkpoint(&ckpt, rows, cols);
-        for p in [Precision::Int8, Precision::Q4] {
-            let want = convert(Weight::from_f32(rows, cols, v.clone()), p);
-            let mut statuses = Vec::new();
-            for _ in 0..2 {
-                let store = TensorStore::open_files(std::slice::from_ref(&ckpt)).unwrap();
-                let cache = WeightsCache::new(Some(&tmp.join("cache")));
-                let conv = StageConverter::open(&store, &cache, "s", p);
-                let w = conv.weight("w", &[rows, cols]).unwrap();
-                conv.finish();
-                statuses.push(cache.take_events()[0].status.clone());
-                match (w.mat(), want.mat()) {
-                    (
-                        Mat::Q8 { data, scales, .. },
-                        Mat::Q8 {
-                            data: d2,
-                            scales: s2,
-                            ..
-                        },
-                    ) => {
-                        assert_eq!(data, d2);
-                        assert_eq!(scales, s2);
-                    }
-                    (
-                        Mat::Q4 {
-                            data,
-                            group_scales,
-                            scales,
-                            ..
-                        },
-                        Mat::Q4 {
-                            data: d2,
-                            group_scales: g2,
-                            scales: s2,
-                            ..
-                        },
-                    ) => {
-                        assert_eq!(data, d2);
-                        assert_eq!(group_scales, g2);
-                        assert_eq!(scales, s2);
-                    }
-                    _ => panic!("{p}: wrong kind"),
-                }
-                // Created: mapped back from the file just written; Hit:
-                // mapped from the existing file.
-                assert!(w.is_file_backed(), "{p}");
-            }
-            assert_eq!(
-                statuses,
-                vec![WeightsCacheStatus::Created, WeightsCacheStatus::Hit]
-            );
-        }
-        std::fs::remove_dir_all(&tmp).unwrap();
-    }
-
-    #[test]
-    fn hash_changes_with_any_word_length_and_tail() {
-        let base: Vec<u8> = (0..1000u32).map(|i| (i * 31 % 251) as u8).collect();
-        let h = hash64(&base);
-        assert_eq!(h, hash64(&base.clone()));
-        for at in [0, 7, 8, 31, 32, 500, 991, 999] {
-            let mut v = base.clone();
-            v[at] ^= 1;
-            assert_ne!(hash64(&v), h, "flip at {at}");
-        }
-        assert_ne!(hash64(&base[..999]), h);
-        let mut longer = base.clone();
-        longer.push(0);
-        assert_ne!(hash64(&longer), h, "a zero byte appended");
-        assert_ne!(hash64(&[]), hash64(&[0]));
-    }
 }

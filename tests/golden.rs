@@ -123,7 +123,7 @@ fn greedy_codes_match_official() {
             let got = gen.run_to_end();
             assert_eq!(got.len() / shape[1], shape[0], "{fx}/{name}: frame count");
             assert_eq!(got, want, "{fx}/{name}: greedy codes");
-            let hit_eos = gen.stop_reason() == Some(tts_models::synth::StopReason::Eos);
+            let hit_eos = gen.stop_reason() == Some(tts_models::StopReason::Eos);
             assert_eq!(
                 hit_eos,
                 case["hit_eos"].as_bool().unwrap(),

@@ -51,7 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::Message;
-use tts_models::synth::{PredictorSession, StopReason, TalkerOutput, TalkerSession};
+use tts_models::{PredictorState, StopReason, TalkerOutput, TalkerState};
 
 use crate::flow::FlowGate;
 
@@ -155,9 +155,9 @@ pub struct StageTimes {
 /// Router → talker: start a request (all state the LM stages need).
 pub struct StartRequest {
     pub stamp: Stamp,
-    pub talker: TalkerSession,
+    pub talker: TalkerState,
     /// Forwarded to the predictor with the first token.
-    pub predictor: PredictorSession,
+    pub predictor: PredictorState,
     /// Frames at most (`GenOptions::max_frames`).
     pub max_frames: usize,
     /// The request's flow gate: the talker pauses it while the consumer is
@@ -181,7 +181,7 @@ pub struct TalkerToken {
     /// The frame made from this token is the request's last (`max_frames`).
     pub last: bool,
     /// The predictor's state, on the first token of a request only.
-    pub open: Option<Box<PredictorSession>>,
+    pub open: Option<Box<PredictorState>>,
     pub times: StageTimes,
 }
 

@@ -7,7 +7,7 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};
-use tts_models::synth::StopReason;
+use tts_models::StopReason;
 use tts_models::{Qwen3Tts, Request};
 
 use crate::config::EngineConfig;

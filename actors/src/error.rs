@@ -1,5 +1,9 @@
 //! The runtime's error type: what a caller or a stream's `Error` event sees.
 
+use std::sync::Arc;
+
+use tts_models::ModelError;
+
 use crate::contract::{Generation, RequestKey, SessionId, StageKind};
 
 /// Coarse class of an [`EngineError`], for callers that branch on it (and
@@ -22,8 +26,12 @@ pub enum ErrorKind {
 #[derive(Clone, Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EngineError {
+    /// The request does not fit the model. The model's own typed cause is
+    /// kept (e.g. [`ModelError::UnknownSpeaker`] with the valid names), so
+    /// the layer that renders it can name the field and the choices;
+    /// `Arc` because engine errors are cloned to every waiter.
     #[error("invalid request: {0}")]
-    InvalidRequest(String),
+    InvalidRequest(Arc<ModelError>),
     #[error(
         "at capacity: the request needs {needed} {resource} but {in_use} of {limit} are in use; \
          retry when a request finishes, or raise the engine's limit"
@@ -84,10 +92,42 @@ impl EngineError {
     }
 }
 
-impl From<tts_models::ModelError> for EngineError {
-    fn from(e: tts_models::ModelError) -> Self {
-        EngineError::InvalidRequest(e.to_string())
+impl EngineError {
+    /// The model's typed cause of an [`EngineError::InvalidRequest`].
+    pub fn model_cause(&self) -> Option<&ModelError> {
+        match self {
+            EngineError::InvalidRequest(e) => Some(e),
+            _ => None,
+        }
+    }
+}
+
+impl From<ModelError> for EngineError {
+    fn from(e: ModelError) -> Self {
+        EngineError::InvalidRequest(Arc::new(e))
     }
 }
 
 pub type Result<T, E = EngineError> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn invalid_request_keeps_the_models_typed_cause_and_its_message() {
+        let cause = ModelError::UnknownSpeaker {
+            name: "nobody".into(),
+            valid: vec!["aiden".into(), "ryan".into()],
+        };
+        let text = format!("invalid request: {cause}");
+        let e = EngineError::from(cause);
+        assert_eq!(e.kind(), ErrorKind::InvalidRequest);
+        assert_eq!(e.to_string(), text);
+        let Some(ModelError::UnknownSpeaker { name, valid }) = e.model_cause() else {
+            panic!("cause lost: {e:?}");
+        };
+        assert_eq!((name.as_str(), valid.len()), ("nobody", 2));
+        assert!(EngineError::ShuttingDown.model_cause().is_none());
+    }
+}

@@ -136,10 +136,6 @@ pub struct MetricsInput<'a> {
     pub late_audio_samples: Option<u64>,
 }
 
-/// The former name of [`MetricsInput`], kept while callers outside this
-/// crate (the transport's recorder) move to the new one.
-pub type Observed<'a> = MetricsInput<'a>;
-
 /// One request's figures (METRICS.md names). `t_req` is client side: when
 /// `Session::synthesize` was called.
 #[derive(Clone, Debug, PartialEq, serde::Serialize)]

@@ -14,8 +14,8 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};
-use tts_models::synth::{PredictorSession, StopReason, TalkerSession};
 use tts_models::Qwen3Tts;
+use tts_models::{PredictorState, StopReason, TalkerState};
 
 use crate::config::EngineConfig;
 use crate::contract::*;
@@ -53,8 +53,8 @@ pub(crate) enum Wire {
 /// Client → router: admit and start a request.
 pub(crate) struct Submit {
     pub session: SessionId,
-    pub talker: TalkerSession,
-    pub predictor: PredictorSession,
+    pub talker: TalkerState,
+    pub predictor: PredictorState,
     pub max_frames: usize,
     pub tx: mpsc::Sender<Wire>,
     pub gate: Arc<FlowGate>,

@@ -50,6 +50,11 @@ pub enum ModelError {
     UnknownSpeaker { name: String, valid: Vec<String> },
     #[error("unknown language {name:?}; this checkpoint offers: {}", .valid.join(", "))]
     UnknownLanguage { name: String, valid: Vec<String> },
+    #[error("invalid request: text is empty")]
+    EmptyText,
+    #[error("invalid request: text is {tokens} tokens; at most {max} are accepted per request (split it)")]
+    TextTooLong { tokens: usize, max: usize },
+    /// A generation option out of its range (the message names it).
     #[error("invalid request: {0}")]
     InvalidRequest(String),
 }

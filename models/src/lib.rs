@@ -33,7 +33,6 @@
 //!   ([`LoadOptions`]).
 //! - [`generator`]: the offline generator ([`FrameGenerator`]), both LM
 //!   stages of one request on the calling thread.
-//! - [`synth`]: compatibility re-exports of the old paths (to be removed).
 //!
 //! Random-weight checkpoints in the hub layout are written by the
 //! `tts-checkpoint-gen` crate, outside this one.
@@ -54,7 +53,6 @@ pub mod prompt;
 pub mod quant;
 pub mod request;
 pub mod sampling;
-pub mod synth;
 pub mod talker;
 pub mod tokenizer;
 pub mod wcache;

@@ -91,7 +91,7 @@ pub fn build(m: &PromptParts<'_>, req: &Request) -> Result<Prompt> {
 /// The checks every layout makes before it looks at the voice.
 fn check_options(req: &Request) -> Result<()> {
     if req.text.trim().is_empty() {
-        return Err(ModelError::InvalidRequest("text is empty".into()));
+        return Err(ModelError::EmptyText);
     }
     req.options
         .talker
@@ -170,10 +170,10 @@ fn text_ids(m: &PromptParts<'_>, req: &Request) -> Result<(Vec<u32>, Option<Vec<
         )));
     }
     if input_ids.len() > MAX_TEXT_TOKENS {
-        return Err(ModelError::InvalidRequest(format!(
-            "text is {} tokens; at most {MAX_TEXT_TOKENS} are accepted per request (split it)",
-            input_ids.len()
-        )));
+        return Err(ModelError::TextTooLong {
+            tokens: input_ids.len(),
+            max: MAX_TEXT_TOKENS,
+        });
     }
     let instruct_ids = match &req.instruct {
         Some(s) if !s.is_empty() && m.config.supports_instruct() => {
@@ -517,10 +517,7 @@ mod tests {
         let f = Fixture::load();
         let mut req = f.request("Nobody", "Klingon", false);
         req.text = "  ".into();
-        assert!(matches!(
-            f.build(&req),
-            Err(ModelError::InvalidRequest(m)) if m == "text is empty"
-        ));
+        assert!(matches!(f.build(&req), Err(ModelError::EmptyText)));
         req.text = "Hi.".into();
         req.options.repetition_penalty = 0.0;
         assert!(matches!(

@@ -11,7 +11,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use tts_actors::{Engine, EngineConfig, Event};
 use tts_audio::WavFormat;
-use tts_models::synth::StopReason;
+use tts_models::StopReason;
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
 use super::io::{read_text, write_codes, AudioWriter, Output};

@@ -19,8 +19,8 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc;
 use tts_actors::{ErrorKind, Event, Stream};
+use tts_actors::{ModelError, Request};
 use tts_audio::StreamResampler;
-use tts_models::Request;
 
 pub use crate::http_error::error_response;
 use crate::protocol::{self, AudioFormat};
@@ -190,6 +190,18 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
     })
 }
 
+/// The request field a model refusal is about, in OpenAI's names: the
+/// model keeps its cause typed through the engine, and this layer renders
+/// it. `None` for causes that are not one field.
+fn model_param(cause: &ModelError) -> Option<&'static str> {
+    match cause {
+        ModelError::UnknownSpeaker { .. } => Some("voice"),
+        ModelError::UnknownLanguage { .. } => Some("language"),
+        ModelError::EmptyText | ModelError::TextTooLong { .. } => Some("input"),
+        _ => None,
+    }
+}
+
 /// The voice name in OpenAI's `voice`: a string (`"alloy"`), or the
 /// custom-voice object newer SDKs send (`{"id": "alloy"}`), whose id names a
 /// voice here like a string does.
@@ -276,7 +288,8 @@ pub async fn speech(
                 }
                 _ => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
             };
-            return error_response(status, &e.to_string(), kind, None);
+            let param = e.model_cause().and_then(model_param);
+            return error_response(status, &e.to_string(), kind, param);
         }
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
@@ -511,6 +524,30 @@ pub async fn voices(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_model_refusal_names_the_openai_field_it_is_about() {
+        let speaker = ModelError::UnknownSpeaker {
+            name: "bob".into(),
+            valid: vec![],
+        };
+        let language = ModelError::UnknownLanguage {
+            name: "klingon".into(),
+            valid: vec![],
+        };
+        let long = ModelError::TextTooLong {
+            tokens: 9000,
+            max: 8192,
+        };
+        assert_eq!(model_param(&speaker), Some("voice"));
+        assert_eq!(model_param(&language), Some("language"));
+        assert_eq!(model_param(&ModelError::EmptyText), Some("input"));
+        assert_eq!(model_param(&long), Some("input"));
+        assert_eq!(
+            model_param(&ModelError::InvalidRequest("top_k".into())),
+            None
+        );
+    }
 
     #[test]
     fn voice_is_a_name_or_an_id_object() {

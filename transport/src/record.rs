@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use tts_actors::metrics::{EngineSide, Observed, Outcome};
+use tts_actors::metrics::{ChunkLog, EngineSide, MetricsInput, Outcome};
 use tts_actors::RequestMetrics;
 
 use crate::protocol::ContextMetrics;
@@ -12,10 +12,9 @@ use crate::protocol::ContextMetrics;
 #[derive(Debug)]
 pub struct Recorder {
     first_text: Instant,
-    t_req: Option<Instant>,
-    chunk_ms: Vec<f64>,
-    chunk_samples: Vec<usize>,
-    finite: bool,
+    /// The context's model chunks, timed from its first submit (the
+    /// engine's own per-request log, kept across segments).
+    log: ChunkLog,
     frames: Option<u64>,
     stage_ms: [Option<f64>; 4],
     segments: usize,
@@ -27,10 +26,7 @@ impl Recorder {
     pub fn new(first_text: Instant) -> Self {
         Recorder {
             first_text,
-            t_req: None,
-            chunk_ms: Vec::new(),
-            chunk_samples: Vec::new(),
-            finite: true,
+            log: ChunkLog::new(),
             frames: Some(0),
             stage_ms: [None; 4],
             segments: 0,
@@ -40,7 +36,7 @@ impl Recorder {
 
     /// A segment went to the engine; the first one is `t_req`.
     pub fn submitted(&mut self, now: Instant) {
-        self.t_req.get_or_insert(now);
+        self.log.start(now);
         self.segments += 1;
     }
 
@@ -48,14 +44,7 @@ impl Recorder {
     /// rate) was handed to the socket at `now`.
     pub fn chunk(&mut self, now: Instant, native: &[f32], output: usize) {
         self.output_samples += output as u64;
-        if native.is_empty() {
-            return;
-        }
-        let t_req = *self.t_req.get_or_insert(now);
-        self.chunk_ms
-            .push(now.saturating_duration_since(t_req).as_secs_f64() * 1e3);
-        self.chunk_samples.push(native.len());
-        self.finite &= native.iter().all(|s| s.is_finite());
+        self.log.record(now, native);
     }
 
     /// Output samples that are not a model chunk (the resampler's tail).
@@ -98,16 +87,15 @@ impl Recorder {
         } else {
             self.frames
         };
-        let r = RequestMetrics::compute(&Observed {
-            chunk_ms: &self.chunk_ms,
-            chunk_samples: &self.chunk_samples,
-            terminal_ms: self.t_req.map_or(0.0, |t| {
-                now.saturating_duration_since(t).as_secs_f64() * 1e3
-            }),
+        let t_req = self.log.t_req();
+        let r = RequestMetrics::compute(&MetricsInput {
+            chunk_ms: self.log.chunk_ms(),
+            chunk_samples: self.log.chunk_samples(),
+            terminal_ms: self.log.ms_since_start(now).unwrap_or(0.0),
             sample_rate,
             samples_per_frame,
             outcome,
-            finite: self.finite,
+            finite: self.log.finite(),
             prebuffer_ms,
             engine: EngineSide {
                 frames,
@@ -118,7 +106,7 @@ impl Recorder {
         });
         ContextMetrics {
             ttfp_ms: r.ttfp_ms,
-            e2el_ms: self.t_req.map(|_| r.e2el_ms),
+            e2el_ms: t_req.map(|_| r.e2el_ms),
             audio_s: r.audio_s,
             rtf: r.rtf,
             stream_rtf: r.stream_rtf,
@@ -138,8 +126,7 @@ impl Recorder {
             output_samples: self.output_samples,
             output_sample_rate,
             segments: self.segments,
-            text_wait_ms: self
-                .t_req
+            text_wait_ms: t_req
                 .map(|t| t.saturating_duration_since(self.first_text).as_secs_f64() * 1e3),
             talker_ms: self.stage_ms[0],
             code_predictor_ms: self.stage_ms[1],

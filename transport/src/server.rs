@@ -22,8 +22,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tokio::sync::{oneshot, watch, Semaphore};
+use tts_actors::Qwen3Tts;
 use tts_actors::{Engine, EngineConfig};
-use tts_models::Qwen3Tts;
 
 use crate::error::TransportError;
 use crate::http_error::error_response;
@@ -38,8 +38,8 @@ use crate::{openai, realtime, web};
 #[derive(Debug)]
 pub struct ServeConfig {
     pub model_dir: PathBuf,
-    /// Weight precision of the two LMs (see `tts_models::LoadOptions`).
-    pub precision: tts_models::LoadOptions,
+    /// Weight precision of the two LMs (see `tts_actors::LoadOptions`).
+    pub precision: tts_actors::LoadOptions,
     /// Loopback by default: exposing the port is a decision, not a default.
     pub addr: SocketAddr,
     /// Bearer token required on every route but `/health` and `/ready`.
@@ -66,7 +66,7 @@ impl ServeConfig {
     pub fn new(model_dir: PathBuf) -> Self {
         ServeConfig {
             model_dir,
-            precision: tts_models::LoadOptions::default(),
+            precision: tts_actors::LoadOptions::default(),
             addr: SocketAddr::from(([127, 0, 0, 1], 8080)),
             token: None,
             engine: EngineConfig::default(),

@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{watch, Semaphore};
 use tts_actors::Engine;
-use tts_models::Qwen3Tts;
+use tts_actors::Qwen3Tts;
 
 use crate::http_error::error_response;
 use crate::prometheus::ServerMetrics;

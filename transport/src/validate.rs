@@ -5,7 +5,7 @@
 //! or a protocol `error` event with its code), so the check lives once and
 //! the two surfaces keep their own messages.
 
-use tts_models::GenOptions;
+use tts_actors::GenOptions;
 
 use crate::protocol::sample_rate_in_range;
 use crate::state::Loaded;

@@ -4,6 +4,9 @@
 //! the OpenAI HTTP endpoints against the engine's own audio; readiness,
 //! metrics, auth and the graceful drain. Assertions are on content and
 //! lifecycle, never on speed; timeouts only turn a hang into a failure.
+//!
+//! (One integration binary of ~1200 lines on purpose: each file under tests/
+//! links its own binary, and every test shares one server helper and client.)
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -17,7 +20,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-use tts_models::Request;
+use tts_actors::Request;
 use tts_transport::protocol::{
     self, AudioFormat, AudioHeader, CancelReason, ErrorCode, ServerMessage, TextMode,
     PROTOCOL_VERSION,

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tts_models::codec::{self, DecoderState, StepJob};
-use tts_models::synth::StopReason;
 use tts_models::Qwen3Tts;
+use tts_models::StopReason;
 
 use super::actor::{StageLogic, StepCx};
 use super::wiring::Output;

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tts_models::code_predictor::PredictScratch;
-use tts_models::synth::{PredictorSession, StopReason, TalkerOutput};
 use tts_models::Qwen3Tts;
+use tts_models::{PredictorState, StopReason, TalkerOutput};
 
 use super::actor::{StageLogic, StepCx};
 use super::wiring::Output;
@@ -19,7 +19,7 @@ use crate::contract::*;
 /// code-predictor frame (its G-1 sequential steps shared by the batch).
 pub struct PredictorStage {
     model: Arc<Qwen3Tts>,
-    reqs: HashMap<RequestKey, PredictorSession>,
+    reqs: HashMap<RequestKey, PredictorState>,
     max_batch: usize,
     scratch: PredictScratch,
 }
@@ -48,7 +48,7 @@ impl StageLogic for PredictorStage {
     const KIND: StageKind = StageKind::CodePredictor;
     const PARTNER: Option<StageKind> = Some(StageKind::Talker);
     type Input = TalkerToken;
-    type State = PredictorSession;
+    type State = PredictorState;
 
     fn stamp(i: &TalkerToken) -> &Stamp {
         &i.stamp
@@ -102,20 +102,20 @@ impl StageLogic for PredictorStage {
         }
         let at: HashMap<RequestKey, usize> =
             jobs.iter().enumerate().map(|(i, j)| (j.key, i)).collect();
-        let mut slots: Vec<Option<&mut PredictorSession>> = jobs.iter().map(|_| None).collect();
+        let mut slots: Vec<Option<&mut PredictorState>> = jobs.iter().map(|_| None).collect();
         for (key, session) in self.reqs.iter_mut() {
             if let Some(&i) = at.get(key) {
                 slots[i] = Some(session);
             }
         }
-        let mut batch: Vec<(&mut PredictorSession, &TalkerOutput)> = slots
+        let mut batch: Vec<(&mut PredictorState, &TalkerOutput)> = slots
             .into_iter()
             .zip(&jobs)
             .map(|(s, j)| (s.expect("every job's request is held"), &j.out))
             .collect();
         let (model, scratch) = (&self.model, &mut self.scratch);
         let (frames, d) = cx.batch_call(StageKind::CodePredictor, batch.len(), || {
-            PredictorSession::predict_batch(model, &mut batch, scratch)
+            PredictorState::predict_batch(model, &mut batch, scratch)
         });
         drop(batch);
         let produced_at = Instant::now();
@@ -150,11 +150,11 @@ impl StageLogic for PredictorStage {
         Vec::new()
     }
 
-    fn states(&self) -> &HashMap<RequestKey, PredictorSession> {
+    fn states(&self) -> &HashMap<RequestKey, PredictorState> {
         &self.reqs
     }
 
-    fn states_mut(&mut self) -> &mut HashMap<RequestKey, PredictorSession> {
+    fn states_mut(&mut self) -> &mut HashMap<RequestKey, PredictorState> {
         &mut self.reqs
     }
 }

@@ -7,8 +7,8 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use tts_models::lm::BatchScratch;
-use tts_models::synth::{PredictorSession, StopReason, TalkerOutput, TalkerSession, TalkerWork};
 use tts_models::Qwen3Tts;
+use tts_models::{PredictorState, StopReason, TalkerOutput, TalkerState, TalkerWork};
 
 use super::actor::{StageLogic, StepCx};
 use super::wiring::Output;
@@ -39,7 +39,7 @@ impl From<FrameFeedback> for TalkerInput {
 
 /// One request's talker state.
 pub struct TalkerReq {
-    session: TalkerSession,
+    session: TalkerState,
     gate: Arc<FlowGate>,
     max_frames: usize,
 }
@@ -60,7 +60,7 @@ struct TalkerJob {
     /// Index of the frame the picked token is for.
     index: u64,
     times: StageTimes,
-    open: Option<Box<PredictorSession>>,
+    open: Option<Box<PredictorState>>,
     /// `None`: the prefill; else the frame fed back.
     feedback: Option<Vec<u32>>,
 }
@@ -84,7 +84,7 @@ impl TalkerStage {
         index: u64,
         out: TalkerOutput,
         max_frames: usize,
-        open: Option<Box<PredictorSession>>,
+        open: Option<Box<PredictorState>>,
         times: StageTimes,
         cx: &mut StepCx<'_>,
     ) {
@@ -217,13 +217,13 @@ impl StageLogic for TalkerStage {
         // requests per step, so each key appears once).
         let at: HashMap<RequestKey, usize> =
             jobs.iter().enumerate().map(|(i, j)| (j.key, i)).collect();
-        let mut slots: Vec<Option<&mut TalkerSession>> = jobs.iter().map(|_| None).collect();
+        let mut slots: Vec<Option<&mut TalkerState>> = jobs.iter().map(|_| None).collect();
         for (key, req) in self.reqs.iter_mut() {
             if let Some(&i) = at.get(key) {
                 slots[i] = Some(&mut req.session);
             }
         }
-        let mut batch: Vec<(&mut TalkerSession, TalkerWork<'_>)> = slots
+        let mut batch: Vec<(&mut TalkerState, TalkerWork<'_>)> = slots
             .into_iter()
             .zip(&jobs)
             .map(|(s, j)| {
@@ -236,7 +236,7 @@ impl StageLogic for TalkerStage {
             .collect();
         let (model, scratch) = (&self.model, &mut self.scratch);
         let (outs, d) = cx.batch_call(StageKind::Talker, batch.len(), || {
-            TalkerSession::step_batch(model, &mut batch, scratch)
+            TalkerState::step_batch(model, &mut batch, scratch)
         });
         drop(batch);
         for (job, out) in jobs.into_iter().zip(outs) {

@@ -13,9 +13,9 @@ use std::time::Instant;
 use axum::extract::ws::{Message, WebSocket};
 use tokio::sync::OwnedSemaphorePermit;
 use tts_actors::metrics::Outcome;
+use tts_actors::Request;
 use tts_actors::{ErrorKind, Event, Stream};
 use tts_audio::StreamResampler;
-use tts_models::Request;
 
 use crate::protocol::{
     self, CancelReason, ClientMessage, ContextMetrics, ErrorCode, InputAudio, Limits,

@@ -3,7 +3,7 @@
 //! context takes of them when it opens. Pure (no socket, no engine), so each
 //! rule is unit-tested here.
 
-use tts_models::GenOptions;
+use tts_actors::GenOptions;
 
 use crate::protocol::{
     self, AudioFormat, AudioTransport, Chunking, ChunkingUpdate, ErrorCode, ProtocolError,

@@ -1,5 +1,9 @@
 //! Random-weight checkpoints in the Hugging Face hub layout.
 //!
+//! (One file, ~730 lines: it writes one checkpoint, and every part — configs,
+//! talker, code predictor, speech tokenizer, tokenizer files — follows the
+//! same tensor-list pattern; split, each piece would need the shared writer.)
+//!
 //! `tiny` is for smoke tests; `0.6b` and `1.7b` carry the real shapes (from
 //! the published configs) for benchmarks, never for listening. The text
 //! tokenizer is a synthetic byte-level BPE (256 byte tokens plus merges that

@@ -3,6 +3,10 @@
 //! inputs offset by one element (unaligned), and sizes large enough to take
 //! the rayon path.
 //!
+//! (One integration binary of ~1400 lines on purpose: each file under tests/
+//! links its own binary, and every kernel's cases share the same helpers and
+//! tolerances.)
+//!
 //! Tolerances, and why:
 //! - `DOT_REL = 2e-5` of `sum |a_i b_i|`, for dot-product shaped results
 //!   (matmul, conv): reordering an f32 sum of n terms moves it by at most

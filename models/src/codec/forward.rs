@@ -2,6 +2,9 @@
 //! left by earlier blocks. One-shot decoding is this with a fresh state and
 //! all frames in one block, so streaming and one-shot share every line.
 //!
+//! (~700 lines: the whole decoder forward reads top to bottom in one file so
+//! the streaming state each stage carries stays beside the code that uses it.)
+//!
 //! Why carrying a little state is exact: every stage is causal.
 //! - Stride-1 convs need `(kernel - 1) * dilation` input columns of left
 //!   context; a fresh stream's context is zeros, which is the official

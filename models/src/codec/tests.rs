@@ -1,6 +1,9 @@
 //! Code2wav tests: streaming == one-shot for awkward chunkings on a tiny
 //! random decoder written in the hub layout, the official chunked/padded
 //! decode rules, load-time checks, and goldens from the official PyTorch code.
+//!
+//! (~900 lines: the unit tests of the private codec modules, sharing one tiny
+//! random decoder written in the hub layout.)
 
 use std::path::{Path, PathBuf};
 

@@ -8,9 +8,12 @@
 //!   one-shot output.
 //! - [`ring`]: a preallocated lock-free single-producer single-consumer sample
 //!   ring, the only thing shared with a device callback.
-//! - [`playback`]: [`Player`], live playback through cpal: device listing and
-//!   selection, format negotiation, a realtime callback that never locks,
-//!   allocates, logs or blocks, underrun accounting.
+//! - [`playback`]: [`Player`], live playback through cpal, one file per
+//!   concern: `playback/mod.rs` the player (resampling, backpressure, stall
+//!   detection, underrun accounting); `format.rs` the options and device
+//!   sample formats; `callback.rs` the realtime callback that never locks,
+//!   allocates, logs or blocks; `devices.rs` device listing and selection;
+//!   `negotiate.rs` format negotiation.
 //! - [`continuity`]: the METRICS.md playout simulation (underruns and stall
 //!   time at a prebuffer, the smallest prebuffer without underrun) as pure
 //!   functions of chunk arrival times and durations.

@@ -60,4 +60,5 @@ pub use router::CancelAck;
 /// The model vocabulary the runtime's API takes and returns (the loaded
 /// model, what a request asks for, why it stopped, what went wrong), so
 /// the layers above speak to the runtime alone.
+pub use tts_models::request::language_name;
 pub use tts_models::{GenOptions, LoadOptions, ModelError, Qwen3Tts, Request, StopReason};

@@ -20,7 +20,7 @@
 
 use crate::config::{CodecIds, ModelKind, Speaker, TalkerConfig, TtsConfig};
 use crate::error::{ModelError, Result};
-use crate::request::{Request, MAX_TEXT_TOKENS};
+use crate::request::{language_name, Request, MAX_TEXT_TOKENS};
 use crate::talker::Talker;
 use crate::tokenizer::{template, TextTokenizer};
 
@@ -138,18 +138,12 @@ fn custom_voice_speaker<'c>(cfg: &'c TtsConfig, req: &Request) -> Result<Option<
 /// "auto", case-insensitive; None for auto). A speaker with a dialect
 /// speaks it for "chinese" and "auto", as the official code does.
 fn language_id(t: &TalkerConfig, language: &str, speaker: Option<&Speaker>) -> Result<Option<u32>> {
-    let lang = language.to_lowercase();
+    let lang = language_name(&t.language_names(), language)?;
+    // Checked: "auto" (no language row) or a `codec_language_id` key.
     let mut language_id = if lang == "auto" {
         None
     } else {
-        Some(
-            *t.languages
-                .get(&lang)
-                .ok_or_else(|| ModelError::UnknownLanguage {
-                    name: language.to_string(),
-                    valid: t.language_names(),
-                })?,
-        )
+        t.languages.get(&lang).copied()
     };
     if lang == "chinese" || lang == "auto" {
         if let Some(d) = speaker.and_then(|s| s.dialect.as_ref()) {

@@ -3,7 +3,26 @@
 //! ended ([`StopReason`]). Plain data, below every stage that reads it.
 
 use crate::config::GenerationConfig;
+use crate::error::{ModelError, Result};
 use crate::sampling::SamplerConfig;
+
+/// A request's `language` as the checkpoint names it: lower-cased, and
+/// `"auto"` or one of `valid` (a checkpoint's `TalkerConfig::language_names`,
+/// which include `"auto"`). The one language check: the prompt builder
+/// makes it, and a server refusing a setting before any request (the
+/// realtime session's settings) makes the same call and renders its
+/// [`ModelError::UnknownLanguage`].
+pub fn language_name(valid: &[String], language: &str) -> Result<String> {
+    let lang = language.to_lowercase();
+    if lang == "auto" || valid.contains(&lang) {
+        Ok(lang)
+    } else {
+        Err(ModelError::UnknownLanguage {
+            name: language.to_string(),
+            valid: valid.to_vec(),
+        })
+    }
+}
 
 /// Generation options (the official `generate` keyword arguments).
 #[derive(Clone, Debug, PartialEq)]
@@ -78,4 +97,22 @@ pub enum StopReason {
     Eos,
     /// `max_frames` frames were produced.
     MaxFrames,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn language_name_is_auto_or_a_checkpoint_language_lower_cased() {
+        let valid = ["auto", "chinese", "english"].map(String::from).to_vec();
+        assert_eq!(language_name(&valid, "English").unwrap(), "english");
+        assert_eq!(language_name(&valid, "AUTO").unwrap(), "auto");
+        match language_name(&valid, "Klingon") {
+            Err(ModelError::UnknownLanguage { name, valid: v }) => {
+                assert_eq!((name.as_str(), v), ("Klingon", valid));
+            }
+            other => panic!("{other:?}"),
+        }
+    }
 }

@@ -5,7 +5,7 @@
 //! or a protocol `error` event with its code), so the check lives once and
 //! the two surfaces keep their own messages.
 
-use tts_actors::GenOptions;
+use tts_actors::{GenOptions, ModelError};
 
 use crate::protocol::sample_rate_in_range;
 use crate::state::Loaded;
@@ -36,17 +36,19 @@ pub fn voice(voices: &Voices, name: &str) -> Result<String, Rejected> {
     })
 }
 
-/// A language, lower-cased, if the checkpoint knows it.
+/// A language, lower-cased, if the checkpoint knows it: the model's own
+/// check ([`tts_actors::language_name`]), its typed refusal rendered here.
 pub fn language(languages: &[String], language: &str) -> Result<String, Rejected> {
-    let l = language.to_lowercase();
-    if languages.contains(&l) {
-        Ok(l)
-    } else {
-        Err(Rejected::UnknownLanguage {
-            language: l,
-            valid: languages.to_vec(),
-        })
-    }
+    tts_actors::language_name(languages, language).map_err(|e| {
+        let valid = match e {
+            ModelError::UnknownLanguage { valid, .. } => valid,
+            _ => languages.to_vec(),
+        };
+        Rejected::UnknownLanguage {
+            language: language.to_lowercase(),
+            valid,
+        }
+    })
 }
 
 /// An output sample rate the resampler can produce.

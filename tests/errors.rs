@@ -245,6 +245,7 @@ fn f32_and_f16_checkpoints_load() {
             speaker: Some("ryan".into()),
             language: "english".into(),
             instruct: None,
+            voice_clone: None,
             text_streaming: false,
             options: opts,
         };
@@ -265,6 +266,7 @@ fn bad_requests_are_rejected_with_the_valid_choices() {
         speaker: Some("ryan".into()),
         language: "english".into(),
         instruct: None,
+        voice_clone: None,
         text_streaming: false,
         options: m.default_options(),
     };

@@ -432,6 +432,7 @@ fn full_size_cases() -> Option<(PathBuf, usize, Arc<Qwen3Tts>, Cases)> {
             speaker: speaker.clone(),
             language: "auto".into(),
             instruct: None,
+            voice_clone: None,
             text_streaming: i == 1,
             options,
         };

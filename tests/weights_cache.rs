@@ -75,6 +75,7 @@ fn fingerprint(m: &Arc<Qwen3Tts>) -> Fingerprint {
         speaker: m.speakers().first().cloned(),
         language: "auto".into(),
         instruct: None,
+        voice_clone: None,
         text_streaming: false,
         options,
     };

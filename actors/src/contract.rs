@@ -51,6 +51,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use actix::Message;
+use tts_models::codec::DecoderState;
 use tts_models::{PredictorState, StopReason, TalkerOutput, TalkerState};
 
 use crate::flow::FlowGate;
@@ -202,6 +203,9 @@ pub struct FrameForDecode {
     pub codes: Option<Vec<u32>>,
     /// First message of the request: code2wav opens its decoder state.
     pub first: bool,
+    /// With `first`: the state to open it from (an ICL clone's decoder
+    /// primed with the reference); None: a fresh one.
+    pub decoder_start: Option<Box<DecoderState>>,
     /// Set on the request's final message.
     pub stop: Option<StopReason>,
     /// When the predictor finished the frame (TTFT / TPOT).

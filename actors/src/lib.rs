@@ -61,4 +61,6 @@ pub use router::CancelAck;
 /// model, what a request asks for, why it stopped, what went wrong), so
 /// the layers above speak to the runtime alone.
 pub use tts_models::request::language_name;
-pub use tts_models::{GenOptions, LoadOptions, ModelError, Qwen3Tts, Request, StopReason};
+pub use tts_models::{
+    CloneReference, GenOptions, LoadOptions, ModelError, Qwen3Tts, Request, StopReason, VoiceClone,
+};

@@ -42,6 +42,7 @@ fn request(m: &Qwen3Tts, text: &str, frames: usize, greedy: bool, seed: u64) -> 
         speaker: Some(m.speakers()[0].clone()),
         language: "english".into(),
         instruct: None,
+        voice_clone: None,
         text_streaming: false,
         options,
     }

@@ -1,5 +1,7 @@
 use std::path::PathBuf;
 
+use crate::config::ModelKind;
+
 /// Errors of the models layer. Construction (loading, validation) errors name
 /// the file, key or tensor at fault; runtime errors name the request field.
 #[derive(Debug, thiserror::Error)]
@@ -54,6 +56,15 @@ pub enum ModelError {
     EmptyText,
     #[error("invalid request: text is {tokens} tokens; at most {max} are accepted per request (split it)")]
     TextTooLong { tokens: usize, max: usize },
+    /// A request this checkpoint's family cannot serve (a clone on
+    /// CustomVoice, a preset speaker on Base, no voice description on
+    /// VoiceDesign, ...): says what was asked and what the checkpoint does.
+    #[error("invalid request: {problem}, but this is a {family} checkpoint, which {}", .family.capability())]
+    WrongFamily { family: ModelKind, problem: String },
+    /// A cloned voice that does not fit this checkpoint (the message says
+    /// how).
+    #[error("invalid voice: {0}")]
+    InvalidVoice(String),
     /// A generation option out of its range (the message names it).
     #[error("invalid request: {0}")]
     InvalidRequest(String),

@@ -63,5 +63,5 @@ pub use error::{ModelError, Result};
 pub use generator::FrameGenerator;
 pub use model::{LoadOptions, Qwen3Tts};
 pub use quant::{Code2WavPrecision, Precision};
-pub use request::{GenOptions, Request, StopReason};
+pub use request::{CloneReference, GenOptions, Request, StopReason, VoiceClone};
 pub use talker::{Prompt, TalkerOutput, TalkerState, TalkerWork};

@@ -10,10 +10,10 @@ use std::path::{Path, PathBuf};
 
 use crate::checkpoint::TensorStore;
 use crate::code_predictor::{CodePredictor, PredictorModels, PredictorState};
-use crate::codec::Code2Wav;
+use crate::codec::{Code2Wav, DecoderState, PrimedDecoders};
 use crate::config::{GenerationConfig, TtsConfig};
 use crate::error::{ModelError, Result};
-use crate::prompt::{self, Prompt, PromptLayout, PromptParts};
+use crate::prompt::{self, Prompt, PromptParts};
 use crate::quant::{Code2WavPrecision, Precision};
 use crate::request::{GenOptions, Request};
 use crate::talker::{Talker, TalkerModels, TalkerState};
@@ -34,6 +34,8 @@ pub struct Qwen3Tts {
     /// What the weights cache did for each converted LM stage (empty
     /// without a cache directory or when nothing was converted).
     pub weights_cache: Vec<WeightsCacheEvent>,
+    /// ICL clones' decoder states primed with their reference codes.
+    pub primed_decoders: PrimedDecoders,
 }
 
 /// How [`Qwen3Tts::load_with`] prepares the weights: the precision of each
@@ -86,15 +88,6 @@ impl Qwen3Tts {
     /// Loads a checkpoint, converting each LM stage to its precision.
     pub fn load_with(dir: &Path, options: LoadOptions) -> Result<Self> {
         let config = TtsConfig::load(&dir.join("config.json"))?;
-        if PromptLayout::of(config.kind).is_none() {
-            return Err(ModelError::Config {
-                path: dir.join("config.json"),
-                message: format!(
-                    "tts_model_type {:?} is not supported yet; use a CustomVoice checkpoint",
-                    config.kind
-                ),
-            });
-        }
         let generation = GenerationConfig::load(&dir.join("generation_config.json"))?;
         let tokenizer = TextTokenizer::load(dir)?;
         if tokenizer.vocab_size() > config.talker.text_vocab_size {
@@ -137,6 +130,7 @@ impl Qwen3Tts {
             code2wav,
             precision: options,
             weights_cache,
+            primed_decoders: PrimedDecoders::default(),
         })
     }
 
@@ -163,6 +157,7 @@ impl Qwen3Tts {
                 config: &self.config,
                 tokenizer: &self.tokenizer,
                 talker: &self.talker,
+                code_predictor: &self.code_predictor,
             },
             req,
         )
@@ -172,10 +167,26 @@ impl Qwen3Tts {
     /// run the talker and the code predictor on different threads.
     pub fn sessions(&self, req: &Request) -> Result<(TalkerState, PredictorState)> {
         let prompt = self.build_prompt(req)?;
+        let decoder_start = self.decoder_start(req)?;
         Ok((
             TalkerState::new(&self.talker, &self.config.talker, prompt, &req.options),
-            PredictorState::new(&self.code_predictor, &req.options),
+            PredictorState::new(&self.code_predictor, &req.options)
+                .with_decoder_start(decoder_start),
         ))
+    }
+
+    /// The state a request's decoder starts from: for an ICL clone, primed
+    /// with its reference codes ([`Self::primed_decoders`]); otherwise None
+    /// (a fresh decoder).
+    pub fn decoder_start(&self, req: &Request) -> Result<Option<DecoderState>> {
+        match req.voice_clone.as_ref().and_then(|v| v.reference.as_ref()) {
+            Some(r) => Ok(Some(self.primed_decoders.get_or_prime(
+                &self.code2wav,
+                &r.codes,
+                r.frames,
+            )?)),
+            None => Ok(None),
+        }
     }
 
     /// Teacher forcing: runs the talker over `prompt` and feeds back the given
@@ -226,10 +237,59 @@ impl Qwen3Tts {
         (talker, cp)
     }
 
+    /// The waveform of a finished utterance of `frames` generated frames, as
+    /// the official API returns it.
+    ///
+    /// - Without `streaming`: the official 300/25-frame chunked decode; for
+    ///   an ICL clone, of the reference codes followed by the generated ones,
+    ///   then cut where the reference ends ([`icl_cut`], upstream's float
+    ///   formula, which sometimes keeps one reference sample).
+    /// - With `streaming`: one streaming decoder over the generated frames;
+    ///   for an ICL clone, primed with the reference codes. Equal to the
+    ///   official output while reference + generated frames stay within one
+    ///   300-frame chunk, except that the cut is always at the frame
+    ///   boundary.
+    pub fn decode_utterance(
+        &self,
+        req: &Request,
+        codes: &[u32],
+        frames: usize,
+        streaming: bool,
+    ) -> Result<Vec<f32>> {
+        let reference = req.voice_clone.as_ref().and_then(|v| v.reference.as_ref());
+        let Some(r) = reference else {
+            return self.code2wav.decode_on_pool(codes, frames, streaming);
+        };
+        if streaming {
+            let mut state =
+                self.primed_decoders
+                    .get_or_prime(&self.code2wav, &r.codes, r.frames)?;
+            return tts_kernels::on_pool(|| {
+                let mut out = Vec::new();
+                self.code2wav
+                    .decode_step(&mut state, codes, frames, &mut out)?;
+                Ok(out)
+            });
+        }
+        let all = [&r.codes[..], codes].concat();
+        let total = r.frames + frames;
+        let wav = self.code2wav.decode_on_pool(&all, total, false)?;
+        let cut = icl_cut(r.frames, total, wav.len());
+        Ok(wav[cut..].to_vec())
+    }
+
     /// KV-cache bytes a request of `prompt_rows + frames` positions holds.
     pub fn session_kv_bytes(&self, positions: usize) -> usize {
         self.talker.lm.kv_bytes_per_position() * positions
     }
+}
+
+/// Where upstream's `generate_voice_clone` cuts the reference out of the
+/// decode of `ref ++ gen`: `int(ref_len / max(total_len, 1) * wav_len)` in
+/// f64, which lands one sample before the frame boundary for some length
+/// pairs (e.g. 1 reference frame and 48 generated).
+pub fn icl_cut(ref_frames: usize, total_frames: usize, wav_len: usize) -> usize {
+    ((ref_frames as f64 / total_frames.max(1) as f64) * wav_len as f64) as usize
 }
 
 impl TalkerModels for Qwen3Tts {
@@ -246,5 +306,20 @@ impl TalkerModels for Qwen3Tts {
 impl PredictorModels for Qwen3Tts {
     fn code_predictor(&self) -> &CodePredictor {
         &self.code_predictor
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::icl_cut;
+
+    #[test]
+    fn icl_cut_reproduces_upstreams_float_formula() {
+        // Exact at most boundaries ...
+        assert_eq!(icl_cut(10, 50, 50 * 1920), 10 * 1920);
+        assert_eq!(icl_cut(0, 5, 5 * 1920), 0);
+        // ... one sample early where the f64 quotient rounds down.
+        assert_eq!(icl_cut(1, 49, 49 * 1920), 1919);
+        assert_eq!(icl_cut(3, 0, 0), 0);
     }
 }

@@ -70,16 +70,52 @@ impl GenOptions {
     }
 }
 
+/// A cloned voice as a Base checkpoint's prompt takes it (the official
+/// `VoiceClonePromptItem`): the speaker encoder's x-vector and, for ICL,
+/// the reference clip's codes and transcript. Made once per reference clip
+/// (by the encoders, or read from a stored voice) and shared by every
+/// request that speaks with it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct VoiceClone {
+    /// The x-vector, `[hidden_size]` of the talker it was made for.
+    pub x_vector: Vec<f32>,
+    /// ICL: the reference codes, `[frames, num_code_groups]` row-major, and
+    /// the transcript of the reference clip. None: x-vector only.
+    pub reference: Option<CloneReference>,
+}
+
+/// The in-context part of a cloned voice: what the reference clip says and
+/// its codes.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CloneReference {
+    pub text: String,
+    /// `[frames, groups]` row-major.
+    pub codes: Vec<u32>,
+    pub frames: usize,
+}
+
+impl VoiceClone {
+    /// True for the in-context (ICL) mode: reference codes and text.
+    pub fn is_icl(&self) -> bool {
+        self.reference.is_some()
+    }
+}
+
 /// One synthesis request.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Request {
     pub text: String,
-    /// Required for CustomVoice (case-insensitive).
+    /// A preset speaker: required for CustomVoice (case-insensitive);
+    /// refused by Base and VoiceDesign.
     pub speaker: Option<String>,
     /// A `codec_language_id` key or "auto" (case-insensitive).
     pub language: String,
-    /// Style instruction; ignored for 0.6B checkpoints, like the official code.
+    /// CustomVoice: a style instruction (ignored for 0.6B checkpoints, like
+    /// the official code). VoiceDesign: the description of the voice
+    /// (required). Refused by Base.
     pub instruct: Option<String>,
+    /// Base: the voice to clone (required); refused by the other families.
+    pub voice_clone: Option<std::sync::Arc<VoiceClone>>,
     /// Feed the text alongside the frames (official `non_streaming_mode=False`)
     /// instead of all up front (the `generate_custom_voice` default).
     pub text_streaming: bool,

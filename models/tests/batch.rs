@@ -47,6 +47,7 @@ fn request(m: &Qwen3Tts, text: &str, frames: usize, greedy: bool, seed: u64) -> 
         speaker: Some(m.speakers()[0].clone()),
         language: "english".into(),
         instruct: None,
+        voice_clone: None,
         text_streaming: seed % 2 == 1,
         options,
     }

@@ -397,6 +397,7 @@ impl Workload {
             speaker: Some(self.speaker.clone()),
             language: "english".into(),
             instruct: None,
+            voice_clone: None,
             text_streaming: self.text_streaming,
             options: opts,
         }

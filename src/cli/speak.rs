@@ -11,11 +11,19 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use tts_actors::{Engine, EngineConfig, Event};
 use tts_audio::WavFormat;
+use tts_models::config::ModelKind;
 use tts_models::StopReason;
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
 use super::io::{read_text, write_codes, AudioWriter, Output};
 use super::{load, play, ModelArg, OutArgs};
+
+/// `--text-mode`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+pub(crate) enum TextMode {
+    Prefill,
+    Streaming,
+}
 
 #[derive(Args)]
 pub(crate) struct SpeakArgs {
@@ -60,7 +68,13 @@ pub(crate) struct SpeakArgs {
     cp_top_k: Option<usize>,
     #[arg(long)]
     cp_top_p: Option<f32>,
-    /// Feed the text alongside the frames (official non_streaming_mode=False).
+    /// How the text reaches the talker: `prefill` (all up front, official
+    /// non_streaming_mode=True) or `streaming` (one token per frame,
+    /// non_streaming_mode=False). Default: the family's official one
+    /// (streaming for Base clones, prefill for CustomVoice and VoiceDesign).
+    #[arg(long, value_enum, conflicts_with = "text_streaming")]
+    text_mode: Option<TextMode>,
+    /// Alias of `--text-mode streaming`.
     #[arg(long)]
     text_streaming: bool,
     /// Print per-stage timings as one JSON line on stderr.
@@ -114,20 +128,32 @@ pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
     if let Some(n) = a.max_frames {
         opts.max_frames = check_max_frames(n, max_positions, model.code2wav.config().frame_rate())?;
     }
+    // CustomVoice needs a speaker: default to the checkpoint's first. The
+    // other families take none (the prompt builder refuses one, naming
+    // what the checkpoint does instead).
     let speaker = match a.speaker {
-        Some(s) => s,
-        None => model
-            .speakers()
-            .into_iter()
-            .next()
-            .context("checkpoint has no speakers (spk_id is empty)")?,
+        Some(s) => Some(s),
+        None if model.config.kind == ModelKind::CustomVoice => Some(
+            model
+                .speakers()
+                .into_iter()
+                .next()
+                .context("checkpoint has no speakers (spk_id is empty)")?,
+        ),
+        None => None,
+    };
+    let text_streaming = match (a.text_mode, a.text_streaming) {
+        (Some(m), _) => m == TextMode::Streaming,
+        (None, true) => true,
+        (None, false) => model.config.kind.default_text_streaming(),
     };
     let req = Request {
         text,
-        speaker: Some(speaker),
+        speaker,
         language: a.language,
         instruct: a.instruct,
-        text_streaming: a.text_streaming,
+        voice_clone: None,
+        text_streaming,
         options: opts,
     };
     // --play always takes the streaming engine path: playback starts with
@@ -178,7 +204,7 @@ pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
         write_codes(p, &codes, groups)?;
     }
     let t_dec = Instant::now();
-    let wav = model.code2wav.decode_on_pool(&codes, n, a.out.stream)?;
+    let wav = model.decode_utterance(&req, &codes, n, a.out.stream)?;
     let dec = t_dec.elapsed();
     let total = t_total.elapsed();
     if a.timings {

@@ -79,6 +79,7 @@ pub fn request(model: &Qwen3Tts, case: &Value) -> Request {
         speaker: case["speaker"].as_str().map(str::to_string),
         language: case["language"].as_str().unwrap().to_string(),
         instruct: case["instruct"].as_str().map(str::to_string),
+        voice_clone: None,
         text_streaming: !case["non_streaming_mode"].as_bool().unwrap(),
         options,
     }

@@ -181,6 +181,7 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
             speaker: Some(voice),
             language,
             instruct: r.instructions.filter(|i| !i.trim().is_empty()),
+            voice_clone: None,
             text_streaming: false,
             options,
         },

@@ -357,6 +357,7 @@ async fn engine_audio_mode(
         speaker: Some(speaker.into()),
         language: "auto".into(),
         instruct: None,
+        voice_clone: None,
         text_streaming,
         options,
     };

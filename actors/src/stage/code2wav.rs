@@ -125,13 +125,17 @@ impl StageLogic for Code2WavStage {
 impl Code2WavStage {
     /// Takes one frame (or end marker) of one request into its pending
     /// chunk; the job says whether the chunk schedule makes it due now.
-    fn admit(&mut self, f: FrameForDecode, cx: &mut StepCx<'_>) -> Option<DecodeJob> {
+    fn admit(&mut self, mut f: FrameForDecode, cx: &mut StepCx<'_>) -> Option<DecodeJob> {
         let key = f.stamp.key;
         if f.first {
+            let state = match f.decoder_start.take() {
+                Some(primed) => *primed,
+                None => self.model.code2wav.new_state(),
+            };
             self.reqs.insert(
                 key,
                 DecodeReq {
-                    state: self.model.code2wav.new_state(),
+                    state,
                     pending: Vec::new(),
                     pending_frames: 0,
                     pending_from: 0,
@@ -320,6 +324,7 @@ mod tests {
 
     fn frame(key: RequestKey, index: u64, codes: Option<Vec<u32>>, stop: bool) -> FrameForDecode {
         FrameForDecode {
+            decoder_start: None,
             stamp: Stamp::new(key, 0),
             frame_index: index,
             codes,

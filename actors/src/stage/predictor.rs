@@ -77,12 +77,16 @@ impl StageLogic for PredictorStage {
             times.handoff += t.stamp.sent_at.elapsed();
             match t.kind {
                 TokenKind::End(stop) => {
-                    self.reqs.remove(&key);
+                    let decoder_start = self
+                        .reqs
+                        .remove(&key)
+                        .and_then(|mut s| s.take_decoder_start());
                     cx.out.push(Output::Frame(FrameForDecode {
                         stamp: Stamp::new(key, cx.generation),
                         frame_index: t.frame_index,
                         codes: None,
                         first: t.frame_index == 0,
+                        decoder_start,
                         stop: Some(stop),
                         produced_at: Instant::now(),
                         times,
@@ -121,6 +125,14 @@ impl StageLogic for PredictorStage {
         let produced_at = Instant::now();
         let mut decode = Vec::with_capacity(jobs.len());
         for (job, frame) in jobs.into_iter().zip(frames) {
+            let first = job.frame_index == 0;
+            let decoder_start = if first {
+                self.reqs
+                    .get_mut(&job.key)
+                    .and_then(|s| s.take_decoder_start())
+            } else {
+                None
+            };
             let mut times = job.times;
             times.code_predictor += d;
             let stamp = Stamp::new(job.key, cx.generation);
@@ -140,7 +152,8 @@ impl StageLogic for PredictorStage {
                 stamp,
                 frame_index: job.frame_index,
                 codes: Some(frame),
-                first: job.frame_index == 0,
+                first,
+                decoder_start,
                 stop: job.last.then_some(StopReason::MaxFrames),
                 produced_at,
                 times,

@@ -6,6 +6,7 @@
 use std::sync::Arc;
 
 use super::weights::{CodePredictor, PredictScratch};
+use crate::codec::DecoderState;
 use crate::lm::KvCache;
 use crate::request::GenOptions;
 use crate::sampling::{pick, LogitsObserver, RawLogits, Rng, SamplerConfig};
@@ -42,6 +43,10 @@ pub struct PredictorState {
     cache: KvCache,
     scratch: Vec<f32>,
     work: PredictScratch,
+    /// The state code2wav starts this request's decoder from (an ICL
+    /// clone's decoder primed with the reference codes); it rides to
+    /// code2wav with the request's first frame. None: a fresh decoder.
+    decoder_start: Option<Box<DecoderState>>,
 }
 
 impl PredictorState {
@@ -52,7 +57,20 @@ impl PredictorState {
             cache: cp.new_cache(),
             scratch: Vec::new(),
             work: PredictScratch::default(),
+            decoder_start: None,
         }
+    }
+
+    /// This state with code2wav's start state for the request.
+    pub fn with_decoder_start(mut self, state: Option<DecoderState>) -> Self {
+        self.decoder_start = state.map(Box::new);
+        self
+    }
+
+    /// Hands over code2wav's start state (once; None afterwards or when
+    /// the decoder starts fresh).
+    pub fn take_decoder_start(&mut self) -> Option<Box<DecoderState>> {
+        self.decoder_start.take()
     }
 
     /// Fills codebooks 1..G-1 for a talker output; returns the whole frame.

@@ -21,6 +21,7 @@
 //!   to its own [`Code2Wav::decode_step`].
 
 mod forward;
+mod primed;
 mod weights;
 
 #[cfg(test)]
@@ -29,6 +30,7 @@ mod tests;
 use std::path::Path;
 
 pub use forward::{BatchScratch, DecoderState};
+pub use primed::{PrimedDecoders, DEFAULT_PRIMED_DECODERS};
 
 use crate::checkpoint::TensorStore;
 use crate::config::CodecConfig;
@@ -147,6 +149,18 @@ impl Code2Wav {
     /// A fresh per-stream state for [`Self::decode_step`].
     pub fn new_state(&self) -> DecoderState {
         DecoderState::new(&self.w)
+    }
+
+    /// A state that has decoded `codes` (`[n_frames, Q]`) and dropped their
+    /// samples: decoding more frames from it gives exactly what a
+    /// whole-utterance decode of `codes ++ more` gives for `more`. An ICL
+    /// clone's decoder is primed with the reference codes this way once per
+    /// voice, instead of decoding the reference again on every request.
+    pub fn primed_state(&self, codes: &[u32], n_frames: usize) -> Result<DecoderState> {
+        let mut state = self.new_state();
+        let mut scratch = Vec::new();
+        self.decode_step(&mut state, codes, n_frames, &mut scratch)?;
+        Ok(state)
     }
 
     /// Decodes the next `n_frames` of a stream and appends exactly

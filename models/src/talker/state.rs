@@ -55,6 +55,8 @@ pub struct Prompt {
     /// Token ids of the templated text and instruction (diagnostics, tests).
     pub input_ids: Vec<u32>,
     pub instruct_ids: Option<Vec<u32>>,
+    /// An in-context clone's templated reference-text ids.
+    pub ref_ids: Option<Vec<u32>>,
 }
 
 impl Prompt {

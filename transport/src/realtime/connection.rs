@@ -416,6 +416,7 @@ impl RealtimeConnection {
             speaker: Some(c.s.speaker.clone()),
             language: c.s.language.clone(),
             instruct: c.s.instruct.clone(),
+            voice_clone: None,
             text_streaming: c.s.text_mode == TextMode::Streaming,
             options: c.s.options.clone(),
         };

@@ -25,6 +25,7 @@ import shutil
 import wave
 from pathlib import Path
 
+import librosa
 import numpy as np
 import torch
 from safetensors.torch import save_file
@@ -32,6 +33,7 @@ from safetensors.torch import save_file
 import make_fixtures as mf
 from qwen_tts.core.models import Qwen3TTSConfig, Qwen3TTSForConditionalGeneration
 from qwen_tts.core.tokenizer_12hz.configuration_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Config
+from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
 
 SAMPLE_RATE = 24000
 SAMPLES_PER_FRAME = 1920
@@ -73,7 +75,7 @@ def base_spec(variant: str = "committed") -> dict:
              num_key_value_heads=5, head_dim=8, vocab_size=2048),
         speaker_encoder=dict(enc_channels=[64, 64, 64, 64, 192], enc_attention_channels=16,
                              enc_se_channels=16) if not other else
-        dict(enc_channels=[32, 48, 48, 48, 144], enc_attention_channels=8, enc_se_channels=8),
+        dict(enc_channels=[48, 48, 48, 48, 144], enc_attention_channels=8, enc_se_channels=8),
         codec_special=dict(mf.REAL_CODEC_SPECIAL),
         languages=dict(BASE_LANGUAGE_IDS),
         speakers={},
@@ -214,8 +216,6 @@ def build_codec_weights(spec: dict, cfg: Qwen3TTSTokenizerV2Config) -> dict[str,
     codebooks shrink with depth), so every one of the 16 kept levels uses many codes.
     """
     sd = mf.build_speech_tokenizer_weights(spec, cfg)
-    from qwen_tts.core.tokenizer_12hz.modeling_qwen3_tts_tokenizer_v2 import Qwen3TTSTokenizerV2Model
-
     model = Qwen3TTSTokenizerV2Model(cfg).eval()
     model.load_state_dict(sd)
     enc = model.encoder
@@ -394,8 +394,6 @@ def encoder_goldens(wrapper, clips: dict[str, dict]) -> dict[str, torch.Tensor]:
         assert cap["mel"].shape == (n // 256, 128), cap["mel"].shape
         assert cap["seanet"].shape[1] == -(-n // 960) and cap["downsample"].shape[1] == frames
         # The clip the official loader read is exactly int16 / 32768.
-        import librosa
-
         y, sr = librosa.load(str(clip["path"]), sr=None, mono=True)
         assert sr == SAMPLE_RATE and np.array_equal(y, samples.numpy())
         out[f"{name}.samples"] = samples

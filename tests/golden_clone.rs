@@ -261,3 +261,53 @@ fn voice_design_without_a_description_is_refused() {
         other => panic!("{:?}", other.map(|p| p.prefill_rows())),
     }
 }
+
+/// Through the streaming engine (chunks of 1, 4, 8 frames), an ICL clone
+/// gives the official greedy codes, and its audio is the primed decoder's:
+/// the official uncut decode from where the reference ends.
+#[test]
+fn streamed_clone_equals_the_official_decode() {
+    use tts_actors::{ChunkSchedule, Engine, EngineConfig, Event};
+    let g = Golden::load("tiny-base");
+    let m = model("tiny-base");
+    let engine = Engine::start(
+        m.clone(),
+        EngineConfig {
+            chunks: ChunkSchedule::new(vec![1, 4, 8]).unwrap(),
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let session = engine.open_session();
+    for (case, req) in requests("tiny-base", &m) {
+        let name = case["name"].as_str().unwrap();
+        let mut s = session.synthesize_blocking(req).unwrap();
+        let (mut codes, mut audio) = (Vec::new(), Vec::new());
+        loop {
+            match s.next_blocking().expect("a terminal event") {
+                Event::Started { .. } => {}
+                Event::Audio(c) => {
+                    codes.extend(c.codes.iter().copied());
+                    audio.extend(c.samples.iter().copied());
+                }
+                Event::Done { .. } => break,
+                other => panic!("{name}: {other:?}"),
+            }
+        }
+        let (want, _) = g.codes(&format!("{name}.codes"));
+        assert_eq!(codes, want, "{name}: streamed codes");
+        let frames = want.len() / m.config.talker.num_code_groups;
+        assert_eq!(
+            audio.len(),
+            frames * m.code2wav.samples_per_frame(),
+            "{name}: samples"
+        );
+        let uncut = match g.has(&format!("{name}.wav_uncut")) {
+            true => g.f32(&format!("{name}.wav_uncut")).0,
+            false => g.f32(&format!("{name}.wav")).0,
+        };
+        let tail = &uncut[uncut.len() - audio.len()..];
+        let e = rel_l2(&audio, tail);
+        assert!(e <= 1e-4, "{name}: streamed audio rel-L2 {e:.2e}");
+    }
+}

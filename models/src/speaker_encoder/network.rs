@@ -118,15 +118,16 @@ impl Weights {
             mean.push(mu);
             std.push(sd);
         }
-        let mut att_in = Vec::with_capacity(3 * c * t);
-        att_in.extend_from_slice(m);
-        for stat in [&mean, &std] {
-            for &v in stat.iter() {
-                att_in.extend(std::iter::repeat_n(v, t));
-            }
-        }
-        let mut a = self.asp_tdnn.tdnn(&att_in, t);
-        a.iter_mut().for_each(|v| *v = v.tanh());
+        // asp.tdnn on [m; mean; std] (the statistics repeated over time):
+        // the statistics' part is one constant per attention channel, so it
+        // is computed once and added as the frames' bias.
+        let mut stats = mean;
+        stats.extend_from_slice(&std);
+        let context = self.asp_stats.forward(&stats, 1);
+        let mut a = vec![0f32; self.asp_frames.shape.c_out * t];
+        let s = self.asp_frames.shape;
+        tts_kernels::conv1d(m, t, &self.asp_frames.w, Some(&context), s, &mut a);
+        a.iter_mut().for_each(|v| *v = v.max(0.0).tanh());
         let mut a = self.asp_conv.forward(&a, t);
         let mut pooled = vec![0f32; 2 * c];
         for (ch, (row, w)) in m.chunks_exact(t).zip(a.chunks_exact_mut(t)).enumerate() {

@@ -41,6 +41,31 @@ impl Conv {
         })
     }
 
+    /// A kernel-1 conv split into one on the first `c` input channels (with
+    /// a zero bias) and one on the rest (with the bias).
+    fn split_inputs(self, c: usize) -> (Conv, Conv) {
+        let s = self.shape;
+        debug_assert!(s.kernel == 1 && c <= s.c_in);
+        let (mut head, mut tail) = (Vec::new(), Vec::new());
+        for row in self.w.chunks_exact(s.c_in) {
+            head.extend_from_slice(&row[..c]);
+            tail.extend_from_slice(&row[c..]);
+        }
+        let shape = |c_in| Conv1dShape { c_in, ..s };
+        (
+            Conv {
+                w: head,
+                b: vec![0.0; s.c_out],
+                shape: shape(c),
+            },
+            Conv {
+                w: tail,
+                b: self.b,
+                shape: shape(s.c_in - c),
+            },
+        )
+    }
+
     /// PyTorch's "same" padding: `d (k - 1)` columns in all, the smaller
     /// half on the left.
     pub fn same_pad(&self) -> (usize, usize) {
@@ -67,8 +92,13 @@ pub(super) struct Weights {
     /// `blocks.1..`.
     pub blocks: Vec<SeRes2NetBlock>,
     pub mfa: Conv,
-    /// `asp.tdnn`: `3 C -> attention channels` (ReLU, then tanh).
-    pub asp_tdnn: Conv,
+    /// `asp.tdnn` (`3 C -> attention channels`, then ReLU and tanh) split
+    /// by input: its input is the frames `m` followed by their mean and std
+    /// repeated over time, so the statistics' columns give one constant per
+    /// output channel. `asp_frames` holds the columns of `m` (`C -> att`,
+    /// bias unused), `asp_stats` the others (`2 C -> att`, with the bias).
+    pub asp_frames: Conv,
+    pub asp_stats: Conv,
     /// `asp.conv`: `attention channels -> C`.
     pub asp_conv: Conv,
     /// `fc`: `2 C -> enc_dim`, kernel 1 on the single pooled column.
@@ -115,6 +145,8 @@ impl Weights {
         let n = ch.len();
         let m = cfg.mfa_channels();
         let att = cfg.enc_attention_channels;
+        let asp = Conv::load(store, &format!("{p}.asp.tdnn.conv"), 3 * m, att, 1, 1)?;
+        let (asp_frames, asp_stats) = asp.split_inputs(m);
         Ok(Weights {
             tdnn0,
             blocks,
@@ -126,7 +158,8 @@ impl Weights {
                 cfg.enc_kernel_sizes[n - 1],
                 cfg.enc_dilations[n - 1],
             )?,
-            asp_tdnn: Conv::load(store, &format!("{p}.asp.tdnn.conv"), 3 * m, att, 1, 1)?,
+            asp_frames,
+            asp_stats,
             asp_conv: Conv::load(store, &format!("{p}.asp.conv"), att, m, 1, 1)?,
             fc: Conv::load(store, &format!("{p}.fc"), 2 * m, cfg.enc_dim, 1, 1)?,
         })

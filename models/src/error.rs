@@ -65,6 +65,15 @@ pub enum ModelError {
     /// how).
     #[error("invalid voice: {0}")]
     InvalidVoice(String),
+    /// Reference audio for the speaker encoder shorter than its input
+    /// minimum (the mel frames every reflect pad needs).
+    #[error(
+        "reference audio is {samples} samples; the speaker encoder needs at least {min} (24 kHz)"
+    )]
+    ReferenceTooShort { samples: usize, min: usize },
+    /// Reference audio with a NaN or infinite sample.
+    #[error("reference audio sample {index} is {value}; samples must be finite")]
+    ReferenceNotFinite { index: usize, value: f32 },
     /// A generation option out of its range (the message names it).
     #[error("invalid request: {0}")]
     InvalidRequest(String),

@@ -26,7 +26,10 @@
 //!   and its per-request state: [`talker`] ([`Talker`](talker::Talker),
 //!   [`TalkerState`], the [`Prompt`] it is fed), [`code_predictor`]
 //!   ([`PredictorState`]), [`codec`] (code2wav: one-shot, official 300/25
-//!   chunked, and a stateful streaming decoder).
+//!   chunked, and a stateful streaming decoder), [`speaker_encoder`]
+//!   (Base checkpoints: the official log-mel front end and the ECAPA-TDNN
+//!   that turns 24 kHz reference audio into the x-vector,
+//!   [`SpeakerEncoder`]).
 //! - [`prompt`]: prompt construction, one [`prompt::PromptLayout`] per
 //!   checkpoint family (CustomVoice today).
 //! - [`model`]: the loaded checkpoint ([`Qwen3Tts`]) and how it is loaded
@@ -53,6 +56,7 @@ pub mod prompt;
 pub mod quant;
 pub mod request;
 pub mod sampling;
+pub mod speaker_encoder;
 pub mod talker;
 pub mod tokenizer;
 pub mod wcache;
@@ -64,4 +68,5 @@ pub use generator::FrameGenerator;
 pub use model::{LoadOptions, Qwen3Tts};
 pub use quant::{Code2WavPrecision, Precision};
 pub use request::{CloneReference, GenOptions, Request, StopReason, VoiceClone};
+pub use speaker_encoder::SpeakerEncoder;
 pub use talker::{Prompt, TalkerOutput, TalkerState, TalkerWork};

@@ -11,12 +11,14 @@ use crate::error::Result;
 
 mod codec;
 mod json;
+mod speaker_encoder;
 #[cfg(test)]
 mod tests;
 
 pub use codec::{CodecConfig, CodecTransformerConfig};
 pub(crate) use json::read_json;
 use json::Obj;
+pub use speaker_encoder::SpeakerEncoderConfig;
 
 /// One Qwen3 decoder stack (the talker's or the code predictor's).
 #[derive(Clone, Debug, PartialEq)]
@@ -224,6 +226,10 @@ pub struct TtsConfig {
     pub tts_bos_token_id: u32,
     pub tts_eos_token_id: u32,
     pub talker: TalkerConfig,
+    /// The x-vector encoder: `Some` only for [`ModelKind::Base`], the one
+    /// family whose checkpoint has it (the official model builds it only
+    /// for base); its `enc_dim` equals the talker hidden size.
+    pub speaker_encoder: Option<SpeakerEncoderConfig>,
 }
 
 impl TtsConfig {
@@ -313,7 +319,7 @@ impl TtsConfig {
             code_predictor,
             lm,
         };
-        let cfg = TtsConfig {
+        let mut cfg = TtsConfig {
             path: path.into(),
             kind,
             size: root
@@ -327,8 +333,33 @@ impl TtsConfig {
             tts_bos_token_id: root.u32("tts_bos_token_id")?,
             tts_eos_token_id: root.u32("tts_eos_token_id")?,
             talker,
+            speaker_encoder: None,
         };
         cfg.validate(&root, &t)?;
+        if kind == ModelKind::Base {
+            cfg.speaker_encoder = Some(Self::speaker_encoder(&root, &cfg.talker)?);
+        }
+        Ok(cfg)
+    }
+
+    /// The Base speaker encoder's config: `speaker_encoder_config`, or the
+    /// official class defaults when the key is absent.
+    fn speaker_encoder(root: &Obj<'_>, talker: &TalkerConfig) -> Result<SpeakerEncoderConfig> {
+        const KEY: &str = "speaker_encoder_config";
+        let cfg = match root.get(KEY) {
+            None => SpeakerEncoderConfig::default(),
+            Some(_) => SpeakerEncoderConfig::parse(&root.sub(KEY)?)?,
+        };
+        let hidden = talker.lm.hidden_size;
+        if cfg.enc_dim != hidden {
+            return Err(root.err(
+                &format!("{KEY}.enc_dim"),
+                format!(
+                    "({}) differs from talker_config.hidden_size ({hidden}); the x-vector fills a talker embedding row",
+                    cfg.enc_dim
+                ),
+            ));
+        }
         Ok(cfg)
     }
 

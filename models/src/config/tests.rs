@@ -1,5 +1,6 @@
 //! `config.json` parsing and validation on the tiny-a fixture's config,
-//! one key changed per test: each error names its file and dotted key.
+//! one key changed per test: each error names its file and dotted key
+//! (the speaker encoder's on the same config turned Base).
 
 use std::path::{Path, PathBuf};
 
@@ -150,4 +151,172 @@ fn speaker_id_outside_the_codec_vocabulary_is_refused() {
 fn special_token_outside_the_text_vocabulary_is_refused() {
     let e = error_after(|v| v["tts_pad_token_id"] = json!(u32::MAX));
     assert_mentions(&e, &["`tts_pad_token_id`", "outside the text vocabulary"]);
+}
+
+/// tiny-a's config turned into a Base one whose speaker encoder config is
+/// `spk` (absent when `None`).
+fn as_base(v: &mut Value, spk: Option<Value>) {
+    v["tts_model_type"] = json!("base");
+    let o = v.as_object_mut().unwrap();
+    match spk {
+        Some(s) => o.insert("speaker_encoder_config".into(), s),
+        None => o.remove("speaker_encoder_config"),
+    };
+}
+
+fn talker_hidden() -> usize {
+    fixture()["talker_config"]["hidden_size"].as_u64().unwrap() as usize
+}
+
+#[test]
+fn only_base_has_a_speaker_encoder() {
+    let mut v = fixture();
+    v["speaker_encoder_config"] = json!({"enc_dim": 7, "enc_res2net_scale": 5});
+    let cfg = TtsConfig::from_value(&fixture_path(), &v).unwrap();
+    assert_eq!(cfg.kind, ModelKind::CustomVoice);
+    assert_eq!(cfg.speaker_encoder, None, "unused for custom_voice");
+    v["tts_model_type"] = json!("voice_design");
+    let cfg = TtsConfig::from_value(&fixture_path(), &v).unwrap();
+    assert_eq!(cfg.speaker_encoder, None, "unused for voice_design");
+}
+
+#[test]
+fn base_speaker_encoder_takes_the_official_defaults() {
+    let h = talker_hidden();
+    let mut v = fixture();
+    as_base(
+        &mut v,
+        Some(json!({"enc_dim": h, "sample_rate": 24000, "model_type": ""})),
+    );
+    let cfg = TtsConfig::from_value(&fixture_path(), &v).unwrap();
+    let spk = cfg.speaker_encoder.expect("base has a speaker encoder");
+    assert_eq!(
+        spk,
+        SpeakerEncoderConfig {
+            enc_dim: h,
+            ..SpeakerEncoderConfig::default()
+        }
+    );
+    assert_eq!(spk.enc_channels, [512, 512, 512, 512, 1536]);
+    assert_eq!(spk.enc_kernel_sizes, [5, 3, 3, 3, 1]);
+    assert_eq!(spk.enc_dilations, [1, 2, 3, 4, 1]);
+    assert_eq!(
+        (
+            spk.mel_dim,
+            spk.enc_attention_channels,
+            spk.enc_res2net_scale
+        ),
+        (128, 128, 8)
+    );
+    assert_eq!((spk.enc_se_channels, spk.sample_rate), (128, 24000));
+    assert_eq!(spk.min_frames(), 5, "block 3: kernel 3, dilation 4");
+    assert_eq!(spk.mfa_channels(), 1536);
+    assert_eq!(
+        spk.res2net_blocks().collect::<Vec<_>>(),
+        [(512, 3, 2), (512, 3, 3), (512, 3, 4)]
+    );
+}
+
+#[test]
+fn base_speaker_encoder_honours_every_key() {
+    let h = talker_hidden();
+    let mut v = fixture();
+    as_base(
+        &mut v,
+        Some(json!({
+            "enc_dim": h, "mel_dim": 128, "enc_channels": [32, 32, 32, 64],
+            "enc_kernel_sizes": [3, 3, 5, 1], "enc_dilations": [1, 2, 3, 1],
+            "enc_attention_channels": 16, "enc_res2net_scale": 4, "enc_se_channels": 8,
+        })),
+    );
+    let spk = TtsConfig::from_value(&fixture_path(), &v)
+        .unwrap()
+        .speaker_encoder
+        .unwrap();
+    assert_eq!(spk.enc_channels, [32, 32, 32, 64]);
+    assert_eq!(spk.enc_kernel_sizes, [3, 3, 5, 1]);
+    assert_eq!(spk.enc_dilations, [1, 2, 3, 1]);
+    assert_eq!(
+        (
+            spk.enc_attention_channels,
+            spk.enc_res2net_scale,
+            spk.enc_se_channels
+        ),
+        (16, 4, 8)
+    );
+    assert_eq!(spk.min_frames(), 7, "kernel 5, dilation 3: pad 6");
+}
+
+#[test]
+fn base_enc_dim_must_equal_the_talker_hidden_size() {
+    let h = talker_hidden();
+    assert_ne!(h, 1024, "the fixture's hidden size is not the default");
+    // Absent key: the official default enc_dim (1024) applies.
+    let e = error_after(|v| as_base(v, None));
+    assert_mentions(
+        &e,
+        &[
+            "`speaker_encoder_config.enc_dim`",
+            "(1024)",
+            &format!("talker_config.hidden_size ({h})"),
+        ],
+    );
+    let e = error_after(|v| as_base(v, Some(json!({"enc_dim": h + 1}))));
+    assert_mentions(&e, &[&format!("({})", h + 1), &format!("({h})")]);
+}
+
+#[test]
+fn inconsistent_speaker_encoder_configs_name_the_key() {
+    let h = talker_hidden();
+    let case = |extra: Value| {
+        let mut spk = json!({"enc_dim": h});
+        for (k, x) in extra.as_object().unwrap() {
+            spk[k] = x.clone();
+        }
+        error_after(|v| as_base(v, Some(spk)))
+    };
+    let e = case(json!({"enc_res2net_scale": 7}));
+    assert_mentions(
+        &e,
+        &[
+            "`speaker_encoder_config.enc_channels`",
+            "(512) is not divisible by enc_res2net_scale (7)",
+        ],
+    );
+    let e = case(json!({"enc_dilations": [1, 2, 3]}));
+    assert_mentions(
+        &e,
+        &[
+            "`speaker_encoder_config.enc_dilations`",
+            "3 entries",
+            "enc_channels has 5",
+        ],
+    );
+    let e = case(json!({"enc_channels": [512, 512, 512, 512, 1024]}));
+    assert_mentions(&e, &["last entry (1024)", "(1536)"]);
+    let e = case(json!({"enc_channels": [256, 512, 512, 512, 1536]}));
+    assert_mentions(&e, &["entry 1 (512) differs from entry 0 (256)"]);
+    let e = case(json!({
+        "enc_channels": [512, 1536], "enc_kernel_sizes": [5, 1], "enc_dilations": [1, 1],
+    }));
+    assert_mentions(&e, &["has 2 entries; at least 3"]);
+    let e = case(json!({"enc_kernel_sizes": [5, 0, 3, 3, 1]}));
+    assert_mentions(
+        &e,
+        &["`speaker_encoder_config.enc_kernel_sizes`", "positive"],
+    );
+    let e = case(json!({"enc_se_channels": 0}));
+    assert_mentions(
+        &e,
+        &["`speaker_encoder_config.enc_se_channels`", "positive"],
+    );
+    let e = case(json!({"mel_dim": 80}));
+    assert_mentions(
+        &e,
+        &["`speaker_encoder_config.mel_dim`", "is 80", "128 bins"],
+    );
+    let e = case(json!({"sample_rate": 16000}));
+    assert_mentions(&e, &["`speaker_encoder_config.sample_rate`", "16000"]);
+    let e = case(json!({"enc_channels": "wide"}));
+    assert_mentions(&e, &["`speaker_encoder_config.enc_channels`", "list"]);
 }

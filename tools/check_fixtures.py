@@ -44,7 +44,7 @@ def files():
 def main() -> None:
     if not ROOT.is_dir():
         raise SystemExit(f"{ROOT} is missing")
-    for fx in ("tiny-a", "tiny-b"):
+    for fx in ("tiny-a", "tiny-b", "tiny-base", "tiny-vd"):
         d = ROOT / fx
         for f in LAYOUT:
             if not (d / f).is_file():
@@ -55,6 +55,9 @@ def main() -> None:
         for f in ("cases.json", "goldens.safetensors"):
             if not (g / f).is_file():
                 raise SystemExit(f"{g / f}: missing")
+    for f in ("encoders.safetensors", "ref_a.wav", "ref_b.wav"):
+        if not (ROOT / "goldens" / "tiny-base" / f).is_file():
+            raise SystemExit(f"{ROOT / 'goldens' / 'tiny-base' / f}: missing")
     for p in files():
         if p.suffix == ".json":
             json.loads(p.read_text(encoding="utf-8"))

@@ -6,6 +6,8 @@ What this writes (under --out, default tests/fixtures):
   tiny-a/   0.6B-style CustomVoice checkpoint in the exact hub layout, random weights
   tiny-b/   1.7B-style CustomVoice checkpoint: sharded talker, small_to_mtp_projection,
             4 code groups, 1024-entry codebooks, 960 samples/frame at 12 kHz
+  tiny-base/, tiny-vd/ and their goldens (Base voice clone, VoiceDesign): built by
+            tools/clone_fixtures.py, which this script calls after tiny-a/tiny-b
   goldens/<fixture>/cases.json          tokenizer ids + per-case metadata
   goldens/<fixture>/goldens.safetensors reference tensors produced by the official
                                          qwen-tts==0.1.1 package (see tools/README.md)
@@ -1007,10 +1009,19 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests" / "fixtures")
     ap.add_argument("--cache", type=Path, default=Path(__file__).resolve().parent / ".cache")
-    ap.add_argument("--only", default=None, help="build only this fixture (tiny-a / tiny-b)")
+    ap.add_argument("--only", default=None,
+                    help="comma-separated fixtures to build (tiny-a, tiny-b, tiny-base, tiny-vd); default all")
+    ap.add_argument("--variant", choices=["committed", "other"], default="committed",
+                    help="'other': build differently sized tiny-base/tiny-vd (+ goldens) into --out, "
+                         "for pointing the runtime at another checkpoint; never into tests/fixtures")
     ap.add_argument("--skip-verify", action="store_true", help="skip the tokenizer corpus cross-check")
     ap.add_argument("--allow-version-drift", action="store_true", help="run with unpinned package versions")
     args = ap.parse_args()
+    only = set(args.only.split(",")) if args.only else None
+    if args.variant == "other":
+        if args.out.resolve() == (Path(__file__).resolve().parent.parent / "tests" / "fixtures").resolve():
+            raise SystemExit("--variant other writes a temporary checkpoint: pass --out DIR outside tests/fixtures")
+        only = (only or {"tiny-base", "tiny-vd"}) & {"tiny-base", "tiny-vd"}
 
     torch.set_num_threads(1)
     torch.manual_seed(0)
@@ -1035,7 +1046,7 @@ def main() -> None:
     summary = []
     verified = False
     for spec in fixture_specs():
-        if args.only and spec["name"] != args.only:
+        if only is not None and spec["name"] not in only:
             continue
         t1 = time.time()
         write_checkpoint(spec, args.out, vocab_bytes, merges_bytes)
@@ -1080,6 +1091,17 @@ def main() -> None:
             f"{float(d[:300 * spf].abs().max()):.3g}, after {float(d[300 * spf:].abs().max()):.3g}; "
             f"official processor regex on local load: {regex_kind}; {time.time() - t1:.1f}s")
         del wrapper
+
+    # Base (voice clone) and VoiceDesign fixtures: tools/clone_fixtures.py.
+    sys.modules.setdefault("make_fixtures", sys.modules[__name__])
+    import clone_fixtures
+
+    for spec in (clone_fixtures.base_spec(args.variant), clone_fixtures.vd_spec(args.variant)):
+        if only is not None and spec["name"] not in only:
+            continue
+        t1 = time.time()
+        summary.extend(clone_fixtures.build(spec, args.out, vocab_bytes, merges_bytes, versions))
+        log(f"{spec['name']} ({args.variant}): {time.time() - t1:.1f}s")
 
     log("\nfixture  case                          frames  eos    rms     max|wav|")
     for fx, name, frames, eos, r, m in summary:

@@ -54,6 +54,10 @@ pub enum ModelError {
     EmptyText,
     #[error("invalid request: text is {tokens} tokens; at most {max} are accepted per request (split it)")]
     TextTooLong { tokens: usize, max: usize },
+    #[error("reference audio is empty; give a clip of speech at {sample_rate} Hz")]
+    EmptyAudio { sample_rate: u32 },
+    #[error("reference audio sample {index} is {value}; every sample must be a finite number")]
+    NonFiniteAudio { index: usize, value: f32 },
     /// A generation option out of its range (the message names it).
     #[error("invalid request: {0}")]
     InvalidRequest(String),

@@ -1,5 +1,5 @@
 //! Qwen3-TTS 12Hz in Rust: checkpoint loading, text tokenizer, talker,
-//! code predictor and code2wav.
+//! code predictor, code2wav and the reference-audio encoder.
 //!
 //! # Layout
 //! From the bottom up (each module imports only modules listed above it):
@@ -26,7 +26,11 @@
 //!   and its per-request state: [`talker`] ([`Talker`](talker::Talker),
 //!   [`TalkerState`], the [`Prompt`] it is fed), [`code_predictor`]
 //!   ([`PredictorState`]), [`codec`] (code2wav: one-shot, official 300/25
-//!   chunked, and a stateful streaming decoder).
+//!   chunked, and a stateful streaming decoder), [`codec_encoder`] (the
+//!   speech tokenizer's encoder: reference audio to
+//!   [`ReferenceCodes`](codec_encoder::ReferenceCodes) through the causal
+//!   SEANet, the full-causal transformer, the replicate-padded downsample
+//!   and the split RVQ).
 //! - [`prompt`]: prompt construction, one [`prompt::PromptLayout`] per
 //!   checkpoint family (CustomVoice today).
 //! - [`model`]: the loaded checkpoint ([`Qwen3Tts`]) and how it is loaded
@@ -43,6 +47,7 @@
 pub mod checkpoint;
 pub mod code_predictor;
 pub mod codec;
+pub mod codec_encoder;
 pub mod config;
 pub mod error;
 pub mod generator;

@@ -14,7 +14,7 @@ mod json;
 #[cfg(test)]
 mod tests;
 
-pub use codec::{CodecConfig, CodecTransformerConfig};
+pub use codec::{CodecConfig, CodecEncoderConfig, CodecTransformerConfig};
 pub(crate) use json::read_json;
 use json::Obj;
 

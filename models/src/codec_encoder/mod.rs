@@ -157,6 +157,7 @@ impl CodecEncoder {
             &w.downsample,
             &transformer,
             t25,
+            false,
             &mut padded,
             &mut downsample,
         );

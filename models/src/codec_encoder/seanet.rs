@@ -19,15 +19,28 @@ pub(crate) fn conv_out_len(conv: &MimiConv, t: usize) -> usize {
     t.div_ceil(conv.shape.stride)
 }
 
-/// `out = conv(pad(x))` for `x = [c_in, t]`; returns the output length
-/// (`ceil(t / stride)`). `padded` is scratch.
+/// Below this many padded elements the padding copy stays on the calling
+/// thread (a rayon fork-join costs a few microseconds).
+const PAR_MIN_ELEMS: usize = 1 << 16;
+
+/// `out = conv(pad(x))`, or `conv(pad(elu(x)))` with `elu`, for `x = [c_in,
+/// t]`; returns the output length (`ceil(t / stride)`). `padded` is scratch.
+///
+/// Every ELU of the SEANet sits right before a conv, so it is applied here,
+/// while the input is copied into the padded buffer: one pass and no extra
+/// buffer, and `x` itself is left intact for the ResBlock's residual. (ELU
+/// maps 0 to 0, so zero padding of `elu(x)` is `elu` of zero padding; the
+/// replicate-padded downsample has no ELU.)
 pub(crate) fn causal_conv(
     conv: &MimiConv,
     x: &[f32],
     t: usize,
+    elu: bool,
     padded: &mut Vec<f32>,
     out: &mut Vec<f32>,
 ) -> usize {
+    use rayon::prelude::*;
+
     let c = conv.shape.conv;
     let stride = conv.shape.stride;
     let kernel_eff = (c.kernel - 1) * c.dilation + 1;
@@ -37,15 +50,26 @@ pub(crate) fn causal_conv(
     let right = t.div_ceil(stride) * stride - t;
     let tp = left + t + right;
     padded.clear();
-    padded.reserve(c.c_in * tp);
-    for row in x.chunks_exact(t) {
+    padded.resize(c.c_in * tp, 0.0);
+    let fill = |(dst, row): (&mut [f32], &[f32])| {
         let (first, last) = match conv.pad {
             Pad::Zero => (0.0, 0.0),
             Pad::Replicate => (row[0], row[t - 1]),
         };
-        padded.extend(std::iter::repeat_n(first, left));
-        padded.extend_from_slice(row);
-        padded.extend(std::iter::repeat_n(last, right));
+        dst[..left].fill(first);
+        dst[left..left + t].copy_from_slice(row);
+        dst[left + t..].fill(last);
+        if elu {
+            elu_in_place(&mut dst[left..left + t]);
+        }
+    };
+    if padded.len() >= PAR_MIN_ELEMS && c.c_in > 1 {
+        padded
+            .par_chunks_mut(tp)
+            .zip(x.par_chunks_exact(t))
+            .for_each(fill);
+    } else {
+        padded.chunks_mut(tp).zip(x.chunks_exact(t)).for_each(fill);
     }
     let t_out = conv.shape.t_out(tp);
     debug_assert_eq!(t_out, conv_out_len(conv, t));
@@ -63,7 +87,7 @@ pub(crate) fn causal_conv(
 }
 
 /// ELU with alpha 1 (`nn.ELU()`), `expm1` on the negative side as PyTorch.
-pub(crate) fn elu(x: &mut [f32]) {
+pub(crate) fn elu_in_place(x: &mut [f32]) {
     for v in x.iter_mut() {
         if *v <= 0.0 {
             *v = v.exp_m1();
@@ -75,7 +99,6 @@ pub(crate) fn elu(x: &mut [f32]) {
 #[derive(Default)]
 struct Scratch {
     padded: Vec<f32>,
-    act: Vec<f32>,
     h: Vec<f32>,
     h2: Vec<f32>,
 }
@@ -83,26 +106,27 @@ struct Scratch {
 /// The SEANet over `samples` (mono, the encoder's rate): returns
 /// `[hidden_size, t]` and `t = ceil(n / hop)`.
 pub(crate) fn forward(s: &Seanet, samples: &[f32]) -> (Vec<f32>, usize) {
+    use rayon::prelude::*;
+
     let mut w = Scratch::default();
     let mut x = Vec::new();
-    let mut t = causal_conv(&s.conv_in, samples, samples.len(), &mut w.padded, &mut x);
+    let n = samples.len();
+    let mut t = causal_conv(&s.conv_in, samples, n, false, &mut w.padded, &mut x);
     for block in &s.blocks {
         for res in &block.res {
-            w.act.clear();
-            w.act.extend_from_slice(&x);
-            elu(&mut w.act);
-            causal_conv(&res.conv1, &w.act, t, &mut w.padded, &mut w.h);
-            elu(&mut w.h);
-            causal_conv(&res.conv2, &w.h, t, &mut w.padded, &mut w.h2);
-            for (a, b) in x.iter_mut().zip(&w.h2) {
-                *a += b;
+            causal_conv(&res.conv1, &x, t, true, &mut w.padded, &mut w.h);
+            causal_conv(&res.conv2, &w.h, t, true, &mut w.padded, &mut w.h2);
+            if x.len() >= PAR_MIN_ELEMS {
+                x.par_chunks_mut(t)
+                    .zip(w.h2.par_chunks(t))
+                    .for_each(|(a, b)| a.iter_mut().zip(b).for_each(|(a, b)| *a += b));
+            } else {
+                x.iter_mut().zip(&w.h2).for_each(|(a, b)| *a += b);
             }
         }
-        elu(&mut x);
-        t = causal_conv(&block.down, &x, t, &mut w.padded, &mut w.h);
+        t = causal_conv(&block.down, &x, t, true, &mut w.padded, &mut w.h);
         std::mem::swap(&mut x, &mut w.h);
     }
-    elu(&mut x);
-    t = causal_conv(&s.conv_out, &x, t, &mut w.padded, &mut w.h);
+    t = causal_conv(&s.conv_out, &x, t, true, &mut w.padded, &mut w.h);
     (std::mem::take(&mut w.h), t)
 }

@@ -163,3 +163,41 @@ fn a_missing_encoder_tensor_is_named() {
         .to_string();
     assert!(m.contains("encoder.encoder_transformer.layers.2."), "{m}");
 }
+
+#[test]
+fn attention_spans_the_whole_clip_not_the_sliding_window() {
+    // The config says sliding_window 250, but the official encoder attends
+    // over every earlier frame. Frame 600 of the transformer output is past
+    // what a 250-frame window could reach through both layers (2 * 249),
+    // and past the SEANet's receptive field, so a change in the first
+    // 20 ms reaches it only through full-clip attention.
+    let enc = tiny_base();
+    assert_eq!(enc.config().sliding_window, 250);
+    assert_eq!(enc.config().num_layers, 2);
+    let n = 620 * 960;
+    let a: Vec<f32> = (0..n).map(|i| ((i as f32) * 0.013).sin() * 0.2).collect();
+    let mut b = a.clone();
+    for v in &mut b[..480] {
+        *v = -*v;
+    }
+    let (sa, sb) = (enc.stages(&a).unwrap(), enc.stages(&b).unwrap());
+    let t = sa.t25;
+    assert_eq!(t, 620);
+    let col = |s: &EncoderStages, stage: &[f32], f: usize| -> Vec<f32> {
+        let _ = s;
+        (0..enc.config().hidden_size)
+            .map(|c| stage[c * t + f])
+            .collect()
+    };
+    // The SEANet output there is untouched...
+    assert_eq!(col(&sa, &sa.seanet, 600), col(&sb, &sb.seanet, 600));
+    // ...the transformer output is not.
+    let (ta, tb) = (
+        col(&sa, &sa.transformer, 600),
+        col(&sb, &sb.transformer, 600),
+    );
+    assert!(
+        ta.iter().zip(&tb).any(|(x, y)| x != y),
+        "frame 600 ignores frame 0"
+    );
+}

@@ -64,6 +64,7 @@ pub mod wcache;
 pub mod weight;
 
 pub use code_predictor::PredictorState;
+pub use codec_encoder::{CodecEncoder, ReferenceCodes};
 pub use error::{ModelError, Result};
 pub use generator::FrameGenerator;
 pub use model::{LoadOptions, Qwen3Tts};

@@ -6,7 +6,7 @@
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tts_kernels::{
     f32_to_bf16, quantize_q4_rows, quantize_q8_rows, AttnShape, Conv1dShape, ConvTranspose1dShape,
-    Isa, Kernels, KvRows, Mat, Q4Rows,
+    Isa, Kernels, KvRows, Mat, Q4Rows, StridedConv1dShape,
 };
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
@@ -240,6 +240,36 @@ fn conv(c: &mut Criterion) {
             let id = BenchmarkId::new(ks.isa().name(), format!("{name}_t{t}"));
             g.bench_function(id, |b| {
                 b.iter(|| ks.conv1d(black_box(&x), t_in, &w, Some(&bias), sh, &mut out))
+            });
+        }
+    }
+    // SEANet encoder downsampling (kernel 2 * stride) over 1 s of audio:
+    // 64 -> 128 at stride 4 (24000 input columns) and 512 -> 1024 at
+    // stride 8 (200 columns).
+    for (name, ci, co, s, t_in) in [
+        ("seanet64_s4", 64, 128, 4, 24000),
+        ("seanet512_s8", 512, 1024, 8, 200),
+    ] {
+        let sh = StridedConv1dShape {
+            conv: Conv1dShape {
+                c_in: ci,
+                c_out: co,
+                kernel: 2 * s,
+                dilation: 1,
+                groups: 1,
+            },
+            stride: s,
+        };
+        let t = sh.t_out(t_in);
+        let x = data(ci * t_in, 8);
+        let w = data(co * ci * 2 * s, 9);
+        let bias = data(co, 10);
+        let mut out = vec![0f32; co * t];
+        g.throughput(Throughput::Elements((co * ci * 2 * s * t) as u64));
+        for ks in paths() {
+            let id = BenchmarkId::new(ks.isa().name(), format!("{name}_t{t}"));
+            g.bench_function(id, |b| {
+                b.iter(|| ks.conv1d_strided(black_box(&x), t_in, &w, Some(&bias), sh, &mut out))
             });
         }
     }

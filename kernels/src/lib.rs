@@ -14,7 +14,8 @@
 //!   the dispatching entry points the models call: `Kernels::selected()`.
 //!   Shapes travel as parameter structs shared by the reference, the SIMD
 //!   paths and these entry points: [`AttnShape`] and [`KvRows`] for
-//!   [`attention`], [`Conv1dShape`], [`ConvTranspose1dShape`].
+//!   [`attention`], [`Conv1dShape`], [`StridedConv1dShape`] (for
+//!   [`conv1d_strided`]), [`ConvTranspose1dShape`].
 //! - [`on_pool`]: runs a whole step on a thread of the kernel pool (the
 //!   models wrap their steps and decodes in it).
 //! - `simd` (private): a `Simd` token trait with one implementation per ISA
@@ -40,7 +41,8 @@
 //! bit-identical f32-FMA emulation on the other SIMD paths, the reference
 //! on the scalar path.
 //!
-//! Paths: matmul, conv1d (incl. grouped/depthwise), conv_transpose1d,
+//! Paths: matmul, conv1d (incl. grouped/depthwise; strided via its
+//! polyphase split), conv_transpose1d,
 //! attention, rms_norm, silu_mul, gelu and snake_beta have SIMD versions,
 //! parallel on rayon's global pool when a call has more than ~64k
 //! multiply-adds; layer_norm and rope (a few thousand flops per call) use the
@@ -341,6 +343,23 @@ impl Kernels {
         })
     }
 
+    /// See [`conv1d_strided`].
+    pub fn conv1d_strided(
+        &self,
+        x: &[f32],
+        t_in: usize,
+        w: &[f32],
+        bias: Option<&[f32]>,
+        s: StridedConv1dShape,
+        out: &mut [f32],
+    ) {
+        dispatch!(
+            self,
+            reference::conv1d_strided(x, t_in, w, bias, s, out),
+            |tok| fast::conv_strided::conv1d_strided(tok, x, t_in, w, bias, s, out)
+        )
+    }
+
     /// These kernels with the bf16 convolutions on the portable f32-FMA
     /// emulation even where the CPU has avx512_bf16 (tests and benches
     /// compare the two; the bits are the same, see [`conv_bf16`]).
@@ -600,6 +619,51 @@ pub fn conv1d(
     out: &mut [f32],
 ) {
     Kernels::selected().conv1d(x, t_in, w, bias, s, out)
+}
+
+/// Parameters of a strided 1-D convolution: a [`Conv1dShape`] whose outputs
+/// are taken every `stride` input columns (the SEANet encoder's
+/// downsampling convs, kernel `2 * stride`).
+#[derive(Clone, Copy, Debug)]
+pub struct StridedConv1dShape {
+    pub conv: Conv1dShape,
+    /// `>= 1`; 1 is [`conv1d`].
+    pub stride: usize,
+}
+
+impl StridedConv1dShape {
+    /// Output columns of the "valid" strided convolution of `t_in` input
+    /// columns: `(t_in - span - 1) / stride + 1` with `span = (kernel - 1) *
+    /// dilation`, 0 when the input is shorter than one kernel span.
+    pub fn t_out(&self, t_in: usize) -> usize {
+        let span = (self.conv.kernel - 1) * self.conv.dilation;
+        if t_in <= span {
+            0
+        } else {
+            (t_in - span - 1) / self.stride + 1
+        }
+    }
+}
+
+/// "Valid" strided 1-D convolution on channel-major `x = [c_in, t_in]` with
+/// weight `[c_out, c_in / groups, kernel]` and optional bias:
+/// `out[co, t] = bias[co] + sum_ci sum_k w[co, ci, k] * x[ci, t * stride + k
+/// * dilation]`, `out = [c_out, s.t_out(t_in)]`. Padding is the caller's, as
+/// for [`conv1d`].
+///
+/// The SIMD paths run dense (groups 1, dilation 1) shapes as a stride-1
+/// [`conv1d`] over the input split into its `stride` phases (polyphase:
+/// tap `k` reads phase `k % stride` at offset `k / stride`), so the one tuned
+/// convolution tile serves both; other strided shapes use the reference.
+pub fn conv1d_strided(
+    x: &[f32],
+    t_in: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    s: StridedConv1dShape,
+    out: &mut [f32],
+) {
+    Kernels::selected().conv1d_strided(x, t_in, w, bias, s, out)
 }
 
 /// Parameters of a transposed 1-D convolution (no padding, no groups, no

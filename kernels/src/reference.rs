@@ -4,7 +4,7 @@
 use crate::conv_bf16::{bf16_value, dp_step, flush, ConvBf16};
 use crate::mat::quantize_a16_row;
 use crate::q4::{q4_get, q4_row_bytes, q4_row_groups, quantize_a8_row, Q4_GROUP};
-use crate::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, Mat};
+use crate::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, Mat, StridedConv1dShape};
 
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
     let (n, k) = (w.rows(), w.cols());
@@ -313,6 +313,51 @@ pub fn conv1d(
                 let off = kk * s.dilation;
                 for (t, ov) in o.iter_mut().enumerate() {
                     *ov += wv * xr[t + off];
+                }
+            }
+        }
+    }
+}
+
+pub fn conv1d_strided(
+    x: &[f32],
+    t_in: usize,
+    w: &[f32],
+    bias: Option<&[f32]>,
+    s: StridedConv1dShape,
+    out: &mut [f32],
+) {
+    let StridedConv1dShape { conv: c, stride } = s;
+    assert!(stride >= 1, "conv1d_strided: stride must be >= 1");
+    let t_out = s.t_out(t_in);
+    let cin_g = c.c_in / c.groups;
+    let cout_g = c.c_out / c.groups;
+    assert_eq!(
+        x.len(),
+        c.c_in * t_in,
+        "conv1d_strided: x is not [c_in, t_in]"
+    );
+    assert_eq!(
+        w.len(),
+        c.c_out * cin_g * c.kernel,
+        "conv1d_strided: weight shape"
+    );
+    assert_eq!(
+        out.len(),
+        c.c_out * t_out,
+        "conv1d_strided: out is not [c_out, t_out]"
+    );
+    for co in 0..c.c_out {
+        let g = co / cout_g;
+        let o = &mut out[co * t_out..(co + 1) * t_out];
+        o.fill(bias.map_or(0.0, |b| b[co]));
+        for ci in 0..cin_g {
+            let xr = &x[(g * cin_g + ci) * t_in..][..t_in];
+            for kk in 0..c.kernel {
+                let wv = w[(co * cin_g + ci) * c.kernel + kk];
+                let off = kk * c.dilation;
+                for (t, ov) in o.iter_mut().enumerate() {
+                    *ov += wv * xr[t * stride + off];
                 }
             }
         }

@@ -23,7 +23,7 @@
 use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
     f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnShape,
-    Conv1dShape, ConvBf16, ConvTranspose1dShape, Isa, Kernels, KvRows, Mat,
+    Conv1dShape, ConvBf16, ConvTranspose1dShape, Isa, Kernels, KvRows, Mat, StridedConv1dShape,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -623,6 +623,87 @@ fn conv1d_all_shapes() {
                 let terms = ((c_in / groups) * kernel) as f32;
                 let what = format!("{} conv1d {sh:?} t_in={t_in}", ks.isa().name());
                 check_close(&what, &got, &want, |_| DOT_REL * (terms + 1.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn conv1d_strided_all_shapes() {
+    let mut rng = Rng(14);
+    // (c_in, c_out, kernel, stride, dilation, groups, t_in)
+    let shapes: [(usize, usize, usize, usize, usize, usize, usize); 15] = [
+        (1, 1, 1, 1, 1, 1, 1),
+        (1, 1, 2, 2, 1, 1, 0),
+        (1, 1, 2, 2, 1, 1, 1),  // shorter than the kernel: no output
+        (2, 4, 8, 4, 1, 1, 8),  // exactly one output
+        (2, 4, 8, 4, 1, 1, 37), // a partial last phase
+        (4, 8, 10, 5, 1, 1, 51),
+        (8, 16, 12, 6, 1, 1, 73),
+        (16, 32, 16, 8, 1, 1, 129),
+        (16, 16, 4, 2, 1, 1, 25),    // the 25 -> 12.5 Hz downsample
+        (3, 5, 7, 3, 1, 1, 40),      // kernel not a multiple of the stride
+        (3, 5, 3, 1, 2, 1, 20),      // stride 1: plain conv1d
+        (4, 4, 3, 2, 2, 1, 21),      // dilated: reference path
+        (4, 8, 4, 2, 1, 2, 21),      // grouped: reference path
+        (64, 128, 8, 4, 1, 1, 2000), // parallel
+        (512, 512, 4, 2, 1, 1, 40),  // t_out < lanes
+    ];
+    for ks in paths() {
+        for &(c_in, c_out, kernel, stride, dilation, groups, t_in) in &shapes {
+            let sh = StridedConv1dShape {
+                conv: Conv1dShape {
+                    c_in,
+                    c_out,
+                    kernel,
+                    dilation,
+                    groups,
+                },
+                stride,
+            };
+            let t_out = sh.t_out(t_in);
+            let x = unaligned(&rng.vec(c_in * t_in, 1.0));
+            let w = unaligned(&rng.vec(c_out * (c_in / groups) * kernel, 1.0));
+            let bias = rng.vec(c_out, 1.0);
+            for b in [None, Some(&bias[..])] {
+                let mut want = vec![0f32; c_out * t_out];
+                reference::conv1d_strided(&x[1..], t_in, &w[1..], b, sh, &mut want);
+                let mut got = vec![f32::NAN; c_out * t_out];
+                ks.conv1d_strided(&x[1..], t_in, &w[1..], b, sh, &mut got);
+                let terms = ((c_in / groups) * kernel) as f32;
+                let what = format!("{} conv1d_strided {sh:?} t_in={t_in}", ks.isa().name());
+                check_close(&what, &got, &want, |_| DOT_REL * (terms + 1.0));
+            }
+        }
+    }
+}
+
+#[test]
+fn conv1d_strided_is_conv1d_subsampled() {
+    // The reference strided conv is the stride-1 conv read every `stride`.
+    let mut rng = Rng(15);
+    let (c_in, c_out, kernel, t_in) = (3, 4, 6, 50);
+    let conv = Conv1dShape {
+        c_in,
+        c_out,
+        kernel,
+        dilation: 1,
+        groups: 1,
+    };
+    let x = rng.vec(c_in * t_in, 1.0);
+    let w = rng.vec(c_out * c_in * kernel, 1.0);
+    let t1 = conv.t_out(t_in);
+    let mut dense = vec![0f32; c_out * t1];
+    reference::conv1d(&x, t_in, &w, None, conv, &mut dense);
+    for stride in 1..=4 {
+        let sh = StridedConv1dShape { conv, stride };
+        let t_out = sh.t_out(t_in);
+        assert_eq!(t_out, (t1 - 1) / stride + 1);
+        let mut got = vec![0f32; c_out * t_out];
+        reference::conv1d_strided(&x, t_in, &w, None, sh, &mut got);
+        for co in 0..c_out {
+            for t in 0..t_out {
+                assert_eq!(got[co * t_out + t], dense[co * t1 + t * stride]);
             }
         }
     }

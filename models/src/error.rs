@@ -71,9 +71,12 @@ pub enum ModelError {
         "reference audio is {samples} samples; the speaker encoder needs at least {min} (24 kHz)"
     )]
     ReferenceTooShort { samples: usize, min: usize },
-    /// Reference audio with a NaN or infinite sample.
-    #[error("reference audio sample {index} is {value}; samples must be finite")]
-    ReferenceNotFinite { index: usize, value: f32 },
+    /// Reference audio with no samples (the codec encoder's refusal).
+    #[error("reference audio is empty; give a clip of speech at {sample_rate} Hz")]
+    EmptyAudio { sample_rate: u32 },
+    /// Reference audio with a NaN or infinite sample (both encoders).
+    #[error("reference audio sample {index} is {value}; every sample must be a finite number")]
+    NonFiniteAudio { index: usize, value: f32 },
     /// A generation option out of its range (the message names it).
     #[error("invalid request: {0}")]
     InvalidRequest(String),

@@ -1,5 +1,5 @@
 //! Qwen3-TTS 12Hz in Rust: checkpoint loading, text tokenizer, talker,
-//! code predictor and code2wav.
+//! code predictor, code2wav and the reference-audio encoder.
 //!
 //! # Layout
 //! From the bottom up (each module imports only modules listed above it):
@@ -26,12 +26,15 @@
 //!   and its per-request state: [`talker`] ([`Talker`](talker::Talker),
 //!   [`TalkerState`], the [`Prompt`] it is fed), [`code_predictor`]
 //!   ([`PredictorState`]), [`codec`] (code2wav: one-shot, official 300/25
-//!   chunked, and a stateful streaming decoder), [`speaker_encoder`]
-//!   (Base checkpoints: the official log-mel front end and the ECAPA-TDNN
-//!   that turns 24 kHz reference audio into the x-vector,
-//!   [`SpeakerEncoder`]).
+//!   chunked, and a stateful streaming decoder), [`codec_encoder`] (the
+//!   speech tokenizer's encoder: reference audio to
+//!   [`ReferenceCodes`](codec_encoder::ReferenceCodes) through the causal
+//!   SEANet, the full-causal transformer, the replicate-padded downsample
+//!   and the split RVQ), [`speaker_encoder`] (Base checkpoints: the
+//!   official log-mel front end and the ECAPA-TDNN that turns 24 kHz
+//!   reference audio into the x-vector, [`SpeakerEncoder`]).
 //! - [`prompt`]: prompt construction, one [`prompt::PromptLayout`] per
-//!   checkpoint family (CustomVoice today).
+//!   checkpoint family (CustomVoice, Base voice clone, VoiceDesign).
 //! - [`model`]: the loaded checkpoint ([`Qwen3Tts`]) and how it is loaded
 //!   ([`LoadOptions`]).
 //! - [`generator`]: the offline generator ([`FrameGenerator`]), both LM
@@ -46,6 +49,7 @@
 pub mod checkpoint;
 pub mod code_predictor;
 pub mod codec;
+pub mod codec_encoder;
 pub mod config;
 pub mod error;
 pub mod generator;
@@ -63,6 +67,7 @@ pub mod wcache;
 pub mod weight;
 
 pub use code_predictor::PredictorState;
+pub use codec_encoder::{CodecEncoder, ReferenceCodes};
 pub use error::{ModelError, Result};
 pub use generator::FrameGenerator;
 pub use model::{LoadOptions, Qwen3Tts};

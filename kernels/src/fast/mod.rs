@@ -11,6 +11,7 @@
 pub(crate) mod attention;
 pub(crate) mod conv;
 pub(crate) mod conv_bf16;
+pub(crate) mod conv_strided;
 pub(crate) mod elementwise;
 pub(crate) mod matmul;
 pub(crate) mod q4;

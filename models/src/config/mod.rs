@@ -15,7 +15,7 @@ mod speaker_encoder;
 #[cfg(test)]
 mod tests;
 
-pub use codec::{CodecConfig, CodecTransformerConfig};
+pub use codec::{CodecConfig, CodecEncoderConfig, CodecTransformerConfig};
 pub(crate) use json::read_json;
 use json::Obj;
 pub use speaker_encoder::SpeakerEncoderConfig;

@@ -320,3 +320,114 @@ fn inconsistent_speaker_encoder_configs_name_the_key() {
     let e = case(json!({"enc_channels": "wide"}));
     assert_mentions(&e, &["`speaker_encoder_config.enc_channels`", "list"]);
 }
+
+/// The hub speech tokenizer's `encoder_config` (reference doc §1.3), as
+/// `save_pretrained` writes it (`_frame_rate`, not `frame_rate`).
+fn hub_codec_json() -> Value {
+    json!({
+        "model_type": "qwen3_tts_tokenizer_12hz",
+        "encoder_valid_num_quantizers": 16,
+        "encode_downsample_rate": 1920,
+        "decoder_config": {"codebook_dim": 512},
+        "encoder_config": {
+            "_frame_rate": 12.5,
+            "audio_channels": 1,
+            "codebook_dim": 256,
+            "codebook_size": 2048,
+            "compress": 2,
+            "dilation_growth_rate": 2,
+            "head_dim": 64,
+            "hidden_act": "gelu",
+            "hidden_size": 512,
+            "intermediate_size": 2048,
+            "kernel_size": 7,
+            "last_kernel_size": 3,
+            "norm_eps": 1e-5,
+            "num_attention_heads": 8,
+            "num_filters": 64,
+            "num_hidden_layers": 8,
+            "num_key_value_heads": 8,
+            "num_quantizers": 32,
+            "num_residual_layers": 1,
+            "num_semantic_quantizers": 1,
+            "pad_mode": "constant",
+            "residual_kernel_size": 3,
+            "rope_theta": 10000.0,
+            "sampling_rate": 24000,
+            "sliding_window": 250,
+            "upsampling_ratios": [8, 6, 5, 4],
+            "use_causal_conv": true,
+            "use_conv_shortcut": false,
+            "vector_quantization_hidden_dimension": 256,
+        },
+    })
+}
+
+fn encoder_error_after(edit: impl FnOnce(&mut Value)) -> String {
+    let mut v = hub_codec_json();
+    edit(&mut v);
+    match CodecEncoderConfig::from_value(Path::new("speech_tokenizer/config.json"), &v) {
+        Ok(_) => panic!("the edited encoder config parsed"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn hub_encoder_config_parses() {
+    let c = CodecEncoderConfig::from_value(Path::new("config.json"), &hub_codec_json()).unwrap();
+    assert_eq!(c.ratios, [4, 5, 6, 8]);
+    assert_eq!(c.hop, 960);
+    assert_eq!((c.downsample_kernel, c.downsample_stride), (4, 2));
+    assert_eq!(c.samples_per_frame, 1920);
+    assert_eq!(c.frame_rate(), 12.5);
+    assert_eq!((c.total_quantizers, c.valid_quantizers), (32, 16));
+    assert_eq!(c.quantizer_proj_dim, Some(256));
+    assert_eq!((c.num_heads, c.num_kv_heads, c.head_dim), (8, 8, 64));
+    assert_eq!(c.seanet_channels(4), 1024);
+    // Missing keys take MimiConfig's defaults, which are the hub values.
+    let mut v = hub_codec_json();
+    v["encoder_config"] = json!({"frame_rate": 12.5});
+    let d = CodecEncoderConfig::from_value(Path::new("config.json"), &v).unwrap();
+    assert_eq!(
+        CodecEncoderConfig {
+            path: c.path.clone(),
+            ..d
+        },
+        c
+    );
+}
+
+#[test]
+fn encoder_configs_the_graph_cannot_run_are_refused_by_key() {
+    let cases: [(&str, Value, &str); 8] = [
+        ("use_causal_conv", json!(false), "causal"),
+        ("pad_mode", json!("reflect"), "\"constant\""),
+        ("use_conv_shortcut", json!(true), "shortcut"),
+        ("hidden_act", json!("silu"), "gelu"),
+        ("num_key_value_heads", json!(16), "must divide"),
+        ("audio_channels", json!(2), "mono"),
+        (
+            "vector_quantization_hidden_dimension",
+            json!(128),
+            "codebook_dim",
+        ),
+        ("_frame_rate", json!(25), "SEANet rate"),
+    ];
+    for (key, value, part) in cases {
+        let m = encoder_error_after(|v| v["encoder_config"][key] = value.clone());
+        assert_mentions(&m, &["speech_tokenizer/config.json", part]);
+        assert!(m.contains("encoder_config."), "{m}");
+    }
+    let m = encoder_error_after(|v| v["encode_downsample_rate"] = 960.into());
+    assert_mentions(&m, &["`encode_downsample_rate`", "960"]);
+    let m = encoder_error_after(|v| v["encoder_valid_num_quantizers"] = 33.into());
+    assert_mentions(&m, &["`encoder_valid_num_quantizers`", "1..=32"]);
+}
+
+#[test]
+fn decoder_config_does_not_read_the_encoder_section() {
+    // A synthesis checkpoint loads whatever its encoder_config says.
+    let mut v = hub_codec_json();
+    v["encoder_config"]["use_causal_conv"] = false.into();
+    CodecConfig::from_value(Path::new("config.json"), &v).unwrap();
+}

@@ -113,7 +113,7 @@ pub(super) fn check_samples(samples: &[f32], min: usize) -> Result<()> {
         });
     }
     if let Some((index, &value)) = samples.iter().enumerate().find(|(_, s)| !s.is_finite()) {
-        return Err(ModelError::ReferenceNotFinite { index, value });
+        return Err(ModelError::NonFiniteAudio { index, value });
     }
     Ok(())
 }

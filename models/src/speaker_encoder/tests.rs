@@ -159,8 +159,8 @@ fn short_or_non_finite_input_is_a_typed_error() {
     let mut x = tone(2000, 100.0);
     x[1234] = f32::NAN;
     match mel_spectrogram(&x) {
-        Err(ModelError::ReferenceNotFinite { index, .. }) => assert_eq!(index, 1234),
-        other => panic!("expected ReferenceNotFinite, got {other:?}"),
+        Err(ModelError::NonFiniteAudio { index, .. }) => assert_eq!(index, 1234),
+        other => panic!("expected NonFiniteAudio, got {other:?}"),
     }
 }
 

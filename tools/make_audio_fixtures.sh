@@ -9,11 +9,18 @@
 # Stereo clips carry 0.6·sin on the left and 0.2·sin on the right, so the
 # channel mean (librosa's mono=True) is 0.4·sin; mono clips carry 0.5·sin.
 #
+# Then tools/make_audio_goldens.py records the official load-and-resample
+# path (librosa.load + librosa.resample, soxr HQ) on those clips and on a
+# synthetic signal, for audio/tests/reference_official.rs.
+#
 # Needs ffmpeg with libmp3lame, libvorbis and the native AAC encoder
-# (Debian: apt-get install ffmpeg). CI never runs this: the outputs are
+# (Debian: apt-get install ffmpeg), and the reference venv
+# (TTS_RT_REF_VENV, default tools/.venv, as tools/make_fixtures.sh makes it;
+# librosa comes with qwen-tts). CI never runs this: the outputs are
 # committed and listed in tests/fixtures/SHA256SUMS, which this script
-# refreshes at the end. Made with ffmpeg 5.1 (Debian 12); another ffmpeg may
-# give other bytes but the same tone, which is all the tests rely on.
+# refreshes at the end. Made with ffmpeg 5.1 (Debian 12), librosa 0.11.0,
+# soxr 1.1.0; another ffmpeg may give other bytes but the same tone, so
+# regenerate the goldens together with the clips.
 set -euo pipefail
 root="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 out="$root/tests/fixtures/audio"
@@ -37,6 +44,13 @@ ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 48000)" \
     -c:a libvorbis -q:a 3 "${outopts[@]}" "$out/tone440-48000-stereo.ogg"
 ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 44100)" \
     -c:a aac -b:a 96k "${outopts[@]}" "$out/tone440-44100-stereo.m4a"
+
+venv="${TTS_RT_REF_VENV:-$root/tools/.venv}"
+if [ ! -x "$venv/bin/python" ]; then
+    echo "no reference venv at $venv; run tools/make_fixtures.sh once or set TTS_RT_REF_VENV" >&2
+    exit 1
+fi
+"$venv/bin/python" "$root/tools/make_audio_goldens.py"
 
 for f in "$out"/*; do
     size=$(stat -c %s "$f")

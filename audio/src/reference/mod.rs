@@ -235,8 +235,10 @@ impl ReferenceAudio {
 }
 
 /// Converts a whole mono clip from `rate` to [`REFERENCE_RATE`] in one pass
-/// (a clip at 24 kHz is returned unchanged). The output has
-/// `ceil(n · 24000 / rate)` samples, sample `j` at time `j / 24000` s.
+/// (a clip at 24 kHz is returned unchanged). The output has as many
+/// samples as `librosa.resample` gives
+/// ([`offline_len`](crate::resample::offline_len)), sample `j` at time
+/// `j / 24000` s.
 pub fn to_reference_rate(mono: Vec<f32>, rate: u32) -> Result<Vec<f32>, ReferenceAudioError> {
     check_rate(rate)?;
     if rate == REFERENCE_RATE {

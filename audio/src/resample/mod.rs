@@ -32,7 +32,7 @@
 
 mod offline;
 
-pub use offline::{offline_filter, resample_offline, MAX_EXACT_TABLE, OFFLINE_TAPS};
+pub use offline::{offline_filter, offline_len, resample_offline, MAX_EXACT_TABLE, OFFLINE_TAPS};
 
 use rubato::audioadapter_buffers::direct::SequentialSlice;
 use rubato::{

@@ -61,8 +61,8 @@ pub fn offline_filter(in_rate: u32, out_rate: u32) -> SincFilter {
 }
 
 /// Converts a whole mono signal from `in_rate` to `out_rate` (equal rates:
-/// a copy). The output has `ceil(n · out / in)` samples, sample `j` being
-/// the band-limited input at time `j · in / out` input samples.
+/// a copy). Sample `j` of the output is the band-limited input at time
+/// `j · in / out` input samples. The length is [`offline_len`].
 pub fn resample_offline(
     input: &[f32],
     in_rate: u32,
@@ -73,11 +73,12 @@ pub fn resample_offline(
     if rs.is_identity() {
         return Ok(input.to_vec());
     }
-    let n_out = rs.output_len_for(input.len() as u64) as usize;
+    let n_out = offline_len(input.len(), in_rate, out_rate);
     let (pad, drop) = alignment(in_rate, out_rate, rs.time_offset());
-    // Enough trailing zeros that `drop + n_out` outputs exist.
+    // Enough trailing zeros that `drop + n_out` outputs exist (one more
+    // than the exact count, for `offline_len`'s rounding).
     let t = in_rate as f64 / out_rate as f64;
-    let tail = t.ceil() as usize + 2;
+    let tail = 2 * t.ceil() as usize + 4;
     let mut padded = Vec::with_capacity(pad + input.len() + tail);
     padded.resize(pad, 0.0);
     padded.extend_from_slice(input);
@@ -85,6 +86,19 @@ pub fn resample_offline(
     let out = rs.process_all(&padded);
     debug_assert!(out.len() >= drop + n_out);
     Ok(out.into_iter().skip(drop).take(n_out).collect())
+}
+
+/// Output length for `n` input samples: `ceil(n · (out / in))` evaluated in
+/// f64 as `librosa.resample` does (the official reference path), which is
+/// one more than the exact `ceil(n · out / in)` when the float ratio rounds
+/// up (e.g. 11,025 samples at 22.05 kHz give 12,001 at 24 kHz, not 12,000).
+/// Matching it keeps codec frame counts (`ceil(n / 1920)`) and mel frame
+/// counts (`floor(n / 256)`) equal to the official ones.
+pub fn offline_len(n: usize, in_rate: u32, out_rate: u32) -> usize {
+    if in_rate == out_rate {
+        return n;
+    }
+    (n as f64 * (out_rate as f64 / in_rate as f64)).ceil() as usize
 }
 
 /// `(d, m)`: prepend `d` zeros and drop `m` outputs so that output `j` sits
@@ -141,6 +155,18 @@ mod tests {
             assert_eq!((f.oversampling, f.nearest), (q, true), "{rate}");
         }
         assert!(!offline_filter(44_099, 24_000).nearest);
+    }
+
+    #[test]
+    fn length_rounds_like_librosa() {
+        // ceil(n * (out / in)) in f64, as librosa.resample computes it.
+        assert_eq!(offline_len(11_025, 22_050, 24_000), 12_001);
+        assert_eq!(offline_len(22_050, 44_100, 24_000), 12_001);
+        assert_eq!(offline_len(8_000, 16_000, 24_000), 12_000);
+        assert_eq!(offline_len(24_000, 48_000, 24_000), 12_000);
+        assert_eq!(offline_len(1, 48_000, 24_000), 1);
+        assert_eq!(offline_len(0, 44_100, 24_000), 0);
+        assert_eq!(offline_len(777, 24_000, 24_000), 777);
     }
 
     #[test]

@@ -40,6 +40,10 @@ ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 44100)" \
     -c:a flac -sample_fmt s16 "${outopts[@]}" "$out/tone440-44100-stereo.flac"
 ffmpeg "${common[@]}" -f lavfi -i "$(tone "$mono" 22050)" \
     -c:a libmp3lame -b:a 64k "${outopts[@]}" "$out/tone440-22050-mono.mp3"
+# The same MP3 without the Xing/Info frame (and so without a LAME tag):
+# its length is only an estimate, and the encoder delay is not trimmed.
+ffmpeg "${common[@]}" -f lavfi -i "$(tone "$mono" 22050)" \
+    -c:a libmp3lame -b:a 64k -write_xing 0 "${outopts[@]}" "$out/tone440-22050-mono-noxing.mp3"
 ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 48000)" \
     -c:a libvorbis -q:a 3 "${outopts[@]}" "$out/tone440-48000-stereo.ogg"
 ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 44100)" \

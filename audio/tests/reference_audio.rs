@@ -409,6 +409,54 @@ fn truncated_mp3_is_corrupt() {
 }
 
 #[test]
+fn mp3_without_a_xing_header_decodes_and_truncation_cannot_be_told() {
+    // No Xing/Info frame: symphonia only estimates the length, so it is
+    // not trusted (a trailing ID3v1 tag would make the estimate one frame
+    // long and a complete file look truncated), and the encoder's delay and
+    // padding (1,105 + 461 samples here) are not trimmed.
+    let bytes = std::fs::read(fixture("tone440-22050-mono-noxing.mp3")).unwrap();
+    let full = ReferenceAudio::from_bytes(&bytes, Some("mp3")).unwrap();
+    assert!(
+        full.duration_secs > 1.0 && full.duration_secs < 1.1,
+        "{}",
+        full.duration_secs
+    );
+    let f = frequency(&full.samples, REFERENCE_RATE);
+    assert!((f - TONE_HZ).abs() < 0.2, "tone at {f} Hz");
+    let mut tagged = bytes.clone();
+    let mut id3v1 = b"TAG".to_vec();
+    id3v1.resize(128, b' ');
+    tagged.extend_from_slice(&id3v1);
+    let r = ReferenceAudio::from_bytes(&tagged, Some("mp3")).unwrap();
+    assert_eq!(r.duration_secs, full.duration_secs);
+    // Cut in half it looks complete: a shorter clip, the documented limit.
+    let half = ReferenceAudio::from_bytes(&bytes[..bytes.len() / 2], Some("mp3")).unwrap();
+    assert!(
+        (half.duration_secs - full.duration_secs / 2.0).abs() < 0.1,
+        "{}",
+        half.duration_secs
+    );
+}
+
+#[test]
+fn flac_whose_header_leaves_the_length_unknown_decodes() {
+    // STREAMINFO's 36-bit total-samples field set to 0 ("unknown", as a
+    // streaming encoder writes it): decoded to the end, no truncation check.
+    let mut bytes = std::fs::read(fixture("tone440-44100-stereo.flac")).unwrap();
+    assert_eq!(&bytes[..4], b"fLaC");
+    let mut word = u64::from_be_bytes(bytes[18..26].try_into().unwrap());
+    assert_eq!(
+        word & ((1 << 36) - 1),
+        44_100,
+        "total samples in STREAMINFO"
+    );
+    word &= !((1u64 << 36) - 1);
+    bytes[18..26].copy_from_slice(&word.to_be_bytes());
+    let r = ReferenceAudio::from_bytes(&bytes, Some("flac")).unwrap();
+    assert_eq!(r.duration_secs, 1.0);
+}
+
+#[test]
 fn truncated_ogg_is_corrupt() {
     let bytes = std::fs::read(fixture("tone440-48000-stereo.ogg")).unwrap();
     assert_truncated("ogg", &bytes);

@@ -29,6 +29,10 @@ pub(super) struct Decoded {
     pub format: &'static str,
 }
 
+/// Most frames a codec pads its last frame with (Vorbis's largest block is
+/// 8,192 samples; AAC's frame 1,024; observed: 832 and 956).
+const MAX_PADDING_FRAMES: u64 = 8_192;
+
 /// The containers symphonia was built with, for error messages.
 const CONTAINERS: &str = "WAV, FLAC, MP3, OGG, MP4/M4A and ADTS AAC";
 
@@ -191,9 +195,10 @@ pub(super) fn decode(
         });
     }
     if let Some(declared) = declared {
-        // More than declared: the codec's padding of its last frame
-        // (Vorbis, AAC), which the container's length excludes.
-        if frames > declared {
+        // A little more than declared: the codec's padding of its last
+        // frame (Vorbis, AAC), which the container's length excludes. Much
+        // more: the declared length is wrong, so keep what decoded.
+        if frames > declared && frames - declared <= MAX_PADDING_FRAMES {
             mono.truncate(declared as usize);
         }
         if frames < declared {
@@ -215,11 +220,23 @@ pub(super) fn decode(
     })
 }
 
-/// The length the header declares, in frames, unless it is the "unknown"
-/// placeholder of a WAV written to a pipe (ffmpeg, sox: a data size of
-/// 0xFFFF_FFFF), whose real length is only known at the end of the stream.
+/// The length the header declares, in frames, when it is an exact count.
+/// Not: zero (a header that leaves it unknown: FLAC's streamed STREAMINFO,
+/// fragmented MP4); the placeholder of a WAV written to a pipe (ffmpeg,
+/// sox: a data size of 0xFFFF_FFFF, the real length only known at the end);
+/// an MP3 length without a LAME tag, which symphonia estimates from the
+/// bitrate and the file size (a trailing ID3v1 tag alone would make a
+/// complete file look one frame short).
 fn declared_frames(params: &CodecParameters) -> Option<u64> {
-    let n = params.n_frames?;
+    let n = params.n_frames.filter(|&n| n > 0)?;
+    let mp3 = [
+        codecs::CODEC_TYPE_MP3,
+        codecs::CODEC_TYPE_MP2,
+        codecs::CODEC_TYPE_MP1,
+    ];
+    if mp3.contains(&params.codec) && params.delay.is_none() {
+        return None;
+    }
     if is_pcm(params.codec) {
         let bits = params
             .bits_per_coded_sample

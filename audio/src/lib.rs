@@ -15,11 +15,11 @@
 //!   sample formats; `callback.rs` the realtime callback that never locks,
 //!   allocates, logs or blocks; `devices.rs` device listing and selection;
 //!   `negotiate.rs` format negotiation.
-//! - [`reference`](mod@reference): [`ReferenceAudio`], reference audio in for voice
-//!   cloning: any WAV, FLAC, MP3, OGG/Vorbis or M4A/AAC file (or samples) at
-//!   any rate from 8 to 192 kHz, mono or more channels, to 24 kHz mono with
-//!   typed refusals ([`ReferenceAudioError`]) for unreadable, damaged,
-//!   silent, too short and too long clips. `reference/mod.rs` the checks and
+//! - [`reference`](mod@reference): [`ReferenceAudio`], reference audio in
+//!   for voice cloning: any WAV, FLAC, MP3, OGG/Vorbis or M4A/AAC file (or
+//!   samples) at any rate from 8 to 192 kHz, mono or more channels, to
+//!   24 kHz mono with typed refusals ([`ReferenceAudioError`]) for
+//!   unreadable, damaged, silent, too short and too long clips. `reference/mod.rs` the checks and
 //!   conversion, `decode.rs` the symphonia decoding (strict: a decoder error
 //!   or a truncated file is an error), `error.rs` the refusals. Resampling
 //!   is [`resample::resample_offline`].

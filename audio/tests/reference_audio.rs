@@ -179,6 +179,39 @@ fn debug_summarises_the_samples() {
 }
 
 #[test]
+fn more_channels_are_averaged() {
+    // Four channels: 0.8, 0.4, 0.0 and -0.4 times the tone, mean 0.2.
+    let gains = [0.8f32, 0.4, 0.0, -0.4];
+    let mono = tone(48_000, 1.0, 1);
+    let x: Vec<f32> = mono
+        .iter()
+        .flat_map(|&s| gains.map(|g| g * s / MONO_AMP as f32))
+        .collect();
+    let r = ReferenceAudio::from_bytes(&wav(&x, 48_000, 4, WavKind::F32), None).unwrap();
+    assert_eq!(r.source_channels, 4);
+    let err = sine_error(&r.samples, 0.2);
+    assert!(err < 1e-5, "max error {err}");
+}
+
+#[test]
+fn the_format_is_recognised_from_the_content_not_the_name() {
+    let bytes = std::fs::read(fixture("tone440-44100-stereo.flac")).unwrap();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("actually-flac.wav");
+    std::fs::write(&path, &bytes).unwrap();
+    let r = ReferenceAudio::from_path(&path).unwrap();
+    assert_eq!(r.source_format, "FLAC");
+    let r = ReferenceAudio::from_bytes(&bytes, Some("upload.mp3")).unwrap();
+    assert_eq!(r.source_format, "FLAC");
+}
+
+#[test]
+fn errors_can_cross_threads() {
+    fn send_sync<T: Send + Sync + std::error::Error + 'static>() {}
+    send_sync::<ReferenceAudioError>();
+}
+
+#[test]
 fn a_24k_float_clip_passes_through_unchanged() {
     let x = tone(24_000, 1.0, 1);
     let bytes = wav(&x, 24_000, 1, WavKind::F32);

@@ -1,11 +1,12 @@
 #![forbid(unsafe_code)]
-//! Audio output for tts-rt.
+//! Audio for tts-rt: output (WAV, resampling, playback) and reference audio in.
 //!
 //! # Layout
 //! - [`WavSink`], [`wav_bytes`]: WAV encoding (16-bit PCM or 32-bit float).
 //! - [`resample`]: [`StreamResampler`], streaming conversion from the model's
 //!   native rate to any output rate from 8 to 48 kHz; chunked output equals
-//!   one-shot output.
+//!   one-shot output. `resample/offline.rs`: whole clips, longer filter,
+//!   exact time alignment.
 //! - [`ring`]: a preallocated lock-free single-producer single-consumer sample
 //!   ring, the only thing shared with a device callback.
 //! - [`playback`]: [`Player`], live playback through cpal, one file per
@@ -14,6 +15,14 @@
 //!   sample formats; `callback.rs` the realtime callback that never locks,
 //!   allocates, logs or blocks; `devices.rs` device listing and selection;
 //!   `negotiate.rs` format negotiation.
+//! - [`reference`](mod@reference): [`ReferenceAudio`], reference audio in
+//!   for voice cloning: any WAV, FLAC, MP3, OGG/Vorbis or M4A/AAC file (or
+//!   samples) at any rate from 8 to 192 kHz, mono or more channels, to
+//!   24 kHz mono with typed refusals ([`ReferenceAudioError`]) for
+//!   unreadable, damaged, silent, too short and too long clips. `reference/mod.rs` the checks and
+//!   conversion, `decode.rs` the symphonia decoding (strict: a decoder error
+//!   or a truncated file is an error), `error.rs` the refusals. Resampling
+//!   is [`resample::resample_offline`].
 //! - [`continuity`]: the METRICS.md playout simulation (underruns and stall
 //!   time at a prebuffer, the smallest prebuffer without underrun) as pure
 //!   functions of chunk arrival times and durations.
@@ -22,10 +31,15 @@ use std::io::{Seek, Write};
 
 pub mod continuity;
 pub mod playback;
+pub mod reference;
 pub mod resample;
 pub mod ring;
 
 pub use playback::{list_output_devices, DeviceInfo, PlaybackOptions, PlaybackStats, Player};
+pub use reference::{
+    ReferenceAudio, ReferenceAudioError, MAX_REFERENCE_SECONDS, MIN_REFERENCE_SECONDS,
+    REFERENCE_RATE,
+};
 pub use resample::StreamResampler;
 
 /// Sample encoding of a WAV file.

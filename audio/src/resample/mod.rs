@@ -25,6 +25,14 @@
 //! [`StreamResampler::flush`], exactly `ceil(n_in · out_rate / in_rate)`
 //! samples have been emitted in total for `n_in` input samples: one output per
 //! output-rate instant inside the input's span.
+//!
+//! # Offline
+//! `offline.rs`: [`resample_offline`], a whole clip at once with a longer
+//! filter and exact time alignment (reference audio for voice cloning).
+
+mod offline;
+
+pub use offline::{offline_filter, offline_len, resample_offline, MAX_EXACT_TABLE, OFFLINE_TAPS};
 
 use rubato::audioadapter_buffers::direct::SequentialSlice;
 use rubato::{
@@ -54,6 +62,41 @@ pub const MAX_INPUT_RATE: u32 = 192_000;
 pub const SINC_LEN: usize = 128;
 /// Points per input sample in the sinc table (rubato's recommended start).
 const OVERSAMPLING: usize = 128;
+/// Accepted filter lengths for [`SincFilter`] (rubato needs a multiple of 8).
+const SINC_LEN_RANGE: std::ops::RangeInclusive<usize> = 16..=1024;
+/// Accepted table resolutions for [`SincFilter`] (the table holds
+/// `taps × oversampling` floats; 4096 × 1024 is 16 MB).
+const OVERSAMPLING_RANGE: std::ops::RangeInclusive<usize> = 1..=4096;
+
+/// The sinc filter of a [`StreamResampler`]: [`SincFilter::STREAMING`] for
+/// playback, or another for offline work ([`offline_filter`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SincFilter {
+    /// Filter length in input samples (a multiple of 8, 16..=1024); the
+    /// look-ahead is half of it, and rubato's cutoff rises with it (0.895
+    /// of the lower Nyquist at 128 taps, 0.947 at 256).
+    pub taps: usize,
+    /// Table points per input sample (1..=4096).
+    pub oversampling: usize,
+    /// Take the nearest table point instead of interpolating between four.
+    /// Exact (a polyphase filter) when every output instant falls on a table
+    /// point, i.e. when `oversampling` is a multiple of
+    /// `out_rate / gcd(in_rate, out_rate)`; otherwise it adds error.
+    pub nearest: bool,
+    /// Cutoff relative to the lower Nyquist; `None` is rubato's choice for
+    /// the filter length (the 0.895 / 0.947 above).
+    pub cutoff: Option<f32>,
+}
+
+impl SincFilter {
+    /// The streaming default: [`SINC_LEN`] taps, 128 points, cubic.
+    pub const STREAMING: SincFilter = SincFilter {
+        taps: SINC_LEN,
+        oversampling: OVERSAMPLING,
+        nearest: false,
+        cutoff: None,
+    };
+}
 /// Largest number of input samples handed to rubato per call; bounds the
 /// scratch buffer (longer inputs are processed in pieces, which does not
 /// change the output).
@@ -61,17 +104,22 @@ pub const MAX_CHUNK: usize = 2048;
 
 /// Look-ahead of the interpolator in input samples: the output at input time
 /// `τ` is emitted at the latest by the step that delivers input sample
-/// `τ + LOOKAHEAD` (so 0 would be a pass-through). Half the filter plus
+/// `τ + lookahead` (so 0 would be a pass-through). Half the filter plus
 /// rubato's margin of one sample past the window (observed worst case 65.99
-/// over the tested rate pairs; pinned by `latency_is_as_documented`).
-const LOOKAHEAD: usize = SINC_LEN / 2 + 2;
+/// for 128 taps over the tested rate pairs; pinned by
+/// `latency_is_as_documented`).
+const fn lookahead(sinc_len: usize) -> usize {
+    sinc_len / 2 + 2
+}
 
 /// Where rubato's `k`-th output sits, in input samples: `(k + 1)·t − C`.
 /// From rubato 4's sinc table layout: initial read index `−(len − 1)`, table
 /// centred at `len/2` points, sub-sample index offset by one table step;
 /// so `C = len/2 − 1/oversampling`. Checked against a best-fit sine phase by
 /// `outputs_are_time_aligned` (a wrong C shows up as an error ~0.1 there).
-const RUBATO_OFFSET: f64 = (SINC_LEN / 2) as f64 - 1.0 / OVERSAMPLING as f64;
+fn rubato_offset(sinc_len: usize, oversampling: usize) -> f64 {
+    (sinc_len / 2) as f64 - 1.0 / oversampling as f64
+}
 
 /// Streaming resampler for one mono stream. See the module docs for timing.
 ///
@@ -83,6 +131,7 @@ pub struct StreamResampler {
     out_rate: u32,
     n_in: u64,
     n_out: u64,
+    sinc_len: usize,
     sinc: Option<Box<Sinc>>,
 }
 
@@ -103,17 +152,47 @@ impl StreamResampler {
     /// A resampler from `in_rate` (the model's native rate, from its config)
     /// to `out_rate`. Equal rates give an exact pass-through.
     pub fn new(in_rate: u32, out_rate: u32) -> Result<Self, AudioError> {
+        Self::with_filter(in_rate, out_rate, SincFilter::STREAMING)
+    }
+
+    /// The same resampler with another filter: the timing and length
+    /// contract is unchanged, the look-ahead is `taps / 2 + 2` input samples.
+    pub fn with_filter(
+        in_rate: u32,
+        out_rate: u32,
+        filter: SincFilter,
+    ) -> Result<Self, AudioError> {
         check_rate("input (native)", in_rate, MIN_INPUT_RATE, MAX_INPUT_RATE)?;
         check_rate("output", out_rate, MIN_OUTPUT_RATE, MAX_OUTPUT_RATE)?;
+        let sinc_len = filter.taps;
+        if !SINC_LEN_RANGE.contains(&sinc_len) || !sinc_len.is_multiple_of(8) {
+            return Err(AudioError::Resampler(format!(
+                "filter length {sinc_len} is not a multiple of 8 in {}..={}",
+                SINC_LEN_RANGE.start(),
+                SINC_LEN_RANGE.end()
+            )));
+        }
+        if !OVERSAMPLING_RANGE.contains(&filter.oversampling) {
+            return Err(AudioError::Resampler(format!(
+                "filter table resolution {} is outside {}..={}",
+                filter.oversampling,
+                OVERSAMPLING_RANGE.start(),
+                OVERSAMPLING_RANGE.end()
+            )));
+        }
         let sinc = if in_rate == out_rate {
             None
         } else {
             let ratio = out_rate as f64 / in_rate as f64;
             let params = SincInterpolationParameters {
-                sinc_len: SINC_LEN,
-                f_cutoff: None,
-                oversampling_factor: OVERSAMPLING,
-                interpolation: SincInterpolationType::Cubic,
+                sinc_len,
+                f_cutoff: filter.cutoff,
+                oversampling_factor: filter.oversampling,
+                interpolation: if filter.nearest {
+                    SincInterpolationType::Nearest
+                } else {
+                    SincInterpolationType::Cubic
+                },
                 window: WindowFunction::BlackmanHarris2,
             };
             let rs = Async::<f32>::new_sinc(ratio, 1.0, &params, MAX_CHUNK, 1, FixedAsync::Input)
@@ -123,8 +202,9 @@ impl StreamResampler {
             // outputs makes output j sit at j·t + φ with φ = (lead+1)·t − C;
             // `lead` is chosen to make |φ| ≤ t/2.
             let t = in_rate as f64 / out_rate as f64;
-            let lead = ((RUBATO_OFFSET / t).round() as i64 - 1).max(0) as usize;
-            let phi = (lead as f64 + 1.0) * t - RUBATO_OFFSET;
+            let offset = rubato_offset(sinc_len, filter.oversampling);
+            let lead = ((offset / t).round() as i64 - 1).max(0) as usize;
+            let phi = (lead as f64 + 1.0) * t - offset;
             Some(Box::new(Sinc {
                 rs,
                 scratch,
@@ -139,6 +219,7 @@ impl StreamResampler {
             out_rate,
             n_in: 0,
             n_out: 0,
+            sinc_len,
             sinc,
         })
     }
@@ -165,10 +246,10 @@ impl StreamResampler {
     /// Worst-case algorithmic latency in input samples: how long after an
     /// input sample arrives the output sample at the same instant can be
     /// emitted (the filter look-ahead; no block buffering). 66 samples, 2.75 ms
-    /// at 24 kHz; 0 for the identity.
+    /// at 24 kHz, with the default filter; 0 for the identity.
     pub fn latency_input_samples(&self) -> usize {
         if self.sinc.is_some() {
-            LOOKAHEAD
+            lookahead(self.sinc_len)
         } else {
             0
         }

@@ -1,0 +1,57 @@
+//! Why a reference clip was refused: one variant per cause, each message
+//! naming the problem and what to do about it.
+
+use std::path::PathBuf;
+
+/// A reference clip that cannot be used for voice cloning.
+#[derive(Debug, thiserror::Error)]
+#[non_exhaustive]
+pub enum ReferenceAudioError {
+    /// The file could not be opened or read.
+    #[error("reading reference audio {}: {source}", .path.display())]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// The path exists but is a directory (or another non-file).
+    #[error("reference audio {} is not a file", .path.display())]
+    NotAFile { path: PathBuf },
+    /// Zero bytes.
+    #[error("the reference audio is empty (0 bytes)")]
+    Empty,
+    /// Not a recognised container or codec. `what` names what was tried.
+    #[error("the reference audio is not in a supported format ({what}); use WAV, FLAC, MP3, OGG/Vorbis or M4A/AAC")]
+    Unsupported { what: String },
+    /// The container was recognised but the stream is damaged: a decoder
+    /// error, a file shorter than its header says (truncated), or samples
+    /// that are not finite numbers.
+    #[error("the reference audio is damaged: {detail}")]
+    Corrupt { detail: String },
+    /// The container holds no decodable audio track.
+    #[error("the reference file contains no audio track")]
+    NoAudioTrack,
+    /// The sample rate is missing, zero or outside what a recording uses.
+    #[error("reference audio sample rate {rate} Hz is out of range; use {min}..={max} Hz")]
+    BadRate { rate: u32, min: u32, max: u32 },
+    /// No channels, or more than a recording plausibly has.
+    #[error("reference audio has {channels} channels; use 1..={max}")]
+    BadChannels { channels: u16, max: u16 },
+    /// Shorter than [`MIN_REFERENCE_SECONDS`](super::MIN_REFERENCE_SECONDS).
+    #[error("the reference audio is {secs:.3} s long, under the {min} s minimum; use a clip of a few seconds of speech")]
+    TooShort { secs: f64, min: f64 },
+    /// Longer than [`MAX_REFERENCE_SECONDS`](super::MAX_REFERENCE_SECONDS).
+    /// Decoding stops as soon as the limit is passed, so `secs` is the
+    /// length declared by the container when it has one, otherwise how far
+    /// decoding got (the clip is at least that long).
+    #[error("the reference audio is at least {secs:.1} s long, past the {max} s maximum; trim it (3 to 15 s of speech clone best)")]
+    TooLong { secs: f64, max: f64 },
+    /// All zero, or the loudest sample is below
+    /// [`SILENCE_PEAK_DBFS`](super::SILENCE_PEAK_DBFS).
+    #[error("the reference audio is silent (peak {peak_dbfs:.1} dBFS, under {threshold} dBFS); record some speech")]
+    Silent { peak_dbfs: f64, threshold: f64 },
+    /// The resampler to 24 kHz could not be built (a bug, not the input's
+    /// fault: rates are checked before).
+    #[error("resampling the reference audio: {0}")]
+    Resample(#[from] crate::AudioError),
+}

@@ -33,10 +33,11 @@
 //! the record rules of [`crate::record`]; a failure is a [`FormatError`] that
 //! names the file and the problem.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 
-use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors, TensorView};
+use safetensors::tensor::{Dtype, SafeTensorError, SafeTensors};
+use serde_json::json;
 
 use crate::name::VoiceName;
 use crate::record::{
@@ -110,13 +111,16 @@ impl FormatProblem {
 
 /// Serialises a (valid) record into the bytes of its voice file.
 pub fn to_bytes(record: &VoiceRecord) -> Result<Vec<u8>, RecordError> {
+    // Codes are checked against a codec by whoever holds one (the store,
+    // with its options); the file itself needs a valid record whose codes
+    // fit I32.
     record.validate(&CodecShape {
         groups: record.ref_codes.as_ref().map_or(16, RefCodes::groups),
         codebook_size: i32::MAX as u32,
     })?;
-    let mut meta = HashMap::new();
-    let mut put = |k: &str, v: String| {
-        meta.insert(k.to_owned(), v);
+    let mut meta = BTreeMap::new();
+    let mut put = |k: &'static str, v: String| {
+        meta.insert(k, v);
     };
     put("format", FORMAT_NAME.to_owned());
     put("version", FORMAT_VERSION.to_string());
@@ -146,37 +150,47 @@ pub fn to_bytes(record: &VoiceRecord) -> Result<Vec<u8>, RecordError> {
     Ok(tensors_to_bytes(
         &record.x_vector,
         record.ref_codes.as_ref(),
-        Some(meta),
+        &meta,
     ))
 }
 
 /// `speaker_embedding` (+ `ref_code`) as a safetensors file with `meta`.
-pub(crate) fn tensors_to_bytes(
+///
+/// Written here rather than with `safetensors::serialize`, which takes the
+/// metadata as a `HashMap` and so orders it differently from run to run;
+/// with a sorted map the bytes are a function of the record alone. The
+/// layout is safetensors': u64 LE header length, the JSON header padded with
+/// spaces to a multiple of 8, then the tensors' bytes at their offsets.
+fn tensors_to_bytes(
     x_vector: &[f32],
     codes: Option<&RefCodes>,
-    meta: Option<HashMap<String, String>>,
+    meta: &BTreeMap<&'static str, String>,
 ) -> Vec<u8> {
-    let emb: Vec<u8> = x_vector.iter().flat_map(|v| v.to_le_bytes()).collect();
-    let code_bytes: Vec<u8> = codes
-        .map(|c| {
-            c.as_slice()
-                .iter()
-                .flat_map(|&v| (v as i32).to_le_bytes())
-                .collect()
-        })
-        .unwrap_or_default();
-    let mut views = vec![(
-        SPEAKER_EMBEDDING,
-        TensorView::new(Dtype::F32, vec![x_vector.len()], &emb).expect("f32 byte count"),
-    )];
+    let mut data: Vec<u8> = x_vector.iter().flat_map(|v| v.to_le_bytes()).collect();
+    let emb_end = data.len();
+    let mut header = serde_json::Map::new();
+    header.insert("__metadata__".into(), json!(meta));
+    header.insert(
+        SPEAKER_EMBEDDING.into(),
+        json!({"dtype": "F32", "shape": [x_vector.len()], "data_offsets": [0, emb_end]}),
+    );
     if let Some(c) = codes {
-        views.push((
-            REF_CODE,
-            TensorView::new(Dtype::I32, vec![c.frames(), c.groups()], &code_bytes)
-                .expect("i32 byte count"),
-        ));
+        data.extend(c.as_slice().iter().flat_map(|&v| (v as i32).to_le_bytes()));
+        header.insert(
+            REF_CODE.into(),
+            json!({"dtype": "I32", "shape": [c.frames(), c.groups()], "data_offsets": [emb_end, data.len()]}),
+        );
     }
-    safetensors::serialize(views, &meta).expect("serialising in-memory tensors cannot fail")
+    let mut json = serde_json::to_vec(&serde_json::Value::Object(header))
+        .expect("a JSON object of strings and numbers serialises");
+    while !json.len().is_multiple_of(8) {
+        json.push(b' ');
+    }
+    let mut out = Vec::with_capacity(8 + json.len() + data.len());
+    out.extend((json.len() as u64).to_le_bytes());
+    out.extend(json);
+    out.extend(data);
+    out
 }
 
 /// Reads and checks the voice file at `path`.

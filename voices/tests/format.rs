@@ -52,6 +52,19 @@ fn icl_and_xvec_records_round_trip_exactly() {
 }
 
 #[test]
+fn the_bytes_are_a_function_of_the_record() {
+    let record = icl("Alice", 48, 5);
+    let first = format::to_bytes(&record).unwrap();
+    for _ in 0..8 {
+        assert_eq!(format::to_bytes(&record.clone()).unwrap(), first);
+    }
+    let header_len = u64::from_le_bytes(first[..8].try_into().unwrap()) as usize;
+    assert_eq!(header_len % 8, 0);
+    assert_eq!(first.len(), 8 + header_len + 48 * 4 + 5 * 16 * 4);
+    assert!(first[8..].starts_with(b"{\"__metadata__\":{"));
+}
+
+#[test]
 fn the_file_has_vllm_omni_tensor_names_and_the_documented_metadata() {
     let record = icl("Alice", 1024, 7);
     let bytes = format::to_bytes(&record).unwrap();

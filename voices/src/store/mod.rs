@@ -215,13 +215,14 @@ impl VoiceStore {
         let name = record.name.clone();
         let guard = self.begin_write(&name)?;
         let path = self.path_of(&name);
-        let exists = self.read_map().contains_key(name.key()) || path.exists();
-        if exists && !replace {
+        let held = self.read_map().contains_key(name.key());
+        // A file another process wrote since our last scan counts as existing.
+        if (held || path.exists()) && !replace {
             return Err(StoreError::AlreadyExists {
                 name: name.to_string(),
             });
         }
-        let _reserved = if exists {
+        let _reserved = if held {
             None
         } else {
             Some(self.reserve_new()?)

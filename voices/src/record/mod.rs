@@ -9,10 +9,16 @@
 //! to; the codes are not (the codec is shared). Provenance says when, from
 //! what and with which model the voice was made.
 
-use sha2::{Digest, Sha256};
+mod codes;
+mod error;
+mod provenance;
+
+pub use codes::{CodecShape, RefCodes};
+pub use error::RecordError;
+pub use provenance::{sha256_hex, ModelInfo, Provenance, Source};
 
 use crate::name::VoiceName;
-use crate::time::Timestamp;
+use codes::check_codes;
 
 /// Codes per 80 ms frame in the Qwen3-TTS 12 Hz codec (1 semantic + 15 acoustic).
 pub const CODE_GROUPS: usize = 16;
@@ -36,14 +42,6 @@ pub fn talker_size_for_hidden(hidden_size: usize) -> Option<&'static str> {
         2048 => Some(TALKER_1B7),
         _ => None,
     }
-}
-
-/// Lower-case hex sha256 of `bytes` (a clip's provenance fingerprint).
-pub fn sha256_hex(bytes: &[u8]) -> String {
-    Sha256::digest(bytes)
-        .iter()
-        .map(|b| format!("{b:02x}"))
-        .collect()
 }
 
 /// How the voice is prompted.
@@ -70,147 +68,6 @@ impl VoiceMode {
             "icl" => Some(VoiceMode::Icl),
             "xvec" | "x_vector_only" => Some(VoiceMode::XVectorOnly),
             _ => None,
-        }
-    }
-}
-
-/// The codec a record's codes are checked against.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct CodecShape {
-    /// Codes per frame (G).
-    pub groups: usize,
-    /// Every code is below this.
-    pub codebook_size: u32,
-}
-
-impl Default for CodecShape {
-    /// The Qwen3-TTS 12 Hz codec: 16 groups of 2048 entries.
-    fn default() -> Self {
-        CodecShape {
-            groups: CODE_GROUPS,
-            codebook_size: CODEBOOK_SIZE,
-        }
-    }
-}
-
-/// Reference codes, row-major `[T, G]`: frame `t` is `codes[t*G..(t+1)*G]`.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct RefCodes {
-    groups: usize,
-    codes: Vec<u32>,
-}
-
-impl RefCodes {
-    /// `codes` laid out `[T, groups]`; refused unless it holds whole frames.
-    pub fn new(groups: usize, codes: Vec<u32>) -> Result<RefCodes, RecordError> {
-        if groups == 0 || !codes.len().is_multiple_of(groups) {
-            return Err(RecordError::CodesShape {
-                len: codes.len(),
-                groups,
-            });
-        }
-        Ok(RefCodes { groups, codes })
-    }
-
-    /// From frames of `G` codes each (the shape the codec encoder returns).
-    pub fn from_frames(frames: &[Vec<u32>]) -> Result<RefCodes, RecordError> {
-        let groups = frames.first().map_or(CODE_GROUPS, Vec::len);
-        if let Some(bad) = frames.iter().find(|f| f.len() != groups) {
-            return Err(RecordError::CodesShape {
-                len: bad.len(),
-                groups,
-            });
-        }
-        RefCodes::new(groups, frames.concat())
-    }
-
-    /// T, the number of 80 ms frames.
-    pub fn frames(&self) -> usize {
-        self.codes.len() / self.groups
-    }
-
-    /// G, codes per frame.
-    pub fn groups(&self) -> usize {
-        self.groups
-    }
-
-    /// Frame `t`'s G codes; `None` past the end.
-    pub fn frame(&self, t: usize) -> Option<&[u32]> {
-        self.codes.get(t * self.groups..(t + 1) * self.groups)
-    }
-
-    /// All codes, row-major `[T, G]`.
-    pub fn as_slice(&self) -> &[u32] {
-        &self.codes
-    }
-
-    pub fn into_vec(self) -> Vec<u32> {
-        self.codes
-    }
-}
-
-/// What the voice was made from.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Source {
-    /// The clip's file name (no directories), or `upload`, or for imports
-    /// where it came from (`vllm-omni:alice.safetensors`).
-    pub name: String,
-    /// Length of the original clip in seconds, when known.
-    pub duration_s: Option<f64>,
-    /// Its sample rate before resampling to 24 kHz, when known.
-    pub sample_rate: Option<u32>,
-    /// Its channel count before down-mixing, when known.
-    pub channels: Option<u16>,
-    /// Lower-case hex sha256 of the original bytes (64 characters).
-    pub sha256: String,
-}
-
-impl Source {
-    /// The provenance of a clip whose original bytes are `bytes`.
-    pub fn from_bytes(
-        name: &str,
-        bytes: &[u8],
-        duration_s: f64,
-        sample_rate: u32,
-        channels: u16,
-    ) -> Source {
-        Source {
-            name: name.to_owned(),
-            duration_s: Some(duration_s),
-            sample_rate: Some(sample_rate),
-            channels: Some(channels),
-            sha256: sha256_hex(bytes),
-        }
-    }
-}
-
-/// The model a voice was made with.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub struct ModelInfo {
-    /// The checkpoint directory's name (e.g. `Qwen3-TTS-12Hz-0.6B-Base`).
-    pub checkpoint: String,
-    /// A caller-defined fingerprint of the weights the vectors came from.
-    pub fingerprint: String,
-}
-
-/// When, from what and with which model a voice was made.
-#[derive(Clone, Debug, PartialEq)]
-pub struct Provenance {
-    pub created: Timestamp,
-    pub source: Source,
-    pub model: ModelInfo,
-    /// The file format version the record was read from or will be written as.
-    pub format_version: u32,
-}
-
-impl Provenance {
-    /// Made now, at the current format version.
-    pub fn now(source: Source, model: ModelInfo) -> Provenance {
-        Provenance {
-            created: Timestamp::now(),
-            source,
-            model,
-            format_version: FORMAT_VERSION,
         }
     }
 }
@@ -416,28 +273,6 @@ impl VoiceRecord {
     }
 }
 
-fn check_codes(codes: &RefCodes, codec: &CodecShape) -> Result<(), RecordError> {
-    if codes.groups() != codec.groups {
-        return Err(RecordError::GroupsMismatch {
-            expected: codec.groups,
-            actual: codes.groups(),
-        });
-    }
-    if let Some(i) = codes
-        .as_slice()
-        .iter()
-        .position(|&c| c >= codec.codebook_size)
-    {
-        return Err(RecordError::CodeOutOfRange {
-            frame: i / codes.groups(),
-            group: i % codes.groups(),
-            code: codes.as_slice()[i],
-            codebook_size: codec.codebook_size,
-        });
-    }
-    Ok(())
-}
-
 fn check_text(field: &'static str, text: &str) -> Result<(), RecordError> {
     if text.len() > MAX_TEXT_BYTES {
         return Err(RecordError::TextTooLong {
@@ -462,52 +297,4 @@ fn check_label(field: &'static str, label: &str) -> Result<(), RecordError> {
             problem: format!("{label:?} must be 1..=32 of a-z 0-9 . _ -"),
         })
     }
-}
-
-/// Why a record is not a valid voice.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-#[non_exhaustive]
-pub enum RecordError {
-    #[error(
-        "the x-vector has {len} values; expected 1..={MAX_HIDDEN_SIZE} (the talker hidden size)"
-    )]
-    XVectorSize { len: usize },
-    #[error("hidden_size is {hidden_size} but the x-vector has {x_vector} values")]
-    HiddenSizeMismatch { hidden_size: usize, x_vector: usize },
-    #[error("x-vector value {index} is {value}; every value must be finite")]
-    NonFinite { index: usize, value: f32 },
-    #[error("{len} reference codes do not make whole frames of {groups} groups")]
-    CodesShape { len: usize, groups: usize },
-    #[error("reference codes have {actual} groups per frame; the codec has {expected}")]
-    GroupsMismatch { expected: usize, actual: usize },
-    #[error("reference code {code} at frame {frame}, group {group} is outside the codebook (size {codebook_size})")]
-    CodeOutOfRange {
-        frame: usize,
-        group: usize,
-        code: u32,
-        codebook_size: u32,
-    },
-    #[error("an ICL voice needs reference codes (at least one frame)")]
-    IclNeedsCodes,
-    #[error("an ICL voice needs a non-empty reference text (the transcript of the clip); make it x-vector-only otherwise")]
-    IclNeedsRefText,
-    #[error("an x-vector-only voice must not carry {0}")]
-    XVectorOnlyHas(&'static str),
-    #[error("{field} is {len} bytes; at most {MAX_TEXT_BYTES} are allowed")]
-    TextTooLong { field: &'static str, len: usize },
-    #[error("{field}: {problem}")]
-    BadField {
-        field: &'static str,
-        problem: String,
-    },
-    #[error("format version {found} is not supported (this build reads version {FORMAT_VERSION})")]
-    FormatVersion { found: u32 },
-    #[error("voice {voice:?} was made for the {voice_size} talker (hidden size {voice_hidden}); this model is {model_size} (hidden size {model_hidden}); make the voice again with this model")]
-    WrongTalker {
-        voice: String,
-        voice_size: String,
-        voice_hidden: usize,
-        model_size: String,
-        model_hidden: usize,
-    },
 }

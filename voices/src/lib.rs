@@ -13,26 +13,30 @@
 //! - [`name`]: [`VoiceName`], the name rules (1..=64 of `[A-Za-z0-9_.-]`,
 //!   starting alphanumeric, no `..`, no Windows device names) and the
 //!   lower-case key that makes names unique regardless of case.
-//! - [`record`]: [`VoiceRecord`], [`VoiceMode`], [`RefCodes`],
-//!   [`Provenance`]; every rule a stored voice obeys
-//!   ([`VoiceRecord::validate`]).
-//! - [`format`]: the on-disk format, one `<key>.safetensors` per voice with
+//! - [`record`]: [`VoiceRecord`], [`VoiceMode`] and every rule a stored
+//!   voice obeys ([`VoiceRecord::validate`]) in `record/mod.rs`; [`RefCodes`]
+//!   and [`CodecShape`] in `codes.rs`; [`Provenance`], [`Source`],
+//!   [`ModelInfo`], [`sha256_hex`] in `provenance.rs`; [`RecordError`] in
+//!   `error.rs`; the JSON view ([`VoiceRecord::to_json`]) in `json.rs`.
+//! - [`format`](mod@format): the on-disk format, one `<key>.safetensors` per voice with
 //!   vllm-omni's tensor names and a documented `__metadata__`; strict reading
 //!   with a [`FormatError`] that names the file and the problem.
 //! - [`store`]: [`VoiceStore`], a directory of voices: skips and names corrupt
-//!   files on open, atomic writes (temp file, fsync, rename, directory fsync),
-//!   per-name write guards in-process and across processes (`<key>.lock`),
-//!   `max_voices`, lock-free-in-practice readers holding `Arc`s.
+//!   files on open, `max_voices`, readers holding `Arc`s (`store/mod.rs`);
+//!   atomic writes — temp file, fsync, rename, directory fsync
+//!   (`atomic.rs`); per-name write guards in-process and across processes
+//!   with `<key>.lock` and stale takeover (`lock.rs`).
 //! - [`cache`]: [`DerivedCache`], a byte-bounded LRU for state computed from a
 //!   voice (codec rows, KV prefixes, primed decoder state), invalidated when
 //!   the voice changes.
 //! - [`interop`]: import and export of vllm-omni's `custom_voice_dir`
-//!   (manifest plus per-voice safetensors) and qwentts.cpp's `.spk`/`.rvq`
-//!   (11-bit packed codes).
+//!   (manifest plus per-voice safetensors, `vllm_omni.rs`) and qwentts.cpp's
+//!   `.spk`/`.rvq` (11-bit packed codes, `qwentts.rs`), for an
+//!   [`interop::ImportTarget`] model.
 //! - [`time`]: [`Timestamp`], RFC 3339 UTC without a date crate.
 //!
 //! # On-disk format (version 1)
-//! See [`format`] for the tensor and metadata tables. In short: a voice
+//! See [`format`](mod@format) for the tensor and metadata tables. In short: a voice
 //! `Alice` lives in `alice.safetensors` holding `speaker_embedding` (F32
 //! `[E]`) and, for ICL, `ref_code` (I32 `[T, 16]`); `__metadata__` carries
 //! `format = "tts-rt-voice"`, `version = "1"`, the name, mode (`icl` /

@@ -369,3 +369,22 @@ fn records_refuse_what_the_model_cannot_use() {
     assert_eq!(r.mode, VoiceMode::Icl);
     assert!(tts_voices::RefCodes::new(16, vec![0; 17]).is_err());
 }
+
+#[test]
+fn json_view_carries_the_vectors_and_provenance() {
+    let r = icl("Alice", 4, 2);
+    let j = r.to_json();
+    assert_eq!(j["name"], "Alice");
+    assert_eq!(j["key"], "alice");
+    assert_eq!(j["mode"], "icl");
+    assert_eq!(j["ref_frames"], 2);
+    assert_eq!(j["created"], "2026-01-31T12:00:00Z");
+    assert_eq!(j["source"]["sample_rate"], 44_100);
+    assert_eq!(j["x_vector"].as_array().unwrap().len(), 4);
+    assert_eq!(j["x_vector"][1].as_f64().unwrap() as f32, r.x_vector[1]);
+    assert_eq!(j["ref_codes"][0][1], 2047);
+    assert_eq!(j["ref_codes"][1].as_array().unwrap().len(), 16);
+    let x = xvec("bob", 4, 1).to_json();
+    assert!(x["ref_codes"].is_null() && x["ref_text"].is_null());
+    assert!(r.summary_json().get("x_vector").is_none());
+}

@@ -11,6 +11,7 @@
 
 mod codes;
 mod error;
+mod json;
 mod provenance;
 
 pub use codes::{CodecShape, RefCodes};

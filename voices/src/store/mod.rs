@@ -3,7 +3,7 @@
 //! One file per voice, `<key>.safetensors` (see [`crate::format`]), where the
 //! key is the lower-case name. [`VoiceStore::open`] loads every voice and names
 //! each file it had to skip; it never fails because of one bad file. Writes
-//! are atomic ([`atomic`]) and guarded per name ([`lock`]), so two writers of
+//! are atomic (`atomic.rs`) and guarded per name (`lock.rs`), so two writers of
 //! one name cannot interleave: one wins, the other gets [`StoreError::Busy`].
 //!
 //! Readers get `Arc<VoiceRecord>`s from an in-memory map. The map's lock is

@@ -8,7 +8,7 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};
 
-use tts_voices::{DerivedCache, StoreError, StoreOptions, VoiceStore};
+use tts_voices::{format, DerivedCache, StoreError, StoreOptions, VoiceStore};
 
 use common::{icl, xvec};
 
@@ -319,6 +319,16 @@ fn interrupted_writes_leave_temp_files_that_open_ignores_then_cleans() {
     assert!(store.is_empty() && skipped.is_empty());
     assert!(fresh.exists(), "a temp file may belong to a live writer");
     assert!(!stale.exists());
+    // A crash between writing the new bytes and the rename: the old voice
+    // is what the directory holds, whole.
+    let old_alice = xvec("alice", 16, 1);
+    store.insert(old_alice.clone(), false).unwrap();
+    let torn = format::to_bytes(&xvec("alice", 16, 2)).unwrap();
+    fs::write(&fresh, &torn[..torn.len() / 2]).unwrap();
+    drop(store);
+    let (store, skipped) = VoiceStore::open(tmp.path()).unwrap();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(*store.get("alice").unwrap(), old_alice);
 }
 
 #[test]

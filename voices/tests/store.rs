@@ -1,0 +1,377 @@
+//! The voice store: persistence, corrupt entries, atomic writes, limits,
+//! concurrent writers and cache invalidation.
+
+mod common;
+
+use std::fs;
+use std::path::Path;
+use std::sync::{Arc, Barrier};
+use std::time::{Duration, SystemTime};
+
+use tts_voices::{format, DerivedCache, StoreError, StoreOptions, VoiceStore};
+
+use common::{icl, xvec};
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut v: Vec<String> = fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().into_string().unwrap())
+        .collect();
+    v.sort();
+    v
+}
+
+#[test]
+fn open_creates_the_directory_and_voices_survive_a_restart() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("nested").join("voices");
+    let (store, skipped) = VoiceStore::open(&dir).unwrap();
+    assert!(dir.is_dir() && store.is_empty() && skipped.is_empty());
+    let alice = icl("Alice", 1024, 9);
+    let bob = xvec("bob", 1024, 2);
+    store.insert(alice.clone(), false).unwrap();
+    store.insert(bob.clone(), false).unwrap();
+    // Atomic writes leave exactly the voice files: no temp or lock files.
+    assert_eq!(names(&dir), ["alice.safetensors", "bob.safetensors"]);
+    drop(store);
+
+    let (store, skipped) = VoiceStore::open(&dir).unwrap();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    let listed: Vec<_> = store.list().iter().map(|r| r.name.to_string()).collect();
+    assert_eq!(listed, ["Alice", "bob"]);
+    assert_eq!(*store.get("alice").unwrap(), alice);
+    assert_eq!(*store.get("ALICE").unwrap(), alice);
+    assert_eq!(*store.get("Bob").unwrap(), bob);
+    assert!(store.get("carol").is_none());
+    assert!(store.get("../alice").is_none());
+}
+
+#[test]
+fn corrupt_entries_are_named_and_skipped_and_the_rest_load() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (store, _) = VoiceStore::open(dir).unwrap();
+    for name in ["good", "truncated", "flipped"] {
+        store.insert(xvec(name, 64, 1), false).unwrap();
+    }
+    drop(store);
+    let truncated = dir.join("truncated.safetensors");
+    let len = fs::metadata(&truncated).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&truncated)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let flipped = dir.join("flipped.safetensors");
+    let mut bytes = fs::read(&flipped).unwrap();
+    bytes[8] ^= 0xFF;
+    fs::write(&flipped, bytes).unwrap();
+    fs::write(dir.join("garbage.safetensors"), [0xAB; 300]).unwrap();
+    fs::write(dir.join("empty.safetensors"), []).unwrap();
+    fs::copy(
+        dir.join("good.safetensors"),
+        dir.join("renamed.safetensors"),
+    )
+    .unwrap();
+    fs::copy(dir.join("good.safetensors"), dir.join("Upper.safetensors")).unwrap();
+    fs::write(dir.join("bad..name.safetensors"), [0; 10]).unwrap();
+    // Not voices at all: passed over silently.
+    fs::write(dir.join("notes.txt"), "hello").unwrap();
+    fs::write(dir.join("good.lock"), "pid 1").unwrap();
+    fs::write(dir.join(".tmp-good.safetensors-1-0"), [1, 2, 3]).unwrap();
+    fs::create_dir(dir.join("sub.safetensors")).unwrap();
+
+    let (store, skipped) = VoiceStore::open(dir).unwrap();
+    assert_eq!(store.list().len(), 1);
+    assert!(store.get("good").is_some());
+    let reason = |file: &str| {
+        skipped
+            .iter()
+            .find(|s| s.path == dir.join(file))
+            .unwrap_or_else(|| panic!("{file} not reported: {skipped:?}"))
+            .reason
+            .clone()
+    };
+    assert!(reason("truncated.safetensors").contains("truncated"));
+    assert!(reason("flipped.safetensors").contains("not a safetensors"));
+    assert!(reason("garbage.safetensors").contains("not a safetensors"));
+    assert!(reason("empty.safetensors").contains("truncated"));
+    assert!(reason("renamed.safetensors").contains("belongs in good.safetensors"));
+    assert!(reason("Upper.safetensors").contains("rename it to upper.safetensors"));
+    assert!(reason("bad..name.safetensors").contains("not a voice name"));
+    assert_eq!(skipped.len(), 7, "{skipped:?}");
+    // Skipped files are left for the user to inspect.
+    assert!(truncated.exists() && flipped.exists());
+}
+
+#[test]
+fn names_are_unique_regardless_of_case_and_replace_is_explicit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, _) = VoiceStore::open(tmp.path()).unwrap();
+    store.insert(xvec("Alice", 32, 1), false).unwrap();
+    let err = store.insert(xvec("ALICE", 32, 2), false).unwrap_err();
+    assert!(
+        matches!(err, StoreError::AlreadyExists { ref name } if name == "ALICE"),
+        "{err}"
+    );
+    assert_eq!(
+        store.get("alice").unwrap().x_vector,
+        common::x_vector(32, 1)
+    );
+    let replaced = store.insert(xvec("ALICE", 32, 2), true).unwrap();
+    assert_eq!(replaced.name.as_str(), "ALICE");
+    assert_eq!(
+        store.get("alice").unwrap().x_vector,
+        common::x_vector(32, 2)
+    );
+    assert_eq!(names(tmp.path()), ["alice.safetensors"]);
+    drop(store);
+    let (store, _) = VoiceStore::open(tmp.path()).unwrap();
+    assert_eq!(store.get("Alice").unwrap().name.as_str(), "ALICE");
+}
+
+#[test]
+fn remove_deletes_the_file_and_readers_keep_their_copy() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, _) = VoiceStore::open(tmp.path()).unwrap();
+    store.insert(icl("Alice", 32, 3), false).unwrap();
+    let held = store.get("alice").unwrap();
+    let removed = store.remove("ALICE").unwrap();
+    assert_eq!(removed, held);
+    assert_eq!(held.ref_frames(), 3);
+    assert!(store.get("alice").is_none());
+    assert!(names(tmp.path()).is_empty());
+    assert!(matches!(
+        store.remove("alice"),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(matches!(store.remove("../alice"), Err(StoreError::Name(_))));
+    drop(store);
+    let (store, _) = VoiceStore::open(tmp.path()).unwrap();
+    assert!(store.is_empty());
+}
+
+#[test]
+fn max_voices_bounds_new_voices_not_replacements() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        max_voices: 2,
+        ..StoreOptions::default()
+    };
+    let (store, _) = VoiceStore::open_with(tmp.path(), opts.clone()).unwrap();
+    store.insert(xvec("a", 8, 1), false).unwrap();
+    store.insert(xvec("b", 8, 1), false).unwrap();
+    let err = store.insert(xvec("c", 8, 1), false).unwrap_err();
+    assert!(matches!(err, StoreError::Full { max: 2 }), "{err}");
+    store.insert(xvec("b", 8, 2), true).unwrap();
+    store.remove("a").unwrap();
+    store.insert(xvec("c", 8, 1), false).unwrap();
+    // A directory holding more than the bound (written by a store with a
+    // larger one) loads the first voices by name and names the rest.
+    drop(store);
+    let (wide, _) = VoiceStore::open(tmp.path()).unwrap();
+    wide.insert(xvec("d", 8, 1), false).unwrap();
+    drop(wide);
+    fs::copy(
+        tmp.path().join("b.safetensors"),
+        tmp.path().join("a.safetensors"),
+    )
+    .unwrap();
+    let (store, skipped) = VoiceStore::open_with(tmp.path(), opts).unwrap();
+    let loaded: Vec<_> = store.list().iter().map(|r| r.name.to_string()).collect();
+    assert_eq!(loaded, ["b", "c"]);
+    assert_eq!(skipped.len(), 2, "{skipped:?}");
+    assert!(skipped[0].reason.contains("belongs in b.safetensors"));
+    assert!(skipped[1].path.ends_with("d.safetensors"));
+    assert!(skipped[1].reason.contains("maximum of 2"));
+}
+
+/// Threads released together insert one name: exactly one wins; the others
+/// are refused with `Busy` (while the winner writes) or `AlreadyExists`
+/// (after it finished); the file holds the winner's voice, whole. Repeated
+/// over fresh names until `Busy` has been seen, since a fast file system can
+/// finish a write before another thread starts.
+#[test]
+fn concurrent_inserts_of_one_name_one_wins_the_rest_are_refused() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, _) = VoiceStore::open(tmp.path()).unwrap();
+    let store = Arc::new(store);
+    let n = 8;
+    let mut saw_busy = false;
+    for round in 0..50 {
+        let name = format!("same{round}");
+        let barrier = Arc::new(Barrier::new(n));
+        let handles: Vec<_> = (0..n as u32)
+            .map(|i| {
+                let (store, barrier, name) =
+                    (Arc::clone(&store), Arc::clone(&barrier), name.clone());
+                std::thread::spawn(move || {
+                    let mut record = icl(&name, 2048, 200);
+                    record.x_vector = common::x_vector(2048, i);
+                    barrier.wait();
+                    (i, store.insert(record, false))
+                })
+            })
+            .collect();
+        let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+        let winners: Vec<u32> = results
+            .iter()
+            .filter(|(_, r)| r.is_ok())
+            .map(|(i, _)| *i)
+            .collect();
+        assert_eq!(winners.len(), 1, "{results:?}");
+        for (_, r) in &results {
+            match r {
+                Ok(_) => {}
+                Err(StoreError::Busy { .. }) => saw_busy = true,
+                Err(StoreError::AlreadyExists { .. }) => {}
+                Err(e) => panic!("unexpected refusal: {e}"),
+            }
+        }
+        let (reopened, skipped) = VoiceStore::open(tmp.path()).unwrap();
+        assert!(skipped.is_empty(), "{skipped:?}");
+        assert_eq!(
+            reopened.get(&name).unwrap().x_vector,
+            common::x_vector(2048, winners[0])
+        );
+        if saw_busy && round >= 2 {
+            break;
+        }
+    }
+    assert!(saw_busy, "no concurrent writer was ever refused as Busy");
+    assert!(names(tmp.path())
+        .iter()
+        .all(|f| f.ends_with(".safetensors")));
+}
+
+#[test]
+fn concurrent_new_voices_never_exceed_the_bound() {
+    let tmp = tempfile::tempdir().unwrap();
+    let opts = StoreOptions {
+        max_voices: 5,
+        ..StoreOptions::default()
+    };
+    let (store, _) = VoiceStore::open_with(tmp.path(), opts).unwrap();
+    let store = Arc::new(store);
+    let barrier = Arc::new(Barrier::new(12));
+    let handles: Vec<_> = (0..12)
+        .map(|i| {
+            let (store, barrier) = (Arc::clone(&store), Arc::clone(&barrier));
+            std::thread::spawn(move || {
+                barrier.wait();
+                store.insert(xvec(&format!("v{i}"), 256, i), false)
+            })
+        })
+        .collect();
+    let results: Vec<_> = handles.into_iter().map(|h| h.join().unwrap()).collect();
+    let ok = results.iter().filter(|r| r.is_ok()).count();
+    assert_eq!(ok, 5);
+    assert!(results
+        .iter()
+        .all(|r| r.is_ok() || matches!(r, Err(StoreError::Full { max: 5 }))));
+    assert_eq!(store.len(), 5);
+    assert_eq!(names(tmp.path()).len(), 5);
+}
+
+#[test]
+fn another_process_lock_file_makes_the_name_busy_until_it_is_stale() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, _) = VoiceStore::open(tmp.path()).unwrap();
+    let lock = tmp.path().join("alice.lock");
+    fs::write(&lock, "pid 99999").unwrap();
+    let err = store.insert(xvec("Alice", 8, 1), false).unwrap_err();
+    assert!(matches!(err, StoreError::Busy { .. }), "{err}");
+    assert!(matches!(
+        store.remove("alice"),
+        Err(StoreError::Busy { .. })
+    ));
+    // Other names are unaffected.
+    store.insert(xvec("bob", 8, 1), false).unwrap();
+    // Left by a crashed writer 20 minutes ago: taken over.
+    let old = SystemTime::now() - Duration::from_secs(20 * 60);
+    fs::File::options()
+        .write(true)
+        .open(&lock)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    store.insert(xvec("Alice", 8, 1), false).unwrap();
+    assert!(!lock.exists());
+    assert_eq!(names(tmp.path()), ["alice.safetensors", "bob.safetensors"]);
+}
+
+#[test]
+fn interrupted_writes_leave_temp_files_that_open_ignores_then_cleans() {
+    let tmp = tempfile::tempdir().unwrap();
+    let fresh = tmp.path().join(".tmp-alice.safetensors-7-0");
+    let stale = tmp.path().join(".tmp-bob.safetensors-7-1");
+    fs::write(&fresh, [1; 10]).unwrap();
+    fs::write(&stale, [1; 10]).unwrap();
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    fs::File::options()
+        .write(true)
+        .open(&stale)
+        .unwrap()
+        .set_modified(old)
+        .unwrap();
+    let (store, skipped) = VoiceStore::open(tmp.path()).unwrap();
+    assert!(store.is_empty() && skipped.is_empty());
+    assert!(fresh.exists(), "a temp file may belong to a live writer");
+    assert!(!stale.exists());
+    // A crash between writing the new bytes and the rename: the old voice
+    // is what the directory holds, whole.
+    let old_alice = xvec("alice", 16, 1);
+    store.insert(old_alice.clone(), false).unwrap();
+    let torn = format::to_bytes(&xvec("alice", 16, 2)).unwrap();
+    fs::write(&fresh, &torn[..torn.len() / 2]).unwrap();
+    drop(store);
+    let (store, skipped) = VoiceStore::open(tmp.path()).unwrap();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(*store.get("alice").unwrap(), old_alice);
+}
+
+#[test]
+fn replacing_or_removing_a_voice_invalidates_its_derived_state() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (store, _) = VoiceStore::open(tmp.path()).unwrap();
+    let cache: Arc<DerivedCache<&'static str, Vec<f32>>> = Arc::new(DerivedCache::new(1 << 20));
+    store.watch(&cache);
+    store.insert(icl("Alice", 32, 2), false).unwrap();
+    store.insert(icl("bob", 32, 2), false).unwrap();
+    cache.insert("alice", 1, "codec_rows", vec![0.0; 100]);
+    cache.insert("alice", 1, "kv_prefix", vec![0.0; 100]);
+    cache.insert("bob", 1, "codec_rows", vec![0.0; 100]);
+    store.insert(icl("ALICE", 32, 4), true).unwrap();
+    assert!(cache.get("alice", 1, &"codec_rows").is_none());
+    assert!(cache.get("alice", 1, &"kv_prefix").is_none());
+    assert!(cache.get("bob", 1, &"codec_rows").is_some());
+    store.remove("bob").unwrap();
+    assert!(cache.is_empty());
+    // A dropped cache is simply no longer told.
+    drop(cache);
+    store.remove("alice").unwrap();
+}
+
+#[test]
+fn reload_sees_another_writers_changes() {
+    let tmp = tempfile::tempdir().unwrap();
+    let (a, _) = VoiceStore::open(tmp.path()).unwrap();
+    let (b, _) = VoiceStore::open(tmp.path()).unwrap();
+    a.insert(xvec("alice", 8, 1), false).unwrap();
+    assert!(b.get("alice").is_none());
+    // The file exists, so b refuses to overwrite it without replace.
+    assert!(matches!(
+        b.insert(xvec("alice", 8, 2), false),
+        Err(StoreError::AlreadyExists { .. })
+    ));
+    assert!(b.reload().unwrap().is_empty());
+    assert_eq!(b.get("alice").unwrap().x_vector, common::x_vector(8, 1));
+}
+
+#[test]
+fn the_store_is_shareable_across_threads() {
+    fn check<T: Send + Sync>() {}
+    check::<VoiceStore>();
+    check::<StoreError>();
+}

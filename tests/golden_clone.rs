@@ -311,3 +311,72 @@ fn streamed_clone_equals_the_official_decode() {
         assert!(e <= 1e-4, "{name}: streamed audio rel-L2 {e:.2e}");
     }
 }
+
+/// From the reference WAV file to the talker's codes: the decoded clip is
+/// the samples the official code saw, the x-vector and reference codes
+/// equal the official encoders' (rel-L2 <= 1e-4; codes identical), and the
+/// voice made here gives the official greedy codes.
+#[test]
+fn a_voice_cloned_from_the_wav_file_speaks_like_the_official() {
+    let g = Golden::load("tiny-base");
+    let enc = Encoders::load();
+    let m = model("tiny-base");
+    for clip in g.cases["ref_clips"].as_array().unwrap() {
+        let name = clip["name"].as_str().unwrap();
+        let path = root()
+            .join("goldens/tiny-base")
+            .join(clip["file"].as_str().unwrap());
+        let audio = tts_audio::ReferenceAudio::from_path(&path).unwrap();
+        assert_eq!(
+            audio.samples,
+            enc.f32(&format!("{name}.samples")),
+            "{name}: samples"
+        );
+        let text = clip["text"].as_str().unwrap();
+        let (voice, _) = m.clone_voice(&audio.samples, Some(text), false).unwrap();
+        let e = rel_l2(&voice.x_vector, &enc.f32(&format!("{name}.xvector")));
+        assert!(e <= 1e-4, "{name}: x-vector rel-L2 {e:.2e}");
+        let r = voice.reference.as_ref().unwrap();
+        let (want, frames) = enc.codes(&format!("{name}.ref_codes"));
+        assert_eq!(
+            (r.frames, &r.codes),
+            (frames, &want),
+            "{name}: reference codes"
+        );
+        let (xv, _) = m.clone_voice(&audio.samples, None, true).unwrap();
+        assert_eq!(xv.x_vector, voice.x_vector);
+        assert!(xv.reference.is_none());
+        for case in cases(&g).iter().filter(|c| c["ref_audio"] == name) {
+            let case_name = case["name"].as_str().unwrap();
+            let mut req = request(&m, case);
+            let v = if case["x_vector_only"].as_bool().unwrap() {
+                xv.clone()
+            } else {
+                voice.clone()
+            };
+            req.voice_clone = Some(Arc::new(v));
+            let got = m.start(&req).unwrap().run_to_end();
+            let (want, _) = g.codes(&format!("{case_name}.codes"));
+            assert_eq!(got, want, "{case_name}: greedy codes from the cloned voice");
+        }
+    }
+}
+
+#[test]
+fn clone_requests_refuse_what_the_family_cannot_do() {
+    let cv = model("tiny-a");
+    let e = cv
+        .clone_voice(&vec![0.1; 24_000], Some("Hi."), false)
+        .unwrap_err();
+    assert!(matches!(e, ModelError::WrongFamily { .. }), "{e}");
+    assert!(e.to_string().contains("Base checkpoint"), "{e}");
+    let base = model("tiny-base");
+    let e = base
+        .clone_voice(&vec![0.1; 24_000], None, false)
+        .unwrap_err();
+    assert!(e.to_string().contains("transcript"), "{e}");
+    let e = base
+        .clone_voice(&vec![0.1; 24_000], Some("  "), false)
+        .unwrap_err();
+    assert!(e.to_string().contains("transcript"), "{e}");
+}

@@ -70,7 +70,7 @@ pub use code_predictor::PredictorState;
 pub use codec_encoder::{CodecEncoder, ReferenceCodes};
 pub use error::{ModelError, Result};
 pub use generator::FrameGenerator;
-pub use model::{LoadOptions, Qwen3Tts};
+pub use model::{CloneEncoders, CloneTimings, LoadOptions, Qwen3Tts};
 pub use quant::{Code2WavPrecision, Precision};
 pub use request::{CloneReference, GenOptions, Request, StopReason, VoiceClone};
 pub use speaker_encoder::SpeakerEncoder;

@@ -11,11 +11,13 @@ use std::path::{Path, PathBuf};
 use crate::checkpoint::TensorStore;
 use crate::code_predictor::{CodePredictor, PredictorModels, PredictorState};
 use crate::codec::{Code2Wav, DecoderState, PrimedDecoders};
+use crate::codec_encoder::CodecEncoder;
 use crate::config::{GenerationConfig, TtsConfig};
 use crate::error::{ModelError, Result};
 use crate::prompt::{self, Prompt, PromptParts};
 use crate::quant::{Code2WavPrecision, Precision};
-use crate::request::{GenOptions, Request};
+use crate::request::{CloneReference, GenOptions, Request, VoiceClone};
+use crate::speaker_encoder::SpeakerEncoder;
 use crate::talker::{Talker, TalkerModels, TalkerState};
 use crate::tokenizer::TextTokenizer;
 use crate::wcache::{WeightsCache, WeightsCacheEvent};
@@ -36,6 +38,25 @@ pub struct Qwen3Tts {
     pub weights_cache: Vec<WeightsCacheEvent>,
     /// ICL clones' decoder states primed with their reference codes.
     pub primed_decoders: PrimedDecoders,
+    /// Base checkpoints: the two encoders that turn a reference clip into a
+    /// [`VoiceClone`] ([`Self::clone_voice`]); None for the other families.
+    pub encoders: Option<CloneEncoders>,
+}
+
+/// A Base checkpoint's reference-clip encoders.
+pub struct CloneEncoders {
+    /// The x-vector (ECAPA-TDNN over the log-mel spectrogram).
+    pub speaker: SpeakerEncoder,
+    /// The reference codes (the speech tokenizer's encoder).
+    pub codec: CodecEncoder,
+}
+
+/// What [`Qwen3Tts::clone_voice`] spent, per encoder.
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct CloneTimings {
+    pub x_vector: std::time::Duration,
+    /// Zero for an x-vector-only clone (no codes are made).
+    pub codes: std::time::Duration,
 }
 
 /// How [`Qwen3Tts::load_with`] prepares the weights: the precision of each
@@ -105,8 +126,15 @@ impl Qwen3Tts {
         let talker = Talker::load_with(&store, &config.talker, options.talker, &cache)?;
         let code_predictor =
             CodePredictor::load_with(&store, &config.talker, options.code_predictor, &cache)?;
-        // The speaker encoder (Base checkpoints) is not used by CustomVoice.
-        store.ignore_prefix("speaker_encoder.");
+        let speaker_encoder = match &config.speaker_encoder {
+            Some(cfg) => Some(SpeakerEncoder::load(&store, cfg)?),
+            None => {
+                // Only Base uses a speaker encoder (upstream builds none for
+                // the other families); fine-tunes may keep its tensors.
+                store.ignore_prefix("speaker_encoder.");
+                None
+            }
+        };
         store.finish()?;
         let weights_cache = cache.take_events();
         let code2wav = Code2Wav::load_with(&dir.join("speech_tokenizer"), options.code2wav)?;
@@ -120,6 +148,23 @@ impl Qwen3Tts {
                 ),
             });
         }
+        let encoders = match speaker_encoder {
+            Some(speaker) => {
+                let codec = CodecEncoder::load(&dir.join("speech_tokenizer"))?;
+                if codec.num_quantizers() != config.talker.num_code_groups {
+                    return Err(ModelError::Config {
+                        path: dir.join("speech_tokenizer/config.json"),
+                        message: format!(
+                            "the encoder keeps {} quantizers (encoder_valid_num_quantizers) but the talker reads {} code groups",
+                            codec.num_quantizers(),
+                            config.talker.num_code_groups
+                        ),
+                    });
+                }
+                Some(CloneEncoders { speaker, codec })
+            }
+            None => None,
+        };
         Ok(Qwen3Tts {
             dir: dir.to_path_buf(),
             config,
@@ -131,7 +176,56 @@ impl Qwen3Tts {
             precision: options,
             weights_cache,
             primed_decoders: PrimedDecoders::default(),
+            encoders,
         })
+    }
+
+    /// Makes a cloned voice from a reference clip (24 kHz mono samples), as
+    /// the official `create_voice_clone_prompt`: the x-vector always and,
+    /// unless `x_vector_only`, the reference codes with `ref_text` (the
+    /// clip's transcript, required then). Base checkpoints only.
+    pub fn clone_voice(
+        &self,
+        samples_24k: &[f32],
+        ref_text: Option<&str>,
+        x_vector_only: bool,
+    ) -> Result<(VoiceClone, CloneTimings)> {
+        let Some(enc) = &self.encoders else {
+            return Err(ModelError::WrongFamily {
+                family: self.config.kind,
+                problem: "a voice was to be cloned from a reference clip".into(),
+            });
+        };
+        let text = ref_text.map(str::trim).filter(|t| !t.is_empty());
+        if !x_vector_only && text.is_none() {
+            return Err(ModelError::InvalidVoice(
+                "in-context cloning needs the transcript of the reference clip (ref_text); give it, or clone from the x-vector only".into(),
+            ));
+        }
+        let mut timings = CloneTimings::default();
+        let t = std::time::Instant::now();
+        let x_vector = tts_kernels::on_pool(|| enc.speaker.embed(samples_24k))?;
+        timings.x_vector = t.elapsed();
+        let reference = match (x_vector_only, ref_text) {
+            (false, Some(text)) => {
+                let t = std::time::Instant::now();
+                let codes = tts_kernels::on_pool(|| enc.codec.encode(samples_24k))?;
+                timings.codes = t.elapsed();
+                Some(CloneReference {
+                    text: text.to_string(),
+                    frames: codes.frames,
+                    codes: codes.codes,
+                })
+            }
+            _ => None,
+        };
+        Ok((
+            VoiceClone {
+                x_vector,
+                reference,
+            },
+            timings,
+        ))
     }
 
     /// Speaker names (lower-case, sorted).

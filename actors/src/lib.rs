@@ -23,6 +23,10 @@
 //!   every ready request of a round in one batched forward.
 //! - `shared`: the figures every part reads lock-free (stage health, stale
 //!   counters, ledger totals) and the kernel pools.
+//! - [`voice_library`]: stored voices for the loaded checkpoint
+//!   ([`VoiceLibrary`]): made from a clip with the checkpoint's encoders,
+//!   kept in a `tts_voices::VoiceStore`, resolved by name into the
+//!   [`VoiceClone`] a request carries (the CLI and the server share it).
 //! - [`flow`]: per-request flow gate (unacknowledged audio → pause).
 //! - [`metrics`]: METRICS.md figures as pure functions ([`ChunkLog`] of the
 //!   chunks received, [`RequestMetrics`], nearest-rank [`Summary`]); the
@@ -48,6 +52,7 @@ mod request;
 mod router;
 mod shared;
 mod stage;
+pub mod voice_library;
 
 pub use config::{ChunkSchedule, EngineConfig, StageThreads};
 #[cfg(feature = "fault-injection")]
@@ -64,3 +69,4 @@ pub use tts_models::request::language_name;
 pub use tts_models::{
     CloneReference, GenOptions, LoadOptions, ModelError, Qwen3Tts, Request, StopReason, VoiceClone,
 };
+pub use voice_library::{MadeVoice, NewVoice, VoiceError, VoiceLibrary};

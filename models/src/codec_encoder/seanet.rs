@@ -104,24 +104,30 @@ pub(crate) fn conv_chunk(
         dst[keep + n..].fill(edge);
         h.copy_from_slice(&dst[n..keep + n]);
     };
-    let hist_rows = hist.data.chunks_mut(keep.max(1));
-    if padded.len() >= PAR_MIN_ELEMS && c.c_in > 1 && keep > 0 {
+    let par = padded.len() >= PAR_MIN_ELEMS && c.c_in > 1;
+    if keep == 0 {
+        // 1x1 convs: no history to carry.
+        let fill0 = |(dst, row): (&mut [f32], &[f32])| fill(((dst, row), &mut []));
+        if par {
+            padded
+                .par_chunks_mut(tp)
+                .zip(x.par_chunks_exact(n))
+                .for_each(fill0);
+        } else {
+            padded.chunks_mut(tp).zip(x.chunks_exact(n)).for_each(fill0);
+        }
+    } else if par {
         padded
             .par_chunks_mut(tp)
             .zip(x.par_chunks_exact(n))
             .zip(hist.data.par_chunks_mut(keep))
             .for_each(fill);
-    } else if keep > 0 {
-        padded
-            .chunks_mut(tp)
-            .zip(x.chunks_exact(n))
-            .zip(hist_rows)
-            .for_each(fill);
     } else {
         padded
             .chunks_mut(tp)
             .zip(x.chunks_exact(n))
-            .for_each(|(dst, row)| fill(((dst, row), &mut [])));
+            .zip(hist.data.chunks_mut(keep))
+            .for_each(fill);
     }
     let t_out = conv.shape.t_out(tp);
     debug_assert_eq!(t_out, n.div_ceil(stride));

@@ -3,7 +3,8 @@
 //!
 //! Graph (official `Qwen3TTSTokenizerV2Encoder`, a `MimiModel` without its
 //! decoder, run on one clip):
-//! 1. [`seanet`]: causal SEANet, 960 samples per column (25 Hz).
+//! 1. [`seanet`]: causal SEANet, 960 samples per column (25 Hz), run in
+//!    10 s chunks with per-conv histories so memory stays bounded.
 //! 2. [`transformer`]: full-causal transformer over the whole clip.
 //! 3. the downsample: a causal `MimiConv1d` (kernel 4, stride 2) whose
 //!    padding *replicates* the edge columns (12.5 Hz).
@@ -149,18 +150,10 @@ impl CodecEncoder {
     fn run(&self, samples: &[f32]) -> EncoderStages {
         let (cfg, w) = (&self.cfg, &self.w);
         let hs = cfg.hidden_size;
-        let (seanet, t25) = seanet::forward(&w.seanet, samples);
+        let (seanet, t25) = seanet::forward(&w.seanet, samples, cfg.hop);
         let transformer = transformer::forward(&w.transformer, cfg, &seanet, t25);
-        let mut padded = Vec::new();
         let mut downsample = Vec::new();
-        let t12 = seanet::causal_conv(
-            &w.downsample,
-            &transformer,
-            t25,
-            false,
-            &mut padded,
-            &mut downsample,
-        );
+        let t12 = seanet::causal_conv(&w.downsample, &transformer, t25, &mut downsample);
         debug_assert_eq!(t12, self.frames_for(samples.len()));
         let codes = quantizer::encode(&w.quantizer, &downsample, hs, t12);
         let groups = cfg.valid_quantizers;

@@ -201,3 +201,26 @@ fn attention_spans_the_whole_clip_not_the_sliding_window() {
         "frame 600 ignores frame 0"
     );
 }
+
+#[test]
+fn chunked_seanet_equals_the_whole_clip() {
+    let enc = tiny_base();
+    let hop = enc.config().hop;
+    let s = &enc.w.seanet;
+    for n in [1, hop - 1, hop, 7 * hop + 5, 20 * hop + 333] {
+        let x: Vec<f32> = (0..n)
+            .map(|i| ((i as f32) * 0.021).sin() * 0.4 + ((i * 7919) % 13) as f32 * 0.01)
+            .collect();
+        let (whole, t) = seanet::forward_chunked(s, &x, hop, n.div_ceil(hop).max(1) * hop);
+        assert_eq!(t, n.div_ceil(hop));
+        for chunk_hops in [1, 2, 3, 8] {
+            let (got, t2) = seanet::forward_chunked(s, &x, hop, chunk_hops * hop);
+            assert_eq!(t2, t);
+            let r = rel_l2(&got, &whole);
+            assert!(
+                r <= 1e-6,
+                "n = {n}, chunks of {chunk_hops} hops: rel-L2 {r:.3e}"
+            );
+        }
+    }
+}

@@ -92,8 +92,11 @@ pub struct VoiceLibrary {
     store: VoiceStore,
     /// Converted voices, keyed by name key; valid while the stored record is
     /// the same `Arc`.
-    clones: Mutex<HashMap<String, (Arc<VoiceRecord>, Arc<VoiceClone>)>>,
+    clones: Mutex<Converted>,
 }
+
+/// Name key → (the stored record converted, the voice made from it).
+type Converted = HashMap<String, (Arc<VoiceRecord>, Arc<VoiceClone>)>;
 
 impl VoiceLibrary {
     /// Opens (creating) the voice directory. Corrupt voice files are named
@@ -311,9 +314,7 @@ impl VoiceLibrary {
         }
     }
 
-    fn lock(
-        &self,
-    ) -> std::sync::MutexGuard<'_, HashMap<String, (Arc<VoiceRecord>, Arc<VoiceClone>)>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, Converted> {
         self.clones.lock().unwrap_or_else(|p| p.into_inner())
     }
 

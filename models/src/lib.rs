@@ -1,5 +1,6 @@
 //! Qwen3-TTS 12Hz in Rust: checkpoint loading, text tokenizer, talker,
-//! code predictor, code2wav and the reference-audio encoder.
+//! code predictor, code2wav and the Base reference-clip encoders (speaker
+//! encoder and codec encoder).
 //!
 //! # Layout
 //! From the bottom up (each module imports only modules listed above it):
@@ -11,7 +12,8 @@
 //!   per-tensor name/shape/dtype checks.
 //! - [`config`]: `config.json`, `generation_config.json`,
 //!   `speech_tokenizer/config.json`, parsed and validated up front (the
-//!   key reader and the speech tokenizer's part in their own files).
+//!   key reader, the speech tokenizer's part and the speaker encoder's in
+//!   their own files).
 //! - [`quant`]: per-stage weight precision ([`quant::Precision`]: stored
 //!   bf16/f32, int8 per output channel, or 4-bit groups, converted at
 //!   load time); [`wcache`]: the optional on-disk cache of converted LM

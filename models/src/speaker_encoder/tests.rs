@@ -332,3 +332,19 @@ fn missing_or_misshapen_tensors_are_named() {
     }
     std::fs::remove_file(&path).ok();
 }
+
+#[test]
+fn official_sizes_have_the_hub_tensor_set() {
+    // Design §1.3: 76 tensors; 8,854,336 parameters at E = 1024 and
+    // 12,001,088 at E = 2048 (all but `fc` size-independent).
+    for (enc_dim, params) in [(1024, 8_854_336usize), (2048, 12_001_088)] {
+        let cfg = SpeakerEncoderConfig {
+            enc_dim,
+            ..SpeakerEncoderConfig::default()
+        };
+        let t = official_tensors(&cfg);
+        assert_eq!(t.len(), 76);
+        let n: usize = t.iter().map(|(_, s)| s.iter().product::<usize>()).sum();
+        assert_eq!(n, params, "E = {enc_dim}");
+    }
+}

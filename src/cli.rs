@@ -104,6 +104,31 @@ struct ModelArg {
     weights_cache: Option<PathBuf>,
 }
 
+/// Where stored voices live (`voice add`, `speak --voice`, `serve`).
+#[derive(Args, Clone, Debug)]
+pub(crate) struct VoicesDirArg {
+    /// Voice library directory (default: $TTS_RT_VOICES_DIR, else
+    /// $XDG_DATA_HOME/tts-rt/voices, else ~/.local/share/tts-rt/voices).
+    #[arg(long, value_name = "DIR", env = "TTS_RT_VOICES_DIR")]
+    pub voices_dir: Option<PathBuf>,
+}
+
+impl VoicesDirArg {
+    /// The directory to use: the flag, else the user's data directory.
+    pub fn resolve(&self) -> Result<PathBuf> {
+        if let Some(d) = &self.voices_dir {
+            return Ok(d.clone());
+        }
+        if let Some(d) = std::env::var_os("XDG_DATA_HOME").filter(|d| !d.is_empty()) {
+            return Ok(PathBuf::from(d).join("tts-rt/voices"));
+        }
+        let home = std::env::var_os("HOME")
+            .filter(|h| !h.is_empty())
+            .context("no voice directory: give --voices-dir (none of TTS_RT_VOICES_DIR, XDG_DATA_HOME, HOME is set)")?;
+        Ok(PathBuf::from(home).join(".local/share/tts-rt/voices"))
+    }
+}
+
 /// `f32`, `int8`, `q4`, `TALKER,CODE_PREDICTOR` (e.g. `q4,int8`),
 /// `TALKER,CODE_PREDICTOR,CODE2WAV` (e.g. `f32,f32,bf16`) or `fast`
 /// (`int8,int8,bf16`).

@@ -37,6 +37,7 @@ mod io;
 mod play;
 mod serve;
 mod speak;
+mod voice;
 mod voices;
 
 #[derive(Parser)]
@@ -62,6 +63,9 @@ enum Command {
     Decode(decode::DecodeArgs),
     /// List the speakers and languages a checkpoint offers.
     Voices(ModelArg),
+    /// The voice library: make (`add`, Base checkpoints), list, show,
+    /// remove, import and export stored voices.
+    Voice(voice::VoiceArgs),
     /// Write a random-weight checkpoint in the Hugging Face layout.
     GenCheckpoint(gen_checkpoint::GenArgs),
     /// Benchmark the streaming engine: text lengths × concurrency × repeats.
@@ -199,6 +203,7 @@ pub fn run() -> Result<()> {
         Command::Speak(a) => speak::speak(a),
         Command::Decode(a) => decode::decode(a),
         Command::Voices(a) => voices::voices(a),
+        Command::Voice(a) => voice::voice(a),
         Command::GenCheckpoint(a) => gen_checkpoint::gen_checkpoint(a),
         Command::Bench(a) => bench::bench(a),
         Command::Serve(a) => serve::serve(a),

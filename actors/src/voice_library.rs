@@ -106,11 +106,21 @@ impl VoiceLibrary {
         dir: &Path,
         max_voices: Option<usize>,
     ) -> Result<(Self, Vec<SkippedVoice>), VoiceError> {
-        let mut options = StoreOptions {
-            codec: CodecShape {
+        // Every released checkpoint shares one codec (16 codebooks of 2048),
+        // so the library is checked against it, except on a Base checkpoint
+        // with another codec shape (small test checkpoints), whose voices
+        // must fit it. A voice made for another talker is not corrupt: it
+        // loads, and `resolve` says which talker it belongs to.
+        let codec = if model.config.kind == ModelKind::Base {
+            CodecShape {
                 groups: model.config.talker.num_code_groups,
                 codebook_size: model.code2wav.codebook_size() as u32,
-            },
+            }
+        } else {
+            CodecShape::default()
+        };
+        let mut options = StoreOptions {
+            codec,
             ..StoreOptions::default()
         };
         if let Some(n) = max_voices {

@@ -9,14 +9,14 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use tts_actors::{Engine, EngineConfig, Event};
+use tts_actors::{Engine, EngineConfig, Event, VoiceLibrary};
 use tts_audio::WavFormat;
 use tts_models::config::ModelKind;
 use tts_models::StopReason;
-use tts_models::{GenOptions, Qwen3Tts, Request};
+use tts_models::{GenOptions, Qwen3Tts, Request, VoiceClone};
 
 use super::io::{read_text, write_codes, AudioWriter, Output};
-use super::{load, play, ModelArg, OutArgs};
+use super::{load, play, ModelArg, OutArgs, VoicesDirArg};
 
 /// `--text-mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -31,13 +31,32 @@ pub(crate) struct SpeakArgs {
     text: Option<String>,
     #[command(flatten)]
     model: ModelArg,
-    /// Speaker (see `tts-rt voices`); default: the checkpoint's first.
+    /// Speaker (see `tts-rt voices`; CustomVoice checkpoints); default: the
+    /// checkpoint's first.
     #[arg(long)]
     speaker: Option<String>,
+    /// Clone the voice of this reference clip (Base checkpoints): WAV, FLAC,
+    /// MP3, OGG/Vorbis or M4A/AAC, any rate, 0.5 to 60 s.
+    #[arg(long, conflicts_with_all = ["speaker", "voice"])]
+    ref_audio: Option<PathBuf>,
+    /// What the reference clip says: in-context cloning (the official
+    /// default; required unless --x-vector-only).
+    #[arg(long, requires = "ref_audio")]
+    ref_text: Option<String>,
+    /// Clone from the speaker embedding alone (no reference text or codes).
+    #[arg(long, requires = "ref_audio")]
+    x_vector_only: bool,
+    /// Speak with a stored voice (see `tts-rt voice list`; Base checkpoints).
+    #[arg(long, conflicts_with = "speaker")]
+    voice: Option<String>,
+    #[command(flatten)]
+    voices: VoicesDirArg,
     /// Language (see `tts-rt voices`) or auto.
     #[arg(long, default_value = "auto")]
     language: String,
-    /// Style instruction (used by 1.7B checkpoints; 0.6B ignores it, as upstream).
+    /// CustomVoice: a style instruction (used by 1.7B checkpoints; 0.6B
+    /// ignores it, as upstream). VoiceDesign: the voice, described in words
+    /// (required).
     #[arg(long)]
     instruct: Option<String>,
     /// RNG seed for sampling.
@@ -89,8 +108,28 @@ pub(crate) struct SpeakArgs {
     play: play::PlayArgs,
 }
 
-pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
-    let text = read_text(a.text)?;
+/// The voice to clone: a reference clip encoded now, or a stored voice.
+fn clone_for(model: &Arc<Qwen3Tts>, a: &SpeakArgs) -> Result<Option<Arc<VoiceClone>>> {
+    if let Some(path) = &a.ref_audio {
+        let clip = tts_audio::ReferenceAudio::from_path(path)
+            .with_context(|| format!("reference clip {}", path.display()))?;
+        let (voice, _) = model
+            .clone_voice(&clip.samples, a.ref_text.as_deref(), a.x_vector_only)
+            .with_context(|| format!("cloning the voice of {}", path.display()))?;
+        return Ok(Some(Arc::new(voice)));
+    }
+    let Some(name) = &a.voice else {
+        return Ok(None);
+    };
+    let dir = a.voices.resolve()?;
+    let (library, skipped) = VoiceLibrary::open(model.clone(), &dir, None)
+        .with_context(|| format!("opening the voice library {}", dir.display()))?;
+    super::voice::report_skipped(&skipped);
+    Ok(Some(library.resolve(name)?))
+}
+
+pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
+    let text = read_text(a.text.take())?;
     let out = match &a.out.out {
         Some(p) => Some(Output::open(p)?),
         None if a.play.play => None,
@@ -128,12 +167,13 @@ pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
     if let Some(n) = a.max_frames {
         opts.max_frames = check_max_frames(n, max_positions, model.code2wav.config().frame_rate())?;
     }
+    let voice_clone = clone_for(&model, &a)?;
     // CustomVoice needs a speaker: default to the checkpoint's first. The
     // other families take none (the prompt builder refuses one, naming
     // what the checkpoint does instead).
-    let speaker = match a.speaker {
+    let speaker = match a.speaker.take() {
         Some(s) => Some(s),
-        None if model.config.kind == ModelKind::CustomVoice => Some(
+        None if model.config.kind == ModelKind::CustomVoice && voice_clone.is_none() => Some(
             model
                 .speakers()
                 .into_iter()
@@ -152,7 +192,7 @@ pub(crate) fn speak(a: SpeakArgs) -> Result<()> {
         speaker,
         language: a.language,
         instruct: a.instruct,
-        voice_clone: None,
+        voice_clone,
         text_streaming,
         options: opts,
     };

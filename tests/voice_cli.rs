@@ -1,0 +1,406 @@
+//! The voice surfaces of the `tts-rt` binary on the tiny-base and tiny-vd
+//! fixtures: `speak --ref-audio/--ref-text/--x-vector-only`, `speak
+//! --instruct` on VoiceDesign, and `voice add|list|show|rm|import|export`
+//! with `speak --voice`, against the official goldens; and their refusals.
+
+mod common;
+
+use std::path::{Path, PathBuf};
+use std::process::{Command, Output, Stdio};
+
+use common::{root, Golden};
+use serde_json::Value;
+
+fn bin() -> Command {
+    let mut c = Command::new(env!("CARGO_BIN_EXE_tts-rt"));
+    c.env_remove("TTS_RT_MODEL").env_remove("TTS_RT_VOICES_DIR");
+    c
+}
+
+fn run(c: &mut Command) -> Output {
+    c.stdin(Stdio::null()).output().expect("run tts-rt")
+}
+
+fn ok(c: &mut Command) -> String {
+    let o = run(c);
+    assert!(
+        o.status.success(),
+        "tts-rt failed: {}",
+        String::from_utf8_lossy(&o.stderr)
+    );
+    String::from_utf8_lossy(&o.stdout).into_owned()
+}
+
+fn fails_with(c: &mut Command, needles: &[&str]) {
+    let o = run(c);
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "expected failure; stderr: {err}");
+    assert!(!err.contains("panicked"), "panicked: {err}");
+    for n in needles {
+        assert!(err.contains(n), "stderr should mention {n:?}: {err}");
+    }
+}
+
+fn clip(name: &str) -> PathBuf {
+    root().join("goldens/tiny-base").join(format!("{name}.wav"))
+}
+
+fn read_codes(p: &Path) -> Vec<u32> {
+    let v: Value = serde_json::from_str(&std::fs::read_to_string(p).unwrap()).unwrap();
+    v.as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| {
+            f.as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_u64().unwrap() as u32)
+        })
+        .collect()
+}
+
+fn read_wav(p: &Path) -> Vec<f32> {
+    hound::WavReader::open(p)
+        .unwrap()
+        .samples::<f32>()
+        .map(|s| s.unwrap())
+        .collect()
+}
+
+fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "length");
+    let n: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
+    let d: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
+    (n / d).sqrt()
+}
+
+/// `speak` for one golden case with `extra` voice flags, checking codes and
+/// the official waveform (after the ICL cut).
+fn speak_case(fx: &str, case: &Value, extra: &[&str], dir: &Path) {
+    let g = Golden::load(fx);
+    let name = case["name"].as_str().unwrap();
+    let (codes, wav) = (
+        dir.join(format!("{name}.json")),
+        dir.join(format!("{name}.wav")),
+    );
+    let max_frames = (case["max_new_tokens"].as_u64().unwrap() - 1).to_string();
+    let mode = if case["non_streaming_mode"].as_bool().unwrap() {
+        "prefill"
+    } else {
+        "streaming"
+    };
+    let mut c = bin();
+    c.args(["speak", case["text"].as_str().unwrap(), "--greedy"])
+        .arg("--model")
+        .arg(root().join(fx))
+        .args(["--language", case["language"].as_str().unwrap()])
+        .args(["--max-frames", &max_frames, "--text-mode", mode])
+        .args(["--wav-format", "f32"])
+        .arg("--codes-out")
+        .arg(&codes)
+        .arg("--out")
+        .arg(&wav)
+        .args(extra);
+    ok(&mut c);
+    assert_eq!(
+        read_codes(&codes),
+        g.codes(&format!("{name}.codes")).0,
+        "{name}: codes"
+    );
+    let e = rel_l2(&read_wav(&wav), &g.f32(&format!("{name}.wav")).0);
+    assert!(e <= 1e-4, "{name}: waveform rel-L2 {e:.2e}");
+}
+
+fn cases(fx: &str) -> Vec<Value> {
+    Golden::load(fx).cases["cases"].as_array().unwrap().clone()
+}
+
+fn ref_text(clip: &str) -> String {
+    let g = Golden::load("tiny-base");
+    g.cases["ref_clips"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["name"] == clip)
+        .unwrap()["text"]
+        .as_str()
+        .unwrap()
+        .to_string()
+}
+
+#[test]
+fn speak_clones_from_a_reference_clip_like_the_official() {
+    let dir = tempfile::tempdir().unwrap();
+    for case in cases("tiny-base") {
+        let clip_name = case["ref_audio"].as_str().unwrap();
+        let path = clip(clip_name).to_string_lossy().into_owned();
+        let text = ref_text(clip_name);
+        let mut extra = vec!["--ref-audio", &path];
+        if case["x_vector_only"].as_bool().unwrap() {
+            extra.push("--x-vector-only");
+        } else {
+            extra.extend(["--ref-text", &text]);
+        }
+        speak_case("tiny-base", &case, &extra, dir.path());
+    }
+}
+
+#[test]
+fn speak_designs_a_voice_from_its_description_like_the_official() {
+    let dir = tempfile::tempdir().unwrap();
+    for case in cases("tiny-vd") {
+        let instruct = case["instruct"].as_str().unwrap();
+        if instruct.is_empty() {
+            continue; // refused; see below
+        }
+        speak_case("tiny-vd", &case, &["--instruct", instruct], dir.path());
+    }
+}
+
+#[test]
+fn stored_voices_are_made_listed_shown_spoken_and_removed() {
+    let voices = tempfile::tempdir().unwrap();
+    let vd = voices.path().to_string_lossy().into_owned();
+    let model = root().join("tiny-base");
+    let text = ref_text("ref_a");
+    let out = ok(bin()
+        .args(["voice", "add", "Alice", "--audio"])
+        .arg(clip("ref_a"))
+        .args(["--text", &text, "--voices-dir", &vd])
+        .arg("--model")
+        .arg(&model));
+    assert!(
+        out.contains("icl") && out.contains("27 reference frames"),
+        "{out}"
+    );
+    ok(bin()
+        .args(["voice", "add", "bob", "--x-vector-only", "--audio"])
+        .arg(clip("ref_b"))
+        .args(["--voices-dir", &vd])
+        .arg("--model")
+        .arg(&model));
+    let list = ok(bin().args(["voice", "list", "--voices-dir", &vd]));
+    let lines: Vec<&str> = list.lines().collect();
+    assert_eq!(lines.len(), 2, "{list}");
+    assert!(
+        lines[0].starts_with("Alice  icl") && lines[1].starts_with("bob  xvec"),
+        "{list}"
+    );
+
+    // show --json carries the official x-vector and reference codes.
+    let json: Value = serde_json::from_str(&ok(bin().args([
+        "voice",
+        "show",
+        "alice",
+        "--json",
+        "--voices-dir",
+        &vd,
+    ])))
+    .unwrap();
+    let enc = std::fs::read(root().join("goldens/tiny-base/encoders.safetensors")).unwrap();
+    let enc = safetensors::SafeTensors::deserialize(&enc).unwrap();
+    let want: Vec<f32> = enc
+        .tensor("ref_a.xvector")
+        .unwrap()
+        .data()
+        .chunks_exact(4)
+        .map(|b| f32::from_le_bytes(b.try_into().unwrap()))
+        .collect();
+    let got: Vec<f32> = json["x_vector"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_f64().unwrap() as f32)
+        .collect();
+    assert!(rel_l2(&got, &want) <= 1e-4);
+    let want_codes: Vec<u64> = enc
+        .tensor("ref_a.ref_codes")
+        .unwrap()
+        .data()
+        .chunks_exact(8)
+        .map(|b| i64::from_le_bytes(b.try_into().unwrap()) as u64)
+        .collect();
+    let got_codes: Vec<u64> = json["ref_codes"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .flat_map(|f| f.as_array().unwrap().iter().map(|c| c.as_u64().unwrap()))
+        .collect();
+    assert_eq!(got_codes, want_codes);
+
+    // speak --voice gives the official codes of the same clone.
+    let dir = tempfile::tempdir().unwrap();
+    for case in cases("tiny-base") {
+        let voice = match (case["ref_audio"].as_str(), case["x_vector_only"].as_bool()) {
+            (Some("ref_a"), Some(false)) => "alice",
+            (Some("ref_b"), Some(true)) => "BOB",
+            _ => continue,
+        };
+        speak_case(
+            "tiny-base",
+            &case,
+            &["--voice", voice, "--voices-dir", &vd],
+            dir.path(),
+        );
+    }
+
+    // Export and import round trips through the other servers' layouts.
+    let out = tempfile::tempdir().unwrap();
+    let od = out.path().to_string_lossy().into_owned();
+    ok(bin().args([
+        "voice",
+        "export",
+        "alice",
+        "--format",
+        "vllm-omni",
+        "--out",
+        &od,
+        "--voices-dir",
+        &vd,
+    ]));
+    ok(bin().args([
+        "voice",
+        "export",
+        "bob",
+        "--format",
+        "qwentts",
+        "--out",
+        &od,
+        "--voices-dir",
+        &vd,
+    ]));
+    let other = tempfile::tempdir().unwrap();
+    let other_d = other.path().to_string_lossy().into_owned();
+    // Tiny voices (24 values) fit no released talker: refused by name.
+    fails_with(
+        bin().args(["voice", "import", &od, "--voices-dir", &other_d]),
+        &["24 values", "no released talker"],
+    );
+
+    ok(bin().args(["voice", "rm", "alice", "--voices-dir", &vd]));
+    let list = ok(bin().args(["voice", "list", "--voices-dir", &vd]));
+    assert!(!list.contains("Alice"), "{list}");
+    fails_with(
+        bin().args(["voice", "rm", "alice", "--voices-dir", &vd]),
+        &["no voice named \"alice\"", "bob"],
+    );
+}
+
+#[test]
+fn voice_and_clone_refusals_name_the_problem() {
+    let voices = tempfile::tempdir().unwrap();
+    let vd = voices.path().to_string_lossy().into_owned();
+    let base = root().join("tiny-base");
+    let scratch = tempfile::tempdir().unwrap();
+    let out = scratch.path().join("x.wav");
+    let speak = |model: &str| {
+        let mut c = bin();
+        c.args(["speak", "Hello there."])
+            .arg("--model")
+            .arg(root().join(model))
+            .arg("--out")
+            .arg(&out)
+            .args(["--max-frames", "3"]);
+        c
+    };
+    // A path trick in a name.
+    fails_with(
+        bin()
+            .args([
+                "voice",
+                "add",
+                "../evil",
+                "--x-vector-only",
+                "--voices-dir",
+                &vd,
+            ])
+            .arg("--audio")
+            .arg(clip("ref_a"))
+            .arg("--model")
+            .arg(&base),
+        &["voice name \"../evil\"", "'/'"],
+    );
+    // Unreadable and too-short audio.
+    let junk = scratch.path().join("junk.wav");
+    std::fs::write(&junk, b"this is not audio at all, just text").unwrap();
+    fails_with(
+        speak("tiny-base")
+            .arg("--ref-audio")
+            .arg(&junk)
+            .arg("--x-vector-only"),
+        &["junk.wav"],
+    );
+    let short = scratch.path().join("short.wav");
+    let mut w = hound::WavWriter::create(
+        &short,
+        hound::WavSpec {
+            channels: 1,
+            sample_rate: 24_000,
+            bits_per_sample: 16,
+            sample_format: hound::SampleFormat::Int,
+        },
+    )
+    .unwrap();
+    for i in 0..480 {
+        w.write_sample(((i as f32 * 0.3).sin() * 8000.0) as i16)
+            .unwrap();
+    }
+    w.finalize().unwrap();
+    fails_with(
+        speak("tiny-base")
+            .arg("--ref-audio")
+            .arg(&short)
+            .arg("--x-vector-only"),
+        &["0.02", "0.5"],
+    );
+    // ICL without the transcript.
+    fails_with(
+        speak("tiny-base").arg("--ref-audio").arg(clip("ref_a")),
+        &["transcript", "x-vector only"],
+    );
+    // Family mismatches.
+    fails_with(
+        speak("tiny-a")
+            .arg("--ref-audio")
+            .arg(clip("ref_a"))
+            .arg("--x-vector-only"),
+        &["CustomVoice checkpoint", "Base checkpoint"],
+    );
+    fails_with(
+        &mut speak("tiny-base"),
+        &["no voice to clone", "Base checkpoint"],
+    );
+    fails_with(
+        speak("tiny-base").args(["--speaker", "ryan"]),
+        &["preset speaker", "Base"],
+    );
+    fails_with(&mut speak("tiny-vd"), &["no instruct", "VoiceDesign"]);
+    // A corrupt voice file is named and skipped; the others stay usable.
+    ok(bin()
+        .args([
+            "voice",
+            "add",
+            "good",
+            "--x-vector-only",
+            "--voices-dir",
+            &vd,
+        ])
+        .arg("--audio")
+        .arg(clip("ref_b"))
+        .arg("--model")
+        .arg(&base));
+    std::fs::write(
+        voices.path().join("broken.safetensors"),
+        b"\x10\x00\x00\x00garbage",
+    )
+    .unwrap();
+    let o = run(bin().args(["voice", "list", "--voices-dir", &vd]));
+    assert!(o.status.success());
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(err.contains("broken.safetensors"), "{err}");
+    assert!(String::from_utf8_lossy(&o.stdout).contains("good"));
+    fails_with(
+        speak("tiny-base").args(["--voice", "nobody", "--voices-dir", &vd]),
+        &["no voice named \"nobody\"", "good"],
+    );
+}

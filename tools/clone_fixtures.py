@@ -368,6 +368,23 @@ class CloneRecorder(mf.Recorder):
 
 
 @torch.no_grad()
+def requantize(quantizer, z: torch.Tensor) -> torch.Tensor:
+    """The documented quantizer (clone spec section 3.2) applied to a captured `downsample`
+    output [C, T]: proves the hook caught the quantizer input and the README formula holds."""
+    codes = []
+    for part, levels in ((quantizer.semantic_residual_vector_quantizer, 1),
+                         (quantizer.acoustic_residual_vector_quantizer, 15)):
+        r = (part.input_proj.weight[:, :, 0] @ z).T
+        for layer in part.layers[:levels]:
+            cb = layer.codebook
+            e = cb.embed_sum / cb.cluster_usage.clamp(min=1e-5)[:, None]
+            idx = torch.cdist(r, e).argmin(1)
+            codes.append(idx)
+            r = r - e[idx]
+    return torch.stack(codes, 1)
+
+
+@torch.no_grad()
 def encoder_goldens(wrapper, clips: dict[str, dict]) -> dict[str, torch.Tensor]:
     """Per clip: the float samples, mel, x-vector, ref codes and the codec-encoder stages."""
     model = wrapper.model
@@ -402,7 +419,9 @@ def encoder_goldens(wrapper, clips: dict[str, dict]) -> dict[str, torch.Tensor]:
         out[f"{name}.ref_codes"] = ref_code
         for k in ("seanet", "transformer", "downsample"):
             out[f"{name}.{k}"] = cap[k]
+        assert torch.equal(requantize(enc.quantizer, cap["downsample"]), ref_code), "quantizer input mismatch"
         clip["frames"] = frames
+        clip["xvector"] = out[f"{name}.xvector"]
     for h in hooks:
         h.remove()
     return out
@@ -429,6 +448,11 @@ def run_clone_cases(spec: dict, wrapper, tok, clips: dict[str, dict]) -> tuple[l
         assert rec.ref_ids == [want_ref], (rec.ref_ids, want_ref)
         n = case["name"]
         frames = entry["num_frames"]
+        # The speaker slot of the prefill is P(tts_pad) + x-vector, in both modes.
+        slot = 7 if case["language"].lower() != "auto" else 6
+        pad = wrapper.model.talker.text_projection(wrapper.model.talker.get_text_embeddings()(
+            torch.tensor([[wrapper.model.config.tts_pad_token_id]])))[0, 0]
+        assert torch.allclose(t[f"{n}.prefill_embeds"][slot], pad + clip["xvector"], atol=1e-5)
         uncut = torch.from_numpy(rec.decoded[0])
         if case["x_vector_only"]:
             assert torch.equal(uncut, t[f"{n}.wav"])

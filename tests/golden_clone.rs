@@ -12,7 +12,7 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{request, root, Golden};
+use common::{clone_root, request, root, Golden};
 use safetensors::SafeTensors;
 use serde_json::Value;
 use tts_models::{CloneReference, ModelError, Qwen3Tts, Request, StopReason, VoiceClone};
@@ -29,10 +29,17 @@ fn ids(v: &Value) -> Option<Vec<u32>> {
         .map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
 }
 
+/// tiny-a from the committed fixtures; Base and VoiceDesign from
+/// [`clone_root`].
+fn dir_of(fixture: &str) -> std::path::PathBuf {
+    match fixture {
+        "tiny-base" | "tiny-vd" => clone_root().join(fixture),
+        _ => root().join(fixture),
+    }
+}
+
 fn model(fixture: &str) -> Arc<Qwen3Tts> {
-    Arc::new(
-        Qwen3Tts::load(&root().join(fixture)).unwrap_or_else(|e| panic!("loading {fixture}: {e}")),
-    )
+    Arc::new(Qwen3Tts::load(&dir_of(fixture)).unwrap_or_else(|e| panic!("loading {fixture}: {e}")))
 }
 
 /// The official encoders' outputs per reference clip.
@@ -40,7 +47,9 @@ struct Encoders(Vec<u8>);
 
 impl Encoders {
     fn load() -> Self {
-        Encoders(std::fs::read(root().join("goldens/tiny-base/encoders.safetensors")).unwrap())
+        Encoders(
+            std::fs::read(clone_root().join("goldens/tiny-base/encoders.safetensors")).unwrap(),
+        )
     }
     fn f32(&self, name: &str) -> Vec<f32> {
         let t = SafeTensors::deserialize(&self.0).unwrap();
@@ -323,7 +332,7 @@ fn a_voice_cloned_from_the_wav_file_speaks_like_the_official() {
     let m = model("tiny-base");
     for clip in g.cases["ref_clips"].as_array().unwrap() {
         let name = clip["name"].as_str().unwrap();
-        let path = root()
+        let path = clone_root()
             .join("goldens/tiny-base")
             .join(clip["file"].as_str().unwrap());
         let audio = tts_audio::ReferenceAudio::from_path(&path).unwrap();

@@ -13,6 +13,16 @@ pub fn root() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures")
 }
 
+/// Where the Base and VoiceDesign fixtures are: the committed ones, or
+/// another pair made by `tools/make_fixtures.sh --variant other --out DIR`
+/// (`TTS_RT_CLONE_FIXTURES=DIR`), which these tests then check the same way.
+pub fn clone_root() -> PathBuf {
+    match std::env::var_os("TTS_RT_CLONE_FIXTURES") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => root(),
+    }
+}
+
 pub struct Golden {
     pub cases: Value,
     bytes: Vec<u8>,
@@ -20,7 +30,12 @@ pub struct Golden {
 
 impl Golden {
     pub fn load(fixture: &str) -> Golden {
-        let dir = root().join("goldens").join(fixture);
+        let base = if fixture == "tiny-base" || fixture == "tiny-vd" {
+            clone_root()
+        } else {
+            root()
+        };
+        let dir = base.join("goldens").join(fixture);
         let cases = serde_json::from_str(&std::fs::read_to_string(dir.join("cases.json")).unwrap())
             .unwrap();
         Golden {

@@ -10,18 +10,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{request, root, Golden};
-use serde_json::Value;
+use common::{ids, rel_l2, request, root, Golden};
 use tts_models::Qwen3Tts;
 
 const FIXTURES: [&str; 2] = ["tiny-a", "tiny-b"];
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "length mismatch");
-    let num: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
-    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
-    (num / den.max(1e-30)).sqrt()
-}
 
 fn max_abs(a: &[f32], b: &[f32]) -> f32 {
     assert_eq!(a.len(), b.len(), "length mismatch");
@@ -35,11 +27,6 @@ fn model(fixture: &str) -> Arc<Qwen3Tts> {
     Arc::new(
         Qwen3Tts::load(&root().join(fixture)).unwrap_or_else(|e| panic!("loading {fixture}: {e}")),
     )
-}
-
-fn ids(v: &Value) -> Option<Vec<u32>> {
-    v.as_array()
-        .map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
 }
 
 #[test]

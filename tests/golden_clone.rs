@@ -12,22 +12,10 @@ mod common;
 
 use std::sync::Arc;
 
-use common::{clone_root, request, root, Golden};
+use common::{clone_root, ids, rel_l2, request, root, Golden};
 use safetensors::SafeTensors;
 use serde_json::Value;
 use tts_models::{CloneReference, ModelError, Qwen3Tts, Request, StopReason, VoiceClone};
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "length mismatch");
-    let num: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
-    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
-    (num / den.max(1e-30)).sqrt()
-}
-
-fn ids(v: &Value) -> Option<Vec<u32>> {
-    v.as_array()
-        .map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
-}
 
 /// tiny-a from the committed fixtures; Base and VoiceDesign from
 /// [`clone_root`].

@@ -8,7 +8,7 @@ mod common;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
-use common::{clone_root, Golden};
+use common::{clone_root, rel_l2, Golden};
 use serde_json::Value;
 
 fn bin() -> Command {
@@ -67,13 +67,6 @@ fn read_wav(p: &Path) -> Vec<f32> {
         .samples::<f32>()
         .map(|s| s.unwrap())
         .collect()
-}
-
-fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
-    assert_eq!(a.len(), b.len(), "length");
-    let n: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
-    let d: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
-    (n / d).sqrt()
 }
 
 /// `speak` for one golden case with `extra` voice flags, checking codes and

@@ -11,7 +11,7 @@ use std::collections::{BTreeMap, HashMap, HashSet};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
-use tts_kernels::bf16_to_f32;
+use tts_kernels::{bf16_to_f32, Mat};
 
 use crate::error::{ModelError, Result};
 use crate::mmap::MappedFile;
@@ -346,4 +346,39 @@ pub(crate) fn read_text(path: &Path) -> Result<String> {
         path: path.to_path_buf(),
         source,
     })
+}
+
+/// An f32 tensor borrowed from the memory map when the checkpoint stores f32
+/// (the real speech tokenizer does; its decoder and encoder both read their
+/// conv weights this way), else widened once at load. Conv kernels take
+/// plain `&[f32]`.
+pub(crate) struct F32Tensor(Weight);
+
+impl F32Tensor {
+    pub(crate) fn load(store: &TensorStore, name: &str, shape: &[usize]) -> Result<Self> {
+        let w = store.weight(name, shape)?;
+        if matches!(w.mat(), Mat::F32 { .. }) {
+            return Ok(F32Tensor(w));
+        }
+        let (rows, cols) = (w.rows(), w.cols());
+        Ok(F32Tensor(Weight::from_f32(
+            rows,
+            cols,
+            store.vector(name, shape)?,
+        )))
+    }
+
+    pub(crate) fn data(&self) -> &[f32] {
+        match self.0.mat() {
+            Mat::F32 { data, .. } => data,
+            // `load` only ever builds F32 storage.
+            Mat::Bf16 { .. } | Mat::Q8 { .. } | Mat::Q4 { .. } => {
+                unreachable!("F32Tensor holds f32 data by construction")
+            }
+        }
+    }
+
+    pub(crate) fn mat(&self) -> Mat<'_> {
+        self.0.mat()
+    }
 }

@@ -120,3 +120,17 @@ pub fn http_get(addr: std::net::SocketAddr, path: &str) -> std::io::Result<(u16,
     let body = r.split("\r\n\r\n").nth(1).unwrap_or("").to_string();
     Ok((status, body))
 }
+
+/// `||a - b|| / ||b||` over equal-length slices (the golden tolerance).
+pub fn rel_l2(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len(), "length mismatch");
+    let num: f64 = a.iter().zip(b).map(|(x, y)| ((x - y) as f64).powi(2)).sum();
+    let den: f64 = b.iter().map(|y| (*y as f64).powi(2)).sum();
+    (num / den.max(1e-30)).sqrt()
+}
+
+/// A JSON array of token ids (None for null).
+pub fn ids(v: &Value) -> Option<Vec<u32>> {
+    v.as_array()
+        .map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
+}

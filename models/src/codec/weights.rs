@@ -2,9 +2,9 @@
 //! config implies, plus what can be precomputed once (codebooks divided by
 //! their usage, SnakeBeta exponentials, RoPE inverse frequencies).
 
-use tts_kernels::{AttnShape, Conv1dShape, ConvBf16, ConvTranspose1dShape, Mat};
+use tts_kernels::{AttnShape, Conv1dShape, ConvBf16, ConvTranspose1dShape};
 
-use crate::checkpoint::TensorStore;
+use crate::checkpoint::{F32Tensor, TensorStore};
 use crate::config::CodecConfig;
 use crate::error::Result;
 use crate::quant::Code2WavPrecision;
@@ -26,36 +26,6 @@ pub(crate) const RESIDUAL_DILATIONS: [usize; 3] = [1, 3, 9];
 pub(crate) const PRE_CONV_KERNEL: usize = 3;
 /// `SnakeBeta.no_div_by_zero`.
 const SNAKE_EPS: f32 = 1e-9;
-
-/// An f32 tensor borrowed from the memory map when the checkpoint stores f32
-/// (the real speech tokenizer does), else widened once at load. Conv kernels
-/// take plain `&[f32]`.
-pub(crate) struct F32Tensor(Weight);
-
-impl F32Tensor {
-    fn load(store: &TensorStore, name: &str, shape: &[usize]) -> Result<Self> {
-        let w = store.weight(name, shape)?;
-        if matches!(w.mat(), Mat::F32 { .. }) {
-            return Ok(F32Tensor(w));
-        }
-        let (rows, cols) = (w.rows(), w.cols());
-        Ok(F32Tensor(Weight::from_f32(
-            rows,
-            cols,
-            store.vector(name, shape)?,
-        )))
-    }
-
-    pub(crate) fn data(&self) -> &[f32] {
-        match self.0.mat() {
-            Mat::F32 { data, .. } => data,
-            // `load` only ever builds F32 storage.
-            Mat::Bf16 { .. } | Mat::Q8 { .. } | Mat::Q4 { .. } => {
-                unreachable!("F32Tensor holds f32 data by construction")
-            }
-        }
-    }
-}
 
 /// A causal (left-zero-padded), stride-1 `Conv1d`.
 pub(crate) struct CausalConv {

@@ -5,9 +5,9 @@
 //! are still checked by name and shape, so a checkpoint of another layout
 //! does not load silently.
 
-use tts_kernels::{Conv1dShape, Mat, StridedConv1dShape};
+use tts_kernels::{Conv1dShape, StridedConv1dShape};
 
-use crate::checkpoint::TensorStore;
+use crate::checkpoint::{F32Tensor, TensorStore};
 use crate::config::CodecEncoderConfig;
 use crate::error::Result;
 use crate::weight::Weight;
@@ -18,38 +18,6 @@ pub(crate) const CODEBOOK_USAGE_EPS: f32 = 1e-5;
 
 /// Prefix of every encoder tensor in the speech tokenizer's file.
 pub(crate) const PREFIX: &str = "encoder";
-
-/// A weight as f32: borrowed from the memory map when the file stores f32
-/// (the hub file does), else widened once here.
-pub(crate) struct F32Weight(Weight);
-
-impl F32Weight {
-    fn load(store: &TensorStore, name: &str, shape: &[usize]) -> Result<Self> {
-        let w = store.weight(name, shape)?;
-        if matches!(w.mat(), Mat::F32 { .. }) {
-            return Ok(F32Weight(w));
-        }
-        let (rows, cols) = (w.rows(), w.cols());
-        Ok(F32Weight(Weight::from_f32(
-            rows,
-            cols,
-            store.vector(name, shape)?,
-        )))
-    }
-
-    pub(crate) fn data(&self) -> &[f32] {
-        match self.0.mat() {
-            Mat::F32 { data, .. } => data,
-            Mat::Bf16 { .. } | Mat::Q8 { .. } | Mat::Q4 { .. } => {
-                unreachable!("F32Weight holds f32 data by construction")
-            }
-        }
-    }
-
-    pub(crate) fn mat(&self) -> Mat<'_> {
-        self.0.mat()
-    }
-}
 
 /// How a [`MimiConv`] fills its causal padding.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -63,7 +31,7 @@ pub(crate) enum Pad {
 /// A causal `MimiConv1d`: left padding `kernel_eff - stride`, right padding
 /// up to a whole last stride, then a plain (strided, dilated) conv.
 pub(crate) struct MimiConv {
-    pub w: F32Weight,
+    pub w: F32Tensor,
     pub bias: Option<Vec<f32>>,
     pub shape: StridedConv1dShape,
     pub pad: Pad,
@@ -85,7 +53,7 @@ impl MimiConv {
         bias: bool,
         pad: Pad,
     ) -> Result<Self> {
-        let w = F32Weight::load(store, &format!("{prefix}.weight"), &[c_out, c_in, kernel])?;
+        let w = F32Tensor::load(store, &format!("{prefix}.weight"), &[c_out, c_in, kernel])?;
         let bias = if bias {
             Some(store.vector(&format!("{prefix}.bias"), &[c_out])?)
         } else {
@@ -131,7 +99,7 @@ pub(crate) struct Seanet {
 
 /// A bias-optional Linear, `[out, in]`.
 pub(crate) struct Linear {
-    pub w: F32Weight,
+    pub w: F32Tensor,
     pub bias: Option<Vec<f32>>,
     pub d_out: usize,
 }
@@ -144,7 +112,7 @@ impl Linear {
         d_out: usize,
         bias: bool,
     ) -> Result<Self> {
-        let w = F32Weight::load(store, &format!("{prefix}.weight"), &[d_out, d_in])?;
+        let w = F32Tensor::load(store, &format!("{prefix}.weight"), &[d_out, d_in])?;
         let bias = if bias {
             Some(store.vector(&format!("{prefix}.bias"), &[d_out])?)
         } else {
@@ -189,7 +157,7 @@ pub(crate) struct Transformer {
 pub(crate) struct Rvq {
     /// `[codebook_dim, hidden]` 1x1 conv (None: the official code builds
     /// none when the dimensions agree).
-    pub input_proj: Option<F32Weight>,
+    pub input_proj: Option<F32Tensor>,
     /// `[codebook_size, codebook_dim]` each, `embed_sum / clamp(usage)`.
     pub codebooks: Vec<Weight>,
     /// `|e_j|^2` of every entry of each codebook.
@@ -400,7 +368,7 @@ fn load_rvq(
         Some(d) => {
             // Decoding only: checked, not kept.
             store.weight(&format!("{prefix}.output_proj.weight"), &[hs, d, 1])?;
-            Some(F32Weight::load(
+            Some(F32Tensor::load(
                 store,
                 &format!("{prefix}.input_proj.weight"),
                 &[d, hs, 1],

@@ -1,16 +1,25 @@
 //! Random-weight checkpoints in the Hugging Face hub layout.
 //!
-//! (One file, ~730 lines: it writes one checkpoint, and every part — configs,
-//! talker, code predictor, speech tokenizer, tokenizer files — follows the
-//! same tensor-list pattern; split, each piece would need the shared writer.)
+//! # Layout
+//! - `lib.rs`: the configs, the talker, code predictor and codec decoder
+//!   tensor lists, the writer.
+//! - `preset`: the presets (sizes and family).
+//! - `encoders`: Base's speaker encoder and the speech tokenizer's encoder.
+//! - `tokenizer`: the synthetic text tokenizer files.
 //!
 //! `tiny` is for smoke tests; `0.6b` and `1.7b` carry the real shapes (from
-//! the published configs) for benchmarks, never for listening. The text
+//! the published configs) for benchmarks, never for listening. Those three
+//! are CustomVoice checkpoints; `tiny-base`, `0.6b-base`, `1.7b-base` and
+//! `1.7b-voicedesign` are the other families at the same sizes (no preset
+//! speakers, the ten languages without dialects), and carry the speech
+//! tokenizer's encoder as the hub file does; Base also carries the speaker
+//! encoder (`encoders`). The text
 //! tokenizer is a synthetic byte-level BPE (256 byte tokens plus merges that
 //! spell a few hundred common English words) with the Qwen2 special tokens at
 //! their real ids, so the files have the real format without shipping Qwen's
-//! vocabulary. Only the speech tokenizer's decoder is written (synthesis never
-//! runs the encoder).
+//! vocabulary. The CustomVoice presets write only the speech tokenizer's
+//! decoder (synthesis never runs the encoder), and stay byte-identical to
+//! what they were before the other families existed.
 //!
 //! Weights: uniform with standard deviation `gain / sqrt(fan_in)` so that
 //! activations neither vanish nor explode through the stacks, norms near 1,
@@ -33,23 +42,21 @@ use serde_json::{json, Value};
 use tts_models::sampling::Rng;
 use tts_models::{ModelError, Result};
 
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Preset {
-    Tiny,
-    Qwen06b,
-    Qwen17b,
-}
+mod encoders;
+mod preset;
+mod tokenizer;
 
-impl Preset {
-    pub fn parse(s: &str) -> std::result::Result<Self, String> {
-        match s.to_ascii_lowercase().as_str() {
-            "tiny" => Ok(Preset::Tiny),
-            "0.6b" | "0b6" | "0.6" => Ok(Preset::Qwen06b),
-            "1.7b" | "1b7" | "1.7" => Ok(Preset::Qwen17b),
-            _ => Err(format!("unknown preset {s:?}; use tiny, 0.6b or 1.7b")),
-        }
-    }
-}
+use encoders::{EncoderDims, SpeakerDims};
+pub use preset::{Family, Preset, PRESET_NAMES};
+
+/// Tensor list: (name, shape, fan_in for scaling; 0 = norm-like "around 1",
+/// [`SMALL`] = small values, [`ONE`] = exactly 1).
+pub(crate) type Tensors = Vec<(String, Vec<usize>, usize)>;
+
+/// Fan-in code of small values (layer scales, log-alpha/beta, LN biases).
+pub(crate) const SMALL: usize = usize::MAX;
+/// Fan-in code of exact ones (flags such as a codebook's `initialized`).
+pub(crate) const ONE: usize = usize::MAX - 1;
 
 struct Dims {
     size: &'static str,
@@ -79,7 +86,7 @@ struct Dims {
 }
 
 fn dims(p: Preset) -> Dims {
-    match p {
+    match p.size() {
         Preset::Tiny => Dims {
             size: "0b6",
             hidden: 64,
@@ -105,8 +112,8 @@ fn dims(p: Preset) -> Dims {
             c_heads: 4,
             c_head_dim: 8,
         },
-        Preset::Qwen06b | Preset::Qwen17b => {
-            let big = p == Preset::Qwen17b;
+        _ => {
+            let big = p.size() == Preset::Qwen17b;
             Dims {
                 size: if big { "1b7" } else { "0b6" },
                 hidden: if big { 2048 } else { 1024 },
@@ -277,8 +284,7 @@ fn configs(d: &Dims) -> (Value, Value) {
     (config, codec)
 }
 
-/// Tensor list: (name, shape, fan_in for scaling; 0 = norm-like "around 1").
-fn talker_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
+fn talker_tensors(d: &Dims) -> Tensors {
     let mut v = Vec::new();
     let mut lm = |prefix: &str,
                   h: usize,
@@ -386,9 +392,8 @@ fn talker_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
 
 /// Codec decoder tensors. Fan-in 0: around 1 (norms, usage counts);
 /// `usize::MAX`: small values (layer scales, log-alpha/beta).
-fn codec_tensors(d: &Dims) -> Vec<(String, Vec<usize>, usize)> {
-    const SMALL: usize = usize::MAX;
-    let mut v: Vec<(String, Vec<usize>, usize)> = Vec::new();
+fn codec_tensors(d: &Dims) -> Tensors {
+    let mut v: Tensors = Vec::new();
     let cd = d.c_codebook_dim / 2;
     let q = "decoder.quantizer";
     v.push((
@@ -532,7 +537,8 @@ fn fill(rng: &mut Rng, n: usize, fan_in: usize) -> Vec<f32> {
     let unif = |rng: &mut Rng| (rng.next_f64() * 2.0 - 1.0) as f32;
     match fan_in {
         0 => (0..n).map(|_| 1.0 + 0.1 * unif(rng)).collect(),
-        usize::MAX => (0..n).map(|_| 0.1 * unif(rng)).collect(),
+        SMALL => (0..n).map(|_| 0.1 * unif(rng)).collect(),
+        ONE => vec![1.0; n],
         f => {
             // Uniform(-a, a) has std a / sqrt(3).
             let a = (3.0f64 / f as f64).sqrt() as f32;
@@ -583,102 +589,34 @@ fn write(path: &Path, text: &str) -> Result<()> {
     })
 }
 
-/// GPT-2 byte-to-unicode table (printable stand-ins for every byte).
-fn byte_to_unicode() -> Vec<char> {
-    let mut bs: Vec<u32> = (b'!' as u32..=b'~' as u32)
-        .chain(0xA1..=0xAC)
-        .chain(0xAE..=0xFF)
-        .collect();
-    let mut cs = bs.clone();
-    let mut n = 0;
-    for b in 0..256u32 {
-        if !bs.contains(&b) {
-            bs.push(b);
-            cs.push(256 + n);
-            n += 1;
-        }
-    }
-    let mut table = vec![' '; 256];
-    for (b, c) in bs.iter().zip(cs) {
-        table[*b as usize] = char::from_u32(c).expect("valid code point");
-    }
-    table
-}
-
-const WORDS: &str = "the of and to in is you that it he was for on are as with his they at be this have from or one had by word but not what all were we when your can said there use an each which she do how their if will up other about out many then them these so some her would make like him into time has look two more write go see number no way could people my than first water been call who oil its now find long down day did get come made may part assistant user system hello world speech voice real time today weather good morning thank please sound audio text model quick brown fox jumps over lazy dog";
-
-/// Synthetic byte-level BPE: ids 0..256 are bytes, then merges spelling WORDS
-/// (with and without a leading space).
-fn tokenizer_files() -> (String, String, String) {
-    let table = byte_to_unicode();
-    let mut vocab: BTreeMap<String, u32> = BTreeMap::new();
-    for (b, c) in table.iter().enumerate() {
-        vocab.insert(c.to_string(), b as u32);
-    }
-    let mut merges: Vec<(String, String)> = Vec::new();
-    for word in WORDS.split(' ') {
-        for prefix in ["", " "] {
-            let bytes: Vec<String> = format!("{prefix}{word}")
-                .bytes()
-                .map(|b| table[b as usize].to_string())
-                .collect();
-            let mut cur = bytes[0].clone();
-            for piece in &bytes[1..] {
-                let merged = format!("{cur}{piece}");
-                if !vocab.contains_key(&merged) {
-                    let id = vocab.len() as u32;
-                    vocab.insert(merged.clone(), id);
-                    merges.push((cur.clone(), piece.clone()));
-                }
-                cur = merged;
-            }
-        }
-    }
-    let vocab_json = serde_json::to_string(&vocab).expect("vocab serializes");
-    let mut merges_txt = String::from("#version: 0.2\n");
-    for (a, b) in &merges {
-        merges_txt.push_str(&format!("{a} {b}\n"));
-    }
-    let specials: [(u32, &str, bool); 11] = [
-        (151643, "<|endoftext|>", true),
-        (151644, "<|im_start|>", true),
-        (151645, "<|im_end|>", true),
-        (151646, "<|object_ref_start|>", true),
-        (151647, "<|object_ref_end|>", true),
-        (151648, "<|box_start|>", true),
-        (151649, "<|box_end|>", true),
-        (151671, "<tts_pad>", true),
-        (151672, "<tts_text_bos>", true),
-        (151673, "<tts_text_eod>", true),
-        (151674, "<tts_text_bos_single>", true),
-    ];
-    let added: BTreeMap<String, Value> = specials
+/// Turns the CustomVoice `config.json` into `family`'s, as the hub files
+/// differ (reference doc §1.2): `tts_model_type`, no preset speakers, the
+/// languages without dialects, and `speaker_encoder_config` only for Base.
+fn set_family(family: Family, speaker: Option<&SpeakerDims>, config: &mut Value) {
+    let kind = match family {
+        Family::CustomVoice => return,
+        Family::Base => "base",
+        Family::VoiceDesign => "voice_design",
+    };
+    config["tts_model_type"] = json!(kind);
+    let t = &mut config["talker_config"];
+    t["spk_id"] = json!({});
+    t["spk_is_dialect"] = json!({});
+    let langs: BTreeMap<_, _> = LANGUAGES
         .iter()
-        .map(|(id, c, sp)| {
-            (
-                id.to_string(),
-                json!({"content": c, "lstrip": false, "normalized": false, "rstrip": false, "single_word": false, "special": sp}),
-            )
-        })
+        .filter(|(n, _)| !n.contains("dialect"))
+        .map(|(n, id)| (n.to_string(), json!(id)))
         .collect();
-    let tok_cfg = json!({
-        "add_prefix_space": false,
-        "added_tokens_decoder": added,
-        "bos_token": null,
-        "clean_up_tokenization_spaces": false,
-        "eos_token": "<|im_end|>",
-        "errors": "replace",
-        "model_max_length": 131072,
-        "pad_token": "<|endoftext|>",
-        "split_special_tokens": false,
-        "tokenizer_class": "Qwen2Tokenizer",
-        "unk_token": null
-    });
-    (
-        vocab_json,
-        merges_txt,
-        serde_json::to_string_pretty(&tok_cfg).expect("config serializes"),
-    )
+    t["codec_language_id"] = json!(langs);
+    let root = config.as_object_mut().expect("config is an object");
+    match speaker {
+        Some(s) => {
+            root.insert("speaker_encoder_config".into(), s.config());
+        }
+        None => {
+            root.remove("speaker_encoder_config");
+        }
+    }
 }
 
 /// Writes a complete random checkpoint directory.
@@ -689,7 +627,13 @@ pub fn write_checkpoint(dir: &Path, preset: Preset, seed: u64) -> Result<()> {
         path: st.clone(),
         source,
     })?;
-    let (config, codec) = configs(&d);
+    let (mut config, mut codec) = configs(&d);
+    let speaker = preset.speaker_encoder(d.hidden);
+    let encoder = preset.codec_encoder();
+    set_family(preset.family(), speaker.as_ref(), &mut config);
+    if let Some(e) = &encoder {
+        codec["encoder_config"] = e.config();
+    }
     write(
         &dir.join("config.json"),
         &serde_json::to_string_pretty(&config).expect("json"),
@@ -701,7 +645,7 @@ pub fn write_checkpoint(dir: &Path, preset: Preset, seed: u64) -> Result<()> {
         &dir.join("generation_config.json"),
         &serde_json::to_string_pretty(&gen).expect("json"),
     )?;
-    let (vocab, merges, tok_cfg) = tokenizer_files();
+    let (vocab, merges, tok_cfg) = tokenizer::tokenizer_files();
     write(&dir.join("vocab.json"), &vocab)?;
     write(&dir.join("merges.txt"), &merges)?;
     write(&dir.join("tokenizer_config.json"), &tok_cfg)?;
@@ -718,17 +662,13 @@ pub fn write_checkpoint(dir: &Path, preset: Preset, seed: u64) -> Result<()> {
         "{\n  \"feature_extractor_type\": \"EncodecFeatureExtractor\",\n  \"feature_size\": 1,\n  \"padding_side\": \"right\",\n  \"padding_value\": 0.0,\n  \"return_attention_mask\": true,\n  \"sampling_rate\": 24000\n}\n",
     )?;
     let mut rng = Rng::new(seed);
-    write_safetensors(
-        &dir.join("model.safetensors"),
-        &talker_tensors(&d),
-        true,
-        &mut rng,
-    )?;
-    write_safetensors(
-        &st.join("model.safetensors"),
-        &codec_tensors(&d),
-        false,
-        &mut rng,
-    )?;
+    // The encoders' tensors come after the others, so the random stream of
+    // the parts every family shares is the CustomVoice preset's.
+    let mut talker = talker_tensors(&d);
+    talker.extend(speaker.iter().flat_map(SpeakerDims::tensors));
+    write_safetensors(&dir.join("model.safetensors"), &talker, true, &mut rng)?;
+    let mut codec_t = codec_tensors(&d);
+    codec_t.extend(encoder.iter().flat_map(EncoderDims::tensors));
+    write_safetensors(&st.join("model.safetensors"), &codec_t, false, &mut rng)?;
     Ok(())
 }

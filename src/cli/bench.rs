@@ -8,7 +8,9 @@
 //! This file holds the flags and the run in named steps (`bench` lists
 //! them); `summary`: a cell's figures from its records; `report`: the
 //! table; `rss`: RssAnon sampling and growth; `machine`: checkout, CPU and
-//! load for the provenance.
+//! load for the provenance; `voice`: what each family's requests speak with
+//! (a Base checkpoint's cloned voice is made once, its cost reported) and
+//! `--clone-cost`, the cost of making a voice.
 
 use std::io::Write;
 use std::path::PathBuf;
@@ -29,11 +31,13 @@ mod machine;
 mod report;
 mod rss;
 mod summary;
+mod voice;
 
 use machine::{cpu_model, git_commit, load_avg_1m};
 use report::{print_table, TableOptions};
 use rss::{RssSampler, RssTotals};
 use summary::{incomplete_requests, summarise_cell, Record, GROWTH_FROM};
+use voice::{BenchVoice, VoiceArgs};
 
 /// RssAnon sampling period: a sample (seek, read, parse of the 1.4 kB
 /// `/proc/self/status`) costs ≈ 7 µs here, 0.4% of a core at 2 ms, and the
@@ -122,6 +126,8 @@ pub struct BenchArgs {
     /// Also write one JSON record per request (warm-ups included, marked).
     #[arg(long)]
     jsonl: Option<PathBuf>,
+    #[command(flatten)]
+    voice: VoiceArgs,
 }
 
 /// A request's record before it has run.
@@ -198,10 +204,15 @@ fn run_one(session: &tts_actors::Session, req: Request) -> Result<RequestMetrics
 /// concurrency), sample memory at the end, summarise each cell, and print
 /// the table or the JSON document.
 pub fn bench(a: BenchArgs) -> Result<()> {
+    if a.voice.clone_cost {
+        let model = super::load(&a.model)?;
+        return voice::clone_cost(&model, &a.voice, provenance(&model, &a), a.json);
+    }
     let texts = check_args(&a)?;
     let sampler = RssSampler::start(Duration::from_millis(RSS_SAMPLE_MS));
     let started = load_and_start(&a, &sampler)?;
-    let workload = Workload::new(&a, &started.model, texts)?;
+    let bench_voice = BenchVoice::make(&started.model, &a.voice)?;
+    let workload = Workload::new(&a, &started.model, texts, bench_voice)?;
     let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
     let mut slots = plan_slots(&workload.texts, &a);
     let cell_peaks = run_cells(&a, &started.engine, &workload, &sampler, &mut slots, show)?;
@@ -218,10 +229,12 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         write_jsonl(p, &records)?;
     }
     let cells = summarise_cells(&a, &workload, &records, cell_peaks)?;
-    let doc = document(&a, &model, times, rss_load, memory, final_stats, cells);
+    let mut doc = document(&a, &model, times, rss_load, memory, final_stats, cells);
+    doc["voice"] = workload.voice.summary.clone();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
+        println!("{}", voice::describe(&doc["voice"]));
         print_table(
             &doc,
             &TableOptions {
@@ -337,16 +350,22 @@ fn load_and_start(a: &BenchArgs, sampler: &RssSampler) -> Result<Started> {
 struct Workload {
     texts: Vec<Text>,
     options: GenOptions,
-    speaker: String,
+    voice: BenchVoice,
     text_streaming: bool,
     /// Per text: prefill rows, and text rows fed one per frame after it.
     prompt_rows: Vec<(usize, usize)>,
 }
 
 impl Workload {
-    /// Step 2: the generation options from the flags, the checkpoint's first
-    /// speaker, and each text's prompt size.
-    fn new(a: &BenchArgs, model: &Qwen3Tts, texts: Vec<Text>) -> Result<Workload> {
+    /// Step 2: the generation options from the flags, the voice (the
+    /// checkpoint's first speaker, a cloned voice or a description), and
+    /// each text's prompt size.
+    fn new(
+        a: &BenchArgs,
+        model: &Qwen3Tts,
+        texts: Vec<Text>,
+        voice: BenchVoice,
+    ) -> Result<Workload> {
         let mut options = model.default_options();
         if a.greedy {
             options = options.greedy();
@@ -361,15 +380,10 @@ impl Workload {
         } else if let Some(n) = a.max_frames {
             options.max_frames = n;
         }
-        let speaker = model
-            .speakers()
-            .into_iter()
-            .next()
-            .context("checkpoint has no speakers")?;
         let mut w = Workload {
             texts,
             options,
-            speaker,
+            voice,
             text_streaming: a.text_streaming,
             prompt_rows: Vec::new(),
         };
@@ -394,10 +408,10 @@ impl Workload {
         opts.seed = seed;
         Request {
             text: text.to_string(),
-            speaker: Some(self.speaker.clone()),
+            speaker: self.voice.speaker.clone(),
             language: "english".into(),
-            instruct: None,
-            voice_clone: None,
+            instruct: self.voice.instruct.clone(),
+            voice_clone: self.voice.voice_clone.clone(),
             text_streaming: self.text_streaming,
             options: opts,
         }

@@ -9,7 +9,9 @@ use clap::Args;
 
 #[derive(Args)]
 pub(crate) struct GenArgs {
-    /// tiny, 0.6b or 1.7b.
+    /// tiny, 0.6b or 1.7b (CustomVoice); tiny-base, 0.6b-base, 1.7b-base
+    /// (Base: speaker encoder and speech-tokenizer encoder too) or
+    /// 1.7b-voicedesign.
     #[arg(long)]
     preset: String,
     #[arg(long)]

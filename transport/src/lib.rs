@@ -11,11 +11,16 @@
 //!   frames and bounded sends (`output`).
 //! - [`openai`]: `POST /v1/audio/speech`, `GET /v1/models`,
 //!   `GET /v1/audio/voices`.
+//! - [`library`]: `POST /v1/audio/voices` (multipart or JSON upload),
+//!   `GET`/`DELETE /v1/audio/voices/{name}`: stored voices of a Base
+//!   checkpoint, made on a blocking thread; reference audio in JSON fields
+//!   (`audio_field`), and the HTTP status of each voice refusal.
 //! - `validate`: the request checks both of those share (voice, language,
 //!   rate, frame cap), each rendered in its surface's own words.
 //! - [`state`]: what every route and connection shares — [`AppState`](state::AppState)
 //!   (limits, counters, the token check), [`Drain`], [`Loaded`](state::Loaded).
-//! - `http_error`: OpenAI's JSON error body, for every HTTP refusal.
+//! - `http_error`: OpenAI's JSON error body, for every HTTP refusal
+//!   (`Refusal`: status, message, field).
 //! - [`prometheus`]: Prometheus text for `/metrics`. `record`: METRICS.md
 //!   figures for a context spanning several engine requests.
 //! - [`segment`]: text segmentation at clause/sentence boundaries with a
@@ -36,6 +41,7 @@
 
 pub mod error;
 mod http_error;
+pub mod library;
 pub mod openai;
 pub mod prometheus;
 pub mod protocol;

@@ -19,10 +19,12 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc;
 use tts_actors::{ErrorKind, Event, Stream};
-use tts_actors::{ModelError, Request};
+use tts_actors::{ModelError, ModelKind, Request, VoiceClone, VoiceError, VoiceLibrary};
 use tts_audio::StreamResampler;
 
 pub use crate::http_error::error_response;
+use crate::http_error::Refusal;
+use crate::library;
 use crate::protocol::{self, AudioFormat};
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::validate::{self, Rejected};
@@ -34,14 +36,30 @@ pub const MAX_INPUT_CHARS: usize = 4096;
 /// pauses the engine (its slow-consumer bound) — no unbounded queue anywhere.
 const BODY_CHUNKS: usize = 8;
 
-/// A 400 naming the offending parameter.
+/// A refusal naming the offending parameter (400 unless said otherwise).
 struct Invalid {
+    status: StatusCode,
     message: String,
+    /// `""`: about no one field.
     param: &'static str,
 }
 
 fn invalid(message: String, param: &'static str) -> Invalid {
-    Invalid { message, param }
+    Invalid {
+        status: StatusCode::BAD_REQUEST,
+        message,
+        param,
+    }
+}
+
+impl From<Refusal> for Invalid {
+    fn from(r: Refusal) -> Self {
+        Invalid {
+            status: r.status,
+            message: r.message,
+            param: r.param.unwrap_or(""),
+        }
+    }
 }
 
 /// The OpenAI route's words for a shared check's refusal.
@@ -77,12 +95,8 @@ impl From<Rejected> for Invalid {
 
 impl IntoResponse for Invalid {
     fn into_response(self) -> Response {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            &self.message,
-            "invalid_request_error",
-            Some(self.param),
-        )
+        let param = (!self.param.is_empty()).then_some(self.param);
+        Refusal::new(self.status, self.message, param).into_response()
     }
 }
 
@@ -105,6 +119,25 @@ struct SpeechRequest {
     seed: Option<u64>,
     greedy: Option<bool>,
     max_frames: Option<usize>,
+    // vllm-omni's fields (Base: clone from a clip in the request).
+    /// The reference clip, base64 or a data URL (never fetched from a URL).
+    ref_audio: Option<String>,
+    /// Its transcript (in-context cloning).
+    ref_text: Option<String>,
+    /// Clone from the x-vector only (default false: ICL, needs `ref_text`).
+    x_vector_only_mode: Option<bool>,
+    /// `true`: all text in the prompt first; `false`: streamed in; absent
+    /// or null: the family's official default (Base streams).
+    non_streaming_mode: Option<bool>,
+}
+
+/// A voice to clone from the request's own clip, made after validation on
+/// a blocking thread.
+struct Inline {
+    bytes: Vec<u8>,
+    hint: Option<&'static str>,
+    ref_text: Option<String>,
+    x_vector_only: bool,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -119,9 +152,103 @@ struct Plan {
     container: Container,
     sse: bool,
     rate: u32,
+    inline: Option<Inline>,
 }
 
-fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
+/// Who speaks: a preset speaker (CustomVoice), a stored or inline clone
+/// (Base), or no one (VoiceDesign: its `instructions` describe the voice).
+struct VoiceChoice {
+    speaker: Option<String>,
+    clone: Option<Arc<VoiceClone>>,
+    inline: Option<Inline>,
+}
+
+fn choose_voice(m: &Loaded, r: &SpeechRequest, max_upload: usize) -> Result<VoiceChoice, Invalid> {
+    let voice = r.voice.as_ref().map(voice_name).transpose()?;
+    let ref_audio = r.ref_audio.as_deref().filter(|a| !a.trim().is_empty());
+    let mut choice = VoiceChoice {
+        speaker: None,
+        clone: None,
+        inline: None,
+    };
+    match m.kind() {
+        ModelKind::Base => {
+            if let Some(a) = ref_audio {
+                let f = library::audio_field::decode(a, "ref_audio", max_upload)?;
+                choice.inline = Some(Inline {
+                    bytes: f.bytes,
+                    hint: f.hint,
+                    ref_text: r.ref_text.clone(),
+                    x_vector_only: r.x_vector_only_mode.unwrap_or(false),
+                });
+            } else if let Some(v) = voice {
+                choice.clone = Some(stored_voice(m, v)?);
+            }
+        }
+        kind => {
+            if ref_audio.is_some() {
+                return Err(library::wrong_family(
+                    m,
+                    "the request has reference audio (ref_audio) to clone",
+                )
+                .into());
+            }
+            if kind == ModelKind::VoiceDesign {
+                // SDKs always send a voice: OpenAI's names mean "any".
+                if let Some(v) = voice.filter(|v| !is_openai_voice(v)) {
+                    return Err(library::wrong_family(
+                        m,
+                        &format!("the request names the voice {v:?}"),
+                    )
+                    .into());
+                }
+                if r.instructions
+                    .as_deref()
+                    .is_none_or(|i| i.trim().is_empty())
+                {
+                    let mut e = Invalid::from(library::wrong_family(
+                        m,
+                        "the request has no instructions describing the voice",
+                    ));
+                    e.param = "instructions";
+                    return Err(e);
+                }
+            } else {
+                choice.speaker = Some(match voice {
+                    None => m.voices.default_speaker().unwrap_or_default().to_string(),
+                    Some(v) => validate::voice(&m.voices, v)?,
+                });
+            }
+        }
+    }
+    Ok(choice)
+}
+
+fn is_openai_voice(v: &str) -> bool {
+    crate::voices::OPENAI_VOICES.contains(&v.trim().to_lowercase().as_str())
+}
+
+/// A stored voice by name (Base), or a 400 listing the stored ones.
+fn stored_voice(m: &Loaded, name: &str) -> Result<Arc<VoiceClone>, Invalid> {
+    let lib = library::library_of(m, "the request names a stored voice")?;
+    match lib.resolve(name) {
+        Ok(c) => Ok(c),
+        Err(VoiceError::NotFound { known, .. }) => {
+            let stored = if known.is_empty() {
+                "no voices are stored yet".to_string()
+            } else {
+                format!("stored voices: {}", known.join(", "))
+            };
+            Err(invalid(
+                format!("unknown voice {name:?}: this Base checkpoint speaks stored voices ({stored}); upload one with POST /v1/audio/voices, or send ref_audio (with ref_text) in the request"),
+                "voice",
+            ))
+        }
+        Err(e) => Err(library::voice_refusal(&e, "voice").into()),
+    }
+}
+
+fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
     let r: SpeechRequest = serde_json::from_slice(body)
         .map_err(|e| invalid(format!("invalid JSON body: {e}"), "body"))?;
     if r.input.trim().is_empty() {
@@ -134,10 +261,7 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
             "input",
         ));
     }
-    let voice = match r.voice.as_ref().map(voice_name).transpose()? {
-        None => m.voices.default_speaker().unwrap_or_default().to_string(),
-        Some(v) => validate::voice(&m.voices, v)?,
-    };
+    let voice = choose_voice(m, &r, max_upload)?;
     let container = match r.response_format.as_deref() {
         // OpenAI's default is mp3, which this server does not encode; WAV
         // is what a client that did not choose can still play.
@@ -175,19 +299,24 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
         None => m.max_frames,
     };
     let options = validate::gen_options(m, r.greedy == Some(true), r.seed.unwrap_or(0), max_frames);
+    let text_streaming = match r.non_streaming_mode {
+        Some(prefill) => !prefill,
+        None => m.kind().default_text_streaming(),
+    };
     Ok(Plan {
         req: Request {
             text: r.input,
-            speaker: Some(voice),
+            speaker: voice.speaker,
             language,
             instruct: r.instructions.filter(|i| !i.trim().is_empty()),
-            voice_clone: None,
-            text_streaming: false,
+            voice_clone: voice.clone,
+            text_streaming,
             options,
         },
         container,
         sse,
         rate,
+        inline: voice.inline,
     })
 }
 
@@ -244,7 +373,7 @@ pub async fn speech(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(q): Query<TokenQuery>,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
         return r.into_response();
@@ -267,13 +396,28 @@ pub async fn speech(
             None,
         );
     };
-    let plan = match plan(&m, &body) {
+    // An inline clip is base64 (4/3 of the clip) inside the JSON.
+    let limit = st.max_upload_bytes / 3 * 4 + 1024 * 1024;
+    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+        st.metrics.refused("invalid_request");
+        return library::audio_field::too_large("the request body", limit).into_response();
+    };
+    let mut plan = match plan(&m, &body, st.max_upload_bytes) {
         Ok(p) => p,
         Err(r) => {
             st.metrics.refused("invalid_request");
             return r.into_response();
         }
     };
+    if let Some(inline) = plan.inline.take() {
+        match clone_inline(&m, inline).await {
+            Ok(c) => plan.req.voice_clone = Some(c),
+            Err(r) => {
+                st.metrics.refused("invalid_request");
+                return r.into_response();
+            }
+        }
+    }
     let session = m.engine.open_session();
     let stream = match session.synthesize(plan.req.clone()).await {
         Ok(s) => s,
@@ -314,6 +458,32 @@ pub async fn speech(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
+}
+
+/// Makes the request's own voice on a blocking thread (the encoders take
+/// seconds of CPU for a long clip).
+async fn clone_inline(m: &Arc<Loaded>, i: Inline) -> Result<Arc<VoiceClone>, Refusal> {
+    let m = m.clone();
+    tokio::task::spawn_blocking(move || match &m.library {
+        Some(lib) => lib.clone_inline(&i.bytes, i.hint, i.ref_text.as_deref(), i.x_vector_only),
+        // No voices directory: the same two steps without a store.
+        None => {
+            let audio = VoiceLibrary::decode(&i.bytes, i.hint)?;
+            let (c, _) =
+                m.model
+                    .clone_voice(&audio.samples, i.ref_text.as_deref(), i.x_vector_only)?;
+            Ok(Arc::new(c))
+        }
+    })
+    .await
+    .map_err(|e| {
+        Refusal::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            format!("cloning the voice failed: {e}"),
+            None,
+        )
+    })?
+    .map_err(|e| library::voice_refusal(&e, "ref_audio"))
 }
 
 /// Reads the engine stream, resamples, encodes and feeds the body.
@@ -516,6 +686,8 @@ pub async fn voices(
     );
     Json(serde_json::json!({
         "voices": voices,
+        // vllm-omni's list of stored voices (summaries).
+        "uploaded_voices": library::summaries(&m),
         "languages": m.languages,
         "sample_rate": m.native_rate,
     }))

@@ -688,6 +688,8 @@ pub async fn voices(
         "voices": voices,
         // vllm-omni's list of stored voices (summaries).
         "uploaded_voices": library::summaries(&m),
+        // What the checkpoint speaks: CustomVoice, Base or VoiceDesign.
+        "family": m.kind().name(),
         "languages": m.languages,
         "sample_rate": m.native_rate,
     }))

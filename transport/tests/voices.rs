@@ -557,6 +557,28 @@ async fn bad_clips_and_names_are_refused_and_nothing_else_changes() -> Result<()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_library_refuses_a_new_voice_but_replaces_a_stored_one() -> Result<()> {
+    let dir = TempDir::new("full");
+    let mut cfg = config("tiny-base", Some(&dir.0));
+    cfg.max_voices = Some(1);
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let clip = ref_clip();
+    let one = upload_form(addr, &[("name", "one")], &clip).await?;
+    assert_eq!(one.status, 201, "{}", one.message());
+    let two = upload_form(addr, &[("name", "two")], &clip).await?;
+    assert_refused(&two, 507, "full", "a voice past --max-voices");
+    let again = upload_form(addr, &[("name", "one"), ("replace", "true")], &clip).await?;
+    assert_eq!(
+        again.status,
+        201,
+        "replacing needs no room: {}",
+        again.message()
+    );
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_families_refuse_clones_and_voicedesign_needs_instructions() -> Result<()> {
     let dir = TempDir::new("cv");
     let cv = start(config("tiny-a", Some(&dir.0))).await?;

@@ -10,7 +10,8 @@
 //!   (`settings`), the context queue (`queue`), barge-in (`barge_in`),
 //!   frames and bounded sends (`output`).
 //! - [`openai`]: `POST /v1/audio/speech`, `GET /v1/models`,
-//!   `GET /v1/audio/voices`.
+//!   `GET /v1/audio/voices`; `openai/voice.rs` chooses who speaks a
+//!   request (preset speaker, stored or inline clone, designed voice).
 //! - [`library`]: `POST /v1/audio/voices` (multipart or JSON upload),
 //!   `GET`/`DELETE /v1/audio/voices/{name}`: stored voices of a Base
 //!   checkpoint, made on a blocking thread; reference audio in JSON fields

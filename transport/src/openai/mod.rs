@@ -2,6 +2,9 @@
 //! `GET /v1/audio/voices`, with OpenAI's JSON error shape so the official
 //! SDKs (and the frameworks built on them) work unmodified.
 //!
+//! Who speaks a request (preset speaker, stored or inline clone, designed
+//! voice) is chosen in `voice.rs`.
+//!
 //! The response always streams: audio bytes leave as soon as the engine
 //! decodes each chunk. `pcm` is raw 16-bit little-endian mono; `wav` is the
 //! same behind a 44-byte header whose two size fields are 0xFFFFFFFF (the
@@ -19,8 +22,10 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc;
 use tts_actors::{ErrorKind, Event, Stream};
-use tts_actors::{ModelError, ModelKind, Request, VoiceClone, VoiceError, VoiceLibrary};
+use tts_actors::{ModelError, Request};
 use tts_audio::StreamResampler;
+
+mod voice;
 
 pub use crate::http_error::error_response;
 use crate::http_error::Refusal;
@@ -131,15 +136,6 @@ struct SpeechRequest {
     non_streaming_mode: Option<bool>,
 }
 
-/// A voice to clone from the request's own clip, made after validation on
-/// a blocking thread.
-struct Inline {
-    bytes: Vec<u8>,
-    hint: Option<&'static str>,
-    ref_text: Option<String>,
-    x_vector_only: bool,
-}
-
 #[derive(Clone, Copy, PartialEq)]
 enum Container {
     Wav,
@@ -152,100 +148,7 @@ struct Plan {
     container: Container,
     sse: bool,
     rate: u32,
-    inline: Option<Inline>,
-}
-
-/// Who speaks: a preset speaker (CustomVoice), a stored or inline clone
-/// (Base), or no one (VoiceDesign: its `instructions` describe the voice).
-struct VoiceChoice {
-    speaker: Option<String>,
-    clone: Option<Arc<VoiceClone>>,
-    inline: Option<Inline>,
-}
-
-fn choose_voice(m: &Loaded, r: &SpeechRequest, max_upload: usize) -> Result<VoiceChoice, Invalid> {
-    let voice = r.voice.as_ref().map(voice_name).transpose()?;
-    let ref_audio = r.ref_audio.as_deref().filter(|a| !a.trim().is_empty());
-    let mut choice = VoiceChoice {
-        speaker: None,
-        clone: None,
-        inline: None,
-    };
-    match m.kind() {
-        ModelKind::Base => {
-            if let Some(a) = ref_audio {
-                let f = library::audio_field::decode(a, "ref_audio", max_upload)?;
-                choice.inline = Some(Inline {
-                    bytes: f.bytes,
-                    hint: f.hint,
-                    ref_text: r.ref_text.clone(),
-                    x_vector_only: r.x_vector_only_mode.unwrap_or(false),
-                });
-            } else if let Some(v) = voice {
-                choice.clone = Some(stored_voice(m, v)?);
-            }
-        }
-        kind => {
-            if ref_audio.is_some() {
-                return Err(library::wrong_family(
-                    m,
-                    "the request has reference audio (ref_audio) to clone",
-                )
-                .into());
-            }
-            if kind == ModelKind::VoiceDesign {
-                // SDKs always send a voice: OpenAI's names mean "any".
-                if let Some(v) = voice.filter(|v| !is_openai_voice(v)) {
-                    return Err(library::wrong_family(
-                        m,
-                        &format!("the request names the voice {v:?}"),
-                    )
-                    .into());
-                }
-                if r.instructions
-                    .as_deref()
-                    .is_none_or(|i| i.trim().is_empty())
-                {
-                    let mut e = Invalid::from(library::wrong_family(
-                        m,
-                        "the request has no instructions describing the voice",
-                    ));
-                    e.param = "instructions";
-                    return Err(e);
-                }
-            } else {
-                choice.speaker = Some(match voice {
-                    None => m.voices.default_speaker().unwrap_or_default().to_string(),
-                    Some(v) => validate::voice(&m.voices, v)?,
-                });
-            }
-        }
-    }
-    Ok(choice)
-}
-
-fn is_openai_voice(v: &str) -> bool {
-    crate::voices::OPENAI_VOICES.contains(&v.trim().to_lowercase().as_str())
-}
-
-/// A stored voice by name (Base), or a 400 listing the stored ones.
-fn stored_voice(m: &Loaded, name: &str) -> Result<Arc<VoiceClone>, Invalid> {
-    let lib = library::library_of(m, "the request names a stored voice")?;
-    match lib.resolve(name) {
-        Ok(c) => Ok(c),
-        Err(VoiceError::NotFound { known, .. }) => {
-            let stored = if known.is_empty() {
-                "no voices are stored yet".to_string()
-            } else {
-                format!("stored voices: {}", known.join(", "))
-            };
-            Err(invalid(
-                format!("unknown voice {name:?}: this Base checkpoint speaks stored voices ({stored}); upload one with POST /v1/audio/voices, or send ref_audio (with ref_text) in the request"),
-                "voice",
-            ))
-        }
-        Err(e) => Err(library::voice_refusal(&e, "voice").into()),
-    }
+    inline: Option<voice::Inline>,
 }
 
 fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
@@ -261,7 +164,7 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
             "input",
         ));
     }
-    let voice = choose_voice(m, &r, max_upload)?;
+    let voice = voice::choose(m, &r, max_upload)?;
     let container = match r.response_format.as_deref() {
         // OpenAI's default is mp3, which this server does not encode; WAV
         // is what a client that did not choose can still play.
@@ -410,7 +313,7 @@ pub async fn speech(
         }
     };
     if let Some(inline) = plan.inline.take() {
-        match clone_inline(&m, inline).await {
+        match voice::clone_inline(&m, inline).await {
             Ok(c) => plan.req.voice_clone = Some(c),
             Err(r) => {
                 st.metrics.refused("invalid_request");
@@ -458,32 +361,6 @@ pub async fn speech(
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
-}
-
-/// Makes the request's own voice on a blocking thread (the encoders take
-/// seconds of CPU for a long clip).
-async fn clone_inline(m: &Arc<Loaded>, i: Inline) -> Result<Arc<VoiceClone>, Refusal> {
-    let m = m.clone();
-    tokio::task::spawn_blocking(move || match &m.library {
-        Some(lib) => lib.clone_inline(&i.bytes, i.hint, i.ref_text.as_deref(), i.x_vector_only),
-        // No voices directory: the same two steps without a store.
-        None => {
-            let audio = VoiceLibrary::decode(&i.bytes, i.hint)?;
-            let (c, _) =
-                m.model
-                    .clone_voice(&audio.samples, i.ref_text.as_deref(), i.x_vector_only)?;
-            Ok(Arc::new(c))
-        }
-    })
-    .await
-    .map_err(|e| {
-        Refusal::new(
-            StatusCode::INTERNAL_SERVER_ERROR,
-            format!("cloning the voice failed: {e}"),
-            None,
-        )
-    })?
-    .map_err(|e| library::voice_refusal(&e, "ref_audio"))
 }
 
 /// Reads the engine stream, resamples, encodes and feeds the body.

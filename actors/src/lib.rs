@@ -62,6 +62,7 @@ pub use engine::{CancelHandle, Engine, EngineStats, Event, Session, Stream};
 pub use error::{EngineError, ErrorKind};
 pub use metrics::{ChunkLog, RequestMetrics, Summary};
 pub use router::CancelAck;
+pub use tts_models::config::ModelKind;
 /// The model vocabulary the runtime's API takes and returns (the loaded
 /// model, what a request asks for, why it stopped, what went wrong), so
 /// the layers above speak to the runtime alone.

@@ -53,6 +53,17 @@ pub struct ServeArgs {
     /// Seconds in-flight streams get to finish after SIGTERM / ctrl-c.
     #[arg(long, default_value_t = 10.0)]
     drain_timeout_s: f64,
+    /// Stored voices (Base checkpoints: `POST /v1/audio/voices`, `voice`
+    /// naming one); other checkpoints do not open it.
+    #[command(flatten)]
+    voices: super::VoicesDirArg,
+    /// Most stored voices (uploads past it are refused).
+    #[arg(long)]
+    max_voices: Option<usize>,
+    /// Largest reference clip an upload or inline `ref_audio` may carry, in
+    /// MiB (10 by default, as vllm-omni).
+    #[arg(long, default_value_t = 10.0)]
+    max_upload_mb: f64,
 }
 
 pub fn serve(a: ServeArgs) -> Result<()> {
@@ -75,6 +86,21 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         "--drain-timeout-s must be a number of seconds >= 0"
     );
     cfg.drain_timeout = Duration::from_secs_f64(a.drain_timeout_s);
+    anyhow::ensure!(
+        a.max_upload_mb.is_finite() && a.max_upload_mb > 0.0,
+        "--max-upload-mb must be a positive number of megabytes"
+    );
+    cfg.max_upload_bytes = (a.max_upload_mb * 1024.0 * 1024.0) as usize;
+    cfg.max_voices = a.max_voices;
+    // Without a voice directory (no flag and no home directory) the server
+    // still serves everything but stored voices.
+    cfg.voices_dir = match a.voices.resolve() {
+        Ok(d) => Some(d),
+        Err(e) => {
+            eprintln!("tts-rt serve: no stored voices: {e:#}");
+            None
+        }
+    };
     tts_transport::run_blocking(cfg, |addr| {
         println!("listening on http://{addr} (WebSocket: ws://{addr}/v1/realtime)");
     })

@@ -1,8 +1,10 @@
 """Shared pytest fixtures for the client-interop tests.
 
 `server` starts one `tts-rt serve` on the tiny-a fixture checkpoint for the
-whole test session (loopback, any free port, a bearer token), waits for
-/ready, and stops it with SIGTERM at the end, asserting a clean drain (exit 0).
+whole test session; `serve_base` starts (and, called again, restarts) one on
+the tiny-base fixture with a temp voices directory. Each is on loopback, any
+free port, with a bearer token; it waits for /ready, and stops the server with
+SIGTERM at the end, asserting a clean drain (exit 0).
 
 Environment:
   TTS_RT_BIN   the tts-rt binary (default: target/debug/tts-rt, built by run.sh)
@@ -10,6 +12,7 @@ Environment:
 
 from __future__ import annotations
 
+import contextlib
 import os
 import queue
 import signal
@@ -57,14 +60,35 @@ def _binary() -> Path:
 
 @pytest.fixture(scope="session")
 def server() -> Server:
+    with serve("tiny-a") as srv:
+        yield srv
+
+
+@pytest.fixture
+def serve_base(tmp_path):
+    """Starts `tts-rt serve` on the tiny-base fixture with a temp voices
+    directory (the same one each call, so a second call is a restart)."""
+    voices = tmp_path / "voices"
+
+    def start():
+        return serve("tiny-base", "--voices-dir", str(voices))
+
+    return start
+
+
+@contextlib.contextmanager
+def serve(fixture: str, *extra: str):
+    """A `tts-rt serve` on tests/fixtures/FIXTURE (loopback, any port, the
+    token), ready; SIGTERM on exit, asserting a clean drain (exit 0)."""
     cmd = [
         str(_binary()),
         "serve",
-        "--model", str(ROOT / "tests" / "fixtures" / "tiny-a"),
+        "--model", str(ROOT / "tests" / "fixtures" / fixture),
         "--port", "0",
         "--max-frames", str(MAX_FRAMES),
         "--token", TOKEN,
         "--drain-timeout-s", "10",
+        *extra,
     ]
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     stderr_lines: list = []

@@ -332,3 +332,40 @@ def test_worklet_jitter_buffer_logic(server, browser):
         assert run("return p.underruns;") == 1
     finally:
         pg.close()
+
+
+def test_browser_saves_a_voice_from_a_file_and_speaks_with_it(serve_base, page):
+    """A Base server: a clip picked in the page (decoded by the browser,
+    sent as 16-bit WAV) is saved with its transcript, appears under Voice,
+    and the page speaks with it."""
+    import json
+
+    ref = Path(__file__).resolve().parents[1] / "fixtures" / "goldens" / "tiny-base"
+    text = json.loads((ref / "cases.json").read_text())["ref_clips"][0]["text"]
+    with serve_base() as server:
+        open_page(page, server, server.token)
+        page.set_input_files("#clip", str(ref / "ref_a.wav"))
+        wait_for(page, "() => !document.getElementById('save').disabled", "the clip to be decoded")
+        page.fill("#vname", "browser-voice")
+        page.fill("#vtext", text)
+        page.click("#save")
+        wait_for(
+            page,
+            "() => (window.ttsDebug.storedVoices || []).includes('browser-voice')",
+            "the saved voice in the voice list",
+        )
+        assert page.input_value("#voice") == "browser-voice"
+        assert "saved" in page.inner_text("#saveinfo")
+        page.fill("#text", "Hello from a stored voice.")
+        page.click("#speak")
+        wait_for(
+            page,
+            "() => { const d = window.ttsDebug; const c = d.contexts[d.current];"
+            " return c && c.state === 'done' && c.samples > 0; }",
+            "the stored voice to speak",
+        )
+        d = debug(page)
+        assert d["session"]["voice"] == "browser-voice", d["session"]
+        assert not d["errors"], d["errors"]
+        assert_clean_console(page)
+        screenshot(page, "voice")

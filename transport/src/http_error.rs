@@ -26,3 +26,44 @@ pub fn error_response(
     )
         .into_response()
 }
+
+/// A refusal on its way to becoming [`error_response`]: the status, what
+/// to say, and the request field it is about. The error type's `type` is
+/// chosen from the status (4xx: the client's request, 5xx: the server).
+#[derive(Debug)]
+pub struct Refusal {
+    pub status: StatusCode,
+    pub message: String,
+    pub param: Option<&'static str>,
+}
+
+impl Refusal {
+    pub fn new(
+        status: StatusCode,
+        message: impl Into<String>,
+        param: Option<&'static str>,
+    ) -> Self {
+        Refusal {
+            status,
+            message: message.into(),
+            param,
+        }
+    }
+
+    /// A 400 about `param`.
+    pub fn bad(message: impl Into<String>, param: &'static str) -> Self {
+        Refusal::new(StatusCode::BAD_REQUEST, message, Some(param))
+    }
+}
+
+impl IntoResponse for Refusal {
+    fn into_response(self) -> Response {
+        let kind = match self.status {
+            StatusCode::UNAUTHORIZED => "authentication_error",
+            StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
+            s if s.is_client_error() => "invalid_request_error",
+            _ => "server_error",
+        };
+        error_response(self.status, &self.message, kind, self.param)
+    }
+}

@@ -10,12 +10,18 @@
 //!   (`settings`), the context queue (`queue`), barge-in (`barge_in`),
 //!   frames and bounded sends (`output`).
 //! - [`openai`]: `POST /v1/audio/speech`, `GET /v1/models`,
-//!   `GET /v1/audio/voices`.
+//!   `GET /v1/audio/voices`; `openai/voice.rs` chooses who speaks a
+//!   request (preset speaker, stored or inline clone, designed voice).
+//! - [`library`]: `POST /v1/audio/voices` (multipart or JSON upload),
+//!   `GET`/`DELETE /v1/audio/voices/{name}`: stored voices of a Base
+//!   checkpoint, made on a blocking thread; reference audio in JSON fields
+//!   (`audio_field`), and the HTTP status of each voice refusal.
 //! - `validate`: the request checks both of those share (voice, language,
 //!   rate, frame cap), each rendered in its surface's own words.
 //! - [`state`]: what every route and connection shares — [`AppState`](state::AppState)
 //!   (limits, counters, the token check), [`Drain`], [`Loaded`](state::Loaded).
-//! - `http_error`: OpenAI's JSON error body, for every HTTP refusal.
+//! - `http_error`: OpenAI's JSON error body, for every HTTP refusal
+//!   (`Refusal`: status, message, field).
 //! - [`prometheus`]: Prometheus text for `/metrics`. `record`: METRICS.md
 //!   figures for a context spanning several engine requests.
 //! - [`segment`]: text segmentation at clause/sentence boundaries with a
@@ -36,6 +42,7 @@
 
 pub mod error;
 mod http_error;
+pub mod library;
 pub mod openai;
 pub mod prometheus;
 pub mod protocol;

@@ -16,14 +16,14 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::ws::WebSocketUpgrade;
-use axum::extract::{Query, State};
+use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::{Json, Router};
 use tokio::sync::{oneshot, watch, Semaphore};
-use tts_actors::Qwen3Tts;
 use tts_actors::{Engine, EngineConfig};
+use tts_actors::{ModelKind, Qwen3Tts, VoiceLibrary};
 
 use crate::error::TransportError;
 use crate::http_error::error_response;
@@ -31,7 +31,7 @@ use crate::prometheus::ServerMetrics;
 use crate::protocol::HARD_MESSAGE_BYTES;
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::voices::Voices;
-use crate::{openai, realtime, web};
+use crate::{library, openai, realtime, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
 /// before anything starts.
@@ -60,7 +60,18 @@ pub struct ServeConfig {
     pub drain_timeout: Duration,
     /// Test hook: model loading waits for this (keeps `/ready` at 503).
     pub load_gate: Option<oneshot::Receiver<()>>,
+    /// Where stored voices live (a Base checkpoint's library; created if
+    /// absent). `None`: no stored voices (inline `ref_audio` still works).
+    pub voices_dir: Option<PathBuf>,
+    /// Most stored voices (`None`: the store's default).
+    pub max_voices: Option<usize>,
+    /// Largest reference clip an upload or inline `ref_audio` may carry
+    /// (vllm-omni's 10 MB by default).
+    pub max_upload_bytes: usize,
 }
+
+/// The default upload limit: 10 MB, as vllm-omni.
+pub const DEFAULT_MAX_UPLOAD_BYTES: usize = 10 * 1024 * 1024;
 
 impl ServeConfig {
     pub fn new(model_dir: PathBuf) -> Self {
@@ -76,6 +87,9 @@ impl ServeConfig {
             max_frames: None,
             drain_timeout: Duration::from_secs(10),
             load_gate: None,
+            voices_dir: None,
+            max_voices: None,
+            max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
         }
     }
 
@@ -92,6 +106,15 @@ impl ServeConfig {
                 "max_pending_chars",
                 format!("must be at least 16, got {}", self.max_pending_chars),
             );
+        }
+        if self.max_upload_bytes < 1024 {
+            return bad(
+                "max_upload_bytes",
+                format!("must be at least 1024, got {}", self.max_upload_bytes),
+            );
+        }
+        if self.max_voices == Some(0) {
+            return bad("max_voices", "must be at least 1".into());
         }
         if self.max_frames == Some(0) {
             return bad("max_frames", "must be at least 1".into());
@@ -142,6 +165,8 @@ impl Server {
             drain,
             live,
             started: Instant::now(),
+            max_upload_bytes: cfg.max_upload_bytes,
+            uploading: Mutex::new(Default::default()),
         });
         let loader = spawn_loader(&mut cfg, state.clone());
         let app = router(state.clone());
@@ -263,6 +288,8 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
     // not taken yet.
     engine_cfg.explicit_acks = true;
     let max_frames = cfg.max_frames;
+    let voices_dir = cfg.voices_dir.clone();
+    let max_voices = cfg.max_voices;
     tokio::spawn(async move {
         if let Some(g) = gate {
             let _ = g.await;
@@ -272,7 +299,16 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
             let model = Arc::new(Qwen3Tts::load_with(&dir, precision).map_err(|e| e.to_string())?);
             let engine = Engine::start(model.clone(), engine_cfg).map_err(|e| e.to_string())?;
             let default_frames = model.default_options().max_frames.max(1);
+            let (library, skipped_voices) = match &voices_dir {
+                Some(d) if model.config.kind == ModelKind::Base => {
+                    let (lib, skipped) = open_library(&model, d, max_voices)?;
+                    (Some(Arc::new(lib)), skipped)
+                }
+                _ => (None, Vec::new()),
+            };
             Ok(Loaded {
+                library,
+                skipped_voices,
                 voices: Voices::new(model.speakers()),
                 languages: model.languages(),
                 model_id: dir
@@ -304,6 +340,35 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
     })
 }
 
+/// Opens the voice directory, naming each corrupt voice file it skipped
+/// (the others are served).
+fn open_library(
+    model: &Arc<Qwen3Tts>,
+    dir: &std::path::Path,
+    max_voices: Option<usize>,
+) -> Result<(VoiceLibrary, Vec<tts_voices::SkippedVoice>), String> {
+    let (lib, skipped) = VoiceLibrary::open(model.clone(), dir, max_voices)
+        .map_err(|e| format!("voice library {}: {e}", dir.display()))?;
+    for s in &skipped {
+        eprintln!(
+            "tts-rt serve: skipping voice file {}: {}",
+            s.path.display(),
+            s.reason
+        );
+    }
+    eprintln!(
+        "tts-rt serve: voice library {}: {} voice(s){}",
+        dir.display(),
+        lib.list().len(),
+        if skipped.is_empty() {
+            String::new()
+        } else {
+            format!(", {} file(s) skipped", skipped.len())
+        }
+    );
+    Ok((lib, skipped))
+}
+
 fn fail_load(st: &AppState, e: String) {
     eprintln!("tts-rt serve: model failed to load: {e}");
     *st.load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
@@ -316,10 +381,24 @@ fn router(state: Arc<AppState>) -> Router {
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
         .route("/v1/realtime", get(realtime))
-        .route("/v1/audio/speech", post(openai::speech))
+        .route(
+            "/v1/audio/speech",
+            post(openai::speech).layer(DefaultBodyLimit::disable()),
+        )
         .route("/v1/models", get(openai::models))
         .route("/v1/models/{id}", get(openai::model))
-        .route("/v1/audio/voices", get(openai::voices))
+        .route(
+            "/v1/audio/voices",
+            // Uploads count their own bytes against --max-upload-bytes
+            // (answering 413 in the JSON error shape).
+            get(openai::voices)
+                .post(library::create)
+                .layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/v1/audio/voices/{name}",
+            get(library::show).delete(library::delete),
+        )
         .merge(web::router())
         .with_state(state)
 }

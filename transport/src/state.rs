@@ -4,6 +4,7 @@
 //! routes) so the route modules (`openai`, `realtime`) import the state, not
 //! the server that mounts them.
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
@@ -12,7 +13,7 @@ use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tokio::sync::{watch, Semaphore};
 use tts_actors::Engine;
-use tts_actors::Qwen3Tts;
+use tts_actors::{ModelKind, Qwen3Tts, VoiceLibrary};
 
 use crate::http_error::error_response;
 use crate::prometheus::ServerMetrics;
@@ -39,6 +40,18 @@ pub struct Loaded {
     pub native_rate: u32,
     pub samples_per_frame: usize,
     pub max_frames: usize,
+    /// Stored voices (Base checkpoints served with a voices directory).
+    pub library: Option<Arc<VoiceLibrary>>,
+    /// Voice files the library could not read at startup (each named in
+    /// the log too); the others are served.
+    pub skipped_voices: Vec<tts_voices::SkippedVoice>,
+}
+
+impl Loaded {
+    /// The checkpoint's family: what requests it takes.
+    pub fn kind(&self) -> ModelKind {
+        self.model.config.kind
+    }
 }
 
 pub struct AppState {
@@ -55,6 +68,11 @@ pub struct AppState {
     /// Live sessions and HTTP streams (the completion guard).
     pub(crate) live: watch::Sender<usize>,
     pub started: Instant,
+    /// Largest reference clip an upload or inline `ref_audio` may carry.
+    pub max_upload_bytes: usize,
+    /// Voice names (keys) being made right now: a second upload of one is
+    /// refused at once rather than after seconds of encoding.
+    pub(crate) uploading: Mutex<HashSet<String>>,
 }
 
 /// Held by a session or HTTP stream while it runs.

@@ -1,6 +1,8 @@
 //! The browser page served at `/`: a text box that streams over
 //! `/v1/realtime` and plays the audio through an AudioWorklet jitter
-//! buffer, with a Stop button that cancels the speaking context.
+//! buffer, with a Stop button that cancels the speaking context; on a Base
+//! checkpoint it also records or reads a clip, sends it as WAV to
+//! `POST /v1/audio/voices`, and speaks with the stored voice.
 //!
 //! The files live in `transport/web/` and are compiled into the binary
 //! (`include_str!`), so the page needs nothing but this server: no build

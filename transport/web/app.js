@@ -44,7 +44,9 @@
     error: $('error'), stopinfo: $('stopinfo'), log: $('log'), model: $('model'), hint: $('hint'),
     conn: $('s-conn'), ttfp: $('s-ttfp'), chunks: $('s-chunks'), buffered: $('s-buffered'),
     bufmeter: $('m-buffered'), underruns: $('s-underruns'), played: $('s-played'), audio: $('s-audio'),
-    server: $('s-server'),
+    server: $('s-server'), instruct: $('instruct'),
+    record: $('record'), clip: $('clip'), clipinfo: $('clipinfo'), vname: $('vname'), vtext: $('vtext'),
+    save: $('save'), saveinfo: $('saveinfo'),
   };
 
   // ------------------------------------------------------------ helpers --
@@ -115,8 +117,21 @@
     }
   }
 
-  function fillVoices(v) {
+  function fillVoices(v, select) {
+    const previous = select || ui.voice.value;
     ui.voice.textContent = '';
+    const stored = v.uploaded_voices || [];
+    if (stored.length > 0) {
+      const g = document.createElement('optgroup');
+      g.label = 'Stored voices';
+      for (const x of stored) {
+        const o = document.createElement('option');
+        o.value = x.name;
+        o.textContent = `${x.name} (${x.mode})`;
+        g.appendChild(o);
+      }
+      ui.voice.appendChild(g);
+    }
     const groups = { speaker: 'Speakers', openai: 'OpenAI voice names' };
     for (const kind of Object.keys(groups)) {
       const list = (v.voices || []).filter((x) => x.kind === kind);
@@ -138,7 +153,13 @@
       o.textContent = l;
       ui.language.appendChild(o);
     }
+    if (previous && [...ui.voice.options].some((o) => o.value === previous)) ui.voice.value = previous;
     dbg.voices = (v.voices || []).map((x) => x.id);
+    dbg.storedVoices = stored.map((x) => x.name);
+    // Only a Base checkpoint makes voices; with no voice stored yet, that
+    // is where to start.
+    $('voices').hidden = v.family !== undefined && v.family !== 'Base';
+    if (v.family === 'Base' && stored.length === 0) $('voices').open = true;
     log(`voices: ${dbg.voices.length}, languages: ${(v.languages || []).join(', ')}, model rate ${v.sample_rate} Hz`);
   }
 
@@ -319,6 +340,8 @@
     const s = {
       voice: ui.voice.value || undefined,
       language: ui.language.value || 'auto',
+      // "" clears it; VoiceDesign checkpoints need it.
+      instruct: ui.instruct.value.trim(),
       format: ui.format.value,
       sample_rate: ac.sampleRate,
       audio_acks: true,
@@ -634,7 +657,118 @@
     ui.speak.textContent = live ? 'Finish' : 'Speak';
   }
 
+  // ------------------------------------------------------- make a voice --
+  // The server decodes WAV/FLAC/MP3/OGG/M4A but not the Opus/WebM a
+  // MediaRecorder makes: the page decodes the clip itself (the browser can
+  // read its own recordings and most files) and sends 16-bit mono WAV.
+
+  let clip = null; // {samples: Float32Array, rate, secs, source}
+  let recorder = null;
+
+  function wavBlob(samples, rate) {
+    const b = new DataView(new ArrayBuffer(44 + samples.length * 2));
+    const str = (o, t) => { for (let i = 0; i < t.length; i++) b.setUint8(o + i, t.charCodeAt(i)); };
+    str(0, 'RIFF'); b.setUint32(4, 36 + samples.length * 2, true); str(8, 'WAVEfmt ');
+    b.setUint32(16, 16, true); b.setUint16(20, 1, true); b.setUint16(22, 1, true);
+    b.setUint32(24, rate, true); b.setUint32(28, rate * 2, true); b.setUint16(32, 2, true);
+    b.setUint16(34, 16, true); str(36, 'data'); b.setUint32(40, samples.length * 2, true);
+    for (let i = 0; i < samples.length; i++) {
+      const x = Math.max(-1, Math.min(1, samples[i]));
+      b.setInt16(44 + i * 2, Math.round(x * 32767), true);
+    }
+    return new Blob([b.buffer], { type: 'audio/wav' });
+  }
+
+  async function takeClip(arrayBuffer, source) {
+    const ctx = new (window.OfflineAudioContext || window.webkitOfflineAudioContext)(1, 1, 48000);
+    const audio = await ctx.decodeAudioData(arrayBuffer);
+    const mono = new Float32Array(audio.length);
+    for (let c = 0; c < audio.numberOfChannels; c++) {
+      const d = audio.getChannelData(c);
+      for (let i = 0; i < d.length; i++) mono[i] += d[i] / audio.numberOfChannels;
+    }
+    clip = { samples: mono, rate: audio.sampleRate, secs: audio.duration, source };
+    ui.clipinfo.textContent = `${source}: ${audio.duration.toFixed(1)} s`;
+    ui.save.disabled = false;
+  }
+
+  async function toggleRecording() {
+    if (recorder) {
+      recorder.stop();
+      return;
+    }
+    let stream;
+    try {
+      stream = await navigator.mediaDevices.getUserMedia({ audio: true });
+    } catch (e) {
+      showError(`No microphone (${e.message}); pick a file instead.`);
+      return;
+    }
+    const parts = [];
+    recorder = new MediaRecorder(stream);
+    recorder.ondataavailable = (e) => parts.push(e.data);
+    recorder.onstop = async () => {
+      stream.getTracks().forEach((t) => t.stop());
+      recorder = null;
+      ui.record.textContent = 'Record';
+      try {
+        await takeClip(await new Blob(parts).arrayBuffer(), 'recording');
+      } catch (e) {
+        showError(`The recording could not be read: ${e.message}`);
+      }
+    };
+    recorder.start();
+    ui.record.textContent = 'Stop recording';
+    ui.clipinfo.textContent = 'recording…';
+  }
+
+  async function saveVoice() {
+    const name = ui.vname.value.trim();
+    if (!clip || !name) {
+      showError('Record or pick a clip and give the voice a name first.');
+      return;
+    }
+    const fd = new FormData();
+    fd.append('name', name);
+    if (ui.vtext.value.trim()) fd.append('ref_text', ui.vtext.value.trim());
+    fd.append('audio_sample', wavBlob(clip.samples, clip.rate), `${clip.source}.wav`);
+    ui.save.disabled = true;
+    ui.saveinfo.textContent = 'making the voice…';
+    try {
+      const r = await fetch(new URL('v1/audio/voices', location.href), { method: 'POST', headers: authHeaders(), body: fd });
+      const body = await r.json().catch(() => ({}));
+      if (r.status !== 201) {
+        ui.saveinfo.textContent = '';
+        showError(`Saving the voice failed (HTTP ${r.status}): ${(body.error && body.error.message) || r.statusText}`);
+        return;
+      }
+      clearError();
+      const t = body.timings_ms || {};
+      ui.saveinfo.textContent = `saved "${body.name}" (${body.mode}, x-vector ${Math.round(t.x_vector || 0)} ms, codes ${Math.round(t.codes || 0)} ms)`;
+      log(`voice saved: ${body.name} (${body.mode})`);
+      const v = await fetch(new URL('v1/audio/voices', location.href), { headers: authHeaders(), cache: 'no-store' });
+      if (v.ok) fillVoices(await v.json(), body.name);
+    } catch (e) {
+      showError(`Saving the voice failed: ${e.message}`);
+    } finally {
+      ui.save.disabled = !clip;
+    }
+  }
+
   // ------------------------------------------------------------- wiring --
+
+  ui.record.addEventListener('click', () => toggleRecording());
+  ui.clip.addEventListener('change', async () => {
+    const f = ui.clip.files && ui.clip.files[0];
+    if (!f) return;
+    try {
+      await takeClip(await f.arrayBuffer(), f.name.replace(/\.[^.]*$/, '') || 'upload');
+      if (!ui.vname.value) ui.vname.value = (f.name.replace(/\.[^.]*$/, '').replace(/[^A-Za-z0-9_.-]/g, '-') || 'voice').slice(0, 64);
+    } catch (e) {
+      showError(`This file could not be decoded by the browser: ${e.message}`);
+    }
+  });
+  ui.save.addEventListener('click', () => saveVoice());
 
   ui.speak.addEventListener('click', () => speak());
   ui.stop.addEventListener('click', () => stop());

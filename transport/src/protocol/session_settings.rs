@@ -148,13 +148,19 @@ impl Default for Vad {
 #[serde(deny_unknown_fields)]
 pub struct SessionUpdate {
     /// A checkpoint speaker or an OpenAI voice name (`speaker` is accepted
-    /// as an alias).
+    /// as an alias); on a Base checkpoint, a stored voice's name.
     #[serde(default, alias = "speaker", skip_serializing_if = "Option::is_none")]
     pub voice: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
-    /// Style instruction; `""` clears it.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    /// Style instruction (CustomVoice), or the voice's description
+    /// (VoiceDesign, where it is required); `instructions` (OpenAI's name)
+    /// is accepted as an alias; `""` clears it.
+    #[serde(
+        default,
+        alias = "instructions",
+        skip_serializing_if = "Option::is_none"
+    )]
     pub instruct: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub sample_rate: Option<u32>,
@@ -186,7 +192,8 @@ pub struct SessionUpdate {
 /// The session's effective settings, echoed in `session.updated`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct SessionSettings {
-    /// Checkpoint speaker the voice resolved to.
+    /// Checkpoint speaker the voice resolved to (Base: the stored voice's
+    /// name; `""`: none chosen yet).
     pub voice: String,
     pub language: String,
     pub instruct: Option<String>,

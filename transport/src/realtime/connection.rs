@@ -65,7 +65,11 @@ pub async fn run(
     let _live = st.track();
     st.metrics.session_opened();
     let engine = m.engine.open_session();
-    let settings = settings::initial(&m.voices, m.native_rate, m.max_frames);
+    let mut settings = settings::initial(&m.voices, m.native_rate, m.max_frames);
+    // The family's official text mode (Base streams its text in).
+    if m.kind().default_text_streaming() {
+        settings.text_mode = TextMode::Streaming;
+    }
     let mut c = RealtimeConnection {
         vad: Box::new(EnergyVad::new(settings.vad.clone())),
         st,
@@ -125,7 +129,20 @@ impl RealtimeConnection {
             protocol_version: protocol::PROTOCOL_VERSION,
             session_id: self.engine.id(),
             model: self.m.model_id.clone(),
-            voices: self.m.voices.speakers().to_vec(),
+            voices: self
+                .m
+                .voices
+                .speakers()
+                .iter()
+                .cloned()
+                .chain(
+                    self.m
+                        .library
+                        .iter()
+                        .flat_map(|l| l.list())
+                        .map(|r| r.name.as_str().to_string()),
+                )
+                .collect(),
             openai_voices: crate::voices::OPENAI_VOICES
                 .iter()
                 .map(|s| s.to_string())
@@ -413,10 +430,10 @@ impl RealtimeConnection {
         let c = self.queue.get_mut(id).expect("head context exists");
         let req = Request {
             text,
-            speaker: Some(c.s.speaker.clone()),
+            speaker: c.s.speaker.clone(),
             language: c.s.language.clone(),
             instruct: c.s.instruct.clone(),
-            voice_clone: None,
+            voice_clone: c.s.voice_clone.clone(),
             text_streaming: c.s.text_mode == TextMode::Streaming,
             options: c.s.options.clone(),
         };

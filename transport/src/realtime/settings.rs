@@ -3,7 +3,9 @@
 //! context takes of them when it opens. Pure (no socket, no engine), so each
 //! rule is unit-tested here.
 
-use tts_actors::GenOptions;
+use std::sync::Arc;
+
+use tts_actors::{GenOptions, ModelKind, VoiceClone, VoiceLibrary};
 
 use crate::protocol::{
     self, AudioFormat, AudioTransport, Chunking, ChunkingUpdate, ErrorCode, ProtocolError,
@@ -26,6 +28,8 @@ pub struct Bounds<'a> {
     pub max_frames: usize,
     /// The server's appended-but-unsynthesized characters per context.
     pub max_pending_chars: usize,
+    /// A Base checkpoint's stored voices: `voice` names one of them.
+    pub stored: Option<&'a VoiceLibrary>,
 }
 
 impl<'a> Bounds<'a> {
@@ -35,6 +39,7 @@ impl<'a> Bounds<'a> {
             languages: &m.languages,
             max_frames: m.max_frames,
             max_pending_chars,
+            stored: m.library.as_deref(),
         }
     }
 }
@@ -42,7 +47,10 @@ impl<'a> Bounds<'a> {
 /// What a context needs from the session settings, captured at creation.
 #[derive(Clone, Debug)]
 pub struct CtxSettings {
-    pub speaker: String,
+    /// A preset speaker (CustomVoice).
+    pub speaker: Option<String>,
+    /// A stored voice (Base), resolved when the context opened.
+    pub voice_clone: Option<Arc<VoiceClone>>,
     pub language: String,
     pub instruct: Option<String>,
     pub rate: u32,
@@ -59,7 +67,8 @@ impl CtxSettings {
     /// the checkpoint-independent default generation options.
     pub fn for_tests(transport: AudioTransport) -> Self {
         CtxSettings {
-            speaker: "ryan".into(),
+            speaker: Some("ryan".into()),
+            voice_clone: None,
             language: "auto".into(),
             instruct: None,
             rate: 16000,
@@ -125,6 +134,26 @@ fn refused(r: Rejected) -> ProtocolError {
     }
 }
 
+/// A stored voice's name as stored, or `invalid_voice` listing them.
+fn stored_voice(lib: &VoiceLibrary, name: &str) -> Result<String, ProtocolError> {
+    if let Some(r) = lib.get(name) {
+        return Ok(r.name.as_str().to_string());
+    }
+    let valid: Vec<String> = lib
+        .list()
+        .iter()
+        .map(|r| r.name.as_str().to_string())
+        .collect();
+    let mut e = refused(Rejected::UnknownVoice {
+        voice: name.to_string(),
+        valid,
+    });
+    e.message.push_str(
+        ": this Base checkpoint speaks stored voices (upload one with POST /v1/audio/voices)",
+    );
+    Err(e)
+}
+
 /// Validates a `session.update` completely against `current`, and returns
 /// the settings it makes (all or nothing: on `Err` nothing changed).
 pub fn apply(
@@ -135,7 +164,10 @@ pub fn apply(
     let mut s = current.clone();
     let bad = |m: String| Err(ProtocolError::new(ErrorCode::InvalidSetting, m));
     if let Some(v) = u.voice {
-        s.voice = validate::voice(b.voices, &v).map_err(refused)?;
+        s.voice = match b.stored {
+            Some(lib) => stored_voice(lib, &v)?,
+            None => validate::voice(b.voices, &v).map_err(refused)?,
+        };
     }
     if let Some(l) = u.language {
         s.language = validate::language(b.languages, &l).map_err(refused)?;
@@ -228,8 +260,16 @@ pub fn apply(
 /// The snapshot a new context takes: later `session.update`s do not change
 /// a context already open.
 pub fn ctx_settings(s: &SessionSettings, m: &Loaded) -> CtxSettings {
+    let (speaker, voice_clone) = match (m.kind(), &m.library) {
+        // A voice removed since `session.update` resolves to none: the
+        // model then refuses the context, naming what Base needs.
+        (ModelKind::Base, Some(lib)) => (None, lib.resolve(&s.voice).ok()),
+        (ModelKind::CustomVoice, _) => (Some(s.voice.clone()), None),
+        _ => (None, None),
+    };
     CtxSettings {
-        speaker: s.voice.clone(),
+        speaker,
+        voice_clone,
         language: s.language.clone(),
         instruct: s.instruct.clone(),
         rate: s.sample_rate,
@@ -263,6 +303,7 @@ mod tests {
             languages: &l,
             max_frames: 100,
             max_pending_chars: 1000,
+            stored: None,
         };
         apply(&initial(&v, 24000, 100), u, &b)
     }

@@ -2,6 +2,9 @@
 //! `GET /v1/audio/voices`, with OpenAI's JSON error shape so the official
 //! SDKs (and the frameworks built on them) work unmodified.
 //!
+//! Who speaks a request (preset speaker, stored or inline clone, designed
+//! voice) is chosen in `voice.rs`.
+//!
 //! The response always streams: audio bytes leave as soon as the engine
 //! decodes each chunk. `pcm` is raw 16-bit little-endian mono; `wav` is the
 //! same behind a 44-byte header whose two size fields are 0xFFFFFFFF (the
@@ -22,7 +25,11 @@ use tts_actors::{ErrorKind, Event, Stream};
 use tts_actors::{ModelError, Request};
 use tts_audio::StreamResampler;
 
+mod voice;
+
 pub use crate::http_error::error_response;
+use crate::http_error::Refusal;
+use crate::library;
 use crate::protocol::{self, AudioFormat};
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::validate::{self, Rejected};
@@ -34,14 +41,30 @@ pub const MAX_INPUT_CHARS: usize = 4096;
 /// pauses the engine (its slow-consumer bound) — no unbounded queue anywhere.
 const BODY_CHUNKS: usize = 8;
 
-/// A 400 naming the offending parameter.
+/// A refusal naming the offending parameter (400 unless said otherwise).
 struct Invalid {
+    status: StatusCode,
     message: String,
+    /// `""`: about no one field.
     param: &'static str,
 }
 
 fn invalid(message: String, param: &'static str) -> Invalid {
-    Invalid { message, param }
+    Invalid {
+        status: StatusCode::BAD_REQUEST,
+        message,
+        param,
+    }
+}
+
+impl From<Refusal> for Invalid {
+    fn from(r: Refusal) -> Self {
+        Invalid {
+            status: r.status,
+            message: r.message,
+            param: r.param.unwrap_or(""),
+        }
+    }
 }
 
 /// The OpenAI route's words for a shared check's refusal.
@@ -77,12 +100,8 @@ impl From<Rejected> for Invalid {
 
 impl IntoResponse for Invalid {
     fn into_response(self) -> Response {
-        error_response(
-            StatusCode::BAD_REQUEST,
-            &self.message,
-            "invalid_request_error",
-            Some(self.param),
-        )
+        let param = (!self.param.is_empty()).then_some(self.param);
+        Refusal::new(self.status, self.message, param).into_response()
     }
 }
 
@@ -105,6 +124,16 @@ struct SpeechRequest {
     seed: Option<u64>,
     greedy: Option<bool>,
     max_frames: Option<usize>,
+    // vllm-omni's fields (Base: clone from a clip in the request).
+    /// The reference clip, base64 or a data URL (never fetched from a URL).
+    ref_audio: Option<String>,
+    /// Its transcript (in-context cloning).
+    ref_text: Option<String>,
+    /// Clone from the x-vector only (default false: ICL, needs `ref_text`).
+    x_vector_only_mode: Option<bool>,
+    /// `true`: all text in the prompt first; `false`: streamed in; absent
+    /// or null: the family's official default (Base streams).
+    non_streaming_mode: Option<bool>,
 }
 
 #[derive(Clone, Copy, PartialEq)]
@@ -119,9 +148,10 @@ struct Plan {
     container: Container,
     sse: bool,
     rate: u32,
+    inline: Option<voice::Inline>,
 }
 
-fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
+fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
     let r: SpeechRequest = serde_json::from_slice(body)
         .map_err(|e| invalid(format!("invalid JSON body: {e}"), "body"))?;
     if r.input.trim().is_empty() {
@@ -134,10 +164,7 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
             "input",
         ));
     }
-    let voice = match r.voice.as_ref().map(voice_name).transpose()? {
-        None => m.voices.default_speaker().unwrap_or_default().to_string(),
-        Some(v) => validate::voice(&m.voices, v)?,
-    };
+    let voice = voice::choose(m, &r, max_upload)?;
     let container = match r.response_format.as_deref() {
         // OpenAI's default is mp3, which this server does not encode; WAV
         // is what a client that did not choose can still play.
@@ -175,19 +202,24 @@ fn plan(m: &Loaded, body: &[u8]) -> Result<Plan, Invalid> {
         None => m.max_frames,
     };
     let options = validate::gen_options(m, r.greedy == Some(true), r.seed.unwrap_or(0), max_frames);
+    let text_streaming = match r.non_streaming_mode {
+        Some(prefill) => !prefill,
+        None => m.kind().default_text_streaming(),
+    };
     Ok(Plan {
         req: Request {
             text: r.input,
-            speaker: Some(voice),
+            speaker: voice.speaker,
             language,
             instruct: r.instructions.filter(|i| !i.trim().is_empty()),
-            voice_clone: None,
-            text_streaming: false,
+            voice_clone: voice.clone,
+            text_streaming,
             options,
         },
         container,
         sse,
         rate,
+        inline: voice.inline,
     })
 }
 
@@ -244,7 +276,7 @@ pub async fn speech(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
     Query(q): Query<TokenQuery>,
-    body: Bytes,
+    body: Body,
 ) -> Response {
     if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
         return r.into_response();
@@ -267,13 +299,28 @@ pub async fn speech(
             None,
         );
     };
-    let plan = match plan(&m, &body) {
+    // An inline clip is base64 (4/3 of the clip) inside the JSON.
+    let limit = st.max_upload_bytes / 3 * 4 + 1024 * 1024;
+    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+        st.metrics.refused("invalid_request");
+        return library::audio_field::too_large("the request body", limit).into_response();
+    };
+    let mut plan = match plan(&m, &body, st.max_upload_bytes) {
         Ok(p) => p,
         Err(r) => {
             st.metrics.refused("invalid_request");
             return r.into_response();
         }
     };
+    if let Some(inline) = plan.inline.take() {
+        match voice::clone_inline(&m, inline).await {
+            Ok(c) => plan.req.voice_clone = Some(c),
+            Err(r) => {
+                st.metrics.refused("invalid_request");
+                return r.into_response();
+            }
+        }
+    }
     let session = m.engine.open_session();
     let stream = match session.synthesize(plan.req.clone()).await {
         Ok(s) => s,
@@ -516,6 +563,10 @@ pub async fn voices(
     );
     Json(serde_json::json!({
         "voices": voices,
+        // vllm-omni's list of stored voices (summaries).
+        "uploaded_voices": library::summaries(&m),
+        // What the checkpoint speaks: CustomVoice, Base or VoiceDesign.
+        "family": m.kind().name(),
         "languages": m.languages,
         "sample_rate": m.native_rate,
     }))

@@ -579,6 +579,28 @@ async fn a_full_library_refuses_a_new_voice_but_replaces_a_stored_one() -> Resul
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_voice_routes_need_the_token() -> Result<()> {
+    let dir = TempDir::new("auth");
+    let mut cfg = config("tiny-base", Some(&dir.0));
+    cfg.token = Some("s3cret".into());
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let r = upload_form(addr, &[("name", "x")], &ref_clip()).await?;
+    assert_refused(&r, 401, "token", "an upload without the token");
+    for (method, path) in [
+        ("GET", "/v1/audio/voices"),
+        ("GET", "/v1/audio/voices/x"),
+        ("DELETE", "/v1/audio/voices/x"),
+    ] {
+        let r = http(addr, method, path, None, b"").await?;
+        assert_refused(&r, 401, "token", &format!("{method} {path}"));
+    }
+    let r = http(addr, "GET", "/v1/audio/voices?token=s3cret", None, b"").await?;
+    assert_eq!(r.status, 200);
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn other_families_refuse_clones_and_voicedesign_needs_instructions() -> Result<()> {
     let dir = TempDir::new("cv");
     let cv = start(config("tiny-a", Some(&dir.0))).await?;

@@ -285,6 +285,19 @@ impl Session {
     /// Starts a request; its events arrive on the returned [`Stream`].
     /// Errors here are refusals (invalid request, at capacity, busy).
     pub async fn synthesize(&self, req: Request) -> Result<Stream> {
+        // An ICL clone whose decoder is not primed yet (a new inline clip,
+        // or a stored voice's first request since start) decodes its
+        // reference first: seconds of CPU at full size, so on a blocking
+        // thread, never on the async workers that carry other sessions.
+        if let Some(voice) = req.voice_clone.clone() {
+            let model = self.inner.model.clone();
+            if !model.is_primed(&voice) {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    // A failure shows again, with its cause, in `prepare`.
+                    let _ = rt.spawn_blocking(move || model.prime_decoder(&voice)).await;
+                }
+            }
+        }
         let (submit, reply, mut stream) = self.prepare(&req)?;
         self.inner
             .router

@@ -269,6 +269,25 @@ impl Qwen3Tts {
         ))
     }
 
+    /// True when `voice` needs no decoder priming: x-vector only, or its
+    /// reference is already in [`Self::primed_decoders`].
+    pub fn is_primed(&self, voice: &VoiceClone) -> bool {
+        voice
+            .reference
+            .as_ref()
+            .is_none_or(|r| self.primed_decoders.contains(&r.codes))
+    }
+
+    /// Primes (and keeps) the decoder state of an ICL voice, so its requests
+    /// start decoding at once; nothing to do for x-vector-only voices.
+    pub fn prime_decoder(&self, voice: &VoiceClone) -> Result<()> {
+        if let Some(r) = &voice.reference {
+            self.primed_decoders
+                .get_or_prime(&self.code2wav, &r.codes, r.frames)?;
+        }
+        Ok(())
+    }
+
     /// The state a request's decoder starts from: for an ICL clone, primed
     /// with its reference codes ([`Self::primed_decoders`]); otherwise None
     /// (a fresh decoder).

@@ -64,6 +64,12 @@ impl PrimedDecoders {
         Some(state)
     }
 
+    /// True when a state primed with exactly `codes` is held.
+    pub fn contains(&self, codes: &[u32]) -> bool {
+        let e = self.entries.lock().unwrap_or_else(|p| p.into_inner());
+        e.iter().any(|(k, _)| &k[..] == codes)
+    }
+
     /// Entries held now.
     pub fn len(&self) -> usize {
         self.entries.lock().unwrap_or_else(|p| p.into_inner()).len()

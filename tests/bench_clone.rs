@@ -134,3 +134,19 @@ fn clone_cost_on_custom_voice_says_what_the_checkpoint_does() {
         "{err}"
     );
 }
+
+#[test]
+fn base_bench_clones_from_a_given_clip() {
+    let clip = fixture("goldens/tiny-base/ref_a.wav");
+    let mut args = CELL.to_vec();
+    let clip_arg = clip.to_str().unwrap();
+    args.extend(["--ref-audio", clip_arg, "--ref-text", "A reference clip."]);
+    let doc = run_json("tiny-base", &args);
+    let v = &doc["voice"];
+    assert_eq!(v["source"], clip_arg);
+    assert_eq!(v["ref_text"], "A reference clip.");
+    let frames = v["ref_frames"].as_u64().unwrap();
+    let seconds = v["ref_seconds"].as_f64().unwrap();
+    assert_eq!(frames, (seconds * 24_000.0 / 1920.0).ceil() as u64);
+    assert_eq!(doc["cells"][0]["complete"], 1);
+}

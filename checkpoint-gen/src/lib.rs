@@ -619,6 +619,18 @@ fn set_family(family: Family, speaker: Option<&SpeakerDims>, config: &mut Value)
     }
 }
 
+/// The preset's `config.json` and `speech_tokenizer/config.json`.
+pub fn config_files(preset: Preset) -> (Value, Value) {
+    let d = dims(preset);
+    let (mut config, mut codec) = configs(&d);
+    let speaker = preset.speaker_encoder(d.hidden);
+    set_family(preset.family(), speaker.as_ref(), &mut config);
+    if let Some(e) = preset.codec_encoder() {
+        codec["encoder_config"] = e.config();
+    }
+    (config, codec)
+}
+
 /// Writes a complete random checkpoint directory.
 pub fn write_checkpoint(dir: &Path, preset: Preset, seed: u64) -> Result<()> {
     let d = dims(preset);
@@ -627,13 +639,9 @@ pub fn write_checkpoint(dir: &Path, preset: Preset, seed: u64) -> Result<()> {
         path: st.clone(),
         source,
     })?;
-    let (mut config, mut codec) = configs(&d);
+    let (config, codec) = config_files(preset);
     let speaker = preset.speaker_encoder(d.hidden);
     let encoder = preset.codec_encoder();
-    set_family(preset.family(), speaker.as_ref(), &mut config);
-    if let Some(e) = &encoder {
-        codec["encoder_config"] = e.config();
-    }
     write(
         &dir.join("config.json"),
         &serde_json::to_string_pretty(&config).expect("json"),

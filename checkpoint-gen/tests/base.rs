@@ -77,3 +77,54 @@ fn preset_names_give_their_families() {
         "{e}"
     );
 }
+
+/// Every preset's configs parse as the loader reads them, with the family,
+/// speakers, languages and encoders the hub files of that family have.
+#[test]
+fn every_preset_config_parses_as_its_family() {
+    use tts_models::config::{CodecConfig, CodecEncoderConfig, TtsConfig};
+    let p = std::path::Path::new("config.json");
+    for (name, kind, hidden, encoder) in [
+        ("tiny", ModelKind::CustomVoice, 64, false),
+        ("0.6b", ModelKind::CustomVoice, 1024, false),
+        ("1.7b", ModelKind::CustomVoice, 2048, false),
+        ("tiny-base", ModelKind::Base, 64, true),
+        ("0.6b-base", ModelKind::Base, 1024, true),
+        ("1.7b-base", ModelKind::Base, 2048, true),
+        ("1.7b-voicedesign", ModelKind::VoiceDesign, 2048, true),
+    ] {
+        let (config, codec) = tts_checkpoint_gen::config_files(Preset::parse(name).unwrap());
+        let c = TtsConfig::from_value(p, &config).unwrap();
+        assert_eq!(c.kind, kind, "{name}");
+        assert_eq!(c.talker.lm.hidden_size, hidden, "{name}");
+        let cv = kind == ModelKind::CustomVoice;
+        assert_eq!(c.talker.speaker_names().is_empty(), !cv, "{name}");
+        assert_eq!(
+            c.talker.language_names().len(),
+            if cv { 13 } else { 11 },
+            "{name}"
+        );
+        match &c.speaker_encoder {
+            Some(s) => {
+                assert_eq!(kind, ModelKind::Base, "{name}");
+                assert_eq!(s.enc_dim, hidden, "{name}");
+            }
+            None => assert_ne!(kind, ModelKind::Base, "{name}"),
+        }
+        CodecConfig::from_value(p, &codec).unwrap();
+        assert_eq!(codec.get("encoder_config").is_some(), encoder, "{name}");
+        if encoder {
+            let e = CodecEncoderConfig::from_value(p, &codec).unwrap();
+            assert_eq!(e.valid_quantizers, 16, "{name}");
+            assert_eq!(e.samples_per_frame, 1920, "{name}");
+        }
+    }
+    // VoiceDesign, like the hub file, has no speaker_encoder_config.
+    let (vd, _) = tts_checkpoint_gen::config_files(Preset::Qwen17bVoiceDesign);
+    assert!(vd.get("speaker_encoder_config").is_none());
+    let (b, _) = tts_checkpoint_gen::config_files(Preset::Qwen06bBase);
+    assert_eq!(
+        b["speaker_encoder_config"],
+        serde_json::json!({"enc_dim": 1024, "sample_rate": 24000})
+    );
+}

@@ -81,22 +81,8 @@ impl CodecConfig {
 
     pub fn from_value(path: &Path, v: &Value) -> Result<Self> {
         let root = Obj::root(path, v, "qwen3_tts_tokenizer_12hz")?;
-        let empty = Value::Object(Default::default());
-        let d = match root.get("decoder_config") {
-            None => Obj {
-                file: path,
-                prefix: "decoder_config.".into(),
-                v: &empty,
-            },
-            Some(_) => root.sub("decoder_config")?,
-        };
-        let nonzero = |key: &str, default: usize| -> Result<usize> {
-            let x = d.usize_or(key, default)?;
-            if x == 0 {
-                return Err(d.err(key, "must be positive"));
-            }
-            Ok(x)
-        };
+        let d = root.sub_or_empty("decoder_config")?;
+        let nonzero = |key: &str, default: usize| d.positive_or(key, default);
 
         let hidden_size = nonzero("hidden_size", 1024)?;
         let num_heads = nonzero("num_attention_heads", 16)?;
@@ -296,22 +282,8 @@ impl CodecEncoderConfig {
 
     pub fn from_value(path: &Path, v: &Value) -> Result<Self> {
         let root = Obj::root(path, v, "qwen3_tts_tokenizer_12hz")?;
-        let empty = Value::Object(Default::default());
-        let e = match root.get("encoder_config") {
-            None => Obj {
-                file: path,
-                prefix: "encoder_config.".into(),
-                v: &empty,
-            },
-            Some(_) => root.sub("encoder_config")?,
-        };
-        let nonzero = |key: &str, default: usize| -> Result<usize> {
-            let x = e.usize_or(key, default)?;
-            if x == 0 {
-                return Err(e.err(key, "must be positive"));
-            }
-            Ok(x)
-        };
+        let e = root.sub_or_empty("encoder_config")?;
+        let nonzero = |key: &str, default: usize| e.positive_or(key, default);
         let must = |key: &str, default: bool, want: bool, why: &str| -> Result<()> {
             if e.bool_or(key, default)? != want {
                 return Err(e.err(key, format!("is {}; {why}", !want)));

@@ -62,6 +62,30 @@ impl<'a> Obj<'a> {
             None => Err(self.err(key, "is missing")),
         }
     }
+    /// `key`'s object, or an empty one when it is absent (every key then
+    /// takes its default).
+    pub(super) fn sub_or_empty(&self, key: &str) -> Result<Obj<'a>> {
+        static EMPTY: std::sync::LazyLock<Value> =
+            std::sync::LazyLock::new(|| Value::Object(Default::default()));
+        match self.get(key) {
+            None => Ok(Obj {
+                file: self.file,
+                prefix: format!("{}{key}.", self.prefix),
+                v: &EMPTY,
+            }),
+            Some(_) => self.sub(key),
+        }
+    }
+
+    /// `key` as a positive integer, `default` when absent.
+    pub(super) fn positive_or(&self, key: &str, default: usize) -> Result<usize> {
+        let x = self.usize_or(key, default)?;
+        if x == 0 {
+            return Err(self.err(key, "must be positive"));
+        }
+        Ok(x)
+    }
+
     pub(super) fn usize(&self, key: &str) -> Result<usize> {
         let v = self.get(key).ok_or_else(|| self.err(key, "is missing"))?;
         v.as_u64()

@@ -110,19 +110,7 @@ impl CodecConfig {
                 format!("is {act:?}; only \"silu\" is implemented"),
             ));
         }
-        if let Some(rs) = d.get("rope_scaling") {
-            let ty = rs
-                .get("rope_type")
-                .or_else(|| rs.get("type"))
-                .and_then(|t| t.as_str())
-                .unwrap_or("default");
-            if ty != "default" {
-                return Err(d.err(
-                    "rope_scaling",
-                    format!("has rope_type {ty:?}; only plain (default) RoPE is implemented"),
-                ));
-            }
-        }
+        plain_rope(&d)?;
         let transformer = CodecTransformerConfig {
             hidden_size,
             intermediate_size: nonzero("intermediate_size", 3072)?,
@@ -328,19 +316,7 @@ impl CodecEncoderConfig {
                 format!("is {act:?}; only \"gelu\" (exact erf GELU) is implemented"),
             ));
         }
-        if let Some(rs) = e.get("rope_scaling") {
-            let ty = rs
-                .get("rope_type")
-                .or_else(|| rs.get("type"))
-                .and_then(|t| t.as_str())
-                .unwrap_or("default");
-            if ty != "default" {
-                return Err(e.err(
-                    "rope_scaling",
-                    format!("has rope_type {ty:?}; only plain (default) RoPE is implemented"),
-                ));
-            }
-        }
+        plain_rope(&e)?;
         let audio_channels = nonzero("audio_channels", 1)?;
         if audio_channels != 1 {
             return Err(e.err(
@@ -516,4 +492,23 @@ impl CodecEncoderConfig {
     pub fn frame_rate(&self) -> f64 {
         self.sample_rate as f64 / self.samples_per_frame as f64
     }
+}
+
+/// Refuses a `rope_scaling` other than plain RoPE (both transformers of the
+/// speech tokenizer implement only that).
+fn plain_rope(o: &Obj<'_>) -> Result<()> {
+    if let Some(rs) = o.get("rope_scaling") {
+        let ty = rs
+            .get("rope_type")
+            .or_else(|| rs.get("type"))
+            .and_then(|t| t.as_str())
+            .unwrap_or("default");
+        if ty != "default" {
+            return Err(o.err(
+                "rope_scaling",
+                format!("has rope_type {ty:?}; only plain (default) RoPE is implemented"),
+            ));
+        }
+    }
+    Ok(())
 }

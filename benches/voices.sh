@@ -16,13 +16,19 @@
 #           only (its prompt has the CustomVoice layout, the x-vector in the
 #           speaker's row);
 #      icl  BASE, the same voice with its reference codes and transcript
-#           (the prompt grows by the reference's frames and text).
+#           (the prompt grows by the reference's frames and text);
+#      cv0, xv0, icl0  the same with the talker's prefix cache off
+#           (`--prefix-cache-mb 0`): every request prefills every row. With
+#           it on (the default) the rows a voice's requests share (role,
+#           codec prefix with the speaker or x-vector, an ICL clone's
+#           transcript) are computed by the warm-up request only.
 #    Per arm: the median (min..max) over passes of each run's ttfp_ms p50,
 #    the prompt rows and the 1-minute load before each run.
 #
 # Usage:
 #   benches/voices.sh BIN BASE_DIR [PASSES=3] [REPEATS=5] [RUNS=7]
-# Env: OUT=dir for the raw JSON (default: a temp dir), MODES="prefill streaming".
+# Env: OUT=dir for the raw JSON (default: a temp dir), MODES="prefill streaming",
+#      ARMS="cv cv0 xv xv0 icl icl0".
 set -euo pipefail
 bin=${1:?tts-rt binary}
 base=${2:?Base checkpoint dir}
@@ -30,6 +36,7 @@ passes=${3:-3}
 repeats=${4:-5}
 runs=${5:-7}
 modes=${MODES:-prefill streaming}
+arm_names=${ARMS:-cv cv0 xv xv0 icl icl0}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 echo "raw results in $out" >&2
@@ -60,7 +67,7 @@ json.dump(c, open(sys.argv[2], "w"), indent=2)
 PY
 
 arms=()
-for m in $modes; do arms+=("cv:$m" "xv:$m" "icl:$m"); done
+for m in $modes; do for a in $arm_names; do arms+=("$a:$m"); done; done
 n=${#arms[@]}
 for pass in $(seq 1 "$passes"); do
   for k in $(seq 0 $((n - 1))); do
@@ -71,8 +78,11 @@ for pass in $(seq 1 "$passes"); do
     [ "$mode" = streaming ] && flag+=(--text-streaming)
     model=$base
     case $voice in
-      cv) model=$cv ;;
-      xv) flag+=(--x-vector-only) ;;
+      cv*) model=$cv ;;
+      xv*) flag+=(--x-vector-only) ;;
+    esac
+    case $voice in
+      *0) flag+=(--prefix-cache-mb 0) ;;
     esac
     load=$(cut -d' ' -f1 /proc/loadavg)
     echo "pass $pass $arm (load $load)" >&2
@@ -111,21 +121,25 @@ def mmm(v, d=0):
     return f"{statistics.median(v):.{d}f} ({min(v):.{d}f}..{max(v):.{d}f})"
 names = {"cv": "preset speaker (CustomVoice view of the same weights)",
          "xv": "stored voice, x-vector only", "icl": "stored voice, ICL (5 s reference)"}
+for k in list(names):
+    names[k + "0"] = names[k] + ", prefix cache off"
 print()
-print("| voice | text | prompt rows (prefill + trailing) | ttfp_ms p50: median (min..max) over runs | runs × requests | load 1m at start |")
-print("|---|---|---|---|---|---|")
-for (voice, mode), rs in runs.items():
+print("| voice | text | prompt rows (prefill + trailing) | rows from the prefix cache | ttfp_ms p50: median (min..max) over runs | runs × requests | load 1m at start |")
+print("|---|---|---|---|---|---|---|")
+for (voice, mode), rs in sorted(runs.items(), key=lambda kv: (kv[0][1], kv[0][0])):
     rows = rs[0][2]
-    print(f"| {names[voice]} | {mode} | {rows['prefill']} + {rows['trailing_text']} | {mmm([r[0] for r in rs])} | "
+    print(f"| {names[voice]} | {mode} | {rows['prefill']} + {rows['trailing_text']} | {rows.get('shared_prefix', 0)} | {mmm([r[0] for r in rs])} | "
           f"{len(rs)} × {rs[0][3]} | {', '.join(f'{r[1]:.2f}' for r in rs)} |")
-for mode in {m for _, m in runs}:
-    a = [r[0] for r in runs.get(("cv", mode), [])]
-    for v in ("xv", "icl"):
-        b = [r[0] for r in runs.get((v, mode), [])]
-        if a and b:
-            ratio = statistics.median(b) / statistics.median(a)
-            overlap = min(a) <= max(b) and min(b) <= max(a)
-            print(f"{mode}: {v} / cv = {ratio:.3f}" + ("  (ranges overlap)" if overlap else ""))
+def compare(mode, x, y):
+    a = [r[0] for r in runs.get((y, mode), [])]
+    b = [r[0] for r in runs.get((x, mode), [])]
+    if a and b:
+        ratio = statistics.median(b) / statistics.median(a)
+        overlap = min(a) <= max(b) and min(b) <= max(a)
+        print(f"{mode}: {x} / {y} = {ratio:.3f}" + ("  (ranges overlap: not a ranking)" if overlap else ""))
+for mode in sorted({m for _, m in runs}):
+    for x, y in (("xv", "cv"), ("icl", "cv"), ("xv0", "cv0"), ("icl0", "cv0"), ("cv", "cv0"), ("xv", "xv0"), ("icl", "icl0")):
+        compare(mode, x, y)
 for v, ms in made.items():
     print(f"{v}: made once per run: x-vector {mmm([m['x_vector_ms'] for m in ms])} ms, codes "
           + ("n/a (x-vector only)" if ms[0]["codes_ms"] is None else f"{mmm([m['codes_ms'] for m in ms])} ms"))

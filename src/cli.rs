@@ -24,7 +24,7 @@ use std::time::Instant;
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tts_audio::WavFormat;
-use tts_models::{LoadOptions, Precision, Qwen3Tts};
+use tts_models::{LoadOptions, Precision, PrefixCache, Qwen3Tts};
 
 use crate::model_path;
 
@@ -106,6 +106,13 @@ struct ModelArg {
     /// between processes instead of per-process memory). Off by default.
     #[arg(long, value_name = "DIR", env = "TTS_RT_WEIGHTS_CACHE")]
     weights_cache: Option<PathBuf>,
+    /// Memory (MiB) for the talker's shared prompt prefixes: the keys and
+    /// values of the rows every request of one voice starts with (preset
+    /// speaker or clone, language, instruct, an in-context clone's
+    /// transcript), computed once and reused, so later requests prefill only
+    /// their own text. Exact (the same output as without it); 0 turns it off.
+    #[arg(long, value_name = "MIB", default_value_t = 256)]
+    prefix_cache_mb: usize,
 }
 
 /// Where stored voices live (`voice add`, `speak --voice`, `serve`).
@@ -218,8 +225,9 @@ fn load(model: &ModelArg) -> Result<Arc<Qwen3Tts>> {
     let options = model
         .precision
         .with_weights_cache(model.weights_cache.as_deref());
-    let m = Qwen3Tts::load_with(&dir, options)
+    let mut m = Qwen3Tts::load_with(&dir, options)
         .with_context(|| format!("loading checkpoint {}", dir.display()))?;
+    m.prefix_cache = PrefixCache::new(model.prefix_cache_mb.saturating_mul(1 << 20));
     if std::io::stderr().is_terminal() {
         let cache: Vec<String> = m
             .weights_cache

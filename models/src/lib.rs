@@ -26,7 +26,8 @@
 //!   [`StopReason`]).
 //! - One folder per stage, each with the stage's weights and forward pass
 //!   and its per-request state: [`talker`] ([`Talker`](talker::Talker),
-//!   [`TalkerState`], the [`Prompt`] it is fed), [`code_predictor`]
+//!   [`TalkerState`], the [`Prompt`] it is fed, the [`PrefixCache`] of
+//!   prompts' shared leading rows), [`code_predictor`]
 //!   ([`PredictorState`]), [`codec`] (code2wav: one-shot, official 300/25
 //!   chunked, and a stateful streaming decoder), [`codec_encoder`] (the
 //!   speech tokenizer's encoder: reference audio to
@@ -76,4 +77,4 @@ pub use model::{CloneEncoders, CloneTimings, LoadOptions, Qwen3Tts};
 pub use quant::{Code2WavPrecision, Precision};
 pub use request::{CloneReference, GenOptions, Request, StopReason, VoiceClone};
 pub use speaker_encoder::SpeakerEncoder;
-pub use talker::{Prompt, TalkerOutput, TalkerState, TalkerWork};
+pub use talker::{PrefixCache, PrefixCacheStats, Prompt, TalkerOutput, TalkerState, TalkerWork};

@@ -160,6 +160,70 @@ impl KvCache {
     }
 }
 
+/// The keys and values of a sequence's first positions, every layer
+/// (`[len, kv_heads, head_dim]` each), copied out of a [`KvCache`]
+/// ([`KvCache::prefix`]) so another sequence with the same leading input rows
+/// can start from them ([`KvCache::load_prefix`]) instead of computing them
+/// again. Causal attention makes position `i`'s keys and values depend on
+/// rows `0..=i` only, so they are the same whatever follows.
+#[derive(Clone, Debug)]
+pub struct KvPrefix {
+    k: Vec<Box<[f32]>>,
+    v: Vec<Box<[f32]>>,
+    len: usize,
+}
+
+impl KvPrefix {
+    /// Positions held.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+    /// Bytes held.
+    pub fn bytes(&self) -> usize {
+        self.k.iter().chain(&self.v).map(|b| b.len() * 4).sum()
+    }
+}
+
+impl KvCache {
+    /// The first `positions` positions (at most [`Self::len`]) as a
+    /// [`KvPrefix`].
+    pub fn prefix(&self, positions: usize) -> KvPrefix {
+        let len = positions.min(self.len);
+        let cut = |b: &Vec<f32>| -> Box<[f32]> {
+            let width = b.len().checked_div(self.len).unwrap_or(0);
+            b[..len * width].into()
+        };
+        KvPrefix {
+            k: self.k.iter().map(cut).collect(),
+            v: self.v.iter().map(cut).collect(),
+            len,
+        }
+    }
+
+    /// Starts an empty cache from `prefix`: the next forward runs at
+    /// position `prefix.len()`. Returns false (and leaves the cache as it
+    /// was) if the cache is not empty or the prefix was made by an LM with
+    /// another layer count.
+    pub fn load_prefix(&mut self, prefix: &KvPrefix) -> bool {
+        if self.len != 0 || self.k.len() != prefix.k.len() {
+            return false;
+        }
+        for (dst, src) in self.k.iter_mut().zip(&prefix.k) {
+            dst.clear();
+            dst.extend_from_slice(src);
+        }
+        for (dst, src) in self.v.iter_mut().zip(&prefix.v) {
+            dst.clear();
+            dst.extend_from_slice(src);
+        }
+        self.len = prefix.len;
+        true
+    }
+}
+
 pub struct Qwen3Lm {
     cfg: LmConfig,
     layers: Vec<Layer>,

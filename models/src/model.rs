@@ -18,7 +18,7 @@ use crate::prompt::{self, Prompt, PromptParts};
 use crate::quant::{Code2WavPrecision, Precision};
 use crate::request::{CloneReference, GenOptions, Request, VoiceClone};
 use crate::speaker_encoder::SpeakerEncoder;
-use crate::talker::{Talker, TalkerModels, TalkerState};
+use crate::talker::{PrefixCache, Talker, TalkerModels, TalkerState};
 use crate::tokenizer::TextTokenizer;
 use crate::wcache::{WeightsCache, WeightsCacheEvent};
 
@@ -38,6 +38,9 @@ pub struct Qwen3Tts {
     pub weights_cache: Vec<WeightsCacheEvent>,
     /// ICL clones' decoder states primed with their reference codes.
     pub primed_decoders: PrimedDecoders,
+    /// The talker KV of prompts' shared leading rows (a voice's codec
+    /// prefix and reference transcript), reused by later requests.
+    pub prefix_cache: PrefixCache,
     /// Base checkpoints: the two encoders that turn a reference clip into a
     /// [`VoiceClone`] ([`Self::clone_voice`]); None for the other families.
     pub encoders: Option<CloneEncoders>,
@@ -176,6 +179,7 @@ impl Qwen3Tts {
             precision: options,
             weights_cache,
             primed_decoders: PrimedDecoders::default(),
+            prefix_cache: PrefixCache::default(),
             encoders,
         })
     }
@@ -413,6 +417,9 @@ impl TalkerModels for Qwen3Tts {
         for (i, &code) in codes.iter().enumerate() {
             self.code_predictor.add_embedding(i, code, out);
         }
+    }
+    fn prefix_cache(&self) -> Option<&PrefixCache> {
+        Some(&self.prefix_cache)
     }
 }
 

@@ -406,14 +406,25 @@ fn rows(
         add_codec_row(talker, k, &mut row);
         prefill.extend(row);
     }
+    // Everything so far is the same for every text of this voice.
+    let mut shared_rows = prefill.len() / h;
     let text = &input_ids[3..input_ids.len() - 5];
     let icl = clone
         .and_then(|v| v.reference.as_ref())
         .zip(ids.reference.as_deref());
     let trailing = if let Some((reference, ref_ids)) = icl {
+        let ref_text = &ref_ids[3..ref_ids.len() - 2];
+        let n_cc = reference.frames + 1;
+        // The reference transcript's rows come first in both text modes
+        // (streaming: beside the first `Cc` rows, while there are any).
+        shared_rows += if text_streaming {
+            ref_text.len().min(n_cc)
+        } else {
+            ref_text.len()
+        };
         icl_rows(
             m,
-            &ref_ids[3..ref_ids.len() - 2],
+            ref_text,
             text,
             reference,
             (tts_eos, tts_pad),
@@ -450,6 +461,7 @@ fn rows(
         input_ids,
         instruct_ids: ids.instruct,
         ref_ids: ids.reference,
+        shared_rows,
     }
 }
 

@@ -152,6 +152,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "load_avg_1m_at_start": load_avg_1m(),
         "precision": format!("f32 compute; talker weights {}, code predictor weights {} (f32 = as stored, BF16 in hub checkpoints); code2wav {}", model.precision.talker.name(), model.precision.code_predictor.name(), model.precision.code2wav.name()),
         "precision_spec": model.precision.name(),
+        "prefix_cache_bytes": model.prefix_cache.budget(),
         "env": {
             "TTS_RT_ISA": std::env::var("TTS_RT_ISA").ok(),
             "RAYON_NUM_THREADS": std::env::var("RAYON_NUM_THREADS").ok(),
@@ -352,8 +353,9 @@ struct Workload {
     options: GenOptions,
     voice: BenchVoice,
     text_streaming: bool,
-    /// Per text: prefill rows, and text rows fed one per frame after it.
-    prompt_rows: Vec<(usize, usize)>,
+    /// Per text: prefill rows, text rows fed one per frame after it, and
+    /// the leading prefill rows the prefix cache shares (0 when it is off).
+    prompt_rows: Vec<(usize, usize, usize)>,
 }
 
 impl Workload {
@@ -394,6 +396,11 @@ impl Workload {
                 // Text rows fed one per frame after the prefill (text streaming).
                 if a.text_streaming {
                     p.trailing.len() / p.hidden
+                } else {
+                    0
+                },
+                if model.prefix_cache.is_enabled() {
+                    p.cacheable_rows()
                 } else {
                     0
                 },

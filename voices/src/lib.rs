@@ -26,9 +26,11 @@
 //!   atomic writes — temp file, fsync, rename, directory fsync
 //!   (`atomic.rs`); per-name write guards in-process and across processes
 //!   with `<key>.lock` and stale takeover (`lock.rs`).
-//! - [`cache`]: [`DerivedCache`], a byte-bounded LRU for state computed from a
-//!   voice (codec rows, KV prefixes, primed decoder state), invalidated when
-//!   the voice changes.
+//!   Watchers ([`VoiceWatcher`]) hear of replaced and removed voices. The
+//!   state computed from a voice (the talker's KV prefix, the primed
+//!   decoder) is cached by the model layer, keyed by the voice's content
+//!   (rows and codes compared in full), so a replaced voice can never be
+//!   served stale state and needs no invalidation here.
 //! - [`interop`]: import and export of vllm-omni's `custom_voice_dir`
 //!   (manifest plus per-voice safetensors, `vllm_omni.rs`) and qwentts.cpp's
 //!   `.spk`/`.rvq` (11-bit packed codes, `qwentts.rs`), for an
@@ -45,7 +47,6 @@
 //! also hold `<key>.lock` (a write in progress) and `.tmp-*` files (an
 //! interrupted write); neither is a voice.
 
-pub mod cache;
 pub mod format;
 pub mod interop;
 pub mod name;
@@ -53,7 +54,6 @@ pub mod record;
 pub mod store;
 pub mod time;
 
-pub use cache::{CacheStats, CacheWeight, DerivedCache, DerivedKey};
 pub use format::{FormatError, FormatProblem};
 pub use name::{NameError, VoiceName};
 pub use record::{

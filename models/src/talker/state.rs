@@ -6,6 +6,7 @@
 
 use std::sync::Arc;
 
+use super::prefix::{PrefixCache, MIN_PREFIX_ROWS};
 use super::weights::Talker;
 use crate::config::TalkerConfig;
 use crate::lm::{BatchScratch, KvCache};
@@ -22,6 +23,11 @@ pub trait TalkerModels {
     /// `out += E_i(codes[i])` for i = 0.. in order: the code predictor's
     /// embeddings of a frame's codebooks 1..G-1.
     fn add_predicted_embeddings(&self, codes: &[u32], out: &mut [f32]);
+    /// Where prompts' shared leading rows keep their KV
+    /// ([`PrefixCache`]); None: every prefill computes every row.
+    fn prefix_cache(&self) -> Option<&PrefixCache> {
+        None
+    }
 }
 
 impl<M: TalkerModels + ?Sized> TalkerModels for &M {
@@ -31,6 +37,9 @@ impl<M: TalkerModels + ?Sized> TalkerModels for &M {
     fn add_predicted_embeddings(&self, codes: &[u32], out: &mut [f32]) {
         (**self).add_predicted_embeddings(codes, out)
     }
+    fn prefix_cache(&self) -> Option<&PrefixCache> {
+        (**self).prefix_cache()
+    }
 }
 
 impl<M: TalkerModels + ?Sized> TalkerModels for Arc<M> {
@@ -39,6 +48,9 @@ impl<M: TalkerModels + ?Sized> TalkerModels for Arc<M> {
     }
     fn add_predicted_embeddings(&self, codes: &[u32], out: &mut [f32]) {
         (**self).add_predicted_embeddings(codes, out)
+    }
+    fn prefix_cache(&self) -> Option<&PrefixCache> {
+        (**self).prefix_cache()
     }
 }
 
@@ -57,6 +69,12 @@ pub struct Prompt {
     pub instruct_ids: Option<Vec<u32>>,
     /// An in-context clone's templated reference-text ids.
     pub ref_ids: Option<Vec<u32>>,
+    /// Leading prefill rows that do not depend on the text being spoken
+    /// (role rows, codec prefix with the speaker or x-vector, instruct,
+    /// an in-context clone's reference-transcript rows): every request of
+    /// the same voice, language, mode and instruct starts with them, so
+    /// their KV can be shared ([`PrefixCache`]).
+    pub shared_rows: usize,
 }
 
 impl Prompt {
@@ -65,6 +83,17 @@ impl Prompt {
     }
     pub fn trailing_rows(&self) -> usize {
         self.trailing.len() / self.hidden
+    }
+    /// The rows a [`PrefixCache`] may share: [`Self::shared_rows`] when
+    /// there are enough of them and at least one row follows (the last row's
+    /// logits pick the first token); else 0.
+    pub fn cacheable_rows(&self) -> usize {
+        let n = self.shared_rows.min(self.prefill_rows());
+        if n >= MIN_PREFIX_ROWS && n < self.prefill_rows() {
+            n
+        } else {
+            0
+        }
     }
 }
 
@@ -89,6 +118,8 @@ pub struct TalkerState {
     fed: usize,
     seen: Vec<bool>,
     scratch: Vec<f32>,
+    /// Prefill rows taken from a [`PrefixCache`] instead of computed.
+    reused_rows: usize,
 }
 
 /// A chosen codebook-0 token with the talker hidden state that produced it:
@@ -124,6 +155,38 @@ impl TalkerState {
             fed: 0,
             seen: Vec::new(),
             scratch: Vec::new(),
+            reused_rows: 0,
+        }
+    }
+
+    /// Prefill rows whose KV came from the model's [`PrefixCache`] (0
+    /// before the prefill, on a miss, or without a cache).
+    pub fn reused_rows(&self) -> usize {
+        self.reused_rows
+    }
+
+    /// Before a prefill: loads the prompt's shared rows' KV from `cache`
+    /// when kept. Returns the prefill rows left to compute from.
+    fn start_prefill(&mut self, cache: Option<&PrefixCache>) -> usize {
+        assert!(self.cache.is_empty(), "prefill runs once per request");
+        let (n, h) = (self.prompt.cacheable_rows(), self.prompt.hidden);
+        let Some(cache) = cache.filter(|c| c.is_enabled() && n > 0) else {
+            return 0;
+        };
+        match cache.get(&self.prompt.prefill[..n * h]) {
+            Some(e) if self.cache.load_prefix(e.kv()) => {
+                self.reused_rows = n;
+                n
+            }
+            _ => 0,
+        }
+    }
+
+    /// After a prefill that computed every row: keeps the shared rows' KV.
+    fn finish_prefill(&self, cache: Option<&PrefixCache>) {
+        let (n, h) = (self.prompt.cacheable_rows(), self.prompt.hidden);
+        if let Some(cache) = cache.filter(|c| c.is_enabled() && n > 0 && self.reused_rows == 0) {
+            cache.insert(&self.prompt.prefill[..n * h], self.cache.prefix(n));
         }
     }
 
@@ -166,11 +229,14 @@ impl TalkerState {
         model: &impl TalkerModels,
         observer: &mut LogitsObserver,
     ) -> TalkerOutput {
-        assert!(self.cache.is_empty(), "prefill runs once per request");
-        let rows = self.prompt.prefill_rows();
-        let (h, logits) = model
-            .talker()
-            .forward(&self.prompt.prefill, rows, &mut self.cache);
+        let from = self.start_prefill(model.prefix_cache());
+        let (rows, hd) = (self.prompt.prefill_rows(), self.prompt.hidden);
+        let (h, logits) = model.talker().forward(
+            &self.prompt.prefill[from * hd..],
+            rows - from,
+            &mut self.cache,
+        );
+        self.finish_prefill(model.prefix_cache());
         self.choose(h, logits, observer)
     }
 
@@ -234,9 +300,9 @@ impl TalkerState {
         for (s, work) in batch.iter_mut() {
             match work {
                 TalkerWork::Prefill => {
-                    assert!(s.cache.is_empty(), "prefill runs once per request");
-                    x.extend_from_slice(&s.prompt.prefill);
-                    lens.push(s.prompt.prefill_rows());
+                    let from = s.start_prefill(model.prefix_cache());
+                    x.extend_from_slice(&s.prompt.prefill[from * h..]);
+                    lens.push(s.prompt.prefill_rows() - from);
                 }
                 TalkerWork::Feedback(frame) => {
                     s.feedback_row(model, frame, &mut x);
@@ -251,6 +317,11 @@ impl TalkerState {
                 .talker()
                 .forward_batch(&x, &lens, &mut caches, scratch)
         };
+        for (s, work) in batch.iter() {
+            if matches!(work, TalkerWork::Prefill) {
+                s.finish_prefill(model.prefix_cache());
+            }
+        }
         let vocab = model.talker().vocab_size();
         batch
             .iter_mut()

@@ -118,8 +118,12 @@ pub(super) fn print_table(doc: &Value, a: &TableOptions) {
         let after = m["after_request"].as_array().map_or(&[][..], |v| v);
         let (g, h) = (&m["growth"], &m["growth_last_half"]);
         out += &format!(
-            "  prompt {} prefill rows{}  RssAnon peak {}, after request 1 {}, after request {} {}",
+            "  prompt {} prefill rows{}{}  RssAnon peak {}, after request 1 {}, after request {} {}",
             c["prompt_rows"]["prefill"],
+            match c["prompt_rows"]["shared_prefix"].as_u64() {
+                Some(n) if n > 0 => format!(" (first {n} shared, from the prefix cache)"),
+                _ => String::new(),
+            },
             match c["prompt_rows"]["trailing_text"].as_u64() {
                 Some(n) if n > 0 => format!(" + {n} text rows trailing"),
                 _ => String::new(),

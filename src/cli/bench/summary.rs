@@ -57,7 +57,7 @@ pub(super) fn summarise_cell(
     records: &[Record],
     len_name: &str,
     conc: usize,
-    (prefill_rows, trailing_rows): (usize, usize),
+    (prefill_rows, trailing_rows, shared_rows): (usize, usize, usize),
     peak: Option<u64>,
 ) -> Result<Value> {
     let mut in_order: Vec<&Record> = records
@@ -126,7 +126,11 @@ pub(super) fn summarise_cell(
         "finite": count(&|m| m.finite),
         "frames": measured.iter().filter_map(|r| r.metrics.frames).sum::<u64>(),
         "warmup": { "n": warm.len(), "ttfp_ms": Summary::of(&warm_vals) },
-        "prompt_rows": { "prefill": prefill_rows, "trailing_text": trailing_rows },
+        "prompt_rows": {
+            "prefill": prefill_rows,
+            "trailing_text": trailing_rows,
+            "shared_prefix": shared_rows,
+        },
         "rss_anon_kb": {
             "peak": peak,
             "after_request": after,

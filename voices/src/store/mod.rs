@@ -66,7 +66,7 @@ pub struct SkippedVoice {
 }
 
 /// Something that holds per-voice state and must drop it when the voice
-/// changes (the derived caches; see [`crate::cache::DerivedCache`]).
+/// changes (for example a cache of state derived from voices).
 pub trait VoiceWatcher: Send + Sync {
     /// The voice with this key was replaced or removed.
     fn voice_changed(&self, key: &str);

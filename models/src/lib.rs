@@ -20,6 +20,10 @@
 //!   weights, memory-mapped on later loads: the per-stage converter and the
 //!   per-load event list, with the file format in `wcache/file.rs`.
 //! - [`tokenizer`]: Qwen2 byte-level BPE and the official chat templates.
+//! - [`live_text`]: text that arrives while it is spoken ([`live_text::LiveText`]:
+//!   token ids committed only where later text cannot change them), fed to a
+//!   streaming-text-mode talker that waits when it runs out
+//!   (`Qwen3Tts::live_sessions`, `feed_live_text`).
 //! - [`lm`]: the Qwen3 decoder stack shared by the talker and the code
 //!   predictor, with an explicit per-session KV cache.
 //! - [`request`]: the request vocabulary ([`Request`], [`GenOptions`],
@@ -56,6 +60,7 @@ pub mod codec_encoder;
 pub mod config;
 pub mod error;
 pub mod generator;
+pub mod live_text;
 pub mod lm;
 mod mmap;
 pub mod model;

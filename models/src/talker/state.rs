@@ -120,6 +120,12 @@ pub struct TalkerState {
     scratch: Vec<f32>,
     /// Prefill rows taken from a [`PrefixCache`] instead of computed.
     reused_rows: usize,
+    /// Live text ([`crate::live_text`]): the trailing rows so far, without
+    /// the closing `tts_eos`, while this is true.
+    text_open: bool,
+    /// Live text: text ids already turned into rows (the prefill's and the
+    /// trailing ones).
+    text_ids_taken: usize,
 }
 
 /// A chosen codebook-0 token with the talker hidden state that produced it:
@@ -156,7 +162,58 @@ impl TalkerState {
             seen: Vec::new(),
             scratch: Vec::new(),
             reused_rows: 0,
+            text_open: false,
+            text_ids_taken: 0,
         }
+    }
+
+    /// Live text: the prompt was built from the first `ids_taken` text ids
+    /// of a text still arriving, so its last trailing row (`tts_eos`) is
+    /// dropped and the state waits for [`Self::push_text_rows`] /
+    /// [`Self::close_text`].
+    pub fn open_text(&mut self, ids_taken: usize) {
+        if !self.text_open {
+            let h = self.prompt.hidden;
+            let n = self.prompt.trailing.len();
+            self.prompt.trailing.truncate(n.saturating_sub(h));
+            self.text_open = true;
+            self.text_ids_taken = ids_taken;
+        }
+    }
+
+    /// Live text: appends the rows of `ids` more text ids (`[ids, hidden]`).
+    pub fn push_text_rows(&mut self, rows: &[f32], ids: usize) {
+        debug_assert!(self.text_open, "push_text_rows on a closed text");
+        self.prompt.trailing.extend_from_slice(rows);
+        self.text_ids_taken += ids;
+    }
+
+    /// Live text: the last rows and the closing `tts_eos` row; after it the
+    /// state runs as a whole-text request does (then `tts_pad`).
+    pub fn close_text(&mut self, rows: &[f32], ids: usize, tts_eos: &[f32]) {
+        if self.text_open {
+            self.prompt.trailing.extend_from_slice(rows);
+            self.prompt.trailing.extend_from_slice(tts_eos);
+            self.text_ids_taken += ids;
+            self.text_open = false;
+        }
+    }
+
+    /// Live text: text ids already taken into the prompt.
+    pub fn text_ids_taken(&self) -> usize {
+        self.text_ids_taken
+    }
+
+    /// True while the text is still arriving.
+    pub fn text_is_open(&self) -> bool {
+        self.text_open
+    }
+
+    /// Live text: the next step needs a text row that has not arrived (it
+    /// must wait; feeding `tts_pad` instead would speak a different
+    /// utterance than the whole text).
+    pub fn waiting_for_text(&self) -> bool {
+        self.text_open && self.fed >= self.prompt.trailing_rows()
     }
 
     /// Prefill rows whose KV came from the model's [`PrefixCache`] (0
@@ -262,6 +319,10 @@ impl TalkerState {
     /// the frame as fed: `C(c0) + sum_i E_i(c_i)` plus the next trailing
     /// text row (or `tts_pad`).
     fn feedback_row(&mut self, model: &impl TalkerModels, frame: &[u32], x: &mut Vec<f32>) {
+        debug_assert!(
+            !self.waiting_for_text(),
+            "a live-text step before its text row arrived"
+        );
         let talker = model.talker();
         let h = talker.hidden_size();
         let at = x.len();

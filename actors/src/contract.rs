@@ -46,6 +46,11 @@
 //!    one chunk, the last, has `terminal` set (it is empty when the end is
 //!    known only after the last audio went out: EOS, or zero frames);
 //!    `Finished` always follows it.
+//! 5. Live text (version 2): a request whose text is still arriving
+//!    carries a [`crate::live::LiveFeed`] in its [`StartRequest`]; the
+//!    caller appends text rows to it and the talker takes them before each
+//!    step, holding the request (not stepping it, never feeding padding)
+//!    while the next step would need a row that has not arrived.
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -57,7 +62,7 @@ use tts_models::{PredictorState, StopReason, TalkerOutput, TalkerState};
 use crate::flow::FlowGate;
 
 /// Bumped on any change to the messages or rules in this module.
-pub const CONTRACT_VERSION: u32 = 1;
+pub const CONTRACT_VERSION: u32 = 2;
 
 /// The three model stages.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
@@ -164,6 +169,9 @@ pub struct StartRequest {
     /// The request's flow gate: the talker pauses it while the consumer is
     /// behind.
     pub gate: Arc<FlowGate>,
+    /// Live text: the rows of text that arrives after the start; the talker
+    /// holds the request while it has none to take.
+    pub live: Option<Arc<crate::live::LiveFeed>>,
 }
 
 /// What the talker picked for frame `frame_index`.

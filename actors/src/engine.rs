@@ -8,12 +8,13 @@ use std::time::Instant;
 use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};
 use tts_models::StopReason;
-use tts_models::{Qwen3Tts, Request};
+use tts_models::{PredictorState, Qwen3Tts, Request, TalkerState};
 
 use crate::config::EngineConfig;
 use crate::contract::{AudioChunk, Generation, RequestKey, SessionId, StageKind};
 use crate::error::{EngineError, ErrorKind, Result};
 use crate::flow::FlowGate;
+use crate::live::LiveFeed;
 use crate::metrics::{ChunkLog, EngineSide, MetricsInput, Outcome, RequestMetrics};
 use crate::router::{Cancel, CancelAck, Router, Shutdown, Submit, Wire};
 use crate::shared::Shared;
@@ -86,8 +87,8 @@ impl EngineStats {
     }
 }
 
-struct Inner {
-    model: Arc<Qwen3Tts>,
+pub(crate) struct Inner {
+    pub(crate) model: Arc<Qwen3Tts>,
     config: EngineConfig,
     shared: Arc<Shared>,
     router: Addr<Router>,
@@ -230,8 +231,8 @@ impl Drop for Engine {
 /// One client conversation: at most one request in progress at a time.
 #[derive(Clone)]
 pub struct Session {
-    id: SessionId,
-    inner: Arc<Inner>,
+    pub(crate) id: SessionId,
+    pub(crate) inner: Arc<Inner>,
 }
 
 impl Session {
@@ -246,8 +247,22 @@ impl Session {
         req: &Request,
     ) -> Result<(Submit, oneshot::Receiver<Result<RequestKey>>, Stream)> {
         let t_req = Instant::now();
+        let (talker, predictor) = self.inner.model.sessions(req)?;
+        Ok(self.prepare_states(talker, predictor, req.options.max_frames, t_req, None))
+    }
+
+    /// The submit and stream of a request whose stage states are built;
+    /// its metrics are timed from `t_req`. `live`: the request's text is
+    /// still arriving through this feed.
+    pub(crate) fn prepare_states(
+        &self,
+        talker: TalkerState,
+        predictor: PredictorState,
+        max_frames: usize,
+        t_req: Instant,
+        live: Option<Arc<LiveFeed>>,
+    ) -> (Submit, oneshot::Receiver<Result<RequestKey>>, Stream) {
         let model = &self.inner.model;
-        let (talker, predictor) = model.sessions(req)?;
         let cfg = &self.inner.config;
         let sr = model.code2wav.sample_rate();
         let gate = Arc::new(FlowGate::new(
@@ -259,10 +274,11 @@ impl Session {
             session: self.id,
             talker,
             predictor,
-            max_frames: req.options.max_frames,
+            max_frames,
             tx,
             gate: gate.clone(),
             reply,
+            live,
         };
         let stream = Stream {
             key: RequestKey {
@@ -279,7 +295,7 @@ impl Session {
             ended: false,
             router: self.inner.router.clone(),
         };
-        Ok((submit, reply_rx, stream))
+        (submit, reply_rx, stream)
     }
 
     /// Starts a request; its events arrive on the returned [`Stream`].
@@ -298,7 +314,17 @@ impl Session {
                 }
             }
         }
-        let (submit, reply, mut stream) = self.prepare(&req)?;
+        let (submit, reply, stream) = self.prepare(&req)?;
+        self.submit(submit, reply, stream).await
+    }
+
+    /// Sends a prepared request to the router and waits for its admission.
+    pub(crate) async fn submit(
+        &self,
+        submit: Submit,
+        reply: oneshot::Receiver<Result<RequestKey>>,
+        mut stream: Stream,
+    ) -> Result<Stream> {
         self.inner
             .router
             .send(submit)
@@ -310,7 +336,17 @@ impl Session {
 
     /// [`Self::synthesize`] for callers outside an async runtime.
     pub fn synthesize_blocking(&self, req: Request) -> Result<Stream> {
-        let (submit, reply, mut stream) = self.prepare(&req)?;
+        let (submit, reply, stream) = self.prepare(&req)?;
+        self.submit_blocking(submit, reply, stream)
+    }
+
+    /// [`Self::submit`] for callers outside an async runtime.
+    pub(crate) fn submit_blocking(
+        &self,
+        submit: Submit,
+        reply: oneshot::Receiver<Result<RequestKey>>,
+        mut stream: Stream,
+    ) -> Result<Stream> {
         self.inner.router.try_send(submit).map_err(|e| match e {
             actix::dev::SendError::Full(_) => EngineError::AtCapacity {
                 resource: "router mailbox slots",

@@ -27,6 +27,9 @@
 //!   ([`VoiceLibrary`]): made from a clip with the checkpoint's encoders,
 //!   kept in a `tts_voices::VoiceStore`, resolved by name into the
 //!   [`VoiceClone`] a request carries (the CLI and the server share it).
+//! - [`live`]: live text — one request whose text arrives while it is spoken
+//!   ([`Session::live`] → [`LiveRequest`]; the talker holds it while it waits
+//!   for text).
 //! - [`flow`]: per-request flow gate (unacknowledged audio → pause).
 //! - [`metrics`]: METRICS.md figures as pure functions ([`ChunkLog`] of the
 //!   chunks received, [`RequestMetrics`], nearest-rank [`Summary`]); the
@@ -47,6 +50,7 @@ pub mod error;
 #[cfg(feature = "fault-injection")]
 mod fault;
 pub mod flow;
+pub mod live;
 pub mod metrics;
 mod request;
 mod router;
@@ -60,6 +64,7 @@ pub use config::{Fault, FaultAction};
 pub use contract::{AudioChunk, RequestKey, StageKind, CONTRACT_VERSION};
 pub use engine::{CancelHandle, Engine, EngineStats, Event, Session, Stream};
 pub use error::{EngineError, ErrorKind};
+pub use live::LiveRequest;
 pub use metrics::{ChunkLog, RequestMetrics, Summary};
 pub use router::CancelAck;
 pub use tts_models::config::ModelKind;

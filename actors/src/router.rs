@@ -21,6 +21,7 @@ use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::error::EngineError;
 use crate::flow::FlowGate;
+use crate::live::LiveFeed;
 use crate::request::{request_cost, Admission, Lifecycle};
 use crate::shared::Shared;
 use crate::stage::actor::spawn_stage;
@@ -59,6 +60,8 @@ pub(crate) struct Submit {
     pub tx: mpsc::Sender<Wire>,
     pub gate: Arc<FlowGate>,
     pub reply: oneshot::Sender<Result<RequestKey, EngineError>>,
+    /// Live text: where the rest of the request's text arrives.
+    pub live: Option<Arc<LiveFeed>>,
 }
 
 impl Message for Submit {
@@ -441,6 +444,7 @@ impl Handler<Submit> for Router {
                 predictor: m.predictor,
                 max_frames: m.max_frames,
                 gate: m.gate.clone(),
+                live: m.live,
             };
             let talker = with_wiring(&self.dir, |w| w.start.clone());
             // Mailboxes hold a start per admissible request, so this only

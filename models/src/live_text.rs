@@ -202,14 +202,22 @@ impl Qwen3Tts {
         if !talker.text_is_open() {
             return Ok(());
         }
-        let taken = talker.text_ids_taken().min(live.ids().len());
+        let rows = self.live_rows(live, talker.text_ids_taken())?;
+        talker.take_live_rows(rows);
+        Ok(())
+    }
+
+    /// The talker rows of the ids `live` committed from id `from` on, with
+    /// the closing `tts_eos` row once `live` is closed: what a runtime hands
+    /// to the talker that runs the request ([`TalkerState::take_live_rows`]).
+    pub fn live_rows(&self, live: &LiveText, from: usize) -> Result<LiveRows> {
         if live.ids().len() + 8 > MAX_TEXT_TOKENS {
             return Err(ModelError::TextTooLong {
                 tokens: live.ids().len() + 8,
                 max: MAX_TEXT_TOKENS,
             });
         }
-        let new = &live.ids()[taken..];
+        let new = &live.ids()[from.min(live.ids().len())..];
         if let Some(&id) = new
             .iter()
             .find(|&&id| id as usize >= self.talker.text_vocab_size())
@@ -218,14 +226,48 @@ impl Qwen3Tts {
                 "token id {id} is outside text_vocab_size"
             )));
         }
-        let rows = self.talker.project_text(new);
-        if live.is_closed() {
-            let eos = self.talker.project_text(&[self.config.tts_eos_token_id]);
-            talker.close_text(&rows, new.len(), &eos);
-        } else if !new.is_empty() {
-            talker.push_text_rows(&rows, new.len());
+        Ok(LiveRows {
+            rows: self.talker.project_text(new),
+            ids: new.len(),
+            eos: live
+                .is_closed()
+                .then(|| self.talker.project_text(&[self.config.tts_eos_token_id])),
+        })
+    }
+}
+
+/// Text rows for a live request's talker: `ids` more text ids projected
+/// (`rows`, `[ids, hidden]`) and, when the text is closed, the `tts_eos`
+/// row that ends it.
+#[derive(Clone, Debug, Default)]
+pub struct LiveRows {
+    pub rows: Vec<f32>,
+    pub ids: usize,
+    pub eos: Option<Vec<f32>>,
+}
+
+impl LiveRows {
+    /// Appends `later` (rows committed after these).
+    pub fn extend(&mut self, later: LiveRows) {
+        self.rows.extend_from_slice(&later.rows);
+        self.ids += later.ids;
+        if later.eos.is_some() {
+            self.eos = later.eos;
         }
-        Ok(())
+    }
+    pub fn is_empty(&self) -> bool {
+        self.ids == 0 && self.eos.is_none()
+    }
+}
+
+impl TalkerState {
+    /// Live text: takes `r` (more text rows, and the end of the text).
+    pub fn take_live_rows(&mut self, r: LiveRows) {
+        match r.eos {
+            Some(eos) => self.close_text(&r.rows, r.ids, &eos),
+            None if r.ids > 0 => self.push_text_rows(&r.rows, r.ids),
+            None => {}
+        }
     }
 }
 

@@ -14,6 +14,7 @@ use super::actor::{StageLogic, StepCx};
 use super::wiring::Output;
 use crate::contract::*;
 use crate::flow::FlowGate;
+use crate::live::LiveFeed;
 
 /// Input of the talker: a new request or a frame fed back.
 pub enum TalkerInput {
@@ -42,6 +43,8 @@ pub struct TalkerReq {
     session: TalkerState,
     gate: Arc<FlowGate>,
     max_frames: usize,
+    /// Live text: where the rest of the text arrives.
+    live: Option<Arc<LiveFeed>>,
 }
 
 /// The talker stage: owns every request's talker KV cache. Each step runs
@@ -145,6 +148,7 @@ impl TalkerStage {
                         session: s.talker,
                         gate: s.gate,
                         max_frames: s.max_frames,
+                        live: s.live,
                     },
                 );
                 jobs.push(TalkerJob {
@@ -157,14 +161,18 @@ impl TalkerStage {
             }
             TalkerInput::Feedback(mut f) => {
                 let key = f.stamp.key;
-                let Some(req) = self.reqs.get(&key) else {
+                let Some(req) = self.reqs.get_mut(&key) else {
                     cx.shared.stale_request();
                     return;
                 };
-                if req.gate.should_pause() {
-                    // The consumer is behind: hold this request only (it
-                    // leaves the batch until it resumes). Time spent paused
-                    // is not hand-off time.
+                if let Some(feed) = &req.live {
+                    feed.drain_into(&mut req.session);
+                }
+                if req.gate.should_pause() || req.session.waiting_for_text() {
+                    // The consumer is behind, or live text has not
+                    // arrived: hold this request only (it leaves the batch
+                    // until it resumes). Time spent paused is not hand-off
+                    // time.
                     f.stamp.sent_at = Instant::now();
                     deferred.push(TalkerInput::Feedback(f));
                     return;

@@ -79,6 +79,12 @@ pub struct EngineStats {
     /// Bytes reserved in the admission ledger.
     pub reserved_bytes: u64,
     pub active_requests: usize,
+    /// The talker's shared prompt prefixes (`tts_models::PrefixCache`):
+    /// prefills that reused one, prefills that could not, and what is held.
+    pub prefix_cache_hits: u64,
+    pub prefix_cache_misses: u64,
+    pub prefix_cache_entries: usize,
+    pub prefix_cache_bytes: usize,
 }
 
 impl EngineStats {
@@ -180,6 +186,7 @@ impl Engine {
 
     pub fn stats(&self) -> EngineStats {
         let s = &self.inner.shared;
+        let prefix = self.inner.model.prefix_cache.stats();
         EngineStats {
             generations: StageKind::ALL.map(|k| s.health(k).generation.load(Ordering::Acquire)),
             restarts: StageKind::ALL.map(|k| s.health(k).restarts.load(Ordering::Acquire)),
@@ -192,6 +199,10 @@ impl Engine {
             stale_generation_dropped: s.stale_generation.load(Ordering::Acquire),
             reserved_bytes: s.reserved_bytes.load(Ordering::Acquire),
             active_requests: s.active_requests.load(Ordering::Acquire),
+            prefix_cache_hits: prefix.hits,
+            prefix_cache_misses: prefix.misses,
+            prefix_cache_entries: prefix.entries,
+            prefix_cache_bytes: prefix.bytes,
         }
     }
 

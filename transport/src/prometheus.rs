@@ -306,6 +306,30 @@ impl ServerMetrics {
                 "Bytes reserved by the engine's admission ledger",
                 e.reserved_bytes as f64,
             );
+            c(
+                &mut o,
+                "tts_prefix_cache_hits_total",
+                "Talker prefills that reused a cached prompt prefix (a voice's shared leading rows)",
+                e.prefix_cache_hits,
+            );
+            c(
+                &mut o,
+                "tts_prefix_cache_misses_total",
+                "Talker prefills with a shareable prefix not in the cache (computed, then kept)",
+                e.prefix_cache_misses,
+            );
+            g(
+                &mut o,
+                "tts_prefix_cache_entries",
+                "Prompt prefixes held by the talker's prefix cache",
+                e.prefix_cache_entries as f64,
+            );
+            g(
+                &mut o,
+                "tts_prefix_cache_bytes",
+                "Bytes held by the talker's prefix cache (keys, values and their rows)",
+                e.prefix_cache_bytes as f64,
+            );
             let _ = writeln!(o, "# HELP tts_engine_held_states Requests holding state per stage (queue depth)\n# TYPE tts_engine_held_states gauge");
             for k in StageKind::ALL {
                 let _ = writeln!(

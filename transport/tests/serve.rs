@@ -461,6 +461,11 @@ async fn ready_is_503_until_the_model_loads_and_metrics_count_refusals() -> Resu
         "tts_engine_active_requests",
         "tts_engine_held_states{stage=\"talker\"}",
         "tts_pending_segments 0",
+        // The context's prompt prefix (role rows, the speaker's codec
+        // prefix) was computed once and kept.
+        "tts_prefix_cache_misses_total 1",
+        "tts_prefix_cache_entries 1",
+        "tts_prefix_cache_hits_total 0",
     ] {
         assert!(text.contains(needle), "{needle} missing from\n{text}");
     }

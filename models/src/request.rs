@@ -8,20 +8,50 @@ use crate::sampling::SamplerConfig;
 
 /// A request's `language` as the checkpoint names it: lower-cased, and
 /// `"auto"` or one of `valid` (a checkpoint's `TalkerConfig::language_names`,
-/// which include `"auto"`). The one language check: the prompt builder
-/// makes it, and a server refusing a setting before any request (the
-/// realtime session's settings) makes the same call and renders its
+/// which include `"auto"`). ISO 639 codes and locale tags are accepted for
+/// the languages they name (`en`, `en-US`, `zh-CN`, `zh_Hans`, `pt-BR`,
+/// `eng`, ...; [`language_from_code`]). The one language check: the prompt
+/// builder makes it, and a server refusing a setting before any request
+/// (the realtime session's settings) makes the same call and renders its
 /// [`ModelError::UnknownLanguage`].
 pub fn language_name(valid: &[String], language: &str) -> Result<String> {
-    let lang = language.to_lowercase();
+    let lang = language.trim().to_lowercase();
     if lang == "auto" || valid.contains(&lang) {
-        Ok(lang)
-    } else {
-        Err(ModelError::UnknownLanguage {
+        return Ok(lang);
+    }
+    match language_from_code(&lang) {
+        Some(name) if valid.iter().any(|v| v == name) => Ok(name.to_string()),
+        _ => Err(ModelError::UnknownLanguage {
             name: language.to_string(),
             valid: valid.to_vec(),
-        })
+        }),
     }
+}
+
+/// The checkpoint language name an ISO 639-1/-2/-3 code or a BCP 47 /
+/// POSIX locale tag names (its primary subtag): `en`, `en-US`, `en_GB`,
+/// `zh-Hans-CN`, `cmn` → "english", ..., "chinese". Regional Chinese
+/// dialects have no code here: they are named by the checkpoint
+/// (`beijing_dialect`) or follow their speaker.
+pub fn language_from_code(code: &str) -> Option<&'static str> {
+    let primary = code
+        .trim()
+        .split(['-', '_', '.', '@'])
+        .next()?
+        .to_ascii_lowercase();
+    Some(match primary.as_str() {
+        "zh" | "zho" | "chi" | "cmn" => "chinese",
+        "en" | "eng" => "english",
+        "de" | "deu" | "ger" => "german",
+        "it" | "ita" => "italian",
+        "pt" | "por" => "portuguese",
+        "es" | "spa" => "spanish",
+        "ja" | "jpn" => "japanese",
+        "ko" | "kor" => "korean",
+        "fr" | "fra" | "fre" => "french",
+        "ru" | "rus" => "russian",
+        _ => return None,
+    })
 }
 
 /// Generation options (the official `generate` keyword arguments).
@@ -149,6 +179,37 @@ mod tests {
                 assert_eq!((name.as_str(), v), ("Klingon", valid));
             }
             other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn iso_codes_and_locale_tags_name_the_checkpoints_languages() {
+        let valid = ["auto", "chinese", "english", "portuguese"]
+            .map(String::from)
+            .to_vec();
+        for (code, want) in [
+            ("en", "english"),
+            ("en-US", "english"),
+            ("EN_gb", "english"),
+            ("eng", "english"),
+            ("zh", "chinese"),
+            ("zh-CN", "chinese"),
+            ("zh-Hans-CN", "chinese"),
+            ("cmn", "chinese"),
+            ("pt-BR", "portuguese"),
+            ("en_US.UTF-8", "english"),
+        ] {
+            assert_eq!(language_name(&valid, code).unwrap(), want, "{code}");
+        }
+        // A code for a language the checkpoint lacks, or no language at all.
+        for bad in ["de", "xx-YY", "", "-"] {
+            assert!(
+                matches!(
+                    language_name(&valid, bad),
+                    Err(ModelError::UnknownLanguage { .. })
+                ),
+                "{bad:?}"
+            );
         }
     }
 }

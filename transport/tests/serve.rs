@@ -506,7 +506,7 @@ async fn every_message_type_incremental_text_and_engine_equal_audio() -> Result<
     };
     assert_eq!(
         (session.voice.as_str(), session.sample_rate, session.format),
-        ("eric", native, AudioFormat::F32)
+        ("ryan", native, AudioFormat::F32)
     );
     assert!(session.audio_acks);
 
@@ -573,8 +573,8 @@ async fn every_message_type_incremental_text_and_engine_equal_audio() -> Result<
     assert!(m.continuity_ok.is_some() && m.text_wait_ms.is_some() && m.talker_ms.is_some());
 
     // The same audio as the engine gives for the two segments.
-    let (a, _) = engine_audio(&server, "Hello world.", "eric", 12).await?;
-    let (b, _) = engine_audio(&server, "How are you?", "eric", 12).await?;
+    let (a, _) = engine_audio(&server, "Hello world.", "ryan", 12).await?;
+    let (b, _) = engine_audio(&server, "How are you?", "ryan", 12).await?;
     assert_eq!(
         audio,
         [a, b].concat(),
@@ -625,7 +625,7 @@ async fn every_message_type_incremental_text_and_engine_equal_audio() -> Result<
         (m.samples * 8000).div_ceil(native as u64),
         "resampled length"
     );
-    let (a, _) = engine_audio(&server, "Hello world.", "eric", 12).await?;
+    let (a, _) = engine_audio(&server, "Hello world.", "ryan", 12).await?;
     let want = tts_audio::StreamResampler::new(native, 8000)?.process_all(&a);
     let err = ctx
         .samples()
@@ -948,10 +948,10 @@ async fn openai_speech_returns_the_engines_audio() -> Result<()> {
     let server = start(config()).await?;
     let addr = server.local_addr();
     let native = server.state().loaded().unwrap().native_rate;
-    let (want, frames) = engine_audio(&server, "Hello from the HTTP API.", "eric", 10).await?;
+    let (want, frames) = engine_audio(&server, "Hello from the HTTP API.", "ryan", 10).await?;
     assert!(frames > 0);
     let want16: Vec<i16> = want.iter().map(|&s| tts_audio::f32_to_i16(s)).collect();
-    // "ash" is OpenAI voice 1 → the second speaker in sorted order.
+    // "ash" is a male OpenAI voice → ryan (never a dialect speaker).
     let body = json!({"model": "tts-1", "input": "Hello from the HTTP API.", "voice": "ash",
         "response_format": "pcm", "greedy": true, "max_frames": 10});
     let r = http(addr, "POST", "/v1/audio/speech", &[], Some(&body)).await?;
@@ -1050,6 +1050,28 @@ async fn openai_speech_returns_the_engines_audio() -> Result<()> {
         .collect();
     for v in ["ryan", "alloy", "shimmer", "verse"] {
         assert!(ids.contains(v), "{v}");
+    }
+    // No OpenAI voice speaks through a dialect speaker.
+    for v in voices["voices"].as_array().unwrap() {
+        if v["kind"] == "openai" {
+            assert!(
+                !["eric", "dylan"].contains(&v["speaker"].as_str().unwrap()),
+                "{v}"
+            );
+        }
+    }
+
+    // ISO 639-1 codes and locale tags name the checkpoint's languages.
+    for code in ["en", "en-US", "zh-CN"] {
+        let mut b = one.clone();
+        b["language"] = code.into();
+        let r = http(addr, "POST", "/v1/audio/speech", &[], Some(&b)).await?;
+        assert_eq!(
+            r.status,
+            200,
+            "{code}: {}",
+            String::from_utf8_lossy(&r.body)
+        );
     }
     Ok(())
 }

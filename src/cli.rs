@@ -32,6 +32,7 @@ mod bench;
 mod client;
 mod decode;
 mod devices;
+mod fidelity;
 mod gen_checkpoint;
 mod io;
 mod play;
@@ -74,6 +75,10 @@ enum Command {
     Serve(serve::ServeArgs),
     /// List the audio output devices `--play --device` can use.
     Devices,
+    /// What each precision costs on this checkpoint: per-stage KL and top-1
+    /// against the stored weights, end-of-speech shift, duration drift,
+    /// bytes per frame and real-time factor; and which one to use.
+    Fidelity(fidelity::FidelityArgs),
     /// Speak TEXT through a running `tts-rt serve` (realtime WebSocket):
     /// play it as it arrives and/or write a WAV; print the server's metrics.
     Client(client::ClientArgs),
@@ -216,6 +221,7 @@ pub fn run() -> Result<()> {
         Command::Serve(a) => serve::serve(a),
         Command::Devices => devices::devices(),
         Command::Client(a) => client::client(a),
+        Command::Fidelity(a) => fidelity::fidelity(a),
     }
 }
 

@@ -19,6 +19,7 @@ use std::sync::Arc;
 
 use common::{request, root, Golden};
 use serde_json::Value;
+use tts_models::fidelity::Agreement;
 use tts_models::{LoadOptions, Precision, Qwen3Tts, Request};
 
 fn load(dir: &Path, p: Precision) -> Arc<Qwen3Tts> {
@@ -51,64 +52,6 @@ fn golden_codes(fixture: &str) -> (Value, Vec<(String, Vec<u32>)>) {
         })
         .collect();
     (g.cases, out)
-}
-
-/// Agreement of two sets of logit rows.
-#[derive(Clone, Copy, Debug, Default)]
-struct Agreement {
-    rows: usize,
-    top1_equal: usize,
-    kl_sum: f64,
-    /// Sum over rows of the f32 top-1 minus top-2 logit (how decisive the
-    /// reference is: random weights give small margins).
-    margin_sum: f64,
-}
-
-impl Agreement {
-    fn add(&mut self, want: &[f32], got: &[f32], vocab: usize) {
-        for (w, g) in want.chunks_exact(vocab).zip(got.chunks_exact(vocab)) {
-            self.rows += 1;
-            self.top1_equal += (argmax(w) == argmax(g)) as usize;
-            self.kl_sum += kl(w, g);
-            let mut s: Vec<f32> = w.to_vec();
-            s.sort_by(|a, b| b.total_cmp(a));
-            self.margin_sum += (s[0] - s[1]) as f64;
-        }
-    }
-    fn merge(&mut self, o: Agreement) {
-        self.rows += o.rows;
-        self.top1_equal += o.top1_equal;
-        self.kl_sum += o.kl_sum;
-        self.margin_sum += o.margin_sum;
-    }
-    fn top1(&self) -> f64 {
-        self.top1_equal as f64 / self.rows.max(1) as f64
-    }
-    fn mean_kl(&self) -> f64 {
-        self.kl_sum / self.rows.max(1) as f64
-    }
-    fn mean_margin(&self) -> f64 {
-        self.margin_sum / self.rows.max(1) as f64
-    }
-}
-
-fn argmax(v: &[f32]) -> usize {
-    v.iter()
-        .enumerate()
-        .fold(0, |b, (i, &x)| if x > v[b] { i } else { b })
-}
-
-/// KL(softmax(p) || softmax(q)) in nats, in f64.
-fn kl(p: &[f32], q: &[f32]) -> f64 {
-    let lse = |v: &[f32]| {
-        let m = v.iter().copied().fold(f32::NEG_INFINITY, f32::max) as f64;
-        m + v.iter().map(|&x| (x as f64 - m).exp()).sum::<f64>().ln()
-    };
-    let (lp, lq) = (lse(p), lse(q));
-    p.iter()
-        .zip(q)
-        .map(|(&a, &b)| (a as f64 - lp).exp() * ((a as f64 - lp) - (b as f64 - lq)))
-        .sum()
 }
 
 #[derive(Debug, Default)]

@@ -20,6 +20,9 @@
 //!   weights, memory-mapped on later loads: the per-stage converter and the
 //!   per-load event list, with the file format in `wcache/file.rs`.
 //! - [`tokenizer`]: Qwen2 byte-level BPE and the official chat templates.
+//! - [`fidelity`]: how close a reduced precision is to the reference —
+//!   teacher-forced KL and top-1 per stage (codebook 0, each predicted
+//!   codebook, the end-of-speech logit apart) and free-running durations.
 //! - [`live_text`]: text that arrives while it is spoken ([`live_text::LiveText`]:
 //!   token ids committed only where later text cannot change them), fed to a
 //!   streaming-text-mode talker that waits when it runs out
@@ -59,6 +62,7 @@ pub mod codec;
 pub mod codec_encoder;
 pub mod config;
 pub mod error;
+pub mod fidelity;
 pub mod generator;
 pub mod live_text;
 pub mod lm;

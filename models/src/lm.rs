@@ -317,6 +317,19 @@ impl Qwen3Lm {
         cache.reserve_positions(positions, self.cfg.num_kv_heads * self.cfg.head_dim);
     }
 
+    /// Bytes of the linear layers' weights (what one decode step streams).
+    pub fn weight_bytes(&self) -> usize {
+        self.layers
+            .iter()
+            .map(|l| {
+                [&l.q, &l.k, &l.v, &l.o, &l.gate, &l.up, &l.down]
+                    .iter()
+                    .map(|w| w.bytes())
+                    .sum::<usize>()
+            })
+            .sum()
+    }
+
     /// Bytes of KV cache per position (all layers, k and v, f32).
     pub fn kv_bytes_per_position(&self) -> usize {
         2 * self.layers.len() * self.cfg.num_kv_heads * self.cfg.head_dim * 4

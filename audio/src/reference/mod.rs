@@ -41,10 +41,12 @@
 
 mod decode;
 mod error;
+mod synthetic;
 
 use std::path::Path;
 
 pub use error::ReferenceAudioError;
+pub use synthetic::synthetic_speech;
 
 use crate::resample::resample_offline;
 

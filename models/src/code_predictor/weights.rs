@@ -46,6 +46,18 @@ pub struct PredictScratch {
 }
 
 impl CodePredictor {
+    /// Weight bytes one frame streams: the decoder once per predicted
+    /// codebook, and each codebook's head once.
+    pub fn bytes_per_frame(&self) -> usize {
+        let steps = self.heads.len();
+        steps * self.lm.weight_bytes()
+            + self.heads.iter().map(Weight::bytes).sum::<usize>()
+            + self
+                .projection
+                .as_ref()
+                .map_or(0, |(w, _)| steps * w.bytes())
+    }
+
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
         Self::load_with(store, cfg, Precision::F32, &WeightsCache::default())
     }

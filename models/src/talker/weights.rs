@@ -25,6 +25,11 @@ pub struct Talker {
 }
 
 impl Talker {
+    /// Weight bytes one frame streams: the decoder and the codec head.
+    pub fn bytes_per_frame(&self) -> usize {
+        self.lm.weight_bytes() + self.codec_head.bytes()
+    }
+
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
         Self::load_with(store, cfg, Precision::F32, &WeightsCache::default())
     }

@@ -65,34 +65,6 @@ const DESCRIPTION: &str = "A calm, warm female voice speaking clearly at a moder
 const TRANSCRIPT: &str = "Thank you for calling. Please leave a short message after the tone, \
      and we will get back to you as soon as we can. Have a good day, and speak to you soon.";
 
-/// `seconds` of a deterministic speech-like signal at 24 kHz: a gliding
-/// voiced tone (harmonics of a 100–180 Hz pitch with a formant-like
-/// envelope), syllables at about 4 Hz, and a little noise.
-pub(crate) fn synthetic_clip(seconds: f64) -> Vec<f32> {
-    let n = (seconds * 24_000.0).round() as usize;
-    let mut state: u32 = 0x1234_5678;
-    let mut phase = 0.0f64;
-    (0..n)
-        .map(|i| {
-            let t = i as f64 / 24_000.0;
-            let f0 = 140.0 + 40.0 * (std::f64::consts::TAU * 0.3 * t).sin();
-            phase += std::f64::consts::TAU * f0 / 24_000.0;
-            let voiced: f64 = (1..=12)
-                .map(|h| {
-                    let hf = h as f64 * f0;
-                    let formant = (-((hf - 700.0) / 500.0).powi(2)).exp()
-                        + 0.5 * (-((hf - 1800.0) / 600.0).powi(2)).exp();
-                    formant * (h as f64 * phase).sin()
-                })
-                .sum();
-            let syllable = (std::f64::consts::TAU * 4.0 * t).sin().max(0.0).powf(0.7);
-            state = state.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-            let noise = (state >> 8) as f64 / (1u32 << 24) as f64 - 0.5;
-            (0.12 * syllable * voiced + 0.01 * noise) as f32
-        })
-        .collect()
-}
-
 /// A synthetic clip length the encoders take: positive, at most the
 /// reference clips' documented maximum.
 fn clip_length_ok(seconds: f64) -> bool {
@@ -160,7 +132,7 @@ impl BenchVoice {
                             );
                         }
                         (
-                            synthetic_clip(a.ref_seconds),
+                            tts_audio::reference::synthetic_speech(a.ref_seconds),
                             Some(synthetic_text(a.ref_seconds)),
                             format!("synthetic {} s clip", a.ref_seconds),
                         )
@@ -260,7 +232,13 @@ pub(super) fn clone_cost(
     let clips: Vec<(f64, Vec<f32>, String)> = a
         .clone_seconds
         .iter()
-        .map(|&s| (s, synthetic_clip(s), synthetic_text(s)))
+        .map(|&s| {
+            (
+                s,
+                tts_audio::reference::synthetic_speech(s),
+                synthetic_text(s),
+            )
+        })
         .collect();
     let mut xv: Vec<Vec<f64>> = vec![Vec::new(); clips.len()];
     let mut codes: Vec<Vec<f64>> = vec![Vec::new(); clips.len()];
@@ -300,7 +278,7 @@ pub(super) fn clone_cost(
         "clone_cost": {
             "runs": a.clone_runs,
             "order": "interleaved: each run makes one voice per length, lengths in the given order; one warm-up run first (excluded)",
-            "clip": "synthetic speech-like signal (bench::voice::synthetic_clip), 24 kHz mono",
+            "clip": "synthetic speech-like signal (tts_audio::reference::synthetic_speech), 24 kHz mono",
             "rows": rows,
         },
     });
@@ -344,15 +322,6 @@ pub(super) fn clone_cost(
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn synthetic_clip_is_deterministic_bounded_and_not_silent() {
-        let a = synthetic_clip(1.0);
-        assert_eq!(a.len(), 24_000);
-        assert_eq!(a, synthetic_clip(1.0));
-        let peak = a.iter().fold(0.0f32, |m, x| m.max(x.abs()));
-        assert!(peak > 0.1 && peak < 1.0, "peak {peak}");
-    }
 
     #[test]
     fn synthetic_text_grows_with_the_clip() {

@@ -204,18 +204,27 @@ fn install_interrupt_handler() {
 /// cannot be installed (the default action then applies: no cleanup, but
 /// the target is still untouched, only a temporary may remain).
 fn wait_for_signal(ready: std::sync::mpsc::Sender<()>) -> Option<i32> {
-    use tokio::signal::unix::{signal, SignalKind};
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
         .ok()?;
     rt.block_on(async move {
-        let mut int = signal(SignalKind::interrupt()).ok()?;
-        let mut term = signal(SignalKind::terminate()).ok()?;
-        let _ = ready.send(());
-        tokio::select! {
-            _ = int.recv() => Some(130),
-            _ = term.recv() => Some(143),
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            let mut int = signal(SignalKind::interrupt()).ok()?;
+            let mut term = signal(SignalKind::terminate()).ok()?;
+            let _ = ready.send(());
+            tokio::select! {
+                _ = int.recv() => Some(130),
+                _ = term.recv() => Some(143),
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let ctrl_c = tokio::signal::ctrl_c();
+            let _ = ready.send(());
+            ctrl_c.await.ok().map(|()| 130)
         }
     })
 }

@@ -11,7 +11,12 @@
 //!   `client`: its counterpart over the realtime WebSocket.
 //! - `play`: `--play` flags and live playback (shared by `speak` and
 //!   `client`); `io`: text in, WAV and codes out (shared by `speak`,
-//!   `decode` and `client`).
+//!   `decode` and `client`); `outfile`: output files staged beside their
+//!   target and renamed over it only on success, with the SIGINT/SIGTERM
+//!   handler that removes what is still staged (a failed or interrupted run
+//!   leaves an existing file as it was).
+//! - `speak/split`: long text cut into sentence-aligned pieces (the
+//!   server's segmenter).
 //!
 //! Imports point from the subcommands to this file, `play` and `io`; none
 //! between subcommands.
@@ -21,7 +26,7 @@ use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
-use anyhow::{Context, Result};
+use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tts_audio::WavFormat;
 use tts_models::{LoadOptions, Precision, PrefixCache, Qwen3Tts};
@@ -35,6 +40,7 @@ mod devices;
 mod fidelity;
 mod gen_checkpoint;
 mod io;
+mod outfile;
 mod play;
 mod serve;
 mod speak;
@@ -51,7 +57,8 @@ struct Cli {
     #[command(subcommand)]
     command: Command,
     /// Kernel threads (the global rayon pool; default: one per core, or
-    /// $RAYON_NUM_THREADS).
+    /// $RAYON_NUM_THREADS); at most 4 per available core. Not for `voices`
+    /// or `devices`, which compute nothing.
     #[arg(long, global = true)]
     threads: Option<usize>,
 }
@@ -62,8 +69,9 @@ enum Command {
     Speak(speak::SpeakArgs),
     /// Decode codes (JSON array of frames) to a WAV file with code2wav only.
     Decode(decode::DecodeArgs),
-    /// List the speakers and languages a checkpoint offers.
-    Voices(ModelArg),
+    /// List the speakers (* marks the default) and languages a checkpoint
+    /// offers (reads its config only).
+    Voices(voices::VoicesArgs),
     /// The voice library: make (`add`, Base checkpoints), list, show,
     /// remove, import and export stored voices.
     Voice(voice::VoiceArgs),
@@ -205,7 +213,15 @@ struct OutArgs {
 pub fn run() -> Result<()> {
     let cli = Cli::parse();
     if let Some(n) = cli.threads {
-        anyhow::ensure!(n >= 1, "--threads must be at least 1");
+        if let Some(sub) = match cli.command {
+            Command::Voices(_) => Some("voices"),
+            Command::Devices => Some("devices"),
+            _ => None,
+        } {
+            bail!("--threads does nothing for `{sub}` (it runs no kernels); leave it out");
+        }
+        let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+        check_threads(n, cores)?;
         rayon::ThreadPoolBuilder::new()
             .num_threads(n)
             .build_global()
@@ -223,6 +239,20 @@ pub fn run() -> Result<()> {
         Command::Client(a) => client::client(a),
         Command::Fidelity(a) => fidelity::fidelity(a),
     }
+}
+
+/// `--threads N`: at least 1 and at most 4 per available core. More only
+/// oversubscribes (every kernel call then waits on threads that cannot run;
+/// `--threads 100000` spent minutes spawning and spinning before the first
+/// frame), so it is refused rather than clamped.
+fn check_threads(n: usize, cores: usize) -> Result<()> {
+    anyhow::ensure!(n >= 1, "--threads must be at least 1");
+    let max = 4 * cores;
+    anyhow::ensure!(
+        n <= max,
+        "--threads {n} is more than 4 per available core ({cores} cores: at most {max}); leave it out for one per core"
+    );
+    Ok(())
 }
 
 fn load(model: &ModelArg) -> Result<Arc<Qwen3Tts>> {
@@ -262,6 +292,15 @@ mod tests {
     fn parsed(s: &str) -> (Precision, Precision, Code2WavPrecision) {
         let o = parse_precision(s).unwrap();
         (o.talker, o.code_predictor, o.code2wav)
+    }
+
+    #[test]
+    fn threads_beyond_four_per_core_are_refused() {
+        check_threads(1, 2).unwrap();
+        check_threads(8, 2).unwrap();
+        let e = check_threads(100_000, 2).unwrap_err().to_string();
+        assert!(e.contains("at most 8"), "{e}");
+        assert!(check_threads(0, 2).is_err());
     }
 
     #[test]

@@ -219,7 +219,7 @@ fn client_out_equals_speak_and_the_http_api() {
     let out = dir().join("client_pcm16.wav");
     let (o, err) = client(
         &format!("http://{}", s.addr),
-        &["--out", out.to_str().unwrap()],
+        &["--out", out.to_str().unwrap(), "--json"],
     );
     assert!(o.status.success(), "client: {err}");
     let (rate, got) = wav_i16(&out);
@@ -232,11 +232,12 @@ fn client_out_equals_speak_and_the_http_api() {
     assert_eq!(http_pcm(s.addr), want, "HTTP pcm differs from speak's");
     // The done-event metrics are reported.
     assert!(err.contains("ttfp"), "{err}");
-    let metrics = err
-        .lines()
-        .find_map(|l| l.strip_prefix("metrics: "))
-        .unwrap_or_else(|| panic!("no metrics line: {err}"));
-    let m: serde_json::Value = serde_json::from_str(metrics).unwrap();
+    // --json: the full metrics as one line on stdout, not in the stderr
+    // report.
+    assert!(!err.contains("metrics: "), "{err}");
+    let stdout = String::from_utf8_lossy(&o.stdout);
+    let m: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is not one JSON line ({e}): {stdout}"));
     assert!(m["ttfp_ms"].as_f64().is_some(), "{m}");
     assert_eq!(m["output_samples"].as_u64(), Some(got.len() as u64), "{m}");
     assert_eq!(m["complete"], true, "{m}");
@@ -345,23 +346,25 @@ fn client_plays_on_a_device_at_another_rate() {
 fn client_errors_are_clear() {
     let s = server();
     let url = format!("ws://{}/v1/realtime", s.addr);
+    let never = dir().join("errors.wav");
+    let never = never.to_str().unwrap();
     // Wrong token: the upgrade is refused with 401.
-    let (o, err) = run(bin().args(["client", &url, TEXT, "--token", "wrong"]));
+    let (o, err) = run(bin().args(["client", &url, TEXT, "--token", "wrong", "--out", never]));
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("401") && err.contains("--token"), "{err}");
     // No token at all.
-    let (o, err) = run(bin().args(["client", &url, TEXT]));
+    let (o, err) = run(bin().args(["client", &url, TEXT, "--out", never]));
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("401"), "{err}");
     // A server error event (unknown voice) names the code and the choices.
-    let (o, err) = client(&url, &["--voice", "nobody"]);
+    let (o, err) = client(&url, &["--voice", "nobody", "--out", never]);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(
         err.contains("invalid_voice") && err.contains("nobody") && err.contains("ryan"),
         "{err}"
     );
     // Out-of-range rate: the server's invalid_setting.
-    let (o, err) = client(&url, &["--sample-rate", "1000"]);
+    let (o, err) = client(&url, &["--sample-rate", "1000", "--out", never]);
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("invalid_setting"), "{err}");
     // Nothing listening.
@@ -369,11 +372,31 @@ fn client_errors_are_clear() {
         .unwrap()
         .local_addr()
         .unwrap();
-    let (o, err) = run(bin().args(["client", &format!("ws://127.0.0.1:{}", dead.port()), TEXT]));
+    let (o, err) = run(bin().args([
+        "client",
+        &format!("ws://127.0.0.1:{}", dead.port()),
+        TEXT,
+        "--out",
+        never,
+    ]));
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("cannot connect"), "{err}");
     // TLS is refused up front.
     let (o, err) = run(bin().args(["client", "wss://example.invalid", TEXT]));
     assert_eq!(o.status.code(), Some(1), "{err}");
     assert!(err.contains("TLS"), "{err}");
+    // None of the failures left a file.
+    assert!(!Path::new(never).exists());
+}
+
+#[test]
+fn client_without_out_or_play_refuses_instead_of_discarding() {
+    // Refused before connecting: no server is needed, nothing listens here.
+    let (o, err) = run(bin().args(["client", "127.0.0.1:9", TEXT]));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("nothing to do") && err.contains("--out") && err.contains("--play"),
+        "{err}"
+    );
+    assert!(!err.contains("cannot connect"), "{err}");
 }

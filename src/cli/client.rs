@@ -27,8 +27,8 @@ use tts_transport::protocol::{
     ServerMessage, SessionSettings, SessionUpdate,
 };
 
-use super::io::{AudioWriter, Output};
-use super::play::{PlayArgs, Playback};
+use super::io::{check_out, AudioWriter, Output};
+use super::play::{expected_speech, PlayArgs, Playback};
 
 /// The one context this client opens.
 const CONTEXT_ID: &str = "c1";
@@ -87,6 +87,10 @@ pub struct ClientArgs {
     /// Seconds to wait for any message from the server before giving up.
     #[arg(long, default_value_t = 60.0)]
     timeout_s: f64,
+    /// Print the server's full `context.done` metrics as one JSON line on
+    /// stdout (on stderr, prefixed `metrics: `, when --out is `-`).
+    #[arg(long)]
+    json: bool,
 }
 
 fn parse_format(s: &str) -> std::result::Result<AudioFormat, String> {
@@ -374,8 +378,16 @@ pub fn client(a: ClientArgs) -> Result<()> {
         a.timeout_s.is_finite() && a.timeout_s > 0.0,
         "--timeout-s must be a positive number of seconds"
     );
-    // Opened first, so an unwritable path fails before any network work.
-    let out = a.out.as_deref().map(Output::open).transpose()?;
+    // Checked first, so an unusable path fails before any network work;
+    // opened (staged) once the server accepted the settings, so a refusal
+    // or a dead server leaves an existing file as it was.
+    match &a.out {
+        Some(p) => check_out(p, "--out")?,
+        None if a.play.play => {}
+        None => bail!(
+            "nothing to do: give --out FILE (or - for stdout) and/or --play; the audio would be discarded"
+        ),
+    }
     let mut conn = Conn::connect(
         &url,
         a.token.as_deref(),
@@ -428,7 +440,11 @@ pub fn client(a: ClientArgs) -> Result<()> {
         AudioFormat::Pcm16 => WavFormat::Pcm16,
         AudioFormat::F32 => WavFormat::F32,
     };
-    let mut writer = out
+    let mut writer = a
+        .out
+        .as_deref()
+        .map(Output::open)
+        .transpose()?
         .map(|o| AudioWriter::open(o, rate, wav_format))
         .transpose()?;
     eprintln!(
@@ -440,7 +456,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
         session.native_sample_rate
     );
     // Before the text goes out, so the first frame plays at once.
-    let mut player = Playback::open(&a.play, rate)?;
+    let mut player = Playback::open(&a.play, rate, expected_speech(&text))?;
 
     let t_send = Instant::now();
     conn.send(&ClientMessage::ContextAppend {
@@ -508,23 +524,100 @@ pub fn client(a: ClientArgs) -> Result<()> {
     if let Some(w) = writer {
         w.finish()?;
     }
-    let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0} ms"));
     eprintln!(
-        "done: {:.2} s of audio ({received} samples at {rate} Hz in {next_seq} messages, {} segment(s)); server: ttfp {}, e2el {}, rtf {}; client: first audio after {}",
-        metrics.audio_s,
-        metrics.segments,
-        ms(metrics.ttfp_ms),
-        ms(metrics.e2el_ms),
-        metrics.rtf.map_or("n/a".to_string(), |v| format!("{v:.3}")),
-        first_audio.map_or("n/a".to_string(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3)),
+        "{}",
+        summary(&metrics, received, rate, next_seq, first_audio)
     );
-    eprintln!("metrics: {}", serde_json::to_string(&metrics)?);
+    for w in warnings(&metrics) {
+        eprintln!("{w}");
+    }
+    if a.json {
+        let line = serde_json::to_string(&metrics)?;
+        if a.out.as_deref() == Some(std::path::Path::new("-")) {
+            eprintln!("metrics: {line}");
+        } else {
+            println!("{line}");
+        }
+    }
     Ok(())
+}
+
+/// The one-line human report of a finished context.
+fn summary(
+    m: &ContextMetrics,
+    received: u64,
+    rate: u32,
+    messages: u32,
+    first_audio: Option<Duration>,
+) -> String {
+    let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0} ms"));
+    format!(
+        "done: {:.2} s of audio ({received} samples at {rate} Hz in {messages} messages, {} segment(s)); server: ttfp {}, e2el {}, rtf {}; client: first audio after {}",
+        m.audio_s,
+        m.segments,
+        ms(m.ttfp_ms),
+        ms(m.e2el_ms),
+        m.rtf.map_or("n/a".to_string(), |v| format!("{v:.3}")),
+        first_audio.map_or("n/a".to_string(), |d| format!("{:.0} ms", d.as_secs_f64() * 1e3)),
+    )
+}
+
+/// What in the metrics a user must not miss: audio that would stutter when
+/// played at the server's pace, an incomplete or non-finite stream.
+fn warnings(m: &ContextMetrics) -> Vec<String> {
+    let mut out = Vec::new();
+    if m.continuity_ok == Some(false) {
+        let need = m.required_prebuffer_ms.map_or(String::new(), |p| {
+            format!("; about {p:.0} ms of prebuffer (--prebuffer-ms) would have hidden it")
+        });
+        out.push(format!(
+            "WARNING: continuity_ok: false — the server produced audio slower than real time: played as it arrived it stutters ({} underruns, {} stalled){need}",
+            m.underruns.map_or("?".to_string(), |u| u.to_string()),
+            m.stall_ms.map_or("?".to_string(), |s| format!("{s:.0} ms")),
+        ));
+    }
+    if m.complete == Some(false) {
+        out.push("WARNING: complete: false — the server reports the audio as incomplete".into());
+    }
+    if !m.finite {
+        out.push("WARNING: finite: false — the server's audio held non-finite samples".into());
+    }
+    out
 }
 
 #[cfg(test)]
 mod tests {
-    use super::realtime_url;
+    use super::{realtime_url, warnings, ContextMetrics};
+
+    #[test]
+    fn continuity_ok_false_is_a_loud_warning_and_a_clean_stream_none() {
+        let clean = ContextMetrics {
+            continuity_ok: Some(true),
+            complete: Some(true),
+            finite: true,
+            ..ContextMetrics::default()
+        };
+        assert!(warnings(&clean).is_empty());
+        let stutter = ContextMetrics {
+            continuity_ok: Some(false),
+            underruns: Some(3),
+            stall_ms: Some(420.0),
+            required_prebuffer_ms: Some(510.0),
+            ..clean
+        };
+        let w = warnings(&stutter);
+        assert_eq!(w.len(), 1, "{w:?}");
+        assert!(
+            w[0].starts_with("WARNING: continuity_ok: false"),
+            "{}",
+            w[0]
+        );
+        assert!(
+            w[0].contains("3 underruns") && w[0].contains("510 ms"),
+            "{}",
+            w[0]
+        );
+    }
 
     #[test]
     fn urls_get_the_realtime_path_and_a_ws_scheme() {

@@ -1,19 +1,21 @@
 //! `tts-rt decode`: codes (a JSON array of frames) to a WAV file with
 //! code2wav only.
 
-use std::path::PathBuf;
+use std::io::Read;
+use std::path::{Path, PathBuf};
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::io::Output;
+use super::io::{check_out, Output};
 use super::{load, ModelArg, OutArgs};
 
 #[derive(Args)]
 pub(crate) struct DecodeArgs {
     #[command(flatten)]
     model: ModelArg,
-    /// JSON array of frames, each an array of num_code_groups integers.
+    /// JSON array of frames, each an array of num_code_groups integers
+    /// (as `speak --codes-out` writes); `-` reads stdin.
     #[arg(long)]
     codes: PathBuf,
     #[command(flatten)]
@@ -21,20 +23,28 @@ pub(crate) struct DecodeArgs {
 }
 
 pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
-    let text = std::fs::read_to_string(&a.codes)
-        .with_context(|| format!("reading {}", a.codes.display()))?;
+    let out_path = a
+        .out
+        .out
+        .as_deref()
+        .context("decode needs --out FILE (or - for stdout)")?;
+    check_out(out_path, "--out")?;
+    let text = if a.codes == Path::new("-") {
+        let mut s = String::new();
+        std::io::stdin()
+            .read_to_string(&mut s)
+            .context("reading codes from stdin (--codes -)")?;
+        s
+    } else {
+        std::fs::read_to_string(&a.codes)
+            .with_context(|| format!("reading {}", a.codes.display()))?
+    };
     let frames: Vec<Vec<i64>> = serde_json::from_str(&text).with_context(|| {
         format!(
             "{}: expected a JSON array of frames (arrays of integers)",
             a.codes.display()
         )
     })?;
-    let out = Output::open(
-        a.out
-            .out
-            .as_deref()
-            .context("decode needs --out FILE (or - for stdout)")?,
-    )?;
     let model = load(&a.model)?;
     let groups = model.code2wav.num_quantizers();
     let book = model.code2wav.codebook_size() as i64;
@@ -60,6 +70,9 @@ pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
     if frames.is_empty() {
         bail!("{}: no frames to decode", a.codes.display());
     }
+    // Opened only once the codes are known good: a bad file leaves an
+    // existing --out as it was.
+    let out = Output::open(out_path)?;
     let wav = model
         .code2wav
         .decode_on_pool(&codes, frames.len(), a.out.stream)?;

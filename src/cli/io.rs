@@ -1,38 +1,47 @@
 //! The files and streams the subcommands read and write: the text to speak
 //! (argument or stdin), audio out (a WAV file or stdout, whole or chunk by
 //! chunk) and the codes JSON. Shared by `speak`, `decode` and `client`.
+//! Files go through [`super::outfile`]: a failed or interrupted run leaves
+//! an existing target as it was.
 
 use std::fs::File;
 use std::io::{IsTerminal, Read, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
 use tts_audio::{WavFormat, WavSink};
 
-/// Where audio goes: a file (opened before the model loads, so an unwritable
-/// path fails fast) or stdout (buffered: WAV needs a seekable header).
+use super::outfile::{check_target, write_atomic, Staged};
+
+/// Where audio goes: a file, written under a temporary name and renamed
+/// over the target only when complete ([`Staged`]), or stdout (buffered:
+/// WAV needs a seekable header).
 pub(crate) enum Output {
-    File(PathBuf, File),
+    File(Staged, File),
     Stdout,
 }
 
 impl Output {
+    /// `-` is stdout; anything else a staged file beside `path` (the file at
+    /// `path` itself stays as it is until [`write`](Self::write) or
+    /// [`AudioWriter::finish`] succeeds). Open it after the arguments are
+    /// checked; [`check_target`] refuses an unusable path before that.
     pub(crate) fn open(path: &Path) -> Result<Self> {
         if path == Path::new("-") {
             return Ok(Output::Stdout);
         }
-        let f = File::create(path)
-            .with_context(|| format!("cannot write output {}", path.display()))?;
-        Ok(Output::File(path.to_path_buf(), f))
+        let (staged, f) = Staged::create(path)?;
+        Ok(Output::File(staged, f))
     }
 
     pub(crate) fn write(self, samples: &[f32], rate: u32, format: WavFormat) -> Result<()> {
         match self {
-            Output::File(path, f) => {
+            Output::File(staged, f) => {
                 let mut sink = WavSink::new(std::io::BufWriter::new(f), rate, format)?;
                 sink.write(samples)?;
                 sink.finish()
-                    .with_context(|| format!("writing {}", path.display()))?;
+                    .with_context(|| format!("writing {}", staged.target().display()))?;
+                staged.commit()?;
             }
             Output::Stdout => {
                 let bytes = tts_audio::wav_bytes(samples, rate, format)?;
@@ -45,18 +54,28 @@ impl Output {
     }
 }
 
-/// An output being written chunk by chunk: a file grows as audio arrives;
-/// stdout is collected (WAV needs its header's length up front).
+/// `--out PATH` checked before any work: `-`, or a file that can be
+/// created beside (see [`check_target`]).
+pub(crate) fn check_out(path: &Path, flag: &str) -> Result<()> {
+    if path == Path::new("-") {
+        return Ok(());
+    }
+    check_target(path, flag)
+}
+
+/// An output being written chunk by chunk: the staged file grows as audio
+/// arrives and replaces the target on [`finish`](Self::finish); stdout is
+/// collected (WAV needs its header's length up front).
 pub(crate) enum AudioWriter {
-    File(PathBuf, WavSink<std::io::BufWriter<File>>),
+    File(Staged, WavSink<std::io::BufWriter<File>>),
     Stdout(Vec<f32>, u32, WavFormat),
 }
 
 impl AudioWriter {
     pub(crate) fn open(out: Output, rate: u32, format: WavFormat) -> Result<Self> {
         Ok(match out {
-            Output::File(path, f) => AudioWriter::File(
-                path,
+            Output::File(staged, f) => AudioWriter::File(
+                staged,
                 WavSink::new(std::io::BufWriter::new(f), rate, format)?,
             ),
             Output::Stdout => AudioWriter::Stdout(Vec::new(), rate, format),
@@ -65,9 +84,9 @@ impl AudioWriter {
 
     pub(crate) fn write(&mut self, samples: &[f32]) -> Result<()> {
         match self {
-            AudioWriter::File(path, sink) => sink
+            AudioWriter::File(staged, sink) => sink
                 .write(samples)
-                .with_context(|| format!("writing {}", path.display()))?,
+                .with_context(|| format!("writing {}", staged.target().display()))?,
             AudioWriter::Stdout(buf, ..) => buf.extend_from_slice(samples),
         }
         Ok(())
@@ -75,9 +94,11 @@ impl AudioWriter {
 
     pub(crate) fn finish(self) -> Result<()> {
         match self {
-            AudioWriter::File(path, sink) => sink
-                .finish()
-                .with_context(|| format!("writing {}", path.display()))?,
+            AudioWriter::File(staged, sink) => {
+                sink.finish()
+                    .with_context(|| format!("writing {}", staged.target().display()))?;
+                staged.commit()?;
+            }
             AudioWriter::Stdout(buf, rate, format) => Output::Stdout.write(&buf, rate, format)?,
         }
         Ok(())
@@ -111,6 +132,6 @@ pub(crate) fn read_text(arg: Option<String>) -> Result<String> {
 pub(crate) fn write_codes(path: &Path, codes: &[u32], groups: usize) -> Result<()> {
     let frames: Vec<&[u32]> = codes.chunks(groups).collect();
     let json = serde_json::to_string(&frames)?;
-    std::fs::write(path, json + "\n")
+    write_atomic(path, (json + "\n").as_bytes())
         .with_context(|| format!("writing codes to {}", path.display()))
 }

@@ -27,8 +27,9 @@ pub struct ServeArgs {
     /// memory-mapped; see `tts-rt speak --help`). Off by default.
     #[arg(long, value_name = "DIR", env = "TTS_RT_WEIGHTS_CACHE")]
     weights_cache: Option<PathBuf>,
-    /// Address to listen on; loopback unless you mean to expose it.
-    #[arg(long, default_value = "127.0.0.1")]
+    /// Address to listen on: an IP address or `localhost` (127.0.0.1);
+    /// loopback unless you mean to expose it (0.0.0.0 or ::).
+    #[arg(long, default_value = "127.0.0.1", value_parser = parse_host)]
     host: IpAddr,
     /// Port (0: any free port; the bound one is printed).
     #[arg(long, default_value_t = 8080)]
@@ -64,6 +65,23 @@ pub struct ServeArgs {
     /// MiB (10 by default, as vllm-omni).
     #[arg(long, default_value_t = 10.0)]
     max_upload_mb: f64,
+}
+
+/// `--host`: an IP address (IPv6 with or without brackets) or `localhost`.
+/// Other host names are refused rather than resolved: which of a name's
+/// addresses a server binds should be the user's explicit choice.
+fn parse_host(s: &str) -> std::result::Result<IpAddr, String> {
+    let t = s.trim();
+    if t.eq_ignore_ascii_case("localhost") {
+        return Ok(IpAddr::V4(std::net::Ipv4Addr::LOCALHOST));
+    }
+    let bare = t
+        .strip_prefix('[')
+        .and_then(|r| r.strip_suffix(']'))
+        .unwrap_or(t);
+    bare.parse().map_err(|_| {
+        format!("{s:?} is not an IP address; give one (127.0.0.1, ::1, 0.0.0.0) or localhost")
+    })
 }
 
 pub fn serve(a: ServeArgs) -> Result<()> {
@@ -105,4 +123,19 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         println!("listening on http://{addr} (WebSocket: ws://{addr}/v1/realtime)");
     })
     .context("tts-rt serve")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_host;
+
+    #[test]
+    fn host_localhost_is_accepted_as_loopback() {
+        assert_eq!(parse_host("localhost").unwrap().to_string(), "127.0.0.1");
+        assert_eq!(parse_host("LocalHost").unwrap().to_string(), "127.0.0.1");
+        assert_eq!(parse_host("[::1]").unwrap().to_string(), "::1");
+        assert_eq!(parse_host("0.0.0.0").unwrap().to_string(), "0.0.0.0");
+        let e = parse_host("example.com").unwrap_err();
+        assert!(e.contains("localhost"), "{e}");
+    }
 }

@@ -1,6 +1,7 @@
 //! `tts-rt speak`: synthesize text to a WAV file and/or the audio device,
 //! either offline (generate every frame, then one decode) or through the
-//! streaming engine (`--stream`, `--play`).
+//! streaming engine (`--stream`, `--play`). Long text is spoken as several
+//! requests cut between sentences (`split`).
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -15,8 +16,11 @@ use tts_models::config::ModelKind;
 use tts_models::StopReason;
 use tts_models::{GenOptions, Qwen3Tts, Request, VoiceClone};
 
-use super::io::{read_text, write_codes, AudioWriter, Output};
+use super::io::{check_out, read_text, write_codes, AudioWriter, Output};
+use super::outfile::check_target;
 use super::{load, play, ModelArg, OutArgs, VoicesDirArg};
+
+mod split;
 
 /// `--text-mode`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
@@ -27,7 +31,9 @@ pub(crate) enum TextMode {
 
 #[derive(Args)]
 pub(crate) struct SpeakArgs {
-    /// Text to speak; omitted or `-`: read stdin.
+    /// Text to speak; omitted or `-`: read stdin. Text over 300 characters
+    /// is spoken as several requests cut between sentences (--max-frames
+    /// then applies to each).
     text: Option<String>,
     #[command(flatten)]
     model: ModelArg,
@@ -73,18 +79,32 @@ pub(crate) struct SpeakArgs {
     /// frames (benchmarks on fixed lengths).
     #[arg(long, requires = "max_frames")]
     ignore_eos: bool,
+    /// Talker sampling temperature (> 0; lower is more predictable);
+    /// default from generation_config.json (0.9 officially).
     #[arg(long)]
     temperature: Option<f32>,
+    /// Talker: sample only from the K likeliest codes (0: no limit);
+    /// default from generation_config.json (50 officially).
     #[arg(long)]
     top_k: Option<usize>,
+    /// Talker nucleus sampling: the smallest set of codes whose probability
+    /// reaches P, in (0, 1] (1: off); default from generation_config.json.
     #[arg(long)]
     top_p: Option<f32>,
+    /// Penalty (> 0; 1: none) on codes the talker already produced, against
+    /// loops; default from generation_config.json (1.05 officially).
     #[arg(long)]
     repetition_penalty: Option<f32>,
+    /// Code predictor (the residual codebooks) temperature (> 0); default
+    /// from generation_config.json (subtalker_temperature).
     #[arg(long)]
     cp_temperature: Option<f32>,
+    /// Code predictor top-k (0: no limit); default from
+    /// generation_config.json (subtalker_top_k).
     #[arg(long)]
     cp_top_k: Option<usize>,
+    /// Code predictor top-p in (0, 1]; default from generation_config.json
+    /// (subtalker_top_p).
     #[arg(long)]
     cp_top_p: Option<f32>,
     /// How the text reaches the talker: `prefill` (all up front, official
@@ -96,7 +116,8 @@ pub(crate) struct SpeakArgs {
     /// Alias of `--text-mode streaming`.
     #[arg(long)]
     text_streaming: bool,
-    /// Print per-stage timings as one JSON line on stderr.
+    /// Print per-stage timings as one JSON line on stderr (one per piece
+    /// when long text is split).
     #[arg(long)]
     timings: bool,
     /// Also write the generated codes as JSON (array of frames).
@@ -130,11 +151,17 @@ fn clone_for(model: &Arc<Qwen3Tts>, a: &SpeakArgs) -> Result<Option<Arc<VoiceClo
 
 pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
     let text = read_text(a.text.take())?;
-    let out = match &a.out.out {
-        Some(p) => Some(Output::open(p)?),
-        None if a.play.play => None,
+    // Every argument is checked before any output is opened, and outputs
+    // are staged (super::outfile): a failure never touches an existing file.
+    match &a.out.out {
+        Some(p) => check_out(p, "--out")?,
+        None if a.play.play => {}
         None => bail!("nothing to do: give --out FILE (or - for stdout) and/or --play"),
-    };
+    }
+    if let Some(p) = &a.codes_out {
+        check_target(p, "--codes-out")?;
+    }
+    check_sampling_flags(&a)?;
     let model = load(&a.model)?;
     let mut opts: GenOptions = model.default_options();
     if let Some(v) = a.temperature {
@@ -187,8 +214,8 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
         (None, true) => true,
         (None, false) => model.config.kind.default_text_streaming(),
     };
-    let req = Request {
-        text,
+    let base = Request {
+        text: String::new(),
         speaker,
         language: a.language,
         instruct: a.instruct,
@@ -196,12 +223,38 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
         text_streaming,
         options: opts,
     };
+    // Long text becomes several requests cut between sentences (split.rs);
+    // each piece gets the next seed, so repeated sentences do not repeat
+    // their sampling. Every piece's prompt is built now: the speaker,
+    // language, voice and sampling settings as the model checks them, and
+    // the text limits, all before any output is opened.
+    let reqs: Vec<Request> = split::pieces(&text)
+        .into_iter()
+        .enumerate()
+        .map(|(i, piece)| {
+            let mut r = base.clone();
+            r.text = piece;
+            r.options.seed = base.options.seed.wrapping_add(i as u64);
+            r
+        })
+        .collect();
+    for r in &reqs {
+        model.build_prompt(r)?;
+    }
+    if reqs.len() > 1 && std::io::stderr().is_terminal() {
+        eprintln!(
+            "long text: {} pieces of at most {} characters, cut between sentences",
+            reqs.len(),
+            split::MAX_PIECE_CHARS
+        );
+    }
+    let out = a.out.out.as_deref().map(Output::open).transpose()?;
     // --play always takes the streaming engine path: playback starts with
     // the first chunk instead of after the whole utterance.
     if a.out.stream || a.play.play {
         return speak_streamed(
             model,
-            req,
+            reqs,
             out,
             a.out.wav_format,
             &a.play,
@@ -210,11 +263,39 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
         );
     }
     let out = out.expect("--out is given when --play is not");
+    let mut wav = Vec::new();
+    let mut codes = Vec::new();
+    for (i, req) in reqs.iter().enumerate() {
+        let label = if reqs.len() > 1 {
+            format!("piece {}/{}: ", i + 1, reqs.len())
+        } else {
+            String::new()
+        };
+        let (w, c) = speak_offline(&model, req, a.out.stream, a.timings, &label)?;
+        wav.extend_from_slice(&w);
+        codes.extend_from_slice(&c);
+    }
+    if let Some(p) = &a.codes_out {
+        write_codes(p, &codes, model.config.talker.num_code_groups)?;
+    }
+    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+}
+
+/// One request offline: every frame, then one decode. Returns the audio and
+/// the codes; reports progress (`label` first) on a terminal and, with
+/// `timings`, one JSON line of per-stage timings.
+fn speak_offline(
+    model: &Arc<Qwen3Tts>,
+    req: &Request,
+    stream_decode: bool,
+    timings: bool,
+    label: &str,
+) -> Result<(Vec<f32>, Vec<u32>)> {
+    let max_positions = model.config.talker.lm.max_position_embeddings;
     let t_total = Instant::now();
-    let mut gen = model.start(&req)?;
+    let mut gen = model.start(req)?;
     let prompt_rows = gen.prompt().prefill_rows();
     let frames_cap = frame_cap(req.options.max_frames, max_positions, prompt_rows);
-    let groups = gen.num_code_groups();
     let show = std::io::stderr().is_terminal();
     let t0 = Instant::now();
     let fps = model.code2wav.config().frame_rate();
@@ -226,7 +307,7 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
         n += 1;
         if show && n.is_multiple_of(5) {
             eprint!(
-                "\rgenerating: {n} frames ({:.1} s of audio) in {:.1} s",
+                "\r{label}generating: {n} frames ({:.1} s of audio) in {:.1} s",
                 n as f64 / fps,
                 t0.elapsed().as_secs_f64()
             );
@@ -234,20 +315,17 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
     }
     if show {
         eprintln!(
-            "\rgenerated {n} frames ({:.2} s of audio) in {:.2} s{}",
+            "\r{label}generated {n} frames ({:.2} s of audio) in {:.2} s{}",
             n as f64 / fps,
             t0.elapsed().as_secs_f64(),
             stop_note(gen.stop_reason())
         );
     }
-    if let Some(p) = &a.codes_out {
-        write_codes(p, &codes, groups)?;
-    }
     let t_dec = Instant::now();
-    let wav = model.decode_utterance(&req, &codes, n, a.out.stream)?;
+    let wav = model.decode_utterance(req, &codes, n, stream_decode)?;
     let dec = t_dec.elapsed();
     let total = t_total.elapsed();
-    if a.timings {
+    if timings {
         let st = gen.stats;
         let per = |d: std::time::Duration, k: usize| {
             if k == 0 {
@@ -265,22 +343,22 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
             "code_predictor_ms_per_frame": per(st.code_predictor, n),
             "code2wav_ms_per_frame": per(dec, n),
             "total_ms": total.as_secs_f64() * 1e3,
-            "decode": if a.out.stream { "streaming" } else { "chunked-300/25" },
+            "decode": if stream_decode { "streaming" } else { "chunked-300/25" },
             "isa": tts_kernels::isa().name(),
             "precision": model.precision.name(),
             "threads": rayon::current_num_threads(),
         });
         eprintln!("{line}");
     }
-    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+    Ok((wav, codes))
 }
 
-/// `speak --stream` / `--play`: the request runs through the streaming
-/// engine and each chunk goes to the WAV writer and/or the audio device as it
-/// arrives.
+/// `speak --stream` / `--play`: the requests (the pieces of the text) run
+/// one after another through the streaming engine and each chunk goes to
+/// the WAV writer and/or the audio device as it arrives.
 fn speak_streamed(
     model: Arc<Qwen3Tts>,
-    mut req: Request,
+    reqs: Vec<Request>,
     out: Option<Output>,
     format: WavFormat,
     play: &play::PlayArgs,
@@ -288,8 +366,6 @@ fn speak_streamed(
     timings: bool,
 ) -> Result<()> {
     let max_positions = model.config.talker.lm.max_position_embeddings;
-    let prompt_rows = model.build_prompt(&req)?.prefill_rows();
-    req.options.max_frames = frame_cap(req.options.max_frames, max_positions, prompt_rows);
     let engine = Engine::start(
         model.clone(),
         EngineConfig {
@@ -303,70 +379,110 @@ fn speak_streamed(
         .transpose()?;
     // Opened before synthesis starts, so the first chunk plays at once and a
     // missing device fails before any work.
-    let mut player = play::Playback::open(play, rate)?;
+    let expected = reqs.iter().map(|r| play::expected_speech(&r.text)).sum();
+    let mut player = play::Playback::open(play, rate, expected)?;
     let session = engine.open_session();
-    let mut stream = session.synthesize_blocking(req)?;
     let show = std::io::stderr().is_terminal();
     // A progress line rewritten in place would garble the playback lines.
     let progress = show && player.is_none();
     let fps = model.code2wav.config().frame_rate();
     let t0 = Instant::now();
     let mut codes = Vec::new();
-    let (metrics, stop) = loop {
-        match stream.next_blocking() {
-            Some(Event::Audio(c)) => {
-                if let Some(w) = &mut writer {
-                    w.write(&c.samples)?;
+    let (mut frames, mut audio_s, mut first_audio_ms) = (0u64, 0.0f64, None);
+    let mut last_stop = None;
+    let n_reqs = reqs.len();
+    for (i, mut req) in reqs.into_iter().enumerate() {
+        let prompt_rows = model.build_prompt(&req)?.prefill_rows();
+        req.options.max_frames = frame_cap(req.options.max_frames, max_positions, prompt_rows);
+        let mut stream = session.synthesize_blocking(req)?;
+        let (metrics, stop) = loop {
+            match stream.next_blocking() {
+                Some(Event::Audio(c)) => {
+                    if let Some(w) = &mut writer {
+                        w.write(&c.samples)?;
+                    }
+                    if let Some(p) = &mut player {
+                        p.write(&c.samples)?;
+                    }
+                    codes.extend_from_slice(&c.codes);
+                    if progress {
+                        let n = frames + c.first_frame + c.frames as u64;
+                        eprint!(
+                            "\rstreaming: {n} frames ({:.1} s of audio) in {:.1} s",
+                            n as f64 / fps,
+                            t0.elapsed().as_secs_f64()
+                        );
+                    }
                 }
-                if let Some(p) = &mut player {
-                    p.write(&c.samples)?;
-                }
-                codes.extend_from_slice(&c.codes);
-                if progress {
-                    let n = c.first_frame + c.frames as u64;
-                    eprint!(
-                        "\rstreaming: {n} frames ({:.1} s of audio) in {:.1} s",
-                        n as f64 / fps,
-                        t0.elapsed().as_secs_f64()
-                    );
-                }
+                Some(Event::Done { metrics, stop, .. }) => break (metrics, stop),
+                Some(Event::Error { error, .. }) => return Err(error).context("synthesis failed"),
+                Some(Event::Cancelled { .. }) => bail!("synthesis was cancelled"),
+                Some(Event::Started { .. }) => {}
+                None => bail!("the engine stopped without finishing the request"),
             }
-            Some(Event::Done { metrics, stop, .. }) => break (metrics, stop),
-            Some(Event::Error { error, .. }) => return Err(error).context("synthesis failed"),
-            Some(Event::Cancelled { .. }) => bail!("synthesis was cancelled"),
-            Some(Event::Started { .. }) => {}
-            None => bail!("the engine stopped without finishing the request"),
+        };
+        if first_audio_ms.is_none() {
+            first_audio_ms = metrics.ttfp_ms;
         }
-    };
+        frames += metrics.frames.unwrap_or(0);
+        audio_s += metrics.audio_s;
+        last_stop = Some(stop);
+        if timings {
+            let mut line = serde_json::to_value(&*metrics)?;
+            line["decode"] = "streaming-engine".into();
+            line["prompt_rows"] = prompt_rows.into();
+            if n_reqs > 1 {
+                line["piece"] = (i + 1).into();
+                line["pieces"] = n_reqs.into();
+            }
+            line["isa"] = tts_kernels::isa().name().into();
+            line["threads"] = rayon::current_num_threads().into();
+            eprintln!("{line}");
+        }
+    }
     engine.shutdown();
     if let Some(p) = player {
         p.finish()?;
     }
     if show {
         eprintln!(
-            "\rstreamed {} frames ({:.2} s of audio) in {:.2} s, first audio after {:.0} ms{}",
-            metrics.frames.unwrap_or(0),
-            metrics.audio_s,
-            metrics.e2el_ms / 1e3,
-            metrics.ttfp_ms.unwrap_or(f64::NAN),
-            stop_note(Some(stop))
+            "\rstreamed {frames} frames ({audio_s:.2} s of audio) in {:.2} s, first audio after {:.0} ms{}",
+            t0.elapsed().as_secs_f64(),
+            first_audio_ms.unwrap_or(f64::NAN),
+            stop_note(last_stop)
         );
     }
     if let Some(p) = codes_out {
         write_codes(p, &codes, model.config.talker.num_code_groups)?;
     }
-    if timings {
-        let mut line = serde_json::to_value(&*metrics)?;
-        line["decode"] = "streaming-engine".into();
-        line["prompt_rows"] = prompt_rows.into();
-        line["isa"] = tts_kernels::isa().name().into();
-        line["threads"] = rayon::current_num_threads().into();
-        eprintln!("{line}");
-    }
     match writer {
         Some(w) => w.finish(),
         None => Ok(()),
     }
+}
+
+/// The sampling flags, checked whatever `--greedy` says (a value that would
+/// be refused with sampling on is a mistake either way), named as typed.
+fn check_sampling_flags(a: &SpeakArgs) -> Result<()> {
+    for (flag, v) in [
+        ("--temperature", a.temperature),
+        ("--cp-temperature", a.cp_temperature),
+        ("--repetition-penalty", a.repetition_penalty),
+    ] {
+        if let Some(v) = v {
+            if !(v.is_finite() && v > 0.0) {
+                bail!("{flag} must be a positive number, got {v}");
+            }
+        }
+    }
+    for (flag, v) in [("--top-p", a.top_p), ("--cp-top-p", a.cp_top_p)] {
+        if let Some(v) = v {
+            if !(v > 0.0 && v <= 1.0) {
+                bail!("{flag} must be in (0, 1], got {v}");
+            }
+        }
+    }
+    Ok(())
 }
 
 /// `--max-frames N`: at least 1, and below the positions the talker can

@@ -120,7 +120,7 @@ impl CodecConfig {
             head_dim,
             rms_norm_eps: d.f64_or("rms_norm_eps", 1e-5)? as f32,
             rope_theta: d.f64_or("rope_theta", 10000.0)?,
-            max_position_embeddings: d.usize_or("max_position_embeddings", 8000)?,
+            max_position_embeddings: d.positive_or("max_position_embeddings", 8000)?,
             attention_bias: d.bool_or("attention_bias", false)?,
             sliding_window: nonzero("sliding_window", 72)?,
             layer_scale_initial_scale: d.f64_or("layer_scale_initial_scale", 0.01)? as f32,

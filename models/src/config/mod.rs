@@ -115,7 +115,9 @@ impl LmConfig {
             head_dim,
             rms_norm_eps: o.f64_or("rms_norm_eps", 1e-6)? as f32,
             rope_theta: o.f64_or("rope_theta", 10000.0)?,
-            max_position_embeddings: o.usize_or("max_position_embeddings", 32768)?,
+            // 0 would leave no room for even the prompt: every request
+            // would fail at its first frame instead of the load failing.
+            max_position_embeddings: o.positive_or("max_position_embeddings", 32768)?,
             vocab_size: o.positive("vocab_size")?,
             layer_windows,
         })
@@ -391,6 +393,14 @@ impl TtsConfig {
                 return Err(t.err(key, format!("({id}) is outside the codec vocabulary ({v})")));
             }
         }
+        if self.kind == ModelKind::CustomVoice && self.talker.speakers.is_empty() {
+            // Every CustomVoice request names a preset speaker: without one
+            // the checkpoint would load and then refuse every request.
+            return Err(t.err(
+                "spk_id",
+                "names no speakers; a CustomVoice checkpoint needs at least one (name -> codec id)",
+            ));
+        }
         for (name, s) in &self.talker.speakers {
             if s.id >= v {
                 return Err(t.err(
@@ -420,6 +430,20 @@ impl TtsConfig {
         let s = self.size.as_str();
         !(s.is_empty() || "0b6".contains(s))
     }
+}
+
+/// `max_new_tokens`: at least 2, because a request generates
+/// `max_new_tokens - 1` frames (the last token is the end of speech); 0 or 1
+/// would make every request silent.
+fn max_new_tokens(o: &Obj<'_>, default: usize) -> Result<usize> {
+    let n = o.usize_or("max_new_tokens", default)?;
+    if n < 2 {
+        return Err(o.err(
+            "max_new_tokens",
+            format!("({n}) must be at least 2: requests generate max_new_tokens - 1 frames"),
+        ));
+    }
+    Ok(n)
 }
 
 /// `generation_config.json`: the official sampling defaults.
@@ -480,7 +504,7 @@ impl GenerationConfig {
                 as f32,
             subtalker_top_k: o.usize_or("subtalker_top_k", d.subtalker_top_k)?,
             subtalker_top_p: o.f64_or("subtalker_top_p", d.subtalker_top_p as f64)? as f32,
-            max_new_tokens: o.usize_or("max_new_tokens", d.max_new_tokens)?,
+            max_new_tokens: max_new_tokens(&o, d.max_new_tokens)?,
         })
     }
 }

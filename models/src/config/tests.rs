@@ -153,6 +153,57 @@ fn special_token_outside_the_text_vocabulary_is_refused() {
     assert_mentions(&e, &["`tts_pad_token_id`", "outside the text vocabulary"]);
 }
 
+#[test]
+fn custom_voice_without_speakers_is_refused_at_load() {
+    for spk in [json!({}), Value::Null] {
+        let e = error_after(|v| {
+            v["talker_config"]["spk_id"] = spk;
+            v["talker_config"]["spk_is_dialect"] = json!({});
+        });
+        assert_mentions(&e, &["`talker_config.spk_id`", "names no speakers"]);
+    }
+}
+
+#[test]
+fn zero_max_position_embeddings_is_refused_naming_the_key() {
+    let e = error_after(|v| v["talker_config"]["max_position_embeddings"] = json!(0));
+    assert_mentions(
+        &e,
+        &[
+            "`talker_config.max_position_embeddings`",
+            "must be positive",
+        ],
+    );
+    let e = error_after(|v| {
+        v["talker_config"]["code_predictor_config"]["max_position_embeddings"] = json!(0);
+    });
+    assert_mentions(
+        &e,
+        &[
+            "`talker_config.code_predictor_config.max_position_embeddings`",
+            "must be positive",
+        ],
+    );
+}
+
+#[test]
+fn max_new_tokens_zero_is_refused_naming_the_key() {
+    let dir = std::env::temp_dir().join(format!("tts-rt-gencfg-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let path = dir.join("generation_config.json");
+    for n in [0, 1] {
+        std::fs::write(&path, format!("{{\"max_new_tokens\": {n}}}")).unwrap();
+        let e = GenerationConfig::load(&path).unwrap_err().to_string();
+        assert_mentions(
+            &e,
+            &["generation_config.json", "`max_new_tokens`", "at least 2"],
+        );
+    }
+    std::fs::write(&path, "{\"max_new_tokens\": 2}").unwrap();
+    assert_eq!(GenerationConfig::load(&path).unwrap().max_new_tokens, 2);
+    let _ = std::fs::remove_dir_all(&dir);
+}
+
 /// tiny-a's config turned into a Base one whose speaker encoder config is
 /// `spk` (absent when `None`).
 fn as_base(v: &mut Value, spk: Option<Value>) {

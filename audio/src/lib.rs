@@ -23,6 +23,12 @@
 //!   conversion, `decode.rs` the symphonia decoding (strict: a decoder error
 //!   or a truncated file is an error), `error.rs` the refusals. Resampling
 //!   is [`resample::resample_offline`].
+//! - [`encode`]: encoded audio out, one module per codec behind the
+//!   streaming [`Encoder`] (push samples, get the bytes that are ready,
+//!   `finish` flushes): `wav.rs`, `pcm.rs`, `g711.rs` (μ-law, A-law, written
+//!   here), `flac.rs` (flacenc), `mp3.rs` (LAME), `opus.rs` (libopus in Ogg
+//!   pages); [`Format`] names them and their rates, [`EncodeError`] the
+//!   refusals.
 //! - [`continuity`]: the METRICS.md playout simulation (underruns and stall
 //!   time at a prebuffer, the smallest prebuffer without underrun) as pure
 //!   functions of chunk arrival times and durations.
@@ -30,11 +36,13 @@
 use std::io::{Seek, Write};
 
 pub mod continuity;
+pub mod encode;
 pub mod playback;
 pub mod reference;
 pub mod resample;
 pub mod ring;
 
+pub use encode::{encode_all, EncodeError, Encoder, Format};
 pub use playback::{list_output_devices, DeviceInfo, PlaybackOptions, PlaybackStats, Player};
 pub use reference::{
     ReferenceAudio, ReferenceAudioError, MAX_REFERENCE_SECONDS, MIN_REFERENCE_SECONDS,

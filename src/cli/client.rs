@@ -192,7 +192,11 @@ impl Conn {
             req.headers_mut().insert("authorization", v);
         }
         let connected = rt.block_on(async {
-            tokio::time::timeout(timeout, tokio_tungstenite::connect_async(req)).await
+            tokio::time::timeout(
+                timeout, // `true`: TCP_NODELAY, so small frames are not held back by Nagle.
+                tokio_tungstenite::connect_async_with_config(req, None, true),
+            )
+            .await
         });
         let ws = match connected {
             Err(_) => bail!(

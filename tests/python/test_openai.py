@@ -67,16 +67,17 @@ def test_wav_is_a_valid_file_stating_its_rate(client, pcm):
     assert (tag, channels, rate, bits, align, byte_rate) == (1, 1, NATIVE_RATE, 16, 2, 2 * NATIVE_RATE)
     # ... and the samples after it are exactly the pcm response.
     assert data[44:] == pcm
-    # The standard library's reader takes the streaming header (sizes unknown).
+    # A complete file: the standard library's reader sees the true length.
     with wave.open(io.BytesIO(data)) as w:
         assert (w.getnchannels(), w.getsampwidth(), w.getframerate()) == (1, 2, NATIVE_RATE)
+        assert w.getnframes() == len(pcm) // 2
         assert w.readframes(1 << 30) == pcm
 
 
-def test_default_format_is_wav(client):
-    # OpenAI's default (mp3) is not encoded here: no response_format → WAV.
+def test_default_format_is_mp3(client):
+    # OpenAI's documented default: no response_format → MP3 (frame sync).
     data = client.audio.speech.create(model="tts-1", voice="nova", input="Hi.", extra_body={"max_frames": 3}).content
-    assert data[:4] == b"RIFF" and data[8:12] == b"WAVE" and len(data) > 44
+    assert data[0] == 0xFF and data[1] & 0xE0 == 0xE0 and len(data) > 100
 
 
 def test_streaming_pcm_equals_non_streaming(client, pcm):
@@ -167,9 +168,9 @@ def test_errors_are_openai_shaped_and_name_the_problem(server, client):
     assert "nobody" in e.message and "alloy" in e.message
     assert e.body["param"] == "voice" and e.body["type"] == "invalid_request_error"
 
-    e = bad(response_format="mp3")
-    assert isinstance(e, openai.BadRequestError)
-    assert "mp3" in e.message and "wav" in e.message and "pcm" in e.message
+    e = bad(response_format="aac")
+    assert isinstance(e, openai.BadRequestError) and e.body["param"] == "response_format"
+    assert "mp3" in e.message and "wav" in e.message and "opus" in e.message
 
     e = bad(speed=1.5)
     assert isinstance(e, openai.BadRequestError) and e.body["param"] == "speed"

@@ -65,10 +65,11 @@ def speak_openai(server, voice: str) -> bytes:
         ).content
     finally:
         client.close()
-    # A streamed WAV states no length: read its header, count the rest.
+    # A complete WAV: its header states the exact length.
     assert audio[:4] == b"RIFF" and len(audio) > 44 + 100, len(audio)
-    with wave.open(io.BytesIO(audio[:44])) as w:
+    with wave.open(io.BytesIO(audio)) as w:
         assert w.getframerate() == 24000 and w.getnchannels() == 1
+        assert w.getnframes() == (len(audio) - 44) // 2
     return audio
 
 

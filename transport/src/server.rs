@@ -20,6 +20,7 @@ use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
+use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use tokio::sync::{oneshot, watch, Semaphore};
 use tts_actors::{Engine, EngineConfig};
@@ -180,7 +181,7 @@ impl Server {
                     let _ = rx.wait_for(|d| *d != Drain::Running).await;
                 }
             };
-            let serve = axum::serve(listener, app)
+            let serve = axum::serve(listener.tap_io(no_delay), app)
                 .with_graceful_shutdown(signal)
                 .into_future();
             tokio::pin!(serve);
@@ -542,5 +543,27 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
+    }
+}
+
+/// TCP_NODELAY on every accepted connection: audio leaves in small writes
+/// (a chunk, an SSE event, a WebSocket frame) that Nagle's algorithm would
+/// hold back until the peer's delayed ACK (~40 ms on Linux) releases them.
+fn no_delay(tcp: &mut tokio::net::TcpStream) {
+    // A socket that refuses the option still works, only slower to flush.
+    let _ = tcp.set_nodelay(true);
+}
+
+#[cfg(test)]
+mod tests {
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr);
+        let ((mut tcp, _), _c) = tokio::try_join!(l.accept(), client).unwrap();
+        assert!(!tcp.nodelay().unwrap(), "the default is Nagle on");
+        super::no_delay(&mut tcp);
+        assert!(tcp.nodelay().unwrap());
     }
 }

@@ -972,43 +972,54 @@ async fn openai_speech_returns_the_engines_audio() -> Result<()> {
     assert_eq!(r.status, 200);
     assert_eq!(&r.body[..4], b"RIFF");
     assert_eq!(u32::from_le_bytes(r.body[24..28].try_into()?), native);
+    // Complete by default: exact sizes, so a saved file reports its length.
+    assert_eq!(
+        u32::from_le_bytes(r.body[40..44].try_into()?) as usize,
+        r.body.len() - 44
+    );
+    let len = r.body.len().to_string();
+    assert_eq!(r.header("content-length"), Some(len.as_str()));
     let got: Vec<i16> = r.body[44..]
         .chunks_exact(2)
         .map(|b| i16::from_le_bytes([b[0], b[1]]))
         .collect();
     assert_eq!(got, want16);
 
-    // SSE: base64 pcm deltas, then done with usage.
-    let mut sse = body.clone();
-    sse["stream_format"] = "sse".into();
-    let r = http(addr, "POST", "/v1/audio/speech", &[], Some(&sse)).await?;
-    assert_eq!(r.header("content-type"), Some("text/event-stream"));
-    let text = String::from_utf8(r.body)?;
-    let events: Vec<Value> = text
-        .split("\n\n")
-        .filter_map(|e| e.strip_prefix("data: "))
-        .map(serde_json::from_str)
-        .collect::<Result<_, _>>()?;
-    let mut bytes = Vec::new();
-    for e in &events[..events.len() - 1] {
-        assert_eq!(e["type"], "speech.audio.delta");
-        bytes.extend(protocol::base64_decode(e["audio"].as_str().unwrap()).unwrap());
+    // SSE: base64 pcm deltas, then done with usage; `wav` there is the
+    // same headerless PCM (no RIFF header to click in a PCM player).
+    for format in ["pcm", "wav"] {
+        let mut sse = body.clone();
+        sse["stream_format"] = "sse".into();
+        sse["response_format"] = format.into();
+        let r = http(addr, "POST", "/v1/audio/speech", &[], Some(&sse)).await?;
+        assert_eq!(r.header("content-type"), Some("text/event-stream"));
+        let text = String::from_utf8(r.body)?;
+        let events: Vec<Value> = text
+            .split("\n\n")
+            .filter_map(|e| e.strip_prefix("data: "))
+            .map(serde_json::from_str)
+            .collect::<Result<_, _>>()?;
+        let mut bytes = Vec::new();
+        for e in &events[..events.len() - 1] {
+            assert_eq!(e["type"], "speech.audio.delta");
+            bytes.extend(protocol::base64_decode(e["audio"].as_str().unwrap()).unwrap());
+        }
+        let done = events.last().unwrap();
+        assert_eq!(done["type"], "speech.audio.done");
+        assert_eq!(done["usage"]["output_tokens"], frames);
+        let got: Vec<i16> = bytes
+            .chunks_exact(2)
+            .map(|b| i16::from_le_bytes([b[0], b[1]]))
+            .collect();
+        assert_eq!(got, want16, "{format}");
     }
-    let done = events.last().unwrap();
-    assert_eq!(done["type"], "speech.audio.done");
-    assert_eq!(done["usage"]["output_tokens"], frames);
-    let got: Vec<i16> = bytes
-        .chunks_exact(2)
-        .map(|b| i16::from_le_bytes([b[0], b[1]]))
-        .collect();
-    assert_eq!(got, want16);
 
     // Refusals in OpenAI's error shape, naming what is supported.
     for (patch, param, needle) in [
         (
-            json!({"response_format": "mp3"}),
+            json!({"response_format": "aac"}),
             "response_format",
-            "\"wav\" or \"pcm\"",
+            "\"mp3\", \"opus\"",
         ),
         (json!({"speed": 1.5}), "speed", "omit speed or send 1.0"),
         (json!({"voice": "bob"}), "voice", "alloy"),

@@ -5,12 +5,10 @@
 //! Who speaks a request (preset speaker, stored or inline clone, designed
 //! voice) is chosen in `voice.rs`.
 //!
-//! The response always streams: audio bytes leave as soon as the engine
-//! decodes each chunk. `pcm` is raw 16-bit little-endian mono; `wav` is the
-//! same behind a 44-byte header whose two size fields are 0xFFFFFFFF (the
-//! length is unknown when the header leaves — the streaming-WAV convention
-//! most decoders accept; read to the end of the body). The sample rate is in
-//! the `X-Sample-Rate` header (and in the WAV header).
+//! Formats (`response_format`: mp3 by default, as OpenAI's, and opus, flac,
+//! wav, pcm, mulaw, alaw) and how the body carries them (streamed as each
+//! chunk is encoded, or complete with exact sizes) are chosen in
+//! `format.rs`. The sample rate is in the `X-Sample-Rate` header.
 
 use std::sync::Arc;
 use std::time::Instant;
@@ -25,12 +23,13 @@ use tts_actors::{ErrorKind, Event, Stream};
 use tts_actors::{ModelError, Request};
 use tts_audio::StreamResampler;
 
+mod format;
 mod voice;
 
 pub use crate::http_error::error_response;
 use crate::http_error::Refusal;
 use crate::library;
-use crate::protocol::{self, AudioFormat};
+use crate::protocol;
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::validate::{self, Rejected};
 
@@ -119,6 +118,9 @@ struct SpeechRequest {
     speed: Option<f64>,
     stream_format: Option<String>,
     // Extensions (not in OpenAI's API).
+    /// `false`: the whole file in one body with exact sizes; `true`: bytes
+    /// as they are encoded. Default: streamed, except `wav` (format.rs).
+    stream: Option<bool>,
     sample_rate: Option<u32>,
     language: Option<String>,
     seed: Option<u64>,
@@ -136,18 +138,10 @@ struct SpeechRequest {
     non_streaming_mode: Option<bool>,
 }
 
-#[derive(Clone, Copy, PartialEq)]
-enum Container {
-    Wav,
-    Pcm,
-}
-
 /// Everything a valid request resolved to.
 struct Plan {
     req: Request,
-    container: Container,
-    sse: bool,
-    rate: u32,
+    output: format::Output,
     inline: Option<voice::Inline>,
 }
 
@@ -165,18 +159,6 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
         ));
     }
     let voice = voice::choose(m, &r, max_upload)?;
-    let container = match r.response_format.as_deref() {
-        // OpenAI's default is mp3, which this server does not encode; WAV
-        // is what a client that did not choose can still play.
-        None | Some("wav") => Container::Wav,
-        Some("pcm") => Container::Pcm,
-        Some(other) => {
-            return Err(invalid(
-                format!("response_format {other:?} is not supported; use \"wav\" or \"pcm\""),
-                "response_format",
-            ))
-        }
-    };
     if let Some(s) = r.speed {
         if s != 1.0 {
             return Err(invalid(
@@ -185,17 +167,13 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
             ));
         }
     }
-    let sse = match r.stream_format.as_deref() {
-        None | Some("audio") => false,
-        Some("sse") => true,
-        Some(other) => {
-            return Err(invalid(
-                format!("stream_format {other:?} is not supported; use \"audio\" or \"sse\""),
-                "stream_format",
-            ))
-        }
-    };
-    let rate = validate::sample_rate(r.sample_rate.unwrap_or(m.native_rate))?;
+    let output = format::output(
+        r.response_format.as_deref(),
+        r.stream_format.as_deref(),
+        r.stream,
+        r.sample_rate,
+        m.native_rate,
+    )?;
     let language = validate::language(&m.languages, r.language.as_deref().unwrap_or("auto"))?;
     let max_frames = match r.max_frames {
         Some(f) => validate::max_frames(f, m.max_frames)?,
@@ -216,9 +194,7 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
             text_streaming,
             options,
         },
-        container,
-        sse,
-        rate,
+        output,
         inline: voice.inline,
     })
 }
@@ -252,24 +228,6 @@ fn voice_name(v: &serde_json::Value) -> Result<&str, Invalid> {
         }
         _ => Err(bad()),
     }
-}
-
-/// A 44-byte PCM16 mono WAV header for a stream of unknown length.
-pub fn streaming_wav_header(rate: u32) -> Vec<u8> {
-    let mut h = Vec::with_capacity(44);
-    h.extend_from_slice(b"RIFF");
-    h.extend_from_slice(&u32::MAX.to_le_bytes());
-    h.extend_from_slice(b"WAVEfmt ");
-    h.extend_from_slice(&16u32.to_le_bytes());
-    h.extend_from_slice(&1u16.to_le_bytes()); // PCM
-    h.extend_from_slice(&1u16.to_le_bytes()); // mono
-    h.extend_from_slice(&rate.to_le_bytes());
-    h.extend_from_slice(&(rate * 2).to_le_bytes()); // bytes per second
-    h.extend_from_slice(&2u16.to_le_bytes()); // block align
-    h.extend_from_slice(&16u16.to_le_bytes()); // bits per sample
-    h.extend_from_slice(b"data");
-    h.extend_from_slice(&u32::MAX.to_le_bytes());
-    h
 }
 
 pub async fn speech(
@@ -321,6 +279,19 @@ pub async fn speech(
             }
         }
     }
+    // Made before synthesis starts, so a codec that cannot start is a
+    // clean error response, not a cut body.
+    let enc = match plan.output.body_encoder() {
+        Ok(e) => e,
+        Err(e) => {
+            return error_response(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                &e.to_string(),
+                "server_error",
+                None,
+            )
+        }
+    };
     let session = m.engine.open_session();
     let stream = match session.synthesize(plan.req.clone()).await {
         Ok(s) => s,
@@ -340,24 +311,50 @@ pub async fn speech(
             return error_response(status, &e.to_string(), kind, param);
         }
     };
-    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
-    let content_type = match (plan.sse, plan.container) {
-        (true, _) => "text/event-stream",
-        (false, Container::Wav) => "audio/wav",
-        (false, Container::Pcm) => "audio/pcm",
+    let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
+    let output = plan.output;
+    tokio::spawn(produce(st.clone(), m.clone(), stream, plan, enc, tx));
+    let mut resp = if output.complete {
+        // The whole file first: exact sizes, a Content-Length, and a
+        // failure answered with an error status instead of a cut body.
+        let mut file = Vec::new();
+        while let Some(item) = rx.recv().await {
+            match item {
+                Ok(b) => file.extend_from_slice(&b),
+                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
+                    return error_response(
+                        StatusCode::SERVICE_UNAVAILABLE,
+                        &e.to_string(),
+                        "server_error",
+                        None,
+                    )
+                }
+                Err(e) => {
+                    return error_response(
+                        StatusCode::INTERNAL_SERVER_ERROR,
+                        &e.to_string(),
+                        "server_error",
+                        None,
+                    )
+                }
+            }
+        }
+        Response::new(Body::from(file))
+    } else {
+        Response::new(Body::from_stream(futures_util::stream::unfold(
+            rx,
+            |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
+        )))
     };
-    let rate = plan.rate;
-    tokio::spawn(produce(st.clone(), m.clone(), stream, plan, tx));
-    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
-        rx.recv().await.map(|item| (item, rx))
-    }));
-    let mut resp = Response::new(body);
     let h = resp.headers_mut();
-    h.insert(header::CONTENT_TYPE, HeaderValue::from_static(content_type));
-    h.insert("x-sample-rate", HeaderValue::from(rate));
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static(output.content_type()),
+    );
+    h.insert("x-sample-rate", HeaderValue::from(output.rate));
     h.insert(
         "x-audio-encoding",
-        HeaderValue::from_static("pcm_s16le; channels=1"),
+        HeaderValue::from_static(output.encoding()),
     );
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
@@ -369,6 +366,7 @@ async fn produce(
     m: Arc<Loaded>,
     mut stream: Stream,
     plan: Plan,
+    mut enc: format::BodyEncoder,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
 ) {
     let _live = st.track();
@@ -376,16 +374,12 @@ async fn produce(
         .http_streams_active
         .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
     let mut drain = st.drain.subscribe();
-    let mut rs = StreamResampler::new(m.native_rate, plan.rate).expect("rate validated");
+    let out = plan.output;
+    let mut rs = StreamResampler::new(m.native_rate, out.rate).expect("rate validated");
     let t0 = Instant::now();
-    let emit = |samples: &[f32], first: &mut bool| -> Bytes {
-        let mut bytes = Vec::new();
-        if *first && plan.container == Container::Wav {
-            bytes.extend_from_slice(&streaming_wav_header(plan.rate));
-        }
-        *first = false;
-        protocol::encode_samples(samples, AudioFormat::Pcm16, &mut bytes);
-        if plan.sse {
+    // Encoded bytes as a body item: raw, or one SSE delta.
+    let item = |bytes: Vec<u8>| -> Bytes {
+        if out.sse {
             let ev = serde_json::json!({
                 "type": "speech.audio.delta",
                 "audio": protocol::base64_encode(&bytes),
@@ -395,34 +389,51 @@ async fn produce(
             Bytes::from(bytes)
         }
     };
-    let mut first = true;
-    let mut out = Vec::new();
+    let mut samples = Vec::new();
     let outcome = loop {
         let ev = tokio::select! {
             ev = stream.next() => ev,
             _ = async { let _ = drain.wait_for(|d| *d == Drain::Force).await; } => {
-                let _ = tx.send(Err(std::io::Error::other("server shutting down"))).await;
+                let _ = tx.send(Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "server shutting down"))).await;
                 break "cancelled";
             }
         };
         match ev {
             Some(Event::Audio(chunk)) => {
-                out.clear();
-                rs.step(&chunk.samples, &mut out);
+                samples.clear();
+                rs.step(&chunk.samples, &mut samples);
                 if chunk.terminal {
-                    rs.flush(&mut out);
+                    rs.flush(&mut samples);
                 }
-                if !out.is_empty() || first {
-                    let b = emit(&out, &mut first);
-                    if tx.send(Ok(b)).await.is_err() {
-                        // The client went away: dropping the stream cancels.
-                        break "abandoned";
+                let bytes = match enc.push(&samples) {
+                    Ok(b) => b,
+                    Err(e) => {
+                        let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                        break "failed";
                     }
+                };
+                // Nothing ready (a codec holding a partial frame, or a
+                // complete body): nothing to send yet.
+                if !bytes.is_empty() && tx.send(Ok(item(bytes))).await.is_err() {
+                    // The client went away: dropping the stream cancels.
+                    break "abandoned";
                 }
                 stream.ack(chunk.seq);
             }
             Some(Event::Started { .. }) => {}
             Some(Event::Done { metrics, stop, .. }) => {
+                match enc.finish() {
+                    Ok(bytes) if bytes.is_empty() => {}
+                    Ok(bytes) => {
+                        if tx.send(Ok(item(bytes))).await.is_err() {
+                            break "abandoned";
+                        }
+                    }
+                    Err(e) => {
+                        let _ = tx.send(Err(std::io::Error::other(e.to_string()))).await;
+                        break "failed";
+                    }
+                }
                 st.metrics.finished(
                     true,
                     "done",
@@ -430,7 +441,7 @@ async fn produce(
                     metrics.rtf,
                     metrics.underruns,
                 );
-                if plan.sse {
+                if out.sse {
                     let ev = serde_json::json!({
                         "type": "speech.audio.done",
                         "usage": {
@@ -439,7 +450,7 @@ async fn produce(
                             "total_tokens": plan.req.text.chars().count() as u64 + metrics.frames.unwrap_or(0),
                         },
                         "stop": format!("{stop:?}").to_lowercase(),
-                        "sample_rate": plan.rate,
+                        "sample_rate": out.rate,
                         "elapsed_ms": t0.elapsed().as_secs_f64() * 1e3,
                     });
                     let _ = tx.send(Ok(Bytes::from(format!("data: {ev}\n\n")))).await;
@@ -447,7 +458,7 @@ async fn produce(
                 break "done";
             }
             Some(Event::Error { error, .. }) => {
-                if plan.sse {
+                if out.sse {
                     let ev = serde_json::json!({"type": "error", "error": {"message": error.to_string(), "type": "server_error"}});
                     let _ = tx.send(Ok(Bytes::from(format!("data: {ev}\n\n")))).await;
                 } else {
@@ -461,6 +472,15 @@ async fn produce(
         }
     };
     if outcome != "done" {
+        if out.complete {
+            // A complete body is all or nothing: never a short file.
+            let _ = tx
+                .send(Err(std::io::Error::new(
+                    std::io::ErrorKind::Interrupted,
+                    format!("synthesis ended early ({outcome})"),
+                )))
+                .await;
+        }
         st.metrics.finished(true, outcome, None, None, None);
     }
     st.metrics
@@ -653,15 +673,5 @@ mod tests {
         let frames = Invalid::from(Rejected::MaxFrames { frames: 0, max: 5 });
         assert_eq!(frames.param, "max_frames");
         assert_eq!(frames.message, "max_frames 0 must be 1..=5");
-    }
-
-    #[test]
-    fn streaming_wav_header_layout() {
-        let h = streaming_wav_header(24000);
-        assert_eq!(h.len(), 44);
-        assert_eq!(&h[0..4], b"RIFF");
-        assert_eq!(&h[36..40], b"data");
-        assert_eq!(u32::from_le_bytes(h[24..28].try_into().unwrap()), 24000);
-        assert_eq!(u32::from_le_bytes(h[40..44].try_into().unwrap()), u32::MAX);
     }
 }

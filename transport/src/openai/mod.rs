@@ -16,7 +16,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -31,7 +31,7 @@ pub use crate::http_error::error_response;
 use crate::http_error::Refusal;
 use crate::library;
 use crate::protocol::{self, AudioFormat};
-use crate::state::{AppState, Drain, Loaded, TokenQuery};
+use crate::state::{AppState, Drain, Loaded};
 use crate::validate::{self, Rejected};
 
 /// OpenAI's own input limit.
@@ -272,13 +272,8 @@ pub fn streaming_wav_header(rate: u32) -> Vec<u8> {
     h
 }
 
-pub async fn speech(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-    body: Body,
-) -> Response {
-    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    if let Err(r) = st.authorize(&headers) {
         return r.into_response();
     }
     if st.drain_state() != Drain::Running {
@@ -337,7 +332,13 @@ pub async fn speech(
                 _ => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
             };
             let param = e.model_cause().and_then(model_param);
-            return error_response(status, &e.to_string(), kind, param);
+            let mut message = validate::engine_message(&e);
+            if let Some(ModelError::TextTooLong { max, .. }) = e.model_cause() {
+                message.push_str(&format!(
+                    " (`input` takes 1 to {MAX_INPUT_CHARS} characters, and at most {max} tokens on this checkpoint)"
+                ));
+            }
+            return error_response(status, &message, kind, param);
         }
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
@@ -470,12 +471,8 @@ async fn produce(
 
 /// The read-only routes' preamble: the token, then the loaded model (503
 /// while loading).
-fn authorized_model(
-    st: &AppState,
-    headers: &HeaderMap,
-    q: &TokenQuery,
-) -> Result<Arc<Loaded>, Box<Response>> {
-    st.authorize(headers, q.token.as_deref())
+fn authorized_model(st: &AppState, headers: &HeaderMap) -> Result<Arc<Loaded>, Box<Response>> {
+    st.authorize(headers)
         .map_err(|r| Box::new(r.into_response()))?;
     st.loaded().ok_or_else(|| {
         Box::new(error_response(
@@ -487,12 +484,8 @@ fn authorized_model(
     })
 }
 
-pub async fn models(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-) -> Response {
-    let m = match authorized_model(&st, &headers, &q) {
+pub async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let m = match authorized_model(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };
@@ -519,10 +512,9 @@ fn model_object(id: &str) -> serde_json::Value {
 pub async fn model(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let m = match authorized_model(&st, &headers, &q) {
+    let m = match authorized_model(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };
@@ -540,12 +532,8 @@ pub async fn model(
     Json(model_object(&m.model_id)).into_response()
 }
 
-pub async fn voices(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-) -> Response {
-    let m = match authorized_model(&st, &headers, &q) {
+pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let m = match authorized_model(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };

@@ -261,6 +261,15 @@ pub enum AudioOut {
     /// A stage rejected the request without crashing (e.g. a code outside
     /// the codebook).
     Failed { stamp: Stamp, message: String },
+    /// The codec decoded a NaN or infinite sample (broken weights): the
+    /// request fails rather than deliver it. `seq` is the chunk's number,
+    /// `index` the first bad sample in it.
+    NonFinite {
+        stamp: Stamp,
+        seq: u64,
+        index: usize,
+        value: f32,
+    },
 }
 
 /// A stage's data-path input, wrapped so every stage has one mailbox type.
@@ -298,9 +307,9 @@ impl AudioOut {
     pub fn origin(&self) -> (RequestKey, Generation) {
         match self {
             AudioOut::Chunk(c) => (c.request, c.generation),
-            AudioOut::Finished { stamp, .. } | AudioOut::Failed { stamp, .. } => {
-                (stamp.key, stamp.generation)
-            }
+            AudioOut::Finished { stamp, .. }
+            | AudioOut::Failed { stamp, .. }
+            | AudioOut::NonFinite { stamp, .. } => (stamp.key, stamp.generation),
         }
     }
 }

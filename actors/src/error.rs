@@ -18,6 +18,7 @@ pub enum ErrorKind {
     StageFailed,
     StageStalled,
     SlowConsumer,
+    NonFiniteAudio,
     ShuttingDown,
     Config,
     Internal,
@@ -68,6 +69,13 @@ pub enum EngineError {
         limit_s: f64,
         paused_ms: u64,
     },
+    /// The codec decoded a NaN or infinite sample: the checkpoint's
+    /// code2wav weights are broken. Nothing of the chunk is delivered.
+    #[error(
+        "non-finite audio: the codec decoded {value} at sample {index} of chunk {seq}; \
+         the checkpoint's speech-tokenizer (code2wav) weights are likely corrupt"
+    )]
+    NonFiniteAudio { seq: u64, index: usize, value: f32 },
     #[error("the engine is shutting down")]
     ShuttingDown,
     #[error("engine config `{key}`: {message}")]
@@ -85,6 +93,7 @@ impl EngineError {
             EngineError::StageFailed { .. } => ErrorKind::StageFailed,
             EngineError::StageStalled { .. } => ErrorKind::StageStalled,
             EngineError::SlowConsumer { .. } => ErrorKind::SlowConsumer,
+            EngineError::NonFiniteAudio { .. } => ErrorKind::NonFiniteAudio,
             EngineError::ShuttingDown => ErrorKind::ShuttingDown,
             EngineError::Config { .. } => ErrorKind::Config,
             EngineError::Internal(_) => ErrorKind::Internal,

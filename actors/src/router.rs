@@ -539,6 +539,11 @@ impl Handler<AudioOut> for Router {
             AudioOut::Failed { message, .. } => {
                 self.fail(key, EngineError::Internal(message), ctx);
             }
+            AudioOut::NonFinite {
+                seq, index, value, ..
+            } => {
+                self.fail(key, EngineError::NonFiniteAudio { seq, index, value }, ctx);
+            }
         }
     }
 }

@@ -34,13 +34,27 @@ pub struct ServeArgs {
     /// Port (0: any free port; the bound one is printed).
     #[arg(long, default_value_t = 8080)]
     port: u16,
-    /// Require `Authorization: Bearer TOKEN` (or `?token=TOKEN`) on every
-    /// route but /health and /ready.
+    /// Require `Authorization: Bearer TOKEN` on every route except the open
+    /// ones: /health, /ready, and the browser page (/, /app.js,
+    /// /worklet.js, /style.css). The WebSocket /v1/realtime also takes
+    /// `?token=TOKEN` (browsers cannot set its headers); no other route does.
     #[arg(long, env = "TTS_RT_TOKEN", hide_env_values = true)]
     token: Option<String>,
-    /// WebSocket sessions at once (more get 503).
+    /// WebSocket sessions at once (more get 503, once the longest-idle
+    /// session, if any, was closed to make room).
     #[arg(long, default_value_t = 64)]
     max_sessions: usize,
+    /// HTTP connections at once (WebSockets leave the count once upgraded);
+    /// more get 503 and are closed (GET /health is still answered).
+    #[arg(long, default_value_t = 1024)]
+    max_connections: usize,
+    /// Seconds a request's headers may take to arrive (and a kept-alive
+    /// connection may wait for its next request).
+    #[arg(long, default_value_t = 10.0)]
+    header_timeout_s: f64,
+    /// Seconds a request body may take to arrive (408 past it).
+    #[arg(long, default_value_t = 60.0)]
+    body_timeout_s: f64,
     /// Synthesis requests running at once in the engine (all sessions).
     #[arg(long, default_value_t = 16)]
     max_requests: usize,
@@ -54,6 +68,17 @@ pub struct ServeArgs {
     /// Seconds in-flight streams get to finish after SIGTERM / ctrl-c.
     #[arg(long, default_value_t = 10.0)]
     drain_timeout_s: f64,
+    /// Close a WebSocket session with no open context and no message for
+    /// this many seconds. When every --max-sessions slot is taken, the
+    /// longest-idle session is closed to admit a new client.
+    #[arg(long, default_value_t = 300.0)]
+    idle_timeout_s: f64,
+    /// Ping each WebSocket session this often (seconds) ...
+    #[arg(long, default_value_t = 20.0)]
+    ping_interval_s: f64,
+    /// ... and close one that sends nothing for this long after a ping.
+    #[arg(long, default_value_t = 20.0)]
+    pong_timeout_s: f64,
     /// Stored voices (Base checkpoints: `POST /v1/audio/voices`, `voice`
     /// naming one); other checkpoints do not open it.
     #[command(flatten)]
@@ -104,6 +129,24 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         "--drain-timeout-s must be a number of seconds >= 0"
     );
     cfg.drain_timeout = Duration::from_secs_f64(a.drain_timeout_s);
+    for (flag, v) in [
+        ("--header-timeout-s", a.header_timeout_s),
+        ("--body-timeout-s", a.body_timeout_s),
+        ("--idle-timeout-s", a.idle_timeout_s),
+        ("--ping-interval-s", a.ping_interval_s),
+        ("--pong-timeout-s", a.pong_timeout_s),
+    ] {
+        anyhow::ensure!(
+            v.is_finite() && (0.1..=86_400.0).contains(&v),
+            "{flag} must be a number of seconds from 0.1 to 86400, got {v}"
+        );
+    }
+    cfg.max_connections = a.max_connections;
+    cfg.header_read_timeout = Duration::from_secs_f64(a.header_timeout_s);
+    cfg.body_read_timeout = Duration::from_secs_f64(a.body_timeout_s);
+    cfg.idle_timeout = Duration::from_secs_f64(a.idle_timeout_s);
+    cfg.ping_interval = Duration::from_secs_f64(a.ping_interval_s);
+    cfg.pong_timeout = Duration::from_secs_f64(a.pong_timeout_s);
     anyhow::ensure!(
         a.max_upload_mb.is_finite() && a.max_upload_mb > 0.0,
         "--max-upload-mb must be a positive number of megabytes"

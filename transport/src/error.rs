@@ -18,6 +18,8 @@ pub enum TransportError {
     Model { dir: String, message: String },
     #[error("starting the engine: {0}")]
     Engine(#[from] tts_actors::EngineError),
+    #[error("stopped by a second signal during the drain; streams in flight were cut")]
+    Interrupted,
     #[error("server I/O: {0}")]
     Io(#[from] std::io::Error),
 }

@@ -67,3 +67,70 @@ impl IntoResponse for Refusal {
         error_response(self.status, &self.message, kind, self.param)
     }
 }
+
+/// The route table's own answers in the same shape: 404 for a path no
+/// route serves, naming it.
+pub async fn not_found(uri: axum::http::Uri) -> Response {
+    error_response(
+        StatusCode::NOT_FOUND,
+        &format!("no route {}; docs/protocol.md lists the routes", uri.path()),
+        "invalid_request_error",
+        None,
+    )
+}
+
+/// 405: the path exists but not with this method.
+pub async fn method_not_allowed(method: axum::http::Method, uri: axum::http::Uri) -> Response {
+    error_response(
+        StatusCode::METHOD_NOT_ALLOWED,
+        &format!(
+            "{method} is not served on {}; docs/protocol.md lists each route's methods",
+            uri.path()
+        ),
+        "invalid_request_error",
+        None,
+    )
+}
+
+/// Largest plain-text refusal body carried over into the JSON message.
+const MAX_REJECTION_TEXT: usize = 4 * 1024;
+
+/// Middleware: any error response that is not JSON yet (axum's extractor
+/// rejections — a body over its limit, an unparsable query or path — are
+/// plain text) leaves in OpenAI's error shape, its text as the message, so
+/// every HTTP client parses one error body whatever went wrong.
+pub async fn json_errors(resp: Response) -> Response {
+    let status = resp.status();
+    let is_json = resp
+        .headers()
+        .get(axum::http::header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|v| v.starts_with("application/json"));
+    if !(status.is_client_error() || status.is_server_error()) || is_json {
+        return resp;
+    }
+    let (parts, body) = resp.into_parts();
+    let text = axum::body::to_bytes(body, MAX_REJECTION_TEXT)
+        .await
+        .map(|b| String::from_utf8_lossy(&b).trim().to_string())
+        .unwrap_or_default();
+    let message = if text.is_empty() {
+        status.canonical_reason().unwrap_or("error").to_string()
+    } else {
+        text
+    };
+    let kind = match status {
+        StatusCode::UNAUTHORIZED => "authentication_error",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
+        s if s.is_client_error() => "invalid_request_error",
+        _ => "server_error",
+    };
+    let mut out = error_response(status, &message, kind, None);
+    // Keep what the refusal said besides its body (Allow, WWW-Authenticate).
+    for (k, v) in parts.headers.iter() {
+        if k != axum::http::header::CONTENT_TYPE && k != axum::http::header::CONTENT_LENGTH {
+            out.headers_mut().append(k.clone(), v.clone());
+        }
+    }
+    out
+}

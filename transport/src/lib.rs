@@ -5,6 +5,8 @@
 //! Files import only files listed after them (no circles).
 //! - [`server`]: [`ServeConfig`], [`Server`] (listen, load the model in the
 //!   background, routes, graceful drain), and [`run_blocking`] for the CLI.
+//! - `listener`: the accept loop — the connection cap and its 503, header
+//!   and body read timeouts, each connection's graceful close.
 //! - `realtime/`: `/v1/realtime`, one `RealtimeConnection` task per
 //!   WebSocket — the loop and message routing (`connection`), settings
 //!   (`settings`), the context queue (`queue`), barge-in (`barge_in`),
@@ -43,6 +45,7 @@
 pub mod error;
 mod http_error;
 pub mod library;
+mod listener;
 pub mod openai;
 pub mod prometheus;
 pub mod protocol;

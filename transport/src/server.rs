@@ -3,24 +3,25 @@
 //! (and the token check each route calls) is in `state.rs`; the route
 //! bodies live in `openai.rs`, `realtime/` and `web.rs`.
 //!
+//! Connections come through `listener.rs` (the cap, read timeouts, one
+//! hyper connection each), not `axum::serve`, which sets neither.
+//!
 //! Shutdown is a three-state broadcast ([`Drain`]): `Running` → `Draining`
-//! (stop accepting connections and new contexts; streams in flight go on)
-//! → `Force` at the drain deadline (cancel what is left). A watch counter of
-//! live sessions and HTTP streams is the completion guard the server waits
-//! on before it returns.
+//! (no new sessions or contexts, `/ready` says "draining", connections close
+//! after their request; streams in flight go on) → `Force` at the drain
+//! deadline or on a second signal (cancel what is left). A watch counter of
+//! live sessions and HTTP streams, and the connection cap's semaphore, are
+//! the completion guards the server waits on before it returns.
 
-use std::future::IntoFuture;
 use std::net::SocketAddr;
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
-use axum::extract::ws::WebSocketUpgrade;
 use axum::extract::{DefaultBodyLimit, Query, State};
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
-use axum::serve::ListenerExt;
 use axum::{Json, Router};
 use tokio::sync::{oneshot, watch, Semaphore};
 use tts_actors::{Engine, EngineConfig};
@@ -29,10 +30,9 @@ use tts_actors::{ModelKind, Qwen3Tts, VoiceLibrary};
 use crate::error::TransportError;
 use crate::http_error::error_response;
 use crate::prometheus::ServerMetrics;
-use crate::protocol::HARD_MESSAGE_BYTES;
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::voices::Voices;
-use crate::{library, openai, realtime, web};
+use crate::{http_error, library, listener, openai, realtime, state, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
 /// before anything starts.
@@ -48,8 +48,17 @@ pub struct ServeConfig {
     /// The server sets `explicit_acks` itself (it acknowledges audio when
     /// written, or when the client says it was played).
     pub engine: EngineConfig,
-    /// WebSocket sessions at once; more are refused with 503.
+    /// WebSocket sessions at once; more are refused with 503 (after the
+    /// longest-idle session, if any, was closed to make room).
     pub max_sessions: usize,
+    /// HTTP connections at once (upgraded WebSockets leave the count);
+    /// more get a 503 and are closed.
+    pub max_connections: usize,
+    /// A request head must arrive within this (also how long a kept-alive
+    /// connection may wait for its next request).
+    pub header_read_timeout: Duration,
+    /// A request body must arrive within this of its first read (408).
+    pub body_read_timeout: Duration,
     /// Open contexts per session.
     pub max_contexts: usize,
     /// Appended-but-unsynthesized characters per context.
@@ -59,6 +68,14 @@ pub struct ServeConfig {
     pub max_frames: Option<usize>,
     /// How long in-flight streams may take to finish after SIGTERM.
     pub drain_timeout: Duration,
+    /// The server pings every realtime session this often ...
+    pub ping_interval: Duration,
+    /// ... and closes one that sends nothing for this long after a ping.
+    pub pong_timeout: Duration,
+    /// A realtime session with no open context and no client message for
+    /// this long is closed (1001). When every session slot is taken, the
+    /// longest-idle session is closed to admit a new client.
+    pub idle_timeout: Duration,
     /// Test hook: model loading waits for this (keeps `/ready` at 503).
     pub load_gate: Option<oneshot::Receiver<()>>,
     /// Where stored voices live (a Base checkpoint's library; created if
@@ -83,10 +100,16 @@ impl ServeConfig {
             token: None,
             engine: EngineConfig::default(),
             max_sessions: 64,
+            max_connections: 1024,
+            header_read_timeout: Duration::from_secs(10),
+            body_read_timeout: Duration::from_secs(60),
             max_contexts: 8,
             max_pending_chars: 16 * 1024,
             max_frames: None,
             drain_timeout: Duration::from_secs(10),
+            ping_interval: Duration::from_secs(20),
+            pong_timeout: Duration::from_secs(20),
+            idle_timeout: Duration::from_secs(300),
             load_gate: None,
             voices_dir: None,
             max_voices: None,
@@ -119,6 +142,20 @@ impl ServeConfig {
         }
         if self.max_frames == Some(0) {
             return bad("max_frames", "must be at least 1".into());
+        }
+        if self.max_connections == 0 {
+            return bad("max_connections", "must be at least 1".into());
+        }
+        for (key, d) in [
+            ("header_read_timeout", self.header_read_timeout),
+            ("body_read_timeout", self.body_read_timeout),
+            ("ping_interval", self.ping_interval),
+            ("pong_timeout", self.pong_timeout),
+            ("idle_timeout", self.idle_timeout),
+        ] {
+            if d < Duration::from_millis(100) {
+                return bad(key, format!("must be at least 0.1 s, got {d:?}"));
+            }
         }
         if matches!(&self.token, Some(t) if t.is_empty()) {
             return bad(
@@ -159,10 +196,18 @@ impl Server {
             max_contexts: cfg.max_contexts,
             max_pending_chars: cfg.max_pending_chars,
             prebuffer_ms: cfg.engine.prebuffer_ms,
+            ack_pause_s: cfg.engine.soft_unacked_audio_s,
+            ack_fail_s: cfg.engine.hard_unacked_audio_s,
             loaded: OnceLock::new(),
             load_error: Mutex::new(None),
             metrics: ServerMetrics::default(),
             sessions: Arc::new(Semaphore::new(cfg.max_sessions)),
+            registry: Default::default(),
+            liveness: realtime::Timeouts {
+                ping_every: cfg.ping_interval,
+                pong_within: cfg.pong_timeout,
+                idle_after: cfg.idle_timeout,
+            },
             drain,
             live,
             started: Instant::now(),
@@ -170,39 +215,37 @@ impl Server {
             uploading: Mutex::new(Default::default()),
         });
         let loader = spawn_loader(&mut cfg, state.clone());
-        let app = router(state.clone());
+        let app = router(state.clone(), cfg.body_read_timeout);
+        let limits = listener::ConnLimits {
+            header_read_timeout: cfg.header_read_timeout,
+        };
+        let open = Arc::new(Semaphore::new(cfg.max_connections));
+        let (stop, stop_rx) = watch::channel(false);
+        let accept = tokio::spawn(listener::accept_loop(
+            listener,
+            app,
+            limits,
+            state.drain.subscribe(),
+            open.clone(),
+            stop_rx,
+        ));
         let st = state.clone();
         let drain_timeout = cfg.drain_timeout;
+        let max_connections = cfg.max_connections;
         let task = tokio::spawn(async move {
-            let mut drain_rx = st.drain.subscribe();
-            let signal = {
-                let mut rx = drain_rx.clone();
-                async move {
-                    let _ = rx.wait_for(|d| *d != Drain::Running).await;
-                }
-            };
-            let serve = axum::serve(listener.tap_io(no_delay), app)
-                .with_graceful_shutdown(signal)
-                .into_future();
-            tokio::pin!(serve);
             // Serve until a shutdown starts (or the model fails to load).
-            let mut serve_done = false;
-            tokio::select! {
-                r = &mut serve => {
-                    r?;
-                    serve_done = true;
-                }
-                _ = drain_rx.wait_for(|d| *d != Drain::Running) => {}
-            }
+            let mut drain_rx = st.drain.subscribe();
+            let _ = drain_rx.wait_for(|d| *d != Drain::Running).await;
             let deadline = tokio::time::Instant::now() + drain_timeout;
-            // Draining: the listener is closed; wait for HTTP connections and
-            // for sessions / streams to finish, until the deadline.
+            // Draining: connections finish their request and close (new
+            // ones are still answered, one request each, so `/ready` says
+            // "draining"); sessions and streams finish, until the deadline.
             let mut live = st.live.subscribe();
             let finished = async {
-                if !serve_done {
-                    let _ = (&mut serve).await;
-                }
                 let _ = live.wait_for(|n| *n == 0).await;
+                while open.available_permits() < max_connections {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                }
             };
             if tokio::time::timeout_at(deadline, finished).await.is_err() {
                 let _ = st.drain.send(Drain::Force);
@@ -211,6 +254,8 @@ impl Server {
                 let _ =
                     tokio::time::timeout(Duration::from_secs(2), live.wait_for(|n| *n == 0)).await;
             }
+            let _ = stop.send(true);
+            let _ = accept.await;
             drop(loader);
             if let Some(e) = st
                 .load_error
@@ -376,7 +421,7 @@ fn fail_load(st: &AppState, e: String) {
     let _ = st.drain.send(Drain::Draining);
 }
 
-fn router(state: Arc<AppState>) -> Router {
+fn router(state: Arc<AppState>, body_timeout: Duration) -> Router {
     Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
@@ -401,6 +446,14 @@ fn router(state: Arc<AppState>) -> Router {
             get(library::show).delete(library::delete),
         )
         .merge(web::router())
+        .fallback(http_error::not_found)
+        .method_not_allowed_fallback(http_error::method_not_allowed)
+        .layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                listener::timed_body(body_timeout, req, next)
+            },
+        ))
+        .layer(axum::middleware::map_response(http_error::json_errors))
         .with_state(state)
 }
 
@@ -434,12 +487,8 @@ async fn ready(State(st): State<Arc<AppState>>) -> Response {
     }
 }
 
-async fn metrics(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-) -> Response {
-    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    if let Err(r) = st.authorize(&headers) {
         return r.into_response();
     }
     let loaded = st.loaded();
@@ -456,13 +505,16 @@ async fn metrics(
 
 async fn realtime(
     State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
     Query(q): Query<TokenQuery>,
-    ws: WebSocketUpgrade,
+    mut req: axum::extract::Request,
 ) -> Response {
-    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+    if let Err(r) = st.authorize_upgrade(req.headers(), q.token.as_deref()) {
         return r.into_response();
     }
+    let hs = match realtime::handshake(&mut req) {
+        Ok(h) => h,
+        Err(r) => return *r,
+    };
     if st.drain_state() != Drain::Running {
         st.metrics.refused("shutting_down");
         return error_response(
@@ -481,18 +533,28 @@ async fn realtime(
             None,
         );
     };
-    let Ok(permit) = st.sessions.clone().try_acquire_owned() else {
+    let permit = match st.sessions.clone().try_acquire_owned() {
+        Ok(p) => Some(p),
+        // Full: idle sessions must not hold every slot, so the longest-idle
+        // one is closed and its slot goes to this client.
+        Err(_) if st.registry.evict_oldest_idle() => {
+            tokio::time::timeout(state::EVICTION_WAIT, st.sessions.clone().acquire_owned())
+                .await
+                .ok()
+                .and_then(Result::ok)
+        }
+        Err(_) => None,
+    };
+    let Some(permit) = permit else {
         st.metrics.refused("too_many_sessions");
         return error_response(
             StatusCode::SERVICE_UNAVAILABLE,
-            "too many sessions; retry later or raise --max-sessions",
+            "too many sessions, all in use; retry later or raise --max-sessions",
             "server_error",
             None,
         );
     };
-    ws.max_message_size(HARD_MESSAGE_BYTES)
-        .max_frame_size(HARD_MESSAGE_BYTES)
-        .on_upgrade(move |socket| realtime::run(st, loaded, socket, permit))
+    hs.accept(move |socket| realtime::run(st, loaded, socket, permit))
 }
 
 /// Runs a server until SIGTERM or ctrl-c, then drains and returns. Builds
@@ -508,21 +570,33 @@ pub fn run_blocking(
         .enable_all()
         .thread_name("tts-serve")
         .build()?;
-    rt.block_on(async move {
+    let r = rt.block_on(async move {
         let server = Server::start(cfg).await?;
         on_listening(server.local_addr());
         let state = server.state().clone();
         let mut drain = state.drain.subscribe();
         tokio::select! {
             _ = shutdown_signal() => {
-                eprintln!("tts-rt serve: shutting down (draining in-flight streams)");
+                eprintln!("tts-rt serve: shutting down (draining in-flight streams; signal again to stop now)");
                 server.shutdown();
             }
             // The model failed to load: the server drains by itself.
             _ = drain.wait_for(|d| *d != Drain::Running) => {}
         }
-        server.wait().await
-    })
+        tokio::select! {
+            r = server.wait() => r,
+            // A second signal during the drain: cut what is left, now.
+            _ = shutdown_signal() => {
+                let _ = state.drain.send(Drain::Force);
+                Err(TransportError::Interrupted)
+            }
+        }
+    });
+    // Not `drop(rt)`: that waits for blocking tasks, and a model load stuck
+    // on its file (a FIFO, a hung network mount) would then keep the
+    // process alive after SIGTERM.
+    rt.shutdown_background();
+    r
 }
 
 async fn shutdown_signal() {
@@ -543,27 +617,5 @@ async fn shutdown_signal() {
     tokio::select! {
         _ = ctrl_c => {}
         _ = term => {}
-    }
-}
-
-/// TCP_NODELAY on every accepted connection: audio leaves in small writes
-/// (a chunk, an SSE event, a WebSocket frame) that Nagle's algorithm would
-/// hold back until the peer's delayed ACK (~40 ms on Linux) releases them.
-fn no_delay(tcp: &mut tokio::net::TcpStream) {
-    // A socket that refuses the option still works, only slower to flush.
-    let _ = tcp.set_nodelay(true);
-}
-
-#[cfg(test)]
-mod tests {
-    #[tokio::test]
-    async fn accepted_connections_have_tcp_nodelay() {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let client = tokio::net::TcpStream::connect(addr);
-        let ((mut tcp, _), _c) = tokio::try_join!(l.accept(), client).unwrap();
-        assert!(!tcp.nodelay().unwrap(), "the default is Nagle on");
-        super::no_delay(&mut tcp);
-        assert!(tcp.nodelay().unwrap());
     }
 }

@@ -4,10 +4,11 @@
 //! routes) so the route modules (`openai`, `realtime`) import the state, not
 //! the server that mounts them.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::path::PathBuf;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, OnceLock};
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::http::{header, HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
@@ -60,10 +61,21 @@ pub struct AppState {
     pub max_contexts: usize,
     pub max_pending_chars: usize,
     pub prebuffer_ms: f64,
+    /// `audio_acks` sessions: seconds of a context's unacknowledged audio
+    /// (over all its segments) at which its generation pauses ...
+    pub ack_pause_s: f64,
+    /// ... and how old its oldest unacknowledged frame may get before the
+    /// context fails with `slow_consumer`.
+    pub ack_fail_s: f64,
     pub loaded: OnceLock<Arc<Loaded>>,
     pub(crate) load_error: Mutex<Option<String>>,
     pub metrics: ServerMetrics,
     pub(crate) sessions: Arc<Semaphore>,
+    /// The realtime sessions' idle clocks, to evict the longest-idle one
+    /// when the session slots are full.
+    pub(crate) registry: Registry,
+    /// Server pings, the pong deadline and the idle timeout of a session.
+    pub(crate) liveness: crate::realtime::Timeouts,
     pub drain: watch::Sender<Drain>,
     /// Live sessions and HTTP streams (the completion guard).
     pub(crate) live: watch::Sender<usize>,
@@ -74,6 +86,113 @@ pub struct AppState {
     /// refused at once rather than after seconds of encoding.
     pub(crate) uploading: Mutex<HashSet<String>>,
 }
+
+/// Every realtime session's idle clock and eviction signal. Locked only
+/// when a session opens or closes and when a full server looks for an idle
+/// session to evict; the clocks themselves are atomics.
+#[derive(Default)]
+pub struct Registry {
+    slots: Mutex<HashMap<u64, Arc<Slot>>>,
+    next: AtomicU64,
+    started: OnceLock<Instant>,
+}
+
+/// One session's entry.
+pub struct Slot {
+    /// Microseconds (since the registry's epoch, plus one) since which the
+    /// session has been idle; 0 while it is in use or once it was evicted.
+    idle_since_us: AtomicU64,
+    evict: tokio::sync::Notify,
+}
+
+impl Slot {
+    /// Publishes the session's idle clock (`None`: in use).
+    pub fn set_idle(&self, since: Option<Instant>, epoch: Instant) {
+        let us = since.map_or(0, |t| {
+            t.saturating_duration_since(epoch).as_micros() as u64 + 1
+        });
+        self.idle_since_us.store(us, Ordering::Relaxed);
+    }
+
+    /// Resolves when the server evicts this session.
+    pub async fn evicted(&self) {
+        self.evict.notified().await
+    }
+}
+
+/// Unregisters its session when dropped.
+pub struct SlotGuard<'a> {
+    registry: &'a Registry,
+    id: u64,
+    pub slot: Arc<Slot>,
+}
+
+impl Drop for SlotGuard<'_> {
+    fn drop(&mut self) {
+        self.registry
+            .slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .remove(&self.id);
+    }
+}
+
+impl Registry {
+    /// The instant idle clocks count from.
+    pub fn epoch(&self) -> Instant {
+        *self.started.get_or_init(Instant::now)
+    }
+
+    /// Adds a session (idle from now until it says otherwise).
+    pub fn register(&self) -> SlotGuard<'_> {
+        let id = self.next.fetch_add(1, Ordering::Relaxed);
+        let slot = Arc::new(Slot {
+            idle_since_us: AtomicU64::new(0),
+            evict: tokio::sync::Notify::new(),
+        });
+        slot.set_idle(Some(Instant::now()), self.epoch());
+        self.slots
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+            .insert(id, slot.clone());
+        SlotGuard {
+            registry: self,
+            id,
+            slot,
+        }
+    }
+
+    /// Tells the longest-idle session to close; `false` when every session
+    /// is in use.
+    pub fn evict_oldest_idle(&self) -> bool {
+        let slots = self.slots.lock().unwrap_or_else(|e| e.into_inner());
+        let oldest = slots
+            .values()
+            .filter(|s| s.idle_since_us.load(Ordering::Relaxed) != 0)
+            .min_by_key(|s| s.idle_since_us.load(Ordering::Relaxed));
+        match oldest {
+            Some(s) => {
+                s.idle_since_us.store(0, Ordering::Relaxed);
+                s.evict.notify_one();
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// Sessions registered now.
+    pub fn len(&self) -> usize {
+        self.slots.lock().unwrap_or_else(|e| e.into_inner()).len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+}
+
+/// How long a client refused for want of a slot waits for an evicted idle
+/// session to give its slot back.
+pub const EVICTION_WAIT: Duration = Duration::from_secs(2);
 
 /// Held by a session or HTTP stream while it runs.
 pub struct LiveGuard(watch::Sender<usize>);
@@ -98,23 +217,34 @@ impl AppState {
         self.loaded.get().cloned()
     }
 
-    /// `Ok` when no token is configured, or the request carries it as a
-    /// bearer header or a `token` query parameter.
-    pub fn authorize(
+    /// `Ok` when no token is configured, or the request carries it in an
+    /// `Authorization: Bearer` header (the scheme is case-insensitive, RFC
+    /// 9110 §11.1). HTTP routes take the token only there: a token in a URL
+    /// ends up in logs and browser history.
+    pub fn authorize(&self, headers: &HeaderMap) -> Result<(), Unauthorized> {
+        self.check(headers, None)
+    }
+
+    /// The WebSocket upgrade's check: the bearer header, or `?token=` in the
+    /// URL (browsers cannot set headers on a WebSocket).
+    pub fn authorize_upgrade(
         &self,
         headers: &HeaderMap,
         query_token: Option<&str>,
     ) -> Result<(), Unauthorized> {
+        self.check(headers, query_token)
+    }
+
+    fn check(&self, headers: &HeaderMap, query_token: Option<&str>) -> Result<(), Unauthorized> {
         let Some(want) = &self.token else {
             return Ok(());
         };
-        let bearer = headers
-            .get(header::AUTHORIZATION)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| v.strip_prefix("Bearer "));
-        let ok = [bearer, query_token]
-            .into_iter()
-            .flatten()
+        let ok = headers
+            .get_all(header::AUTHORIZATION)
+            .iter()
+            .filter_map(|v| v.to_str().ok())
+            .filter_map(bearer_token)
+            .chain(query_token)
             .any(|got| constant_time_eq(got.as_bytes(), want.as_bytes()));
         if ok {
             Ok(())
@@ -125,17 +255,33 @@ impl AppState {
     }
 }
 
+/// The credentials of an `Authorization: Bearer <token>` value, the scheme
+/// compared case-insensitively.
+fn bearer_token(value: &str) -> Option<&str> {
+    let (scheme, token) = value.trim().split_once(' ')?;
+    scheme
+        .eq_ignore_ascii_case("bearer")
+        .then(|| token.trim())
+        .filter(|t| !t.is_empty())
+}
+
 /// A request without the right token (401 in OpenAI's error shape).
 pub struct Unauthorized;
 
 impl IntoResponse for Unauthorized {
     fn into_response(self) -> Response {
-        error_response(
+        let mut r = error_response(
             StatusCode::UNAUTHORIZED,
-            "missing or wrong token: send `Authorization: Bearer <token>` (or `?token=` on WebSocket URLs)",
+            "missing or wrong token: send `Authorization: Bearer <token>` (or `?token=` on the WebSocket URL)",
             "authentication_error",
             None,
-        )
+        );
+        // RFC 6750 §3: a 401 names the scheme it wants.
+        r.headers_mut().insert(
+            header::WWW_AUTHENTICATE,
+            header::HeaderValue::from_static("Bearer realm=\"tts-rt\""),
+        );
+        r
     }
 }
 
@@ -156,6 +302,16 @@ pub struct TokenQuery {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn bearer_scheme_is_case_insensitive() {
+        assert_eq!(bearer_token("Bearer s3cret"), Some("s3cret"));
+        assert_eq!(bearer_token("bearer s3cret"), Some("s3cret"));
+        assert_eq!(bearer_token("BEARER  s3cret "), Some("s3cret"));
+        assert_eq!(bearer_token("Basic s3cret"), None);
+        assert_eq!(bearer_token("Bearer"), None);
+        assert_eq!(bearer_token("Bearer "), None);
+    }
 
     #[test]
     fn token_compare_needs_equal_length_and_bytes() {

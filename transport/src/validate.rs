@@ -5,7 +5,7 @@
 //! or a protocol `error` event with its code), so the check lives once and
 //! the two surfaces keep their own messages.
 
-use tts_actors::{GenOptions, ModelError};
+use tts_actors::{EngineError, GenOptions, ModelError};
 
 use crate::protocol::sample_rate_in_range;
 use crate::state::Loaded;
@@ -81,6 +81,23 @@ pub fn gen_options(m: &Loaded, greedy: bool, seed: u64, max_frames: usize) -> Ge
     options
 }
 
+/// An engine refusal in words, said once: the model's own refusals already
+/// start with "invalid request:", which the engine's wrapper would repeat.
+pub fn engine_message(e: &EngineError) -> String {
+    const PREFIX: &str = "invalid request: ";
+    match e.model_cause() {
+        Some(cause) => {
+            let m = cause.to_string();
+            if m.starts_with(PREFIX) {
+                m
+            } else {
+                format!("{PREFIX}{m}")
+            }
+        }
+        None => e.to_string(),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -125,6 +142,22 @@ mod tests {
             })
         );
         assert!(sample_rate(MAX_SAMPLE_RATE + 1).is_err());
+    }
+
+    #[test]
+    fn token_limit_error_reads_once() {
+        let e = EngineError::from(ModelError::TextTooLong {
+            tokens: 900,
+            max: 512,
+        });
+        let m = engine_message(&e);
+        assert_eq!(m.matches("invalid request").count(), 1, "{m}");
+        assert!(m.starts_with("invalid request: text is 900 tokens"), "{m}");
+        let e = EngineError::from(ModelError::UnknownSpeaker {
+            name: "x".into(),
+            valid: vec!["ryan".into()],
+        });
+        assert!(engine_message(&e).starts_with("invalid request: unknown speaker"));
     }
 
     #[test]

@@ -1123,10 +1123,23 @@ async fn bearer_token_guards_everything_but_health_and_ready() -> Result<()> {
         200
     );
     assert_eq!(
+        http(
+            addr,
+            "GET",
+            "/metrics",
+            &[("Authorization", "Bearer s3cret")],
+            None
+        )
+        .await?
+        .status,
+        200
+    );
+    // `?token=` opens the WebSocket only.
+    assert_eq!(
         http(addr, "GET", "/metrics?token=s3cret", &[], None)
             .await?
             .status,
-        200
+        401
     );
     assert!(Client::connect(addr, "").await.is_err());
     let (mut c, _) = Client::connect(addr, "?token=s3cret").await?;

@@ -595,8 +595,9 @@ async fn the_voice_routes_need_the_token() -> Result<()> {
         let r = http(addr, method, path, None, b"").await?;
         assert_refused(&r, 401, "token", &format!("{method} {path}"));
     }
+    // The token goes in the header: `?token=` opens the WebSocket only.
     let r = http(addr, "GET", "/v1/audio/voices?token=s3cret", None, b"").await?;
-    assert_eq!(r.status, 200);
+    assert_eq!(r.status, 401);
     stop(s).await
 }
 

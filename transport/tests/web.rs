@@ -108,11 +108,12 @@ async fn the_page_is_served_without_a_token_with_its_types_and_csp() -> Result<(
     // The API stays behind the token, with or without the page.
     assert_eq!(get(addr, "GET", "/v1/audio/voices").await?.status, 401);
     assert_eq!(get(addr, "GET", "/metrics").await?.status, 401);
+    // `?token=` opens the WebSocket only, not the HTTP API.
     assert_eq!(
         get(addr, "GET", "/v1/audio/voices?token=s3cret")
             .await?
             .status,
-        200
+        401
     );
     assert_eq!(get(addr, "GET", "/nope.js").await?.status, 404);
     assert_eq!(get(addr, "POST", "/").await?.status, 405);

@@ -263,6 +263,22 @@ impl Code2WavStage {
         let sample_rate = self.model.code2wav.sample_rate();
         if job.due {
             let r = self.reqs.get_mut(&key).expect("a due request is held");
+            // A broken codec (NaN/inf in its weights) must fail the request,
+            // not play as noise or (in pcm16) as silence: one pass over the
+            // chunk, nothing next to a decode.
+            if let Some((index, &value)) =
+                job.samples.iter().enumerate().find(|(_, v)| !v.is_finite())
+            {
+                let seq = r.next_seq;
+                self.reqs.remove(&key);
+                cx.out.push(Output::Audio(AudioOut::NonFinite {
+                    stamp: Stamp::new(key, cx.generation),
+                    seq,
+                    index,
+                    value,
+                }));
+                return;
+            }
             cx.out.push(Output::Audio(AudioOut::Chunk(AudioChunk {
                 request: key,
                 seq: r.next_seq,
@@ -353,6 +369,12 @@ mod tests {
                 format!("Finished({}, {frames} frames)", stamp.key)
             }
             AudioOut::Failed { stamp, message } => format!("Failed({}: {message})", stamp.key),
+            AudioOut::NonFinite {
+                stamp,
+                index,
+                value,
+                ..
+            } => format!("NonFinite({}: {value} at {index})", stamp.key),
         };
         out.iter().map(one).collect::<Vec<_>>().join(", ")
     }

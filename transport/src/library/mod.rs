@@ -21,7 +21,7 @@ use tts_actors::{ModelError, ModelKind, VoiceLibrary};
 use tts_voices::VoiceName;
 
 use crate::http_error::Refusal;
-use crate::state::{AppState, Loaded, TokenQuery};
+use crate::state::{AppState, Loaded};
 pub use refusal::voice_refusal;
 
 /// The voice library of a Base checkpoint, or the refusal that says why
@@ -57,12 +57,8 @@ pub fn summaries(m: &Loaded) -> Vec<serde_json::Value> {
 }
 
 /// The token, then the loaded model.
-fn preamble(
-    st: &AppState,
-    headers: &HeaderMap,
-    token: Option<&str>,
-) -> Result<Arc<Loaded>, Box<Response>> {
-    st.authorize(headers, token)
+fn preamble(st: &AppState, headers: &HeaderMap) -> Result<Arc<Loaded>, Box<Response>> {
+    st.authorize(headers)
         .map_err(|r| Box::new(r.into_response()))?;
     st.loaded().ok_or_else(|| {
         Box::new(
@@ -94,13 +90,8 @@ impl Drop for Uploading<'_> {
 
 /// `POST /v1/audio/voices`: 201 with the new voice's summary and what each
 /// encoder took.
-pub async fn create(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-    req: Request,
-) -> Response {
-    let m = match preamble(&st, &headers, q.token.as_deref()) {
+pub async fn create(State(st): State<Arc<AppState>>, headers: HeaderMap, req: Request) -> Response {
+    let m = match preamble(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };
@@ -167,7 +158,6 @@ async fn make(st: &Arc<AppState>, m: &Loaded, req: Request) -> Result<Response, 
 
 #[derive(serde::Deserialize)]
 pub struct ShowQuery {
-    token: Option<String>,
     /// Adds the x-vector and the reference codes.
     full: Option<bool>,
 }
@@ -179,7 +169,7 @@ pub async fn show(
     Query(q): Query<ShowQuery>,
     Path(name): Path<String>,
 ) -> Response {
-    let m = match preamble(&st, &headers, q.token.as_deref()) {
+    let m = match preamble(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };
@@ -196,10 +186,9 @@ pub async fn show(
 pub async fn delete(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
     Path(name): Path<String>,
 ) -> Response {
-    let m = match preamble(&st, &headers, q.token.as_deref()) {
+    let m = match preamble(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };

@@ -14,7 +14,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use axum::body::{Body, Bytes};
-use axum::extract::{Query, State};
+use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -30,7 +30,7 @@ pub use crate::http_error::error_response;
 use crate::http_error::Refusal;
 use crate::library;
 use crate::protocol;
-use crate::state::{AppState, Drain, Loaded, TokenQuery};
+use crate::state::{AppState, Drain, Loaded};
 use crate::validate::{self, Rejected};
 
 /// OpenAI's own input limit.
@@ -230,13 +230,8 @@ fn voice_name(v: &serde_json::Value) -> Result<&str, Invalid> {
     }
 }
 
-pub async fn speech(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-    body: Body,
-) -> Response {
-    if let Err(r) = st.authorize(&headers, q.token.as_deref()) {
+pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: Body) -> Response {
+    if let Err(r) = st.authorize(&headers) {
         return r.into_response();
     }
     if st.drain_state() != Drain::Running {
@@ -308,7 +303,13 @@ pub async fn speech(
                 _ => (StatusCode::SERVICE_UNAVAILABLE, "server_error"),
             };
             let param = e.model_cause().and_then(model_param);
-            return error_response(status, &e.to_string(), kind, param);
+            let mut message = validate::engine_message(&e);
+            if let Some(ModelError::TextTooLong { max, .. }) = e.model_cause() {
+                message.push_str(&format!(
+                    " (`input` takes 1 to {MAX_INPUT_CHARS} characters, and at most {max} tokens on this checkpoint)"
+                ));
+            }
+            return error_response(status, &message, kind, param);
         }
     };
     let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
@@ -490,12 +491,8 @@ async fn produce(
 
 /// The read-only routes' preamble: the token, then the loaded model (503
 /// while loading).
-fn authorized_model(
-    st: &AppState,
-    headers: &HeaderMap,
-    q: &TokenQuery,
-) -> Result<Arc<Loaded>, Box<Response>> {
-    st.authorize(headers, q.token.as_deref())
+fn authorized_model(st: &AppState, headers: &HeaderMap) -> Result<Arc<Loaded>, Box<Response>> {
+    st.authorize(headers)
         .map_err(|r| Box::new(r.into_response()))?;
     st.loaded().ok_or_else(|| {
         Box::new(error_response(
@@ -507,12 +504,8 @@ fn authorized_model(
     })
 }
 
-pub async fn models(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-) -> Response {
-    let m = match authorized_model(&st, &headers, &q) {
+pub async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let m = match authorized_model(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };
@@ -539,10 +532,9 @@ fn model_object(id: &str) -> serde_json::Value {
 pub async fn model(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
     axum::extract::Path(id): axum::extract::Path<String>,
 ) -> Response {
-    let m = match authorized_model(&st, &headers, &q) {
+    let m = match authorized_model(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };
@@ -560,12 +552,8 @@ pub async fn model(
     Json(model_object(&m.model_id)).into_response()
 }
 
-pub async fn voices(
-    State(st): State<Arc<AppState>>,
-    headers: HeaderMap,
-    Query(q): Query<TokenQuery>,
-) -> Response {
-    let m = match authorized_model(&st, &headers, &q) {
+pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
+    let m = match authorized_model(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };

@@ -1,67 +1,65 @@
 //! [`RealtimeConnection`]: one WebSocket connection on one engine session —
-//! the loop that waits on the socket, the engine, the segmentation deadline
-//! and the drain signal; the dispatch of each client message; and each
-//! context's life on the wire (`context.started`, frames, `context.done` /
-//! `failed` / `cancelled`). The rules it applies live beside it: settings
-//! in `settings`, the context queue in `queue`, barge-in decisions in
-//! `barge_in`, frame encoding and bounded sends in `output`.
+//! the loop that waits on the socket, the engine, the segmentation and ack
+//! deadlines, the liveness timers, eviction and the drain signal; and the
+//! dispatch of each client message. Each context's life on the wire
+//! (`context.started`, frames, `context.done` / `failed` / `cancelled`) is
+//! in `lifecycle`. The rules it applies live beside it: settings in
+//! `settings`, the context queue in `queue`, barge-in decisions in
+//! `barge_in`, liveness in `liveness`, frame encoding and bounded sends in
+//! `output`.
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 use std::time::Instant;
 
-use axum::extract::ws::{Message, WebSocket};
+use futures_util::StreamExt;
 use tokio::sync::OwnedSemaphorePermit;
-use tts_actors::metrics::Outcome;
-use tts_actors::Request;
-use tts_actors::{ErrorKind, Event, Stream};
+use tokio_tungstenite::tungstenite::{self, Message};
+use tts_actors::{Event, Stream};
 use tts_audio::StreamResampler;
 
 use crate::protocol::{
-    self, CancelReason, ClientMessage, ContextMetrics, ErrorCode, InputAudio, Limits,
-    ProtocolError, ServerMessage, SessionSettings, TextMode,
+    self, CancelReason, ClientMessage, InputAudio, Limits, ProtocolError, ServerMessage,
+    SessionSettings, TextMode,
 };
 use crate::state::{AppState, Drain, Loaded};
 use crate::vad::{EnergyVad, VadEvent, VoiceActivity};
 
 use super::barge_in::{self, VadClock};
-use super::output::{audio_message, close, send, send_json, Closed, Res};
-use super::queue::{ContextQueue, Ctx, Next, QueueLimits};
+use super::liveness::{Due, Liveness};
+use super::output::{close, send, send_json, Closed, Res};
+use super::queue::{ContextQueue, Ctx, QueueLimits};
 use super::settings::{self, Bounds};
+use super::upgrade::Socket;
 
 /// The engine request in flight, and the context it speaks for.
-struct Active {
-    ctx: String,
-    stream: Stream,
+pub(super) struct Active {
+    pub(super) ctx: String,
+    pub(super) stream: Stream,
 }
 
 /// One realtime WebSocket connection (the transport's session; the engine's
 /// is the `tts_actors::Session` inside it).
-struct RealtimeConnection {
-    st: Arc<AppState>,
-    m: Arc<Loaded>,
-    engine: tts_actors::Session,
-    settings: SessionSettings,
-    queue: ContextQueue,
-    active: Option<Active>,
-    next_stream: u32,
-    resampler: Option<StreamResampler>,
-    vad: Box<dyn VoiceActivity>,
-    vad_events: Vec<VadEvent>,
-    vad_clock: VadClock,
-    draining: bool,
+pub(super) struct RealtimeConnection {
+    pub(super) st: Arc<AppState>,
+    pub(super) m: Arc<Loaded>,
+    pub(super) engine: tts_actors::Session,
+    pub(super) settings: SessionSettings,
+    pub(super) queue: ContextQueue,
+    pub(super) active: Option<Active>,
+    pub(super) next_stream: u32,
+    pub(super) resampler: Option<StreamResampler>,
+    pub(super) vad: Box<dyn VoiceActivity>,
+    pub(super) vad_events: Vec<VadEvent>,
+    pub(super) vad_clock: VadClock,
+    pub(super) draining: bool,
     /// Last values reported to the shared gauges.
-    reported: (i64, i64),
-    out: Vec<f32>,
+    pub(super) reported: (i64, i64),
+    pub(super) out: Vec<f32>,
 }
 
 /// Runs one connection to its end.
-pub async fn run(
-    st: Arc<AppState>,
-    m: Arc<Loaded>,
-    mut ws: WebSocket,
-    _permit: OwnedSemaphorePermit,
-) {
+pub async fn run(st: Arc<AppState>, m: Arc<Loaded>, mut ws: Socket, _permit: OwnedSemaphorePermit) {
     let _live = st.track();
     st.metrics.session_opened();
     let engine = m.engine.open_session();
@@ -113,18 +111,29 @@ async fn sleep_until(t: Option<Instant>) {
     }
 }
 
-fn engine_code(kind: ErrorKind) -> ErrorCode {
-    match kind {
-        ErrorKind::AtCapacity => ErrorCode::AtCapacity,
-        ErrorKind::SlowConsumer => ErrorCode::SlowConsumer,
-        ErrorKind::ShuttingDown => ErrorCode::ShuttingDown,
-        _ => ErrorCode::SynthesisFailed,
-    }
+/// A frame the WebSocket layer refused: the close code RFC 6455 names for
+/// it (1009 too big, 1007 not UTF-8, 1002 a protocol violation), sent
+/// before the socket closes; a broken socket just ends.
+async fn on_socket_error(ws: &mut Socket, e: tungstenite::Error) -> Res {
+    use tungstenite::Error as E;
+    let (code, reason) = match e {
+        E::Capacity(_) => (
+            1009,
+            format!(
+                "message over {} MiB (the protocol's hard limit)",
+                protocol::HARD_MESSAGE_BYTES >> 20
+            ),
+        ),
+        E::Utf8(_) => (1007, "text message is not valid UTF-8".to_string()),
+        E::Protocol(p) => (1002, format!("WebSocket protocol error: {p}")),
+        _ => return Err(Closed),
+    };
+    close(ws, code, &reason).await
 }
 
 // The connection loop and message routing.
 impl RealtimeConnection {
-    async fn run(&mut self, ws: &mut WebSocket) -> Res {
+    async fn run(&mut self, ws: &mut Socket) -> Res {
         let created = ServerMessage::SessionCreated {
             protocol_version: protocol::PROTOCOL_VERSION,
             session_id: self.engine.id(),
@@ -162,20 +171,54 @@ impl RealtimeConnection {
         let mut drain_open = true;
         let d = *drain.borrow_and_update();
         self.on_drain(ws, d).await?;
+        let st = self.st.clone();
+        let registered = st.registry.register();
+        let epoch = st.registry.epoch();
+        let mut live = Liveness::new(st.liveness, Instant::now());
+        let mut got_message = false;
         loop {
             self.pump(ws).await?;
             if self.draining && self.queue.is_empty() {
                 return close(ws, 1001, "server shutting down").await;
             }
             self.report_gauges();
+            live.activity(!self.queue.is_empty(), got_message, Instant::now());
+            got_message = false;
+            registered.slot.set_idle(live.idle_since(), epoch);
             let deadline = self.deadline();
+            let held = self.held();
+            let ack_deadline = self.ack_deadline();
+            let wake = live.next_wake();
             tokio::select! {
-                msg = ws.recv() => match msg {
-                    Some(Ok(m)) => self.on_message(ws, m).await?,
-                    None | Some(Err(_)) => return Err(Closed),
+                msg = ws.next() => {
+                    live.heard(Instant::now());
+                    match msg {
+                        Some(Ok(m)) => {
+                            got_message = matches!(m, Message::Text(_) | Message::Binary(_));
+                            self.on_message(ws, m).await?
+                        }
+                        Some(Err(e)) => return on_socket_error(ws, e).await,
+                        None => return Err(Closed),
+                    }
+                }
+                _ = tokio::time::sleep_until(wake.into()) => match live.poll(Instant::now()) {
+                    Due::Ping(payload) => send(ws, Message::Ping(payload.into())).await?,
+                    Due::DeadPeer => {
+                        let t = st.liveness.pong_within.as_secs_f64();
+                        return close(ws, 1001, &format!("no answer to a ping within {t:.0} s")).await;
+                    }
+                    Due::Idle => {
+                        let t = st.liveness.idle_after.as_secs_f64();
+                        return close(ws, 1001, &format!("idle for {t:.0} s (no message, no open context)")).await;
+                    }
+                    Due::Nothing => {}
                 },
-                ev = next_event(&mut self.active) => self.on_event(ws, ev).await?,
+                _ = registered.slot.evicted() => {
+                    return close(ws, 1001, "idle session closed to make room for a new client").await;
+                }
+                ev = next_event(&mut self.active), if !held => self.on_event(ws, ev).await?,
                 _ = sleep_until(deadline) => self.queue.on_deadline(Instant::now()),
+                _ = sleep_until(ack_deadline) => self.on_ack_stall(ws).await?,
                 r = drain.changed(), if drain_open => match r {
                     Ok(()) => {
                         let d = *drain.borrow_and_update();
@@ -187,7 +230,7 @@ impl RealtimeConnection {
         }
     }
 
-    async fn on_drain(&mut self, ws: &mut WebSocket, d: Drain) -> Res {
+    async fn on_drain(&mut self, ws: &mut Socket, d: Drain) -> Res {
         match d {
             Drain::Running => Ok(()),
             Drain::Draining => {
@@ -226,9 +269,9 @@ impl RealtimeConnection {
         self.queue.deadline()
     }
 
-    async fn refuse(
+    pub(super) async fn refuse(
         &mut self,
-        ws: &mut WebSocket,
+        ws: &mut Socket,
         e: ProtocolError,
         context_id: Option<&str>,
     ) -> Res {
@@ -236,7 +279,7 @@ impl RealtimeConnection {
         send_json(ws, &e.to_message(context_id.map(str::to_string))).await
     }
 
-    async fn on_message(&mut self, ws: &mut WebSocket, msg: Message) -> Res {
+    async fn on_message(&mut self, ws: &mut Socket, msg: Message) -> Res {
         match msg {
             Message::Text(t) => match protocol::parse_client_text(t.as_str()) {
                 Ok(m) => self.on_client(ws, m).await,
@@ -248,11 +291,11 @@ impl RealtimeConnection {
             },
             Message::Close(_) => Err(Closed),
             // tungstenite answers pings itself.
-            Message::Ping(_) | Message::Pong(_) => Ok(()),
+            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Ok(()),
         }
     }
 
-    async fn on_client(&mut self, ws: &mut WebSocket, m: ClientMessage) -> Res {
+    async fn on_client(&mut self, ws: &mut Socket, m: ClientMessage) -> Res {
         match m {
             ClientMessage::SessionUpdate { session } => {
                 let b = Bounds::of(&self.m, self.st.max_pending_chars);
@@ -325,41 +368,7 @@ impl RealtimeConnection {
         }
     }
 
-    /// `audio.ack`: the client played frames up to `seq`; the engine may
-    /// run ahead by what that frees.
-    async fn on_ack(&mut self, ws: &mut WebSocket, context_id: String, seq: u64) -> Res {
-        if self.queue.is_finished(&context_id) {
-            // A player acknowledges the last frames after context.done went
-            // out: a race, not an error.
-            return Ok(());
-        }
-        if let Err(e) = self.queue.existing(&context_id) {
-            return self.refuse(ws, e, Some(&context_id)).await;
-        }
-        let c = self.queue.get_mut(&context_id).expect("exists");
-        if seq >= c.seq {
-            let e = ProtocolError::new(
-                ErrorCode::OutOfOrder,
-                format!(
-                    "audio.ack for seq {seq} of context {context_id:?}, but only {} frame(s) were sent",
-                    c.seq
-                ),
-            );
-            return self.refuse(ws, e, Some(&context_id)).await;
-        }
-        let mut upto = None;
-        while c.acks.front().is_some_and(|&(s, _)| s <= seq) {
-            upto = c.acks.pop_front().map(|p| p.1);
-        }
-        if let (Some(e), Some(a)) = (upto, &self.active) {
-            if a.ctx == context_id {
-                a.stream.ack(e);
-            }
-        }
-        Ok(())
-    }
-
-    async fn on_input_audio(&mut self, ws: &mut WebSocket, a: InputAudio) -> Res {
+    async fn on_input_audio(&mut self, ws: &mut Socket, a: InputAudio) -> Res {
         let now = Instant::now();
         let pos = self.vad.position_ms();
         self.vad_clock
@@ -372,7 +381,7 @@ impl RealtimeConnection {
         r
     }
 
-    async fn on_vad(&mut self, ws: &mut WebSocket, events: &[VadEvent], now: Instant) -> Res {
+    async fn on_vad(&mut self, ws: &mut Socket, events: &[VadEvent], now: Instant) -> Res {
         for &e in events {
             match e {
                 VadEvent::SpeechStarted {
@@ -408,275 +417,5 @@ impl RealtimeConnection {
             }
         }
         Ok(())
-    }
-}
-
-// Each context's life on the wire.
-impl RealtimeConnection {
-    /// Starts the next segment or finishes the head context, while the
-    /// engine is idle.
-    async fn pump(&mut self, ws: &mut WebSocket) -> Res {
-        while self.active.is_none() {
-            match self.queue.next(self.settings.chunking.max_chars) {
-                Next::Start { id, text } => self.start_segment(ws, &id, text).await?,
-                Next::Finish { id } => self.finish_context(ws, &id).await?,
-                Next::Wait => return Ok(()),
-            }
-        }
-        Ok(())
-    }
-
-    async fn start_segment(&mut self, ws: &mut WebSocket, id: &str, text: String) -> Res {
-        let c = self.queue.get_mut(id).expect("head context exists");
-        let req = Request {
-            text,
-            speaker: c.s.speaker.clone(),
-            language: c.s.language.clone(),
-            instruct: c.s.instruct.clone(),
-            voice_clone: c.s.voice_clone.clone(),
-            text_streaming: c.s.text_mode == TextMode::Streaming,
-            options: c.s.options.clone(),
-        };
-        c.rec.submitted(Instant::now());
-        match self.engine.synthesize(req).await {
-            Ok(stream) => {
-                let c = self.queue.get_mut(id).expect("head context exists");
-                if c.stream_id.is_none() {
-                    let sid = self.next_stream;
-                    self.next_stream = self.next_stream.wrapping_add(1).max(1);
-                    c.stream_id = Some(sid);
-                    let rate = c.s.rate;
-                    let format = c.s.format;
-                    let native = self.m.native_rate;
-                    match &mut self.resampler {
-                        Some(r) if r.output_rate() == rate => r.reset(),
-                        r => {
-                            *r = Some(StreamResampler::new(native, rate).expect("rates validated"));
-                        }
-                    }
-                    send_json(
-                        ws,
-                        &ServerMessage::ContextStarted {
-                            context_id: id.to_string(),
-                            stream_id: sid,
-                            sample_rate: rate,
-                            format,
-                        },
-                    )
-                    .await?;
-                }
-                self.active = Some(Active {
-                    ctx: id.to_string(),
-                    stream,
-                });
-                Ok(())
-            }
-            Err(e) => {
-                if e.kind() == ErrorKind::AtCapacity {
-                    self.st.metrics.refused("at_capacity");
-                }
-                self.fail_context(ws, id, engine_code(e.kind()), e.to_string())
-                    .await
-            }
-        }
-    }
-
-    async fn on_event(&mut self, ws: &mut WebSocket, ev: Option<Event>) -> Res {
-        let Some(a) = &self.active else {
-            return Ok(());
-        };
-        let id = a.ctx.clone();
-        match ev {
-            None | Some(Event::Cancelled { .. }) => {
-                self.active = None;
-                Ok(())
-            }
-            Some(Event::Started { .. }) => Ok(()),
-            Some(Event::Audio(chunk)) => {
-                let c = self.queue.get_mut(&id).expect("active context exists");
-                self.out.clear();
-                if let Some(r) = &mut self.resampler {
-                    r.step(&chunk.samples, &mut self.out);
-                }
-                let acks = c.s.acks;
-                if self.out.is_empty() {
-                    // Nothing to send: acknowledged with the frame before
-                    // it (or now, if that was acknowledged already).
-                    match c.acks.back_mut() {
-                        Some(last) if acks => last.1 = chunk.seq,
-                        _ => self.active.as_ref().expect("active").stream.ack(chunk.seq),
-                    }
-                    c.rec.chunk(Instant::now(), &chunk.samples, 0);
-                    return Ok(());
-                }
-                let seq = c.seq;
-                let out = std::mem::take(&mut self.out);
-                let r = self.send_audio(ws, &id, &out, false).await;
-                self.out = out;
-                r?;
-                let c = self.queue.get_mut(&id).expect("active context exists");
-                let now = Instant::now();
-                c.rec.chunk(now, &chunk.samples, self.out.len());
-                c.last_sent = Some(now);
-                if acks {
-                    c.acks.push_back((seq, chunk.seq));
-                } else {
-                    self.active.as_ref().expect("active").stream.ack(chunk.seq);
-                }
-                Ok(())
-            }
-            Some(Event::Done { metrics, .. }) => {
-                let c = self.queue.get_mut(&id).expect("active context exists");
-                c.rec.segment_done(&metrics);
-                c.acks.clear();
-                self.active = None;
-                Ok(())
-            }
-            Some(Event::Error { kind, error, .. }) => {
-                self.active = None;
-                self.fail_context(ws, &id, engine_code(kind), error.to_string())
-                    .await
-            }
-        }
-    }
-
-    /// Sends one frame of context `id` (binary or base64) and advances its
-    /// sequence number.
-    async fn send_audio(
-        &mut self,
-        ws: &mut WebSocket,
-        id: &str,
-        samples: &[f32],
-        terminal: bool,
-    ) -> Res {
-        let c = self.queue.get_mut(id).expect("context exists");
-        let seq = c.take_seq();
-        let msg = audio_message(id, c.stream_id, seq, &c.s, samples, terminal);
-        send(ws, msg).await
-    }
-
-    /// The head context is ended and all its audio is out: terminal frame
-    /// (with the resampler's tail), then `context.done`.
-    async fn finish_context(&mut self, ws: &mut WebSocket, id: &str) -> Res {
-        let started = self.queue.get(id).is_some_and(|c| c.stream_id.is_some());
-        if started {
-            let mut tail = Vec::new();
-            if let Some(r) = &mut self.resampler {
-                r.flush(&mut tail);
-            }
-            self.send_audio(ws, id, &tail, true).await?;
-            if let Some(c) = self.queue.get_mut(id) {
-                c.rec.tail(tail.len());
-            }
-        }
-        let Some(c) = self.queue.remove(id) else {
-            return Ok(());
-        };
-        let metrics = self.metrics_of(&c, Outcome::Done);
-        self.st.metrics.finished(
-            false,
-            "done",
-            metrics.ttfp_ms,
-            metrics.rtf,
-            metrics.underruns,
-        );
-        send_json(
-            ws,
-            &ServerMessage::ContextDone {
-                context_id: id.to_string(),
-                stream_id: c.stream_id,
-                metrics,
-            },
-        )
-        .await
-    }
-
-    async fn fail_context(
-        &mut self,
-        ws: &mut WebSocket,
-        id: &str,
-        code: ErrorCode,
-        message: String,
-    ) -> Res {
-        if self.active.as_ref().is_some_and(|a| a.ctx == id) {
-            self.active = None;
-        }
-        let Some(c) = self.queue.remove(id) else {
-            return Ok(());
-        };
-        if c.stream_id.is_some() {
-            if let Some(r) = &mut self.resampler {
-                r.reset();
-            }
-        }
-        let metrics = self.metrics_of(&c, Outcome::Error);
-        self.st.metrics.finished(false, "failed", None, None, None);
-        send_json(
-            ws,
-            &ServerMessage::ContextFailed {
-                context_id: id.to_string(),
-                stream_id: c.stream_id,
-                code,
-                message,
-                metrics,
-            },
-        )
-        .await
-    }
-
-    /// Cancels context `id`: the engine request (if it is the one in flight)
-    /// is dropped by every stage before `context.cancelled` goes out, and
-    /// the context is gone from this session, so no frame of it can follow.
-    async fn cancel_context(
-        &mut self,
-        ws: &mut WebSocket,
-        id: &str,
-        reason: CancelReason,
-        t0: Instant,
-        onset: Option<Instant>,
-    ) -> Res {
-        let mut late = 0;
-        if self.active.as_ref().is_some_and(|a| a.ctx == id) {
-            let a = self.active.take().expect("active");
-            if let Ok(ack) = a.stream.cancel().ack().await {
-                late = ack.late_audio_samples;
-            }
-        }
-        let Some(c) = self.queue.remove(id) else {
-            return Ok(());
-        };
-        if c.stream_id.is_some() {
-            if let Some(r) = &mut self.resampler {
-                r.reset();
-            }
-        }
-        let interruption_ms = barge_in::interruption_ms(onset, c.stream_id.is_some(), c.last_sent);
-        let metrics = self.metrics_of(&c, Outcome::Cancelled);
-        self.st
-            .metrics
-            .finished(false, "cancelled", None, None, None);
-        send_json(
-            ws,
-            &ServerMessage::ContextCancelled {
-                context_id: id.to_string(),
-                stream_id: c.stream_id,
-                reason,
-                cancel_ack_ms: t0.elapsed().as_secs_f64() * 1e3,
-                late_audio_samples: late,
-                interruption_ms,
-                metrics,
-            },
-        )
-        .await
-    }
-
-    fn metrics_of(&self, c: &Ctx, outcome: Outcome) -> ContextMetrics {
-        c.rec.finish(
-            outcome,
-            self.m.native_rate,
-            self.m.samples_per_frame,
-            c.s.rate,
-            self.st.prebuffer_ms,
-        )
     }
 }

@@ -15,19 +15,28 @@
 //! [`barge_in::VAD_CLOCK`] input-audio arrival stamps.
 //!
 //! Files, each depending only on those below it:
-//! - `connection`: `RealtimeConnection` — the loop, message
-//!   routing, and each context's life on the wire.
+//! - `connection`: `RealtimeConnection` — the loop and message routing.
+//! - `lifecycle`: each context's life on the wire (segments, frames,
+//!   done/failed/cancelled) and the `audio_acks` bound over a context.
 //! - `settings`: defaults, `session.update` validation (all or nothing),
 //!   the per-context snapshot.
 //! - `queue`: open contexts in creation order, segments, finished ids.
 //! - `barge_in`: the input clock that dates a speech onset, and whether it
 //!   interrupts.
 //! - `output`: frame encoding and sends bounded by a timeout.
+//! - `liveness`: server pings, the pong deadline, the idle timeout.
+//! - `upgrade`: the WebSocket handshake, and the close (1009, 1007, ...)
+//!   that drains what the client still sends so the socket ends cleanly.
 
 mod barge_in;
 mod connection;
+mod lifecycle;
+mod liveness;
 mod output;
 mod queue;
 mod settings;
+mod upgrade;
 
 pub(crate) use connection::run;
+pub(crate) use liveness::Timeouts;
+pub(crate) use upgrade::handshake;

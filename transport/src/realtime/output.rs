@@ -5,11 +5,13 @@
 
 use std::time::Duration;
 
-use axum::extract::ws::{CloseFrame, Message, WebSocket};
+use futures_util::SinkExt;
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::protocol::{self, AudioHeader, AudioTransport, ServerMessage};
 
 use super::settings::CtxSettings;
+use super::upgrade::{close_and_drain, Socket};
 
 /// A client that takes no frame for this long is gone.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
@@ -19,27 +21,21 @@ pub struct Closed;
 
 pub type Res<T = ()> = Result<T, Closed>;
 
-pub async fn send(ws: &mut WebSocket, msg: Message) -> Res {
+pub async fn send(ws: &mut Socket, msg: Message) -> Res {
     match tokio::time::timeout(SEND_TIMEOUT, ws.send(msg)).await {
         Ok(Ok(())) => Ok(()),
         _ => Err(Closed),
     }
 }
 
-pub async fn send_json(ws: &mut WebSocket, m: &ServerMessage) -> Res {
+pub async fn send_json(ws: &mut Socket, m: &ServerMessage) -> Res {
     send(ws, Message::Text(m.to_json().into())).await
 }
 
-/// Sends a close frame (best effort) and stops the loop.
-pub async fn close(ws: &mut WebSocket, code: u16, reason: &str) -> Res {
-    let _ = send(
-        ws,
-        Message::Close(Some(CloseFrame {
-            code,
-            reason: reason.into(),
-        })),
-    )
-    .await;
+/// Sends a close frame (best effort), lets the client's last bytes in,
+/// and stops the loop.
+pub async fn close(ws: &mut Socket, code: u16, reason: &str) -> Res {
+    close_and_drain(ws, code, reason, SEND_TIMEOUT).await;
     Err(Closed)
 }
 

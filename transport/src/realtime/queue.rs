@@ -34,9 +34,27 @@ pub struct Ctx {
     pub seq: u64,
     pub rec: Recorder,
     pub last_sent: Option<Instant>,
-    /// Frames sent and not yet acknowledged by the client: (frame seq,
-    /// engine chunk seq), for the segment in flight (`audio_acks` only).
-    pub acks: VecDeque<(u64, u64)>,
+    /// Frames sent and not yet acknowledged by the client, over all the
+    /// context's segments (`audio_acks` only), oldest first.
+    pub acks: VecDeque<Unacked>,
+    /// Model-rate samples in `acks`: the context's unacknowledged audio.
+    pub unacked_samples: u64,
+    /// Segments submitted so far (the one in flight is number `segments`).
+    pub segments: u64,
+}
+
+/// A frame sent and not yet acknowledged (`audio_acks`).
+#[derive(Clone, Copy, Debug)]
+pub struct Unacked {
+    /// Its frame number.
+    pub seq: u64,
+    /// The last engine chunk it carries, and the segment that chunk is of
+    /// (the engine is acknowledged only for the segment in flight).
+    pub chunk: u64,
+    pub segment: u64,
+    /// Model-rate samples it carries.
+    pub samples: u64,
+    pub sent: Instant,
 }
 
 impl Ctx {
@@ -52,7 +70,29 @@ impl Ctx {
             rec: Recorder::new(now),
             last_sent: None,
             acks: VecDeque::new(),
+            unacked_samples: 0,
+            segments: 0,
         }
+    }
+
+    /// The client played frames up to `seq`: forgets them, and returns the
+    /// last engine chunk among them that belongs to the segment in flight
+    /// (what the engine may be acknowledged up to).
+    pub fn acknowledge(&mut self, seq: u64) -> Option<u64> {
+        let mut upto = None;
+        while let Some(f) = self.acks.front().copied().filter(|f| f.seq <= seq) {
+            self.acks.pop_front();
+            self.unacked_samples = self.unacked_samples.saturating_sub(f.samples);
+            if f.segment == self.segments {
+                upto = Some(f.chunk);
+            }
+        }
+        upto
+    }
+
+    /// When the oldest unacknowledged frame went out.
+    pub fn oldest_unacked(&self) -> Option<Instant> {
+        self.acks.front().map(|f| f.sent)
     }
 
     pub fn pending_chars(&self) -> usize {
@@ -270,6 +310,11 @@ impl ContextQueue {
         }
     }
 
+    /// The context that speaks now (or next).
+    pub fn head(&self) -> Option<&str> {
+        self.order.front().map(String::as_str)
+    }
+
     /// The segmentation deadline of the context that would speak next.
     pub fn deadline(&self) -> Option<Instant> {
         let head = self.order.front()?;
@@ -479,6 +524,31 @@ mod tests {
                 text: "no boundary".into()
             }
         );
+    }
+
+    #[test]
+    fn unacknowledged_audio_is_counted_across_segments() {
+        let t0 = Instant::now();
+        let mut c = ctx(manual(), t0);
+        let frame = |seq, segment, chunk| Unacked {
+            seq,
+            chunk,
+            segment,
+            samples: 100,
+            sent: t0,
+        };
+        c.segments = 1;
+        c.acks.extend([frame(0, 1, 0), frame(1, 1, 1)]);
+        c.segments = 2;
+        c.acks.extend([frame(2, 2, 0), frame(3, 2, 1)]);
+        c.unacked_samples = 400;
+        // Frames of an earlier segment are forgotten without an engine ack.
+        assert_eq!(c.acknowledge(1), None);
+        assert_eq!(c.unacked_samples, 200);
+        assert_eq!(c.acknowledge(2), Some(0));
+        assert_eq!(c.acknowledge(3), Some(1));
+        assert_eq!(c.unacked_samples, 0);
+        assert_eq!(c.oldest_unacked(), None);
     }
 
     #[test]

@@ -1,0 +1,234 @@
+//! The accept loop: every TCP connection the server holds, capped, with
+//! read timeouts, each served by hyper's HTTP/1 connection (upgrades on, so
+//! `/v1/realtime` can take the socket over).
+//!
+//! - **Cap**: at most `max_connections` HTTP connections at once (WebSocket
+//!   sessions leave the count once upgraded; `max_sessions` caps those).
+//!   Past it a connection gets a `503` JSON refusal and is closed — except
+//!   `GET /health`, answered even then, so a flood does not make a live
+//!   server look dead. Refusals run on a small pool of their own
+//!   ([`MAX_REFUSING`]); past that, connections are closed unanswered.
+//! - **Header read timeout**: a request head (and the wait for the next one
+//!   on a kept-alive connection) must arrive within `header_read_timeout`,
+//!   or hyper closes the connection: slow-header and idle sockets go away.
+//! - **Body read timeout**: a request body must arrive within
+//!   `body_read_timeout` of the handler's first read (see [`timed_body`]),
+//!   or the request is answered 408.
+//! - **Drain**: once shutdown starts, each connection finishes its request
+//!   and closes (hyper's graceful shutdown); new connections are still
+//!   accepted, one request each, so `/ready` can say "draining".
+
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::Request;
+use axum::http::StatusCode;
+use axum::middleware::Next;
+use axum::response::Response;
+use axum::Router;
+use futures_util::StreamExt;
+use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::service::TowerToHyperService;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+
+use crate::http_error::error_response;
+use crate::state::Drain;
+
+/// Connections being refused at once (each for at most [`REFUSAL_TIME`]).
+pub const MAX_REFUSING: usize = 64;
+/// Longest a refusal holds its socket: read what the client sent (so the
+/// close is not a reset), write the 503, close.
+pub const REFUSAL_TIME: Duration = Duration::from_millis(500);
+
+/// The connection limits (from `ServeConfig`; the cap itself is the `open`
+/// semaphore the accept loop is given).
+#[derive(Clone, Copy, Debug)]
+pub struct ConnLimits {
+    pub header_read_timeout: Duration,
+}
+
+/// Accepts until `stop` is set; returns when it is. Connections already
+/// accepted keep running on their own tasks; `open` counts them.
+pub async fn accept_loop(
+    listener: TcpListener,
+    app: Router,
+    limits: ConnLimits,
+    drain: watch::Receiver<Drain>,
+    open: Arc<Semaphore>,
+    mut stop: watch::Receiver<bool>,
+) {
+    let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let tcp = match accepted {
+            Ok((tcp, _)) => tcp,
+            // Out of file handles (EMFILE) or a connection reset before
+            // accept: back off briefly instead of spinning.
+            Err(_) => {
+                tokio::time::sleep(Duration::from_millis(20)).await;
+                continue;
+            }
+        };
+        no_delay(&tcp);
+        match open.clone().try_acquire_owned() {
+            Ok(permit) => {
+                let keep_alive = *drain.borrow() == Drain::Running;
+                tokio::spawn(serve_connection(
+                    tcp,
+                    app.clone(),
+                    limits,
+                    drain.clone(),
+                    permit,
+                    keep_alive,
+                ));
+            }
+            Err(_) => {
+                if let Ok(p) = refusing.clone().try_acquire_owned() {
+                    tokio::spawn(refuse(tcp, p));
+                }
+                // Else dropped here: closed unanswered.
+            }
+        }
+    }
+}
+
+async fn serve_connection(
+    tcp: TcpStream,
+    app: Router,
+    limits: ConnLimits,
+    mut drain: watch::Receiver<Drain>,
+    _permit: OwnedSemaphorePermit,
+    keep_alive: bool,
+) {
+    let mut b = hyper::server::conn::http1::Builder::new();
+    b.timer(TokioTimer::new())
+        .header_read_timeout(limits.header_read_timeout)
+        .keep_alive(keep_alive);
+    let conn = b
+        .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(app))
+        .with_upgrades();
+    tokio::pin!(conn);
+    // Accepted during the drain: one request, no keep-alive, so no
+    // graceful shutdown either (on a fresh connection it would close it
+    // before its request is read).
+    let mut closing = !keep_alive;
+    loop {
+        tokio::select! {
+            _ = conn.as_mut() => return,
+            _ = drain.wait_for(|d| *d != Drain::Running), if !closing => {
+                closing = true;
+                conn.as_mut().graceful_shutdown();
+            }
+        }
+    }
+}
+
+/// Over the connection cap: a `503` in the OpenAI error shape (or `/health`
+/// answered), then close.
+async fn refuse(mut tcp: TcpStream, _permit: OwnedSemaphorePermit) {
+    let _ = tokio::time::timeout(REFUSAL_TIME, async {
+        let mut head = [0u8; 1024];
+        let n = tokio::time::timeout(REFUSAL_TIME / 2, tcp.read(&mut head))
+            .await
+            .ok()
+            .and_then(Result::ok)
+            .unwrap_or(0);
+        let health = head[..n].starts_with(b"GET /health ") || head[..n].starts_with(b"GET /health?");
+        let (status, body) = if health {
+            ("200 OK", r#"{"status":"ok"}"#.to_string())
+        } else {
+            (
+                "503 Service Unavailable",
+                serde_json::json!({"error": {
+                    "message": "too many connections; retry shortly (the server caps open connections: --max-connections)",
+                    "type": "server_error", "param": null, "code": null,
+                }})
+                .to_string(),
+            )
+        };
+        let resp = format!(
+            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        tcp.write_all(resp.as_bytes()).await?;
+        tcp.shutdown().await?;
+        // Let the rest of what the client sent in, so closing is a FIN.
+        let mut sink = [0u8; 4096];
+        while tcp.read(&mut sink).await? > 0 {}
+        Ok::<(), std::io::Error>(())
+    })
+    .await;
+}
+
+/// Middleware: the request body must arrive within `timeout` of its first
+/// read, else the request is answered `408` (whatever the handler said
+/// after its read failed). Bodies are read only after the token check, so
+/// this bounds what an authorised slow client can pin.
+pub async fn timed_body(timeout: Duration, req: Request, next: Next) -> Response {
+    let expired = Arc::new(AtomicBool::new(false));
+    let (parts, body) = req.into_parts();
+    let start = (body.into_data_stream(), None, expired.clone(), false);
+    let chunks =
+        futures_util::stream::unfold(start, move |(mut data, deadline, flag, done)| async move {
+            if done {
+                return None;
+            }
+            let deadline = deadline.unwrap_or_else(|| tokio::time::Instant::now() + timeout);
+            match tokio::time::timeout_at(deadline, data.next()).await {
+                Ok(Some(Ok(b))) => Some((Ok(b), (data, Some(deadline), flag, false))),
+                Ok(Some(Err(e))) => Some((
+                    Err(std::io::Error::other(e)),
+                    (data, Some(deadline), flag, true),
+                )),
+                Ok(None) => None,
+                Err(_) => {
+                    flag.store(true, Ordering::Relaxed);
+                    let e =
+                        std::io::Error::new(std::io::ErrorKind::TimedOut, "request body timed out");
+                    Some((Err(e), (data, Some(deadline), flag, true)))
+                }
+            }
+        });
+    let req = Request::from_parts(parts, axum::body::Body::from_stream(chunks));
+    let resp = next.run(req).await;
+    if expired.load(Ordering::Relaxed) {
+        return error_response(
+            StatusCode::REQUEST_TIMEOUT,
+            &format!(
+                "the request body did not arrive within {:.0} s; send it at once, or raise --body-timeout-s",
+                timeout.as_secs_f64()
+            ),
+            "invalid_request_error",
+            None,
+        );
+    }
+    resp
+}
+
+/// TCP_NODELAY on every accepted connection: audio leaves in small writes
+/// (a chunk, an SSE event, a WebSocket frame) that Nagle's algorithm would
+/// hold back until the peer's delayed ACK (~40 ms on Linux) releases them.
+fn no_delay(tcp: &tokio::net::TcpStream) {
+    // A socket that refuses the option still works, only slower to flush.
+    let _ = tcp.set_nodelay(true);
+}
+
+#[cfg(test)]
+mod nodelay_tests {
+    #[tokio::test]
+    async fn accepted_connections_have_tcp_nodelay() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let client = tokio::net::TcpStream::connect(addr);
+        let ((tcp, _), _c) = tokio::try_join!(l.accept(), client).unwrap();
+        assert!(!tcp.nodelay().unwrap(), "the default is Nagle on");
+        super::no_delay(&tcp);
+        assert!(tcp.nodelay().unwrap());
+    }
+}

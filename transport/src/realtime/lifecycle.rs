@@ -1,0 +1,398 @@
+//! Each context's life on the wire, for [`RealtimeConnection`]: starting
+//! segments, turning engine events into frames, `context.done` / `failed` /
+//! `cancelled`; and the `audio_acks` bound, counted over a whole context
+//! (the pause once enough audio is unacknowledged, the failure once a frame
+//! has waited too long for its ack). The loop and message routing that call
+//! these are in `connection`.
+
+use std::time::{Duration, Instant};
+
+use tts_actors::metrics::Outcome;
+use tts_actors::Request;
+use tts_actors::{ErrorKind, Event};
+use tts_audio::StreamResampler;
+
+use crate::protocol::{
+    CancelReason, ContextMetrics, ErrorCode, ProtocolError, ServerMessage, TextMode,
+};
+use crate::validate::engine_message;
+
+use super::barge_in;
+use super::connection::{Active, RealtimeConnection};
+use super::output::{audio_message, send, send_json, Res};
+use super::queue::{Ctx, Next, Unacked};
+use super::upgrade::Socket;
+
+fn engine_code(kind: ErrorKind) -> ErrorCode {
+    match kind {
+        ErrorKind::AtCapacity => ErrorCode::AtCapacity,
+        ErrorKind::SlowConsumer => ErrorCode::SlowConsumer,
+        ErrorKind::ShuttingDown => ErrorCode::ShuttingDown,
+        _ => ErrorCode::SynthesisFailed,
+    }
+}
+
+// Each context's life on the wire, and the audio_acks bound.
+impl RealtimeConnection {
+    /// `audio.ack`: the client played frames up to `seq`; the engine may
+    /// run ahead by what that frees.
+    pub(super) async fn on_ack(&mut self, ws: &mut Socket, context_id: String, seq: u64) -> Res {
+        if self.queue.is_finished(&context_id) {
+            // A player acknowledges the last frames after context.done went
+            // out: a race, not an error.
+            return Ok(());
+        }
+        if let Err(e) = self.queue.existing(&context_id) {
+            return self.refuse(ws, e, Some(&context_id)).await;
+        }
+        let c = self.queue.get_mut(&context_id).expect("exists");
+        if seq >= c.seq {
+            let e = ProtocolError::new(
+                ErrorCode::OutOfOrder,
+                format!(
+                    "audio.ack for seq {seq} of context {context_id:?}, but only {} frame(s) were sent",
+                    c.seq
+                ),
+            );
+            return self.refuse(ws, e, Some(&context_id)).await;
+        }
+        let upto = c.acknowledge(seq);
+        if let (Some(e), Some(a)) = (upto, &self.active) {
+            if a.ctx == context_id {
+                a.stream.ack(e);
+            }
+        }
+        Ok(())
+    }
+
+    /// Whether the speaking context has the pause bound of unacknowledged
+    /// audio out (`audio_acks`): its engine events wait in the engine's
+    /// bounded stream, and its next segment does not start.
+    pub(super) fn held(&self) -> bool {
+        let pause = (self.st.ack_pause_s * self.m.native_rate as f64) as u64;
+        self.queue
+            .head()
+            .and_then(|id| self.queue.get(id))
+            .is_some_and(|c| c.s.acks && c.unacked_samples >= pause.max(1))
+    }
+
+    /// When the speaking context's oldest unacknowledged frame passes the
+    /// failure bound.
+    pub(super) fn ack_deadline(&self) -> Option<Instant> {
+        let c = self.queue.get(self.queue.head()?)?;
+        Some(c.oldest_unacked()? + Duration::from_secs_f64(self.st.ack_fail_s))
+    }
+
+    /// A frame sent `ack_fail_s` ago is still unacknowledged: the client is
+    /// not playing what it was sent, and the context fails.
+    pub(super) async fn on_ack_stall(&mut self, ws: &mut Socket) -> Res {
+        let Some(id) = self.queue.head().map(str::to_string) else {
+            return Ok(());
+        };
+        let Some(c) = self.queue.get(&id) else {
+            return Ok(());
+        };
+        let limit = Duration::from_secs_f64(self.st.ack_fail_s);
+        if c.oldest_unacked().is_none_or(|t| t.elapsed() < limit) {
+            return Ok(());
+        }
+        let message = format!(
+            "slow consumer: {:.2} s of audio unacknowledged, the oldest frame (seq {}) sent {:.1} s ago \
+             (limit {:.1} s; generation pauses at {:.1} s unacknowledged); send audio.ack as frames play",
+            c.unacked_samples as f64 / self.m.native_rate as f64,
+            c.acks.front().map_or(0, |f| f.seq),
+            limit.as_secs_f64(),
+            limit.as_secs_f64(),
+            self.st.ack_pause_s,
+        );
+        self.fail_context(ws, &id, ErrorCode::SlowConsumer, message)
+            .await
+    }
+
+    /// Starts the next segment or finishes the head context, while the
+    /// engine is idle.
+    pub(super) async fn pump(&mut self, ws: &mut Socket) -> Res {
+        while self.active.is_none() {
+            if self.held() {
+                // The client is a pause's worth of audio behind: the next
+                // segment waits for its acknowledgements.
+                return Ok(());
+            }
+            match self.queue.next(self.settings.chunking.max_chars) {
+                Next::Start { id, text } => self.start_segment(ws, &id, text).await?,
+                Next::Finish { id } => self.finish_context(ws, &id).await?,
+                Next::Wait => return Ok(()),
+            }
+        }
+        Ok(())
+    }
+
+    pub(super) async fn start_segment(&mut self, ws: &mut Socket, id: &str, text: String) -> Res {
+        let c = self.queue.get_mut(id).expect("head context exists");
+        let req = Request {
+            text,
+            speaker: c.s.speaker.clone(),
+            language: c.s.language.clone(),
+            instruct: c.s.instruct.clone(),
+            voice_clone: c.s.voice_clone.clone(),
+            text_streaming: c.s.text_mode == TextMode::Streaming,
+            options: c.s.options.clone(),
+        };
+        c.rec.submitted(Instant::now());
+        c.segments += 1;
+        match self.engine.synthesize(req).await {
+            Ok(stream) => {
+                let c = self.queue.get_mut(id).expect("head context exists");
+                if c.stream_id.is_none() {
+                    let sid = self.next_stream;
+                    self.next_stream = self.next_stream.wrapping_add(1).max(1);
+                    c.stream_id = Some(sid);
+                    let rate = c.s.rate;
+                    let format = c.s.format;
+                    let native = self.m.native_rate;
+                    match &mut self.resampler {
+                        Some(r) if r.output_rate() == rate => r.reset(),
+                        r => {
+                            *r = Some(StreamResampler::new(native, rate).expect("rates validated"));
+                        }
+                    }
+                    send_json(
+                        ws,
+                        &ServerMessage::ContextStarted {
+                            context_id: id.to_string(),
+                            stream_id: sid,
+                            sample_rate: rate,
+                            format,
+                        },
+                    )
+                    .await?;
+                }
+                self.active = Some(Active {
+                    ctx: id.to_string(),
+                    stream,
+                });
+                Ok(())
+            }
+            Err(e) => {
+                if e.kind() == ErrorKind::AtCapacity {
+                    self.st.metrics.refused("at_capacity");
+                }
+                self.fail_context(ws, id, engine_code(e.kind()), engine_message(&e))
+                    .await
+            }
+        }
+    }
+
+    pub(super) async fn on_event(&mut self, ws: &mut Socket, ev: Option<Event>) -> Res {
+        let Some(a) = &self.active else {
+            return Ok(());
+        };
+        let id = a.ctx.clone();
+        match ev {
+            None | Some(Event::Cancelled { .. }) => {
+                self.active = None;
+                Ok(())
+            }
+            Some(Event::Started { .. }) => Ok(()),
+            Some(Event::Audio(chunk)) => {
+                let c = self.queue.get_mut(&id).expect("active context exists");
+                self.out.clear();
+                if let Some(r) = &mut self.resampler {
+                    r.step(&chunk.samples, &mut self.out);
+                }
+                let acks = c.s.acks;
+                let samples = chunk.samples.len() as u64;
+                if self.out.is_empty() {
+                    // Nothing to send: acknowledged with the frame before
+                    // it (or now, if that was acknowledged already).
+                    let segment = c.segments;
+                    match c.acks.back_mut() {
+                        Some(last) if acks && last.segment == segment => {
+                            last.chunk = chunk.seq;
+                            last.samples += samples;
+                            c.unacked_samples += samples;
+                        }
+                        _ => self.active.as_ref().expect("active").stream.ack(chunk.seq),
+                    }
+                    c.rec.chunk(Instant::now(), &chunk.samples, 0);
+                    return Ok(());
+                }
+                let seq = c.seq;
+                let out = std::mem::take(&mut self.out);
+                let r = self.send_audio(ws, &id, &out, false).await;
+                self.out = out;
+                r?;
+                let c = self.queue.get_mut(&id).expect("active context exists");
+                let now = Instant::now();
+                c.rec.chunk(now, &chunk.samples, self.out.len());
+                c.last_sent = Some(now);
+                if acks {
+                    c.acks.push_back(Unacked {
+                        seq,
+                        chunk: chunk.seq,
+                        segment: c.segments,
+                        samples,
+                        sent: now,
+                    });
+                    c.unacked_samples += samples;
+                } else {
+                    self.active.as_ref().expect("active").stream.ack(chunk.seq);
+                }
+                Ok(())
+            }
+            Some(Event::Done { metrics, .. }) => {
+                let c = self.queue.get_mut(&id).expect("active context exists");
+                c.rec.segment_done(&metrics);
+                // Unacknowledged frames stay counted: the bound is the
+                // context's, across its segments.
+                self.active = None;
+                Ok(())
+            }
+            Some(Event::Error { kind, error, .. }) => {
+                self.active = None;
+                self.fail_context(ws, &id, engine_code(kind), engine_message(&error))
+                    .await
+            }
+        }
+    }
+
+    /// Sends one frame of context `id` (binary or base64) and advances its
+    /// sequence number.
+    pub(super) async fn send_audio(
+        &mut self,
+        ws: &mut Socket,
+        id: &str,
+        samples: &[f32],
+        terminal: bool,
+    ) -> Res {
+        let c = self.queue.get_mut(id).expect("context exists");
+        let seq = c.take_seq();
+        let msg = audio_message(id, c.stream_id, seq, &c.s, samples, terminal);
+        send(ws, msg).await
+    }
+
+    /// The head context is ended and all its audio is out: terminal frame
+    /// (with the resampler's tail), then `context.done`.
+    pub(super) async fn finish_context(&mut self, ws: &mut Socket, id: &str) -> Res {
+        let started = self.queue.get(id).is_some_and(|c| c.stream_id.is_some());
+        if started {
+            let mut tail = Vec::new();
+            if let Some(r) = &mut self.resampler {
+                r.flush(&mut tail);
+            }
+            self.send_audio(ws, id, &tail, true).await?;
+            if let Some(c) = self.queue.get_mut(id) {
+                c.rec.tail(tail.len());
+            }
+        }
+        let Some(c) = self.queue.remove(id) else {
+            return Ok(());
+        };
+        let metrics = self.metrics_of(&c, Outcome::Done);
+        self.st.metrics.finished(
+            false,
+            "done",
+            metrics.ttfp_ms,
+            metrics.rtf,
+            metrics.underruns,
+        );
+        send_json(
+            ws,
+            &ServerMessage::ContextDone {
+                context_id: id.to_string(),
+                stream_id: c.stream_id,
+                metrics,
+            },
+        )
+        .await
+    }
+
+    pub(super) async fn fail_context(
+        &mut self,
+        ws: &mut Socket,
+        id: &str,
+        code: ErrorCode,
+        message: String,
+    ) -> Res {
+        if self.active.as_ref().is_some_and(|a| a.ctx == id) {
+            self.active = None;
+        }
+        let Some(c) = self.queue.remove(id) else {
+            return Ok(());
+        };
+        if c.stream_id.is_some() {
+            if let Some(r) = &mut self.resampler {
+                r.reset();
+            }
+        }
+        let metrics = self.metrics_of(&c, Outcome::Error);
+        self.st.metrics.finished(false, "failed", None, None, None);
+        send_json(
+            ws,
+            &ServerMessage::ContextFailed {
+                context_id: id.to_string(),
+                stream_id: c.stream_id,
+                code,
+                message,
+                metrics,
+            },
+        )
+        .await
+    }
+
+    /// Cancels context `id`: the engine request (if it is the one in flight)
+    /// is dropped by every stage before `context.cancelled` goes out, and
+    /// the context is gone from this session, so no frame of it can follow.
+    pub(super) async fn cancel_context(
+        &mut self,
+        ws: &mut Socket,
+        id: &str,
+        reason: CancelReason,
+        t0: Instant,
+        onset: Option<Instant>,
+    ) -> Res {
+        let mut late = 0;
+        if self.active.as_ref().is_some_and(|a| a.ctx == id) {
+            let a = self.active.take().expect("active");
+            if let Ok(ack) = a.stream.cancel().ack().await {
+                late = ack.late_audio_samples;
+            }
+        }
+        let Some(c) = self.queue.remove(id) else {
+            return Ok(());
+        };
+        if c.stream_id.is_some() {
+            if let Some(r) = &mut self.resampler {
+                r.reset();
+            }
+        }
+        let interruption_ms = barge_in::interruption_ms(onset, c.stream_id.is_some(), c.last_sent);
+        let metrics = self.metrics_of(&c, Outcome::Cancelled);
+        self.st
+            .metrics
+            .finished(false, "cancelled", None, None, None);
+        send_json(
+            ws,
+            &ServerMessage::ContextCancelled {
+                context_id: id.to_string(),
+                stream_id: c.stream_id,
+                reason,
+                cancel_ack_ms: t0.elapsed().as_secs_f64() * 1e3,
+                late_audio_samples: late,
+                interruption_ms,
+                metrics,
+            },
+        )
+        .await
+    }
+
+    pub(super) fn metrics_of(&self, c: &Ctx, outcome: Outcome) -> ContextMetrics {
+        c.rec.finish(
+            outcome,
+            self.m.native_rate,
+            self.m.samples_per_frame,
+            c.s.rate,
+            self.st.prebuffer_ms,
+        )
+    }
+}

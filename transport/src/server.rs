@@ -515,24 +515,11 @@ async fn realtime(
         Ok(h) => h,
         Err(r) => return *r,
     };
-    if st.drain_state() != Drain::Running {
-        st.metrics.refused("shutting_down");
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the server is shutting down; reconnect to another instance",
-            "server_error",
-            None,
-        );
-    }
-    let Some(loaded) = st.loaded() else {
-        st.metrics.refused("not_ready");
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the model is still loading; retry when GET /ready answers 200",
-            "server_error",
-            None,
-        );
-    };
+    let loaded =
+        match st.ready_for_work("the server is shutting down; reconnect to another instance") {
+            Ok(m) => m,
+            Err(r) => return *r,
+        };
     let permit = match st.sessions.clone().try_acquire_owned() {
         Ok(p) => Some(p),
         // Full: idle sessions must not hold every slot, so the longest-idle

@@ -17,6 +17,9 @@ use tts_actors::Engine;
 use tts_actors::{ModelKind, Qwen3Tts, VoiceLibrary};
 
 use crate::http_error::error_response;
+
+/// What a route that needs the model answers before it is loaded.
+pub const NOT_READY: &str = "the model is still loading; retry when GET /ready answers 200";
 use crate::prometheus::ServerMetrics;
 use crate::voices::Voices;
 
@@ -215,6 +218,30 @@ impl AppState {
 
     pub fn loaded(&self) -> Option<Arc<Loaded>> {
         self.loaded.get().cloned()
+    }
+
+    /// The model, for a route that starts new work: a 503 in OpenAI's error
+    /// shape (and a counted refusal) while the server drains — saying
+    /// `draining` — or while the model is still loading.
+    pub fn ready_for_work(&self, draining: &str) -> Result<Arc<Loaded>, Box<Response>> {
+        if self.drain_state() != Drain::Running {
+            self.metrics.refused("shutting_down");
+            return Err(Box::new(error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                draining,
+                "server_error",
+                None,
+            )));
+        }
+        self.loaded().ok_or_else(|| {
+            self.metrics.refused("not_ready");
+            Box::new(error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                NOT_READY,
+                "server_error",
+                None,
+            ))
+        })
     }
 
     /// `Ok` when no token is configured, or the request carries it in an

@@ -64,7 +64,7 @@ fn preamble(st: &AppState, headers: &HeaderMap) -> Result<Arc<Loaded>, Box<Respo
         Box::new(
             Refusal::new(
                 StatusCode::SERVICE_UNAVAILABLE,
-                "the model is still loading; retry when GET /ready answers 200",
+                crate::state::NOT_READY,
                 None,
             )
             .into_response(),

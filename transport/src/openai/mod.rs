@@ -234,23 +234,9 @@ pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
     if let Err(r) = st.authorize(&headers) {
         return r.into_response();
     }
-    if st.drain_state() != Drain::Running {
-        st.metrics.refused("shutting_down");
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the server is shutting down",
-            "server_error",
-            None,
-        );
-    }
-    let Some(m) = st.loaded() else {
-        st.metrics.refused("not_ready");
-        return error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "the model is still loading; retry when GET /ready answers 200",
-            "server_error",
-            None,
-        );
+    let m = match st.ready_for_work("the server is shutting down") {
+        Ok(m) => m,
+        Err(r) => return *r,
     };
     // An inline clip is base64 (4/3 of the clip) inside the JSON.
     let limit = st.max_upload_bytes / 3 * 4 + 1024 * 1024;

@@ -134,3 +134,36 @@ pub async fn json_errors(resp: Response) -> Response {
     }
     out
 }
+
+/// Most of an over-long body read and dropped after its refusal is decided.
+const DRAIN_BYTES: usize = 64 << 20;
+/// Longest wait for an over-long body's rest.
+const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+
+/// Reads a request body of at most `limit` bytes; `None` if it is longer or
+/// cannot be read. A longer body is read on and dropped (up to 64 MiB or
+/// 2 s more) before the caller answers, so a client still sending gets the
+/// 413 instead of a connection reset from unread data.
+pub async fn read_body(body: axum::body::Body, limit: usize) -> Option<axum::body::Bytes> {
+    use futures_util::StreamExt;
+    let mut stream = body.into_data_stream();
+    let mut buf: Vec<u8> = Vec::new();
+    while let Some(chunk) = stream.next().await {
+        let chunk = chunk.ok()?;
+        if buf.len() + chunk.len() > limit {
+            let drain = async {
+                let mut dropped = chunk.len();
+                while let Some(Ok(c)) = stream.next().await {
+                    dropped += c.len();
+                    if dropped > DRAIN_BYTES {
+                        break;
+                    }
+                }
+            };
+            let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
+            return None;
+        }
+        buf.extend_from_slice(&chunk);
+    }
+    Some(buf.into())
+}

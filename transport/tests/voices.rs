@@ -113,7 +113,9 @@ async fn http(
     }
     head.push_str("\r\n");
     s.write_all(head.as_bytes()).await?;
-    s.write_all(body).await?;
+    // A server may refuse before the whole body is sent (a 413): keep what
+    // it answered even if the rest of the body could not be written.
+    let _ = s.write_all(body).await;
     let mut raw = Vec::new();
     tokio::time::timeout(WAIT, s.read_to_end(&mut raw)).await??;
     let split = raw

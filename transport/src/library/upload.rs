@@ -46,9 +46,9 @@ pub async fn read(req: Request, max_audio: usize) -> Result<Upload, Refusal> {
     } else if ct.is_empty() || ct.starts_with("application/json") {
         // Base64 is 4/3 of the clip; the rest of the JSON is small.
         let limit = max_audio / 3 * 4 + MAX_TEXT_FIELD * 4;
-        let body = axum::body::to_bytes(req.into_body(), limit)
+        let body = crate::http_error::read_body(req.into_body(), limit)
             .await
-            .map_err(|_| too_large("audio", max_audio))?;
+            .ok_or_else(|| too_large("audio", max_audio))?;
         read_json(&body, max_audio)
     } else {
         Err(Refusal::new(

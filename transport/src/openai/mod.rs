@@ -240,7 +240,7 @@ pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
     };
     // An inline clip is base64 (4/3 of the clip) inside the JSON.
     let limit = st.max_upload_bytes / 3 * 4 + 1024 * 1024;
-    let Ok(body) = axum::body::to_bytes(body, limit).await else {
+    let Some(body) = crate::http_error::read_body(body, limit).await else {
         st.metrics.refused("invalid_request");
         return library::audio_field::too_large("the request body", limit).into_response();
     };

@@ -211,8 +211,9 @@ def test_session_created_describes_the_server(rt):
 
 def test_greedy_incremental_context_equals_http_pcm(server, rt):
     s = rt.update(voice="alloy", greedy=True, max_frames=12, audio_acks=True, chunking={"mode": "manual"})
-    # The OpenAI voice resolves to a checkpoint speaker; the rate is real.
-    assert s["voice"] == "dylan"
+    # The OpenAI voice resolves to a checkpoint speaker (by gender, never a
+    # dialect speaker); the rate is real.
+    assert s["voice"] == "serena"
     assert (s["sample_rate"], s["native_sample_rate"], s["format"]) == (NATIVE_RATE, NATIVE_RATE, "pcm16")
     assert (s["greedy"], s["max_frames"], s["audio_acks"]) == (True, 12, True)
     assert s["chunking"]["mode"] == "manual"
@@ -267,7 +268,7 @@ def test_greedy_incremental_context_equals_http_pcm(server, rt):
 
 def test_resampled_session_rate_is_echoed_and_matches_http(server, rt):
     s = rt.update(voice="ash", sample_rate=16000, greedy=True, max_frames=10)
-    assert (s["sample_rate"], s["native_sample_rate"], s["voice"]) == (16000, NATIVE_RATE, "eric")
+    assert (s["sample_rate"], s["native_sample_rate"], s["voice"]) == (16000, NATIVE_RATE, "ryan")
     rt.send({"type": "context.append", "context_id": "r", "text": "Good morning."})
     rt.send({"type": "context.end", "context_id": "r"})
     ctx = collect(rt, "r")

@@ -18,32 +18,14 @@ use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
 use tts_transport::protocol::{self, AudioHeader, ErrorCode, ServerMessage};
-use tts_transport::{ServeConfig, Server};
+use tts_transport::ServeConfig;
 
-const WAIT: Duration = Duration::from_secs(60);
+mod common;
 
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-a")
-}
+use common::{fixture, start, stop, WAIT};
 
 fn config() -> ServeConfig {
-    let mut c = ServeConfig::new(fixture());
-    c.addr = SocketAddr::from(([127, 0, 0, 1], 0));
-    c.max_frames = Some(400);
-    c.drain_timeout = Duration::from_secs(5);
-    c
-}
-
-async fn start(cfg: ServeConfig) -> Result<Server> {
-    let s = Server::start(cfg).await?;
-    tokio::time::timeout(WAIT, s.ready()).await??;
-    Ok(s)
-}
-
-async fn stop(s: Server) -> Result<()> {
-    s.shutdown();
-    tokio::time::timeout(WAIT, s.wait()).await??;
-    Ok(())
+    common::config(Duration::from_secs(5))
 }
 
 struct HttpResponse {

@@ -10,7 +10,6 @@
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use anyhow::{bail, ensure, Context, Result};
@@ -27,24 +26,12 @@ use tts_transport::protocol::{
 };
 use tts_transport::{ServeConfig, Server};
 
-const WAIT: Duration = Duration::from_secs(60);
+mod common;
 
-fn fixture() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-a")
-}
+use common::{start, WAIT};
 
 fn config() -> ServeConfig {
-    let mut c = ServeConfig::new(fixture());
-    c.addr = SocketAddr::from(([127, 0, 0, 1], 0));
-    c.max_frames = Some(400);
-    c.drain_timeout = Duration::from_secs(20);
-    c
-}
-
-async fn start(cfg: ServeConfig) -> Result<Server> {
-    let s = Server::start(cfg).await?;
-    tokio::time::timeout(WAIT, s.ready()).await??;
-    Ok(s)
+    common::config(Duration::from_secs(20))
 }
 
 // ---------------------------------------------------------------- HTTP ---

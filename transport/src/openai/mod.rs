@@ -308,21 +308,14 @@ pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
         while let Some(item) = rx.recv().await {
             match item {
                 Ok(b) => file.extend_from_slice(&b),
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {
-                    return error_response(
-                        StatusCode::SERVICE_UNAVAILABLE,
-                        &e.to_string(),
-                        "server_error",
-                        None,
-                    )
-                }
                 Err(e) => {
-                    return error_response(
-                        StatusCode::INTERNAL_SERVER_ERROR,
-                        &e.to_string(),
-                        "server_error",
-                        None,
-                    )
+                    // Interrupted: the server is shutting down.
+                    let status = if e.kind() == std::io::ErrorKind::Interrupted {
+                        StatusCode::SERVICE_UNAVAILABLE
+                    } else {
+                        StatusCode::INTERNAL_SERVER_ERROR
+                    };
+                    return error_response(status, &e.to_string(), "server_error", None);
                 }
             }
         }

@@ -98,8 +98,10 @@ const FAST_PRECISION: &str = "int8,int8,bf16";
 
 #[derive(Args)]
 struct ModelArg {
-    /// Checkpoint directory (default: $TTS_RT_MODEL, else the Hugging Face
-    /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
+    /// Checkpoint directory, or a Hugging Face repo id such as
+    /// Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice (found in the hub cache, else
+    /// downloaded there). Default: $TTS_RT_MODEL, else
+    /// Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice.
     #[arg(long)]
     model: Option<PathBuf>,
     /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]], or `fast`.

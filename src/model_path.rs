@@ -1,6 +1,7 @@
-//! Where the model comes from: `--model`, else `$TTS_RT_MODEL`, else the
-//! Hugging Face cache entry of the default checkpoint, downloaded there
-//! (src/download.rs) when it is missing and `HF_HUB_OFFLINE` is not set.
+//! Where the model comes from: `--model` (a directory or a hub repo id),
+//! else `$TTS_RT_MODEL`, else the default checkpoint; a repo id is found in
+//! the Hugging Face cache, or downloaded there (src/download.rs) when it is
+//! missing and `HF_HUB_OFFLINE` is not set.
 
 use std::path::{Path, PathBuf};
 
@@ -46,57 +47,109 @@ fn cached_snapshot(cache: &Path, repo: &str) -> Option<PathBuf> {
         .find(|p| p.join("config.json").exists())
 }
 
+/// The checkpoint directory: `--model` (a directory, or a hub repo id such
+/// as `Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice`), else `$TTS_RT_MODEL` (the
+/// same), else [`DEFAULT_REPO`]. A repo id is looked up in the hub cache and
+/// downloaded there when it is missing.
 pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf> {
     if let Some(p) = explicit {
-        return check(p, "--model");
+        return directory_or_repo(p, "--model");
     }
     if let Some(p) = std::env::var_os("TTS_RT_MODEL") {
-        return check(Path::new(&p), "$TTS_RT_MODEL");
+        return directory_or_repo(Path::new(&p), "$TTS_RT_MODEL");
     }
+    from_hub(DEFAULT_REPO, "no model given and")
+}
+
+/// `p` as a directory when one exists there; else, when it reads as a hub
+/// repo id (`owner/name`, no leading `.` or `/`), that repo from the cache or
+/// the hub.
+fn directory_or_repo(p: &Path, source: &str) -> Result<PathBuf> {
+    if !p.exists() {
+        if let Some(repo) = p.to_str().filter(|s| is_repo_id(s)) {
+            return from_hub(repo, &format!("{source} = {repo}:"));
+        }
+    }
+    check(p, source)
+}
+
+/// `owner/name` with the characters the hub allows (letters, digits, `-`,
+/// `_`, `.`), neither part starting with `.` or `-`.
+pub fn is_repo_id(s: &str) -> bool {
+    let Some((owner, name)) = s.split_once('/') else {
+        return false;
+    };
+    let part = |x: &str| {
+        !x.is_empty()
+            && x.len() <= 96
+            && !x.starts_with(['.', '-'])
+            && x.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.'))
+    };
+    part(owner) && part(name)
+}
+
+/// `repo`'s snapshot in the hub cache, downloaded there when missing.
+/// `what` starts the error messages ("no model given and", "--model = X:").
+fn from_hub(repo: &str, what: &str) -> Result<PathBuf> {
     let Some(cache) = hub_cache() else {
         bail!(
-            "no model given, and no Hugging Face cache directory: none of HF_HUB_CACHE, HF_HOME, \
-             XDG_CACHE_HOME, HOME is set.\n{}",
+            "{what} no Hugging Face cache directory to find {repo} in: none of HF_HUB_CACHE, \
+             HF_HOME, XDG_CACHE_HOME, HOME is set.\n{}",
             how_to_get(
+                repo,
                 "set HF_HOME to a writable directory and rerun to let tts-rt download it there"
             )
         );
     };
-    if let Some(p) = cached_snapshot(&cache, DEFAULT_REPO) {
+    if let Some(p) = cached_snapshot(&cache, repo) {
         return Ok(p);
     }
     if download::offline() {
         bail!(
-            "no model given and {DEFAULT_REPO} is not in the Hugging Face cache ({}); HF_HUB_OFFLINE is \
+            "{what} {repo} is not in the Hugging Face cache ({}); HF_HUB_OFFLINE is \
              set, so tts-rt did not download it.\n{}",
             cache.display(),
-            how_to_get("unset HF_HUB_OFFLINE and rerun to let tts-rt download it")
+            how_to_get(
+                repo,
+                "unset HF_HUB_OFFLINE and rerun to let tts-rt download it"
+            )
         );
     }
     let hub = download::Hub::from_env();
-    download::snapshot(&hub, DEFAULT_REPO, &cache).with_context(|| {
+    download::snapshot(&hub, repo, &cache).with_context(|| {
         format!(
-            "no model given and {DEFAULT_REPO} is not in the Hugging Face cache ({}); downloading it from {} \
+            "{what} {repo} is not in the Hugging Face cache ({}); downloading it from {} \
              failed (the cause is below).\n{}",
             cache.display(),
             hub.endpoint(),
-            how_to_get("rerun once the cause below is fixed (a partial download resumes)")
+            how_to_get(
+                repo,
+                "rerun once the cause below is fixed (a partial download resumes)"
+            )
         )
     })
 }
 
-/// The ways to get a checkpoint, `first` being the one that fits the case.
-fn how_to_get(first: &str) -> String {
+/// The ways to get `repo`, `first` being the one that fits the case.
+fn how_to_get(repo: &str, first: &str) -> String {
     format!(
         "To get it: {first}; or download it with\n    \
-         pip install -U huggingface_hub && hf download {DEFAULT_REPO}\n\
-         (or `huggingface-cli download {DEFAULT_REPO}`); or point --model / TTS_RT_MODEL at a checkpoint \
-         directory (config.json, model.safetensors, vocab.json, merges.txt, speech_tokenizer/).\n\
+         pip install -U huggingface_hub && hf download {repo}\n\
+         (or `huggingface-cli download {repo}`); or point --model / TTS_RT_MODEL at a checkpoint \
+         directory (config.json, model.safetensors, vocab.json, merges.txt, speech_tokenizer/) \
+         or a hub repo id such as Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice.\n\
          For a random-weight checkpoint to try things out: tts-rt gen-checkpoint --preset tiny --out DIR"
     )
 }
 
 fn check(p: &Path, source: &str) -> Result<PathBuf> {
+    if !p.exists() {
+        bail!(
+            "{source} = {}: no such directory (a hub repo id reads owner/name, e.g. {DEFAULT_REPO})",
+            p.display()
+        );
+    }
     if !p.is_dir() {
         bail!("{source} = {}: not a directory", p.display());
     }

@@ -532,3 +532,63 @@ fn offline_never_contacts_the_hub() {
     assert!(hub.take_log().is_empty(), "offline: no request");
     assert!(!repo_dir(home.path()).exists());
 }
+
+#[test]
+fn model_flag_takes_a_hub_repo_id_and_downloads_that_repo() {
+    let hub = FakeHub::start();
+    let home = tempfile::tempdir().unwrap();
+    let expected = voices_of_fixture();
+    let repo = "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice";
+
+    let o = ok(tts(home.path(), &hub.endpoint())
+        .args(["voices", "--model", repo])
+        .current_dir(home.path()));
+    assert_eq!(o.stdout, expected, "voices from the downloaded snapshot");
+    let log = hub.take_log();
+    assert_eq!(
+        log[0].path,
+        format!("/api/models/{repo}/revision/main?blobs=true")
+    );
+    assert!(
+        log.iter()
+            .filter(|r| r.path.contains("/resolve/"))
+            .all(|r| r.path.starts_with(&format!("/{repo}/resolve/"))),
+        "every file from that repo"
+    );
+    let snap = home
+        .path()
+        .join("hub/models--Qwen--Qwen3-TTS-12Hz-1.7B-CustomVoice/snapshots")
+        .join(COMMIT);
+    assert!(snap.join("config.json").is_file());
+    assert!(!repo_dir(home.path()).exists(), "not the default repo");
+
+    // Offline, by TTS_RT_MODEL, from the cache.
+    let o = ok(tts(home.path(), &hub.endpoint())
+        .env("HF_HUB_OFFLINE", "1")
+        .env("TTS_RT_MODEL", repo)
+        .arg("voices")
+        .current_dir(home.path()));
+    assert_eq!(o.stdout, expected);
+    assert!(hub.take_log().is_empty(), "a cached repo needs no network");
+
+    // A repo id that is not cached, offline: named, with the command to get it.
+    fails_with(
+        tts(home.path(), &hub.endpoint())
+            .env("HF_HUB_OFFLINE", "1")
+            .args(["voices", "--model", "Qwen/Qwen3-TTS-12Hz-0.6B-Base"])
+            .current_dir(home.path()),
+        &[
+            "--model = Qwen/Qwen3-TTS-12Hz-0.6B-Base",
+            "HF_HUB_OFFLINE",
+            "hf download Qwen/Qwen3-TTS-12Hz-0.6B-Base",
+        ],
+    );
+    // Neither a directory nor a repo id: the path is named.
+    fails_with(
+        tts(home.path(), &hub.endpoint())
+            .args(["voices", "--model", "./no/such/dir"])
+            .current_dir(home.path()),
+        &["--model = ./no/such/dir", "no such directory"],
+    );
+    assert!(hub.take_log().is_empty());
+}

@@ -29,6 +29,9 @@
 //!   here), `flac.rs` (flacenc), `mp3.rs` (LAME), `opus.rs` (libopus in Ogg
 //!   pages); [`Format`] names them and their rates, [`EncodeError`] the
 //!   refusals.
+//! - [`stretch`]: [`Stretch`], OpenAI's `speed` (0.25-4.0): streaming,
+//!   pitch-preserving tempo change by WSOLA (the `wsola` crate); chunked
+//!   output equals one-shot output.
 //! - [`continuity`]: the METRICS.md playout simulation (underruns and stall
 //!   time at a prebuffer, the smallest prebuffer without underrun) as pure
 //!   functions of chunk arrival times and durations.
@@ -41,6 +44,7 @@ pub mod playback;
 pub mod reference;
 pub mod resample;
 pub mod ring;
+pub mod stretch;
 
 pub use encode::{encode_all, EncodeError, Encoder, Format};
 pub use playback::{list_output_devices, DeviceInfo, PlaybackOptions, PlaybackStats, Player};
@@ -49,6 +53,7 @@ pub use reference::{
     REFERENCE_RATE,
 };
 pub use resample::StreamResampler;
+pub use stretch::{Stretch, StretchError};
 
 /// Sample encoding of a WAV file.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -158,3 +158,32 @@ def test_g711_is_8_khz_and_decodes_with_ffmpeg_to_the_8_khz_pcm(client, pcm8k, f
     snr = snr_db(ref, got)
     print(f"{fmt}: SNR {snr:.1f} dB")
     assert snr >= 25.0, f"{fmt} SNR {snr:.1f} dB"
+
+
+def spectral_centroid(x: np.ndarray, rate: int) -> float:
+    spec = np.abs(np.fft.rfft(x * np.hanning(len(x))))
+    freqs = np.fft.rfftfreq(len(x), 1 / rate)
+    return float(np.sum(freqs * spec) / np.sum(spec))
+
+
+@pytest.mark.parametrize("speed", [0.5, 2.0])
+def test_speed_changes_duration_within_2_percent_and_keeps_the_spectrum(client, pcm, speed):
+    # OpenAI's `speed`, streamed: the SDK sends it as a request field.
+    resp = client.audio.speech.with_raw_response.create(
+        model="tts-1", voice="alloy", input=TEXT, response_format="pcm", speed=speed, extra_body=GREEDY
+    )
+    got, base = samples(resp.content), samples(pcm)
+    ratio = len(got) / len(base)
+    assert abs(ratio * speed - 1) < 0.02, f"speed {speed}: {len(got)} samples from {len(base)}"
+    # Pitch kept: a resampling speed change would move the spectral centroid
+    # by the speed factor (x2 or x0.5); a time stretch leaves it in place.
+    c0, c1 = spectral_centroid(base, NATIVE_RATE), spectral_centroid(got, NATIVE_RATE)
+    assert abs(c1 / c0 - 1) < 0.1, f"speed {speed}: centroid {c0:.0f} -> {c1:.0f} Hz"
+    # A compressed format takes it too, and decodes.
+    data = client.audio.speech.create(
+        model="tts-1", voice="alloy", input=TEXT, response_format="mp3", speed=speed, extra_body=GREEDY
+    ).content
+    if shutil.which("ffmpeg"):
+        dec = ffmpeg_decode(data, NATIVE_RATE)
+        # MP3 frames are 1152 samples: the decode may carry up to two more.
+        assert abs(len(dec) - len(got)) <= 2 * 1152, (len(dec), len(got))

@@ -173,8 +173,9 @@ def test_errors_are_openai_shaped_and_name_the_problem(server, client):
     assert isinstance(e, openai.BadRequestError) and e.body["param"] == "response_format"
     assert "mp3" in e.message and "wav" in e.message and "opus" in e.message
 
-    e = bad(speed=1.5)
+    e = bad(speed=4.5)
     assert isinstance(e, openai.BadRequestError) and e.body["param"] == "speed"
+    assert "0.25 to 4.0" in e.message
 
     e = bad(input="")
     assert isinstance(e, openai.BadRequestError) and e.body["param"] == "input"

@@ -1008,7 +1008,7 @@ async fn openai_speech_returns_the_engines_audio() -> Result<()> {
             "response_format",
             "\"mp3\", \"opus\"",
         ),
-        (json!({"speed": 1.5}), "speed", "omit speed or send 1.0"),
+        (json!({"speed": 4.5}), "speed", "0.25 to 4.0"),
         (json!({"voice": "bob"}), "voice", "alloy"),
         (json!({"input": ""}), "input", "empty"),
         (json!({"stream_format": "ws"}), "stream_format", "sse"),

@@ -186,6 +186,9 @@ pub enum EncodeError {
     Codec { format: Format, detail: String },
     #[error("the {format} stream was already finished")]
     Finished { format: Format },
+    /// `speed` could not be applied (out of range, or an unusable rate).
+    #[error(transparent)]
+    Stretch(#[from] crate::stretch::StretchError),
 }
 
 impl EncodeError {

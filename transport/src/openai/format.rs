@@ -16,10 +16,13 @@
 //!   header, as OpenAI sends them, so concatenated deltas play without a
 //!   click.
 //!
+//! `speed` other than 1.0 time-stretches the stream (pitch kept,
+//! [`tts_audio::Stretch`]) just before it is encoded, chunk by chunk.
+//!
 //! Encoding runs in the request's own task (never on the engine's
 //! synthesis threads): one stream's encoder never waits on another's.
 
-use tts_audio::{EncodeError, Encoder, Format};
+use tts_audio::{EncodeError, Encoder, Format, Stretch};
 
 use super::{invalid, Invalid};
 
@@ -27,13 +30,16 @@ use super::{invalid, Invalid};
 pub(super) const DEFAULT_FORMAT: Format = Format::Mp3;
 
 /// How a response's audio is encoded and delivered.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(super) struct Output {
     pub format: Format,
     pub rate: u32,
     pub sse: bool,
     /// The whole file in one body with exact sizes (see the module docs).
     pub complete: bool,
+    /// OpenAI's `speed` (0.25-4.0, validated by the caller): 1.0 plays the
+    /// model's natural rate.
+    pub speed: f32,
 }
 
 /// Resolves `response_format`, `stream_format`, `stream` and `sample_rate`.
@@ -93,6 +99,7 @@ pub(super) fn output(
         rate,
         sse,
         complete,
+        speed: 1.0,
     })
 }
 
@@ -128,10 +135,13 @@ impl Output {
     }
 
     pub fn body_encoder(&self) -> Result<BodyEncoder, EncodeError> {
+        let stretch = Stretch::new(self.rate, self.speed)?;
         Ok(BodyEncoder {
             enc: self.wire_format().encoder(self.rate)?,
             complete: self.complete,
             buf: Vec::new(),
+            stretch,
+            stretched: Vec::new(),
         })
     }
 }
@@ -142,12 +152,20 @@ pub(super) struct BodyEncoder {
     enc: Box<dyn Encoder>,
     complete: bool,
     buf: Vec<u8>,
+    stretch: Stretch,
+    stretched: Vec<f32>,
 }
 
 impl BodyEncoder {
     /// Encodes `samples`; the bytes to send now (empty: none yet).
     pub fn push(&mut self, samples: &[f32]) -> Result<Vec<u8>, EncodeError> {
-        self.enc.push(samples, &mut self.buf)?;
+        if self.stretch.is_active() {
+            self.stretched.clear();
+            self.stretch.push(samples, &mut self.stretched);
+            self.enc.push(&self.stretched, &mut self.buf)?;
+        } else {
+            self.enc.push(samples, &mut self.buf)?;
+        }
         Ok(if self.complete {
             Vec::new()
         } else {
@@ -158,6 +176,11 @@ impl BodyEncoder {
     /// Ends the stream: the last bytes (complete: the whole file, its
     /// header stating the exact length).
     pub fn finish(&mut self) -> Result<Vec<u8>, EncodeError> {
+        if self.stretch.is_active() {
+            self.stretched.clear();
+            self.stretch.finish(&mut self.stretched);
+            self.enc.push(&self.stretched, &mut self.buf)?;
+        }
         self.enc.finish(&mut self.buf)?;
         if self.complete {
             if let Some(h) = self.enc.exact_header() {
@@ -242,6 +265,26 @@ mod tests {
             assert!(e.message.contains(f.name()), "{}", e.message);
         }
         assert!(e.message.contains("AAC is not encoded"), "{}", e.message);
+    }
+
+    #[test]
+    fn speed_stretches_the_encoded_stream() {
+        let mut o = out(Some("pcm"), None, None, None).ok().unwrap();
+        o.speed = 2.0;
+        let mut e = o.body_encoder().unwrap();
+        let tone: Vec<f32> = (0..24000)
+            .map(|i| (i as f32 * std::f32::consts::TAU * 200.0 / 24000.0).sin() * 0.5)
+            .collect();
+        let mut bytes = Vec::new();
+        for c in tone.chunks(1920) {
+            bytes.extend(e.push(c).unwrap());
+        }
+        bytes.extend(e.finish().unwrap());
+        let samples = bytes.len() / 2;
+        assert!(
+            (samples as f32 / 12000.0 - 1.0).abs() < 0.02,
+            "{samples} samples at speed 2 from 24000"
+        );
     }
 
     #[test]

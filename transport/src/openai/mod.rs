@@ -159,21 +159,24 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
         ));
     }
     let voice = voice::choose(m, &r, max_upload)?;
-    if let Some(s) = r.speed {
-        if s != 1.0 {
+    let speed = match r.speed {
+        None => 1.0,
+        Some(s) if (0.25..=4.0).contains(&s) => s as f32,
+        Some(s) => {
             return Err(invalid(
-                format!("speed {s} is not supported: tts-rt speaks at the model's natural rate; omit speed or send 1.0"),
+                format!("speed {s} is out of range: give a number from 0.25 to 4.0 (1.0 is the natural rate)"),
                 "speed",
-            ));
+            ))
         }
-    }
-    let output = format::output(
+    };
+    let mut output = format::output(
         r.response_format.as_deref(),
         r.stream_format.as_deref(),
         r.stream,
         r.sample_rate,
         m.native_rate,
     )?;
+    output.speed = speed;
     let language = validate::language(&m.languages, r.language.as_deref().unwrap_or("auto"))?;
     let max_frames = match r.max_frames {
         Some(f) => validate::max_frames(f, m.max_frames)?,

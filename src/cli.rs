@@ -7,8 +7,11 @@
 //!   subcommands, each with its own flags.
 //! - `bench`: the in-process benchmark harness (`bench/rss.rs`: RssAnon
 //!   sampling and growth).
-//! - `serve`: the realtime WebSocket and OpenAI-compatible HTTP server;
-//!   `client`: its counterpart over the realtime WebSocket.
+//! - `serve`: the realtime WebSocket and OpenAI-compatible HTTP server
+//!   (`serve_config`: its `--config` TOML file); `client`: its counterpart
+//!   over the realtime WebSocket.
+//! - `logging`: the `tracing` subscriber (`RUST_LOG`, `--log-format`):
+//!   `serve` logs at info, the other commands show warnings only.
 //! - `play`: `--play` flags and live playback (shared by `speak` and
 //!   `client`); `io`: text in, WAV and codes out (shared by `speak`,
 //!   `decode` and `client`); `outfile`: output files staged beside their
@@ -40,9 +43,11 @@ mod devices;
 mod fidelity;
 mod gen_checkpoint;
 mod io;
+mod logging;
 mod outfile;
 mod play;
 mod serve;
+mod serve_config;
 mod speak;
 mod voice;
 mod voices;
@@ -228,6 +233,11 @@ pub fn run() -> Result<()> {
             .num_threads(n)
             .build_global()
             .context("setting the kernel thread count (--threads)")?;
+    }
+    // `serve` installs its own (its format and level can come from its
+    // config file); the others show the engine's warnings, plainly.
+    if !matches!(cli.command, Command::Serve(_)) {
+        logging::init(logging::LogFormat::Text, "warn", false)?;
     }
     match cli.command {
         Command::Speak(a) => speak::speak(a),

@@ -339,6 +339,12 @@ impl Router {
             old_arb.stop();
         }
         let waited_ms = waited.as_millis() as u64;
+        tracing::error!(
+            stage = %stage,
+            generation = old,
+            waited_ms,
+            "stage stalled past the watchdog deadline: retired and replaced; its requests fail"
+        );
         self.fail_all(
             || EngineError::StageStalled {
                 stage,

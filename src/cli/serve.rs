@@ -1,5 +1,10 @@
 //! `tts-rt serve`: the realtime WebSocket + OpenAI-compatible HTTP server
-//! (the `transport/` crate); this file only turns flags into a ServeConfig.
+//! (the `transport/` crate); this file only turns flags (and the
+//! `--config` file, `serve_config.rs`) into a ServeConfig.
+//!
+//! Every flag is optional here so that a flag left out can be taken from
+//! the config file; the defaults named in each flag's help apply when
+//! neither gives a value.
 
 use std::net::{IpAddr, SocketAddr};
 use std::path::PathBuf;
@@ -10,10 +15,17 @@ use clap::Args;
 use tts_actors::{EngineConfig, StageThreads};
 use tts_transport::ServeConfig;
 
+use super::logging::{self, LogFormat};
+use super::serve_config::ServeFile;
 use crate::model_path;
 
 #[derive(Args)]
 pub struct ServeArgs {
+    /// Read settings from a TOML file (examples/serve.toml shows every
+    /// key: each flag's name with `_` for `-`). Flags given here override
+    /// the file; unknown keys are refused.
+    #[arg(long, value_name = "FILE")]
+    config: Option<PathBuf>,
     /// Checkpoint directory, or a Hugging Face repo id such as
     /// Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice (found in the hub cache, else
     /// downloaded there). Default: $TTS_RT_MODEL, else
@@ -22,20 +34,21 @@ pub struct ServeArgs {
     model: Option<PathBuf>,
     /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]] (f32, int8 or q4
     /// for the LMs; f32 or bf16 for code2wav), or `fast` (int8,int8,bf16);
-    /// see `tts-rt speak --help`.
-    #[arg(long, default_value = "f32", value_parser = super::parse_precision)]
-    precision: tts_models::LoadOptions,
+    /// see `tts-rt speak --help`. Default f32.
+    #[arg(long, value_parser = super::parse_precision)]
+    precision: Option<tts_models::LoadOptions>,
     /// Cache int8/q4-converted LM weights in DIR (written once, then
     /// memory-mapped; see `tts-rt speak --help`). Off by default.
     #[arg(long, value_name = "DIR", env = "TTS_RT_WEIGHTS_CACHE")]
     weights_cache: Option<PathBuf>,
     /// Address to listen on: an IP address or `localhost` (127.0.0.1);
-    /// loopback unless you mean to expose it (0.0.0.0 or ::).
-    #[arg(long, default_value = "127.0.0.1", value_parser = parse_host)]
-    host: IpAddr,
-    /// Port (0: any free port; the bound one is printed).
-    #[arg(long, default_value_t = 8080)]
-    port: u16,
+    /// loopback unless you mean to expose it (0.0.0.0 or ::). Default
+    /// 127.0.0.1.
+    #[arg(long, value_parser = parse_host)]
+    host: Option<IpAddr>,
+    /// Port (0: any free port; the bound one is printed). Default 8080.
+    #[arg(long)]
+    port: Option<u16>,
     /// Require `Authorization: Bearer TOKEN` on every route except the open
     /// ones: /health, /ready, and the browser page (/, /app.js,
     /// /worklet.js, /style.css). The WebSocket /v1/realtime also takes
@@ -43,23 +56,25 @@ pub struct ServeArgs {
     #[arg(long, env = "TTS_RT_TOKEN", hide_env_values = true)]
     token: Option<String>,
     /// WebSocket sessions at once (more get 503, once the longest-idle
-    /// session, if any, was closed to make room).
-    #[arg(long, default_value_t = 64)]
-    max_sessions: usize,
+    /// session, if any, was closed to make room). Default 64.
+    #[arg(long)]
+    max_sessions: Option<usize>,
     /// HTTP connections at once (WebSockets leave the count once upgraded);
     /// more get 503 and are closed (GET /health is still answered).
-    #[arg(long, default_value_t = 1024)]
-    max_connections: usize,
+    /// Default 1024.
+    #[arg(long)]
+    max_connections: Option<usize>,
     /// Seconds a request's headers may take to arrive (and a kept-alive
-    /// connection may wait for its next request).
-    #[arg(long, default_value_t = 10.0)]
-    header_timeout_s: f64,
-    /// Seconds a request body may take to arrive (408 past it).
-    #[arg(long, default_value_t = 60.0)]
-    body_timeout_s: f64,
+    /// connection may wait for its next request). Default 10.
+    #[arg(long)]
+    header_timeout_s: Option<f64>,
+    /// Seconds a request body may take to arrive (408 past it). Default 60.
+    #[arg(long)]
+    body_timeout_s: Option<f64>,
     /// Synthesis requests running at once in the engine (all sessions).
-    #[arg(long, default_value_t = 16)]
-    max_requests: usize,
+    /// Default 16.
+    #[arg(long)]
+    max_requests: Option<usize>,
     /// Cap on codec frames per request (12.5 per second of audio).
     #[arg(long)]
     max_frames: Option<usize>,
@@ -68,19 +83,21 @@ pub struct ServeArgs {
     #[arg(long)]
     stage_threads: Option<StageThreads>,
     /// Seconds in-flight streams get to finish after SIGTERM / ctrl-c.
-    #[arg(long, default_value_t = 10.0)]
-    drain_timeout_s: f64,
+    /// Default 10.
+    #[arg(long)]
+    drain_timeout_s: Option<f64>,
     /// Close a WebSocket session with no open context and no message for
     /// this many seconds. When every --max-sessions slot is taken, the
-    /// longest-idle session is closed to admit a new client.
-    #[arg(long, default_value_t = 300.0)]
-    idle_timeout_s: f64,
-    /// Ping each WebSocket session this often (seconds) ...
-    #[arg(long, default_value_t = 20.0)]
-    ping_interval_s: f64,
-    /// ... and close one that sends nothing for this long after a ping.
-    #[arg(long, default_value_t = 20.0)]
-    pong_timeout_s: f64,
+    /// longest-idle session is closed to admit a new client. Default 300.
+    #[arg(long)]
+    idle_timeout_s: Option<f64>,
+    /// Ping each WebSocket session this often (seconds; default 20) ...
+    #[arg(long)]
+    ping_interval_s: Option<f64>,
+    /// ... and close one that sends nothing for this long after a ping
+    /// (default 20).
+    #[arg(long)]
+    pong_timeout_s: Option<f64>,
     /// Stored voices (Base checkpoints: `POST /v1/audio/voices`, `voice`
     /// naming one); other checkpoints do not open it.
     #[command(flatten)]
@@ -90,8 +107,29 @@ pub struct ServeArgs {
     max_voices: Option<usize>,
     /// Largest reference clip an upload or inline `ref_audio` may carry, in
     /// MiB (10 by default, as vllm-omni).
-    #[arg(long, default_value_t = 10.0)]
-    max_upload_mb: f64,
+    #[arg(long)]
+    max_upload_mb: Option<f64>,
+    /// Map OpenAI voice names onto the checkpoint's speakers, ahead of the
+    /// built-in table: `alloy=vivian,ash=ryan` (repeatable; shown in
+    /// GET /v1/audio/voices).
+    #[arg(long, value_name = "VOICE=SPEAKER,...", value_parser = parse_voice_map)]
+    voice_map: Vec<VoiceMapArg>,
+    /// Let browser pages from ORIGIN call the HTTP routes (CORS; repeatable;
+    /// `*` for any origin). None by default.
+    #[arg(long, value_name = "ORIGIN")]
+    cors_origin: Vec<String>,
+    /// Log lines as `text` (default) or `json` (one object per line), on
+    /// stderr; `RUST_LOG` filters them (default `info`).
+    #[arg(long, value_enum)]
+    log_format: Option<LogFormat>,
+}
+
+/// One `--voice-map` value: its `VOICE=SPEAKER` pairs.
+#[derive(Clone, Debug)]
+struct VoiceMapArg(Vec<(String, String)>);
+
+fn parse_voice_map(s: &str) -> std::result::Result<VoiceMapArg, String> {
+    tts_transport::voices::parse_voice_map(s).map(VoiceMapArg)
 }
 
 /// `--host`: an IP address (IPv6 with or without brackets) or `localhost`.
@@ -111,63 +149,129 @@ fn parse_host(s: &str) -> std::result::Result<IpAddr, String> {
     })
 }
 
+/// The source revision the build was made from, when the build said
+/// (`TTS_RT_GIT_REVISION` at compile time, as a packaging script sets it).
+const GIT_REVISION: Option<&str> = option_env!("TTS_RT_GIT_REVISION");
+
 pub fn serve(a: ServeArgs) -> Result<()> {
+    let file = match &a.config {
+        Some(p) => ServeFile::load(p)?,
+        None => ServeFile::default(),
+    };
+    logging::init(
+        a.log_format.or(file.log_format).unwrap_or_default(),
+        file.log_level.as_deref().unwrap_or("info"),
+        true,
+    )?;
+    let cfg = config(a, file)?;
+    tts_transport::run_blocking(cfg, |addr| {
+        println!("listening on http://{addr} (WebSocket: ws://{addr}/v1/realtime)");
+    })
+    .context("tts-rt serve")
+}
+
+/// The flags over the file over the defaults.
+fn config(a: ServeArgs, f: ServeFile) -> Result<ServeConfig> {
     // Resolved (and downloaded if need be) before listening, so a missing
     // model fails here with its instructions rather than as a 503 forever.
-    let dir = model_path::resolve(a.model.as_deref())?;
+    let dir = model_path::resolve(a.model.as_deref().or(f.model.as_deref()))?;
     let mut cfg = ServeConfig::new(dir);
-    cfg.precision = a.precision.with_weights_cache(a.weights_cache.as_deref());
-    cfg.addr = SocketAddr::new(a.host, a.port);
-    cfg.token = a.token;
-    cfg.max_sessions = a.max_sessions;
-    cfg.max_frames = a.max_frames;
+    let precision = match (a.precision, &f.precision) {
+        (Some(p), _) => p,
+        (None, Some(s)) => {
+            super::parse_precision(s).map_err(|e| anyhow::anyhow!("config file: precision: {e}"))?
+        }
+        (None, None) => tts_models::LoadOptions::default(),
+    };
+    let weights_cache = a.weights_cache.or(f.weights_cache);
+    cfg.precision = precision.with_weights_cache(weights_cache.as_deref());
+    let host = match (a.host, &f.host) {
+        (Some(h), _) => h,
+        (None, Some(s)) => parse_host(s).map_err(|e| anyhow::anyhow!("config file: host: {e}"))?,
+        (None, None) => IpAddr::V4(std::net::Ipv4Addr::LOCALHOST),
+    };
+    cfg.addr = SocketAddr::new(host, a.port.or(f.port).unwrap_or(8080));
+    cfg.token = a.token.or(f.token);
+    cfg.max_sessions = a.max_sessions.or(f.max_sessions).unwrap_or(64);
+    cfg.max_frames = a.max_frames.or(f.max_frames);
+    let stage_threads = match (a.stage_threads, &f.stage_threads) {
+        (Some(t), _) => Some(t),
+        (None, Some(s)) => Some(
+            s.parse::<StageThreads>()
+                .map_err(|e| anyhow::anyhow!("config file: stage_threads: {e}"))?,
+        ),
+        (None, None) => None,
+    };
     cfg.engine = EngineConfig {
-        max_active_requests: a.max_requests,
-        stage_threads: a.stage_threads,
+        max_active_requests: a.max_requests.or(f.max_requests).unwrap_or(16),
+        stage_threads,
         ..EngineConfig::default()
     };
+    let drain_timeout_s = a.drain_timeout_s.or(f.drain_timeout_s).unwrap_or(10.0);
     anyhow::ensure!(
-        a.drain_timeout_s.is_finite() && a.drain_timeout_s >= 0.0,
+        drain_timeout_s.is_finite() && drain_timeout_s >= 0.0,
         "--drain-timeout-s must be a number of seconds >= 0"
     );
-    cfg.drain_timeout = Duration::from_secs_f64(a.drain_timeout_s);
+    cfg.drain_timeout = Duration::from_secs_f64(drain_timeout_s);
+    let header_timeout_s = a.header_timeout_s.or(f.header_timeout_s).unwrap_or(10.0);
+    let body_timeout_s = a.body_timeout_s.or(f.body_timeout_s).unwrap_or(60.0);
+    let idle_timeout_s = a.idle_timeout_s.or(f.idle_timeout_s).unwrap_or(300.0);
+    let ping_interval_s = a.ping_interval_s.or(f.ping_interval_s).unwrap_or(20.0);
+    let pong_timeout_s = a.pong_timeout_s.or(f.pong_timeout_s).unwrap_or(20.0);
     for (flag, v) in [
-        ("--header-timeout-s", a.header_timeout_s),
-        ("--body-timeout-s", a.body_timeout_s),
-        ("--idle-timeout-s", a.idle_timeout_s),
-        ("--ping-interval-s", a.ping_interval_s),
-        ("--pong-timeout-s", a.pong_timeout_s),
+        ("--header-timeout-s", header_timeout_s),
+        ("--body-timeout-s", body_timeout_s),
+        ("--idle-timeout-s", idle_timeout_s),
+        ("--ping-interval-s", ping_interval_s),
+        ("--pong-timeout-s", pong_timeout_s),
     ] {
         anyhow::ensure!(
             v.is_finite() && (0.1..=86_400.0).contains(&v),
             "{flag} must be a number of seconds from 0.1 to 86400, got {v}"
         );
     }
-    cfg.max_connections = a.max_connections;
-    cfg.header_read_timeout = Duration::from_secs_f64(a.header_timeout_s);
-    cfg.body_read_timeout = Duration::from_secs_f64(a.body_timeout_s);
-    cfg.idle_timeout = Duration::from_secs_f64(a.idle_timeout_s);
-    cfg.ping_interval = Duration::from_secs_f64(a.ping_interval_s);
-    cfg.pong_timeout = Duration::from_secs_f64(a.pong_timeout_s);
+    cfg.max_connections = a.max_connections.or(f.max_connections).unwrap_or(1024);
+    cfg.header_read_timeout = Duration::from_secs_f64(header_timeout_s);
+    cfg.body_read_timeout = Duration::from_secs_f64(body_timeout_s);
+    cfg.idle_timeout = Duration::from_secs_f64(idle_timeout_s);
+    cfg.ping_interval = Duration::from_secs_f64(ping_interval_s);
+    cfg.pong_timeout = Duration::from_secs_f64(pong_timeout_s);
+    let max_upload_mb = a.max_upload_mb.or(f.max_upload_mb).unwrap_or(10.0);
     anyhow::ensure!(
-        a.max_upload_mb.is_finite() && a.max_upload_mb > 0.0,
+        max_upload_mb.is_finite() && max_upload_mb > 0.0,
         "--max-upload-mb must be a positive number of megabytes"
     );
-    cfg.max_upload_bytes = (a.max_upload_mb * 1024.0 * 1024.0) as usize;
-    cfg.max_voices = a.max_voices;
+    cfg.max_upload_bytes = (max_upload_mb * 1024.0 * 1024.0) as usize;
+    cfg.max_voices = a.max_voices.or(f.max_voices);
+    // The file's map first, then the flag's entries (the later wins).
+    let mut voice_map = Vec::new();
+    for (v, s) in f.voice_map.unwrap_or_default() {
+        let checked = tts_transport::voices::parse_voice_map(&format!("{v}={s}"))
+            .map_err(|e| anyhow::anyhow!("config file: voice_map: {e}"))?;
+        voice_map.extend(checked);
+    }
+    voice_map.extend(a.voice_map.into_iter().flat_map(|m| m.0));
+    cfg.voice_map = voice_map;
+    cfg.cors_origins = if a.cors_origin.is_empty() {
+        f.cors_origins.unwrap_or_default()
+    } else {
+        a.cors_origin
+    };
+    cfg.git_revision = GIT_REVISION.map(str::to_string);
+    cfg.version = Some(env!("CARGO_PKG_VERSION").to_string());
     // Without a voice directory (no flag and no home directory) the server
     // still serves everything but stored voices.
-    cfg.voices_dir = match a.voices.resolve() {
+    let voices = super::VoicesDirArg {
+        voices_dir: a.voices.voices_dir.or(f.voices_dir),
+    };
+    cfg.voices_dir = match voices.resolve() {
         Ok(d) => Some(d),
         Err(e) => {
-            eprintln!("tts-rt serve: no stored voices: {e:#}");
+            tracing::warn!("no stored voices: {e:#}");
             None
         }
     };
-    tts_transport::run_blocking(cfg, |addr| {
-        println!("listening on http://{addr} (WebSocket: ws://{addr}/v1/realtime)");
-    })
-    .context("tts-rt serve")
+    Ok(cfg)
 }
 
 #[cfg(test)]

@@ -198,3 +198,26 @@ def test_errors_are_openai_shaped_and_name_the_problem(server, client):
     with pytest.raises(openai.AuthenticationError):
         wrong.audio.speech.create(model="tts-1", voice="alloy", input="Hi.")
     wrong.close()
+
+
+def test_unknown_fields_and_unfollowable_instructions_are_refused(client):
+    """A misspelt field is an error (as OpenAI answers one), not ignored;
+    instructions on tiny-a (a 0.6B CustomVoice checkpoint) are refused
+    saying which checkpoints follow them."""
+    with pytest.raises(openai.BadRequestError) as e:
+        client.audio.speech.create(
+            model="tts-1", voice="alloy", input="Hi.", extra_body={"langauge": "en"}
+        )
+    assert e.value.status_code == 400
+    assert e.value.body["type"] == "invalid_request_error"
+    assert e.value.body["param"] == "langauge"
+    assert e.value.body["code"] == "unknown_parameter"
+    assert "Did you mean 'language'?" in e.value.message
+    assert e.value.body["request_id"] == e.value.response.headers["x-request-id"]
+
+    with pytest.raises(openai.BadRequestError) as e:
+        client.audio.speech.create(
+            model="gpt-4o-mini-tts", voice="alloy", input="Hi.", instructions="Whisper."
+        )
+    assert e.value.body["param"] == "instructions"
+    assert "1.7B CustomVoice" in e.value.message

@@ -6,25 +6,48 @@ use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 
-/// OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`.
+/// OpenAI's error body: `{"error": {"message", "type", "param", "code"}}`,
+/// plus `request_id` (the id of the request being answered, also in the
+/// `X-Request-Id` header) so a user's bug report names its log line.
 pub fn error_response(
     status: StatusCode,
     message: &str,
     kind: &str,
     param: Option<&str>,
 ) -> Response {
-    (
-        status,
-        Json(serde_json::json!({
-            "error": {
-                "message": message,
-                "type": kind,
-                "param": param,
-                "code": null,
-            }
-        })),
-    )
-        .into_response()
+    error_with_code(status, message, kind, param, None)
+}
+
+/// [`error_response`] with OpenAI's machine-readable `code` (e.g.
+/// `unknown_parameter`).
+pub fn error_with_code(
+    status: StatusCode,
+    message: &str,
+    kind: &str,
+    param: Option<&str>,
+    code: Option<&str>,
+) -> Response {
+    let mut error = serde_json::json!({
+        "message": message,
+        "type": kind,
+        "param": param,
+        "code": code,
+    });
+    if let Some(id) = crate::access_log::current() {
+        error["request_id"] = id.into();
+    }
+    (status, Json(serde_json::json!({ "error": error }))).into_response()
+}
+
+/// OpenAI's error `type` for a status: the client's request (4xx) or the
+/// server (5xx), with auth and rate limits named.
+pub fn kind_of(status: StatusCode) -> &'static str {
+    match status {
+        StatusCode::UNAUTHORIZED => "authentication_error",
+        StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
+        s if s.is_client_error() => "invalid_request_error",
+        _ => "server_error",
+    }
 }
 
 /// A refusal on its way to becoming [`error_response`]: the status, what
@@ -58,13 +81,7 @@ impl Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let kind = match self.status {
-            StatusCode::UNAUTHORIZED => "authentication_error",
-            StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
-            s if s.is_client_error() => "invalid_request_error",
-            _ => "server_error",
-        };
-        error_response(self.status, &self.message, kind, self.param)
+        error_response(self.status, &self.message, kind_of(self.status), self.param)
     }
 }
 
@@ -119,13 +136,7 @@ pub async fn json_errors(resp: Response) -> Response {
     } else {
         text
     };
-    let kind = match status {
-        StatusCode::UNAUTHORIZED => "authentication_error",
-        StatusCode::TOO_MANY_REQUESTS => "rate_limit_error",
-        s if s.is_client_error() => "invalid_request_error",
-        _ => "server_error",
-    };
-    let mut out = error_response(status, &message, kind, None);
+    let mut out = error_response(status, &message, kind_of(status), None);
     // Keep what the refusal said besides its body (Allow, WWW-Authenticate).
     for (k, v) in parts.headers.iter() {
         if k != axum::http::header::CONTENT_TYPE && k != axum::http::header::CONTENT_LENGTH {

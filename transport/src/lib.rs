@@ -23,12 +23,17 @@
 //! - [`state`]: what every route and connection shares — [`AppState`](state::AppState)
 //!   (limits, counters, the token check), [`Drain`], [`Loaded`](state::Loaded).
 //! - `http_error`: OpenAI's JSON error body, for every HTTP refusal
-//!   (`Refusal`: status, message, field).
+//!   (`Refusal`: status, message, field; the request id in each).
+//! - `access_log`: request ids (`X-Request-Id` in or made, out in the
+//!   header and error bodies) and the one `tracing` line per HTTP request.
+//! - `cors`: `--cors-origin` (none by default): allowed origins' headers
+//!   and preflights.
 //! - [`prometheus`]: Prometheus text for `/metrics`. `record`: METRICS.md
 //!   figures for a context spanning several engine requests.
 //! - [`segment`]: text segmentation at clause/sentence boundaries with a
 //!   deadline. [`vad`]: the voice-activity seam and the energy detector.
-//! - [`voices`]: OpenAI voice names → checkpoint speakers.
+//! - [`voices`]: OpenAI voice names → checkpoint speakers (the built-in
+//!   table, `--voice-map` overrides, `parse_voice_map`).
 //! - [`web`]: the browser page at `/` (static files compiled in, no auth).
 //! - [`protocol`]: every WebSocket message, the binary audio header, parse
 //!   errors, one file each under `protocol/`; mirrored by
@@ -42,6 +47,8 @@
 //! client's `audio.ack`, so a slow client pauses only its own generation.
 #![forbid(unsafe_code)]
 
+mod access_log;
+mod cors;
 pub mod error;
 mod http_error;
 pub mod library;

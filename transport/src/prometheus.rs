@@ -6,7 +6,7 @@
 
 use std::fmt::Write as _;
 use std::sync::atomic::{AtomicI64, AtomicU64, Ordering};
-use std::sync::Mutex;
+use std::sync::{Mutex, OnceLock};
 
 use tts_actors::{EngineStats, StageKind};
 
@@ -19,43 +19,81 @@ const TTFP_BUCKETS: [f64; 12] = [
 /// are where a deployment decides.
 const RTF_BUCKETS: [f64; 11] = [0.1, 0.2, 0.3, 0.5, 0.7, 0.85, 1.0, 1.25, 1.5, 2.0, 4.0];
 
+/// Longest request id kept as an exemplar (OpenMetrics caps an exemplar's
+/// labels at 128 characters, `request_id=""` included).
+const MAX_EXEMPLAR_ID: usize = 100;
+
 #[derive(Debug)]
 struct Histogram {
     bounds: &'static [f64],
-    /// Cumulative counts per bound, then the +Inf count and the sum.
-    data: Mutex<(Vec<u64>, u64, f64)>,
+    data: Mutex<HistogramData>,
+}
+
+#[derive(Debug)]
+struct HistogramData {
+    /// Cumulative counts per bound.
+    counts: Vec<u64>,
+    /// The +Inf count and the sum.
+    total: u64,
+    sum: f64,
+    /// Per bucket (the bounds, then +Inf): the last observation that fell
+    /// in it with its request id (an OpenMetrics exemplar).
+    exemplars: Vec<Option<(String, f64)>>,
 }
 
 impl Histogram {
     fn new(bounds: &'static [f64]) -> Self {
         Histogram {
             bounds,
-            data: Mutex::new((vec![0; bounds.len()], 0, 0.0)),
+            data: Mutex::new(HistogramData {
+                counts: vec![0; bounds.len()],
+                total: 0,
+                sum: 0.0,
+                exemplars: vec![None; bounds.len() + 1],
+            }),
         }
     }
 
-    fn observe(&self, v: f64) {
+    fn observe(&self, v: f64, request_id: Option<&str>) {
         if !v.is_finite() {
             return;
         }
         let mut d = self.data.lock().unwrap_or_else(|e| e.into_inner());
         for (i, b) in self.bounds.iter().enumerate() {
             if v <= *b {
-                d.0[i] += 1;
+                d.counts[i] += 1;
             }
         }
-        d.1 += 1;
-        d.2 += v;
+        d.total += 1;
+        d.sum += v;
+        if let Some(id) = request_id.filter(|id| !id.is_empty() && id.len() <= MAX_EXEMPLAR_ID) {
+            let slot = self
+                .bounds
+                .iter()
+                .position(|b| v <= *b)
+                .unwrap_or(self.bounds.len());
+            d.exemplars[slot] = Some((id.to_string(), v));
+        }
     }
 
-    fn render(&self, name: &str, help: &str, out: &mut String) {
+    /// `exemplars`: OpenMetrics only (the 0.0.4 text format has none).
+    fn render(&self, name: &str, help: &str, out: &mut String, exemplars: bool) {
         let d = self.data.lock().unwrap_or_else(|e| e.into_inner());
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} histogram");
-        for (b, c) in self.bounds.iter().zip(&d.0) {
-            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {c}");
+        let ex = |i: usize| match (&d.exemplars[i], exemplars) {
+            (Some((id, v)), true) => format!(" # {{request_id=\"{}\"}} {v}", escape_label(id)),
+            _ => String::new(),
+        };
+        for (i, (b, c)) in self.bounds.iter().zip(&d.counts).enumerate() {
+            let _ = writeln!(out, "{name}_bucket{{le=\"{b}\"}} {c}{}", ex(i));
         }
-        let _ = writeln!(out, "{name}_bucket{{le=\"+Inf\"}} {}", d.1);
-        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", d.2, d.1);
+        let _ = writeln!(
+            out,
+            "{name}_bucket{{le=\"+Inf\"}} {}{}",
+            d.total,
+            ex(self.bounds.len())
+        );
+        let _ = writeln!(out, "{name}_sum {}\n{name}_count {}", d.sum, d.total);
     }
 }
 
@@ -129,6 +167,15 @@ pub struct ServerMetrics {
     /// Items held by sessions across turns (open contexts, remembered ids,
     /// pending acks, VAD clock entries): flat over a long session.
     pub session_retained_items: AtomicI64,
+    /// `tts_build_info`'s labels, rendered once at startup.
+    build_info: OnceLock<String>,
+}
+
+/// A label value in the text format: backslash, quote and newline escaped.
+fn escape_label(v: &str) -> String {
+    v.replace('\\', "\\\\")
+        .replace('"', "\\\"")
+        .replace('\n', "\\n")
 }
 
 impl Default for ServerMetrics {
@@ -147,6 +194,7 @@ impl Default for ServerMetrics {
             http_streams_active: AtomicI64::new(0),
             pending_segments: AtomicI64::new(0),
             session_retained_items: AtomicI64::new(0),
+            build_info: OnceLock::new(),
         }
     }
 }
@@ -161,20 +209,45 @@ impl ServerMetrics {
         rtf: Option<f64>,
         underruns: Option<u32>,
     ) {
+        self.finished_request(http, outcome, ttfp_ms, rtf, underruns, None);
+    }
+
+    /// [`Self::finished`] with the request's id, kept as the exemplar of
+    /// the ttfp and rtf buckets it fell in (OpenMetrics `/metrics`), so a
+    /// slow bucket links to a request's log line.
+    pub fn finished_request(
+        &self,
+        http: bool,
+        outcome: &str,
+        ttfp_ms: Option<f64>,
+        rtf: Option<f64>,
+        underruns: Option<u32>,
+        request_id: Option<&str>,
+    ) {
         if http {
             self.http_requests.inc(outcome);
         } else {
             self.contexts.inc(outcome);
         }
         if let Some(t) = ttfp_ms {
-            self.ttfp.observe(t / 1e3);
+            self.ttfp.observe(t / 1e3, request_id);
         }
         if let Some(r) = rtf {
-            self.rtf.observe(r);
+            self.rtf.observe(r, request_id);
         }
         if let Some(u) = underruns {
             self.underruns.fetch_add(u as u64, Ordering::Relaxed);
         }
+    }
+
+    /// Sets `tts_build_info{...} 1`'s labels (version, git revision,
+    /// precision, model): the first call wins.
+    pub fn set_build_info(&self, labels: &[(&str, &str)]) {
+        let l: Vec<String> = labels
+            .iter()
+            .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
+            .collect();
+        let _ = self.build_info.set(l.join(","));
     }
 
     pub fn refused(&self, reason: &str) {
@@ -202,8 +275,20 @@ impl ServerMetrics {
         self.sessions_active.fetch_sub(1, Ordering::Relaxed);
     }
 
-    /// The exposition text; `engine` is `None` until the model is loaded.
+    /// The exposition text (Prometheus text format 0.0.4); `engine` is
+    /// `None` until the model is loaded.
     pub fn render(&self, ready: bool, engine: Option<&EngineStats>) -> String {
+        self.render_with(ready, engine, false)
+    }
+
+    /// The same in OpenMetrics 1.0 (what a Prometheus scrape asks for
+    /// first): counter families named without `_total`, the histogram
+    /// buckets' request-id exemplars, and `# EOF`.
+    pub fn render_openmetrics(&self, ready: bool, engine: Option<&EngineStats>) -> String {
+        openmetrics(&self.render_with(ready, engine, true))
+    }
+
+    fn render_with(&self, ready: bool, engine: Option<&EngineStats>, exemplars: bool) -> String {
         let mut o = String::with_capacity(4096);
         let g = |o: &mut String, name: &str, help: &str, v: f64| {
             let _ = writeln!(o, "# HELP {name} {help}\n# TYPE {name} gauge\n{name} {v}");
@@ -217,15 +302,23 @@ impl ServerMetrics {
             "1 once the model is loaded and the engine runs",
             ready as u8 as f64,
         );
+        if let Some(labels) = self.build_info.get() {
+            let _ = writeln!(
+                o,
+                "# HELP tts_build_info The server's build: version, git revision, weight precision, model\n# TYPE tts_build_info gauge\ntts_build_info{{{labels}}} 1"
+            );
+        }
         self.ttfp.render(
             "tts_ttfp_seconds",
             "Time to first packet per context / HTTP request (server side)",
             &mut o,
+            exemplars,
         );
         self.rtf.render(
             "tts_rtf",
             "Real-time factor per context / HTTP request (synthesis time over audio time)",
             &mut o,
+            exemplars,
         );
         c(
             &mut o,
@@ -351,6 +444,29 @@ impl ServerMetrics {
     }
 }
 
+/// 0.0.4 text → OpenMetrics: a counter's family (its HELP and TYPE lines)
+/// is its name without `_total`, the samples keep it; `# EOF` ends it.
+fn openmetrics(text: &str) -> String {
+    let counters: std::collections::HashSet<&str> = text
+        .lines()
+        .filter_map(|l| l.strip_prefix("# TYPE ")?.strip_suffix(" counter"))
+        .collect();
+    let mut out = String::with_capacity(text.len() + 8);
+    for l in text.lines() {
+        let family = ["# HELP ", "# TYPE "].iter().find_map(|p| {
+            let (name, rest) = l.strip_prefix(p)?.split_once(' ')?;
+            let base = name
+                .strip_suffix("_total")
+                .filter(|_| counters.contains(name))?;
+            Some(format!("{p}{base} {rest}"))
+        });
+        out.push_str(family.as_deref().unwrap_or(l));
+        out.push('\n');
+    }
+    out.push_str("# EOF\n");
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -371,5 +487,44 @@ mod tests {
         assert!(t.contains("tts_http_speech_total{outcome=\"done\"} 1"));
         assert!(t.contains("tts_refusals_total{reason=\"not_ready\"} 1"));
         assert!(t.contains("tts_ready 0"));
+        assert!(!t.contains("tts_build_info"), "not set yet");
+    }
+
+    #[test]
+    fn openmetrics_names_counter_families_and_carries_request_id_exemplars() {
+        let m = ServerMetrics::default();
+        m.finished_request(true, "done", Some(70.0), Some(0.4), None, Some("req_1"));
+        m.finished(false, "done", Some(75.0), None, None);
+        let om = m.render_openmetrics(true, None);
+        assert!(om.ends_with("# EOF\n"), "{om}");
+        assert!(om.contains("# TYPE tts_contexts counter\n"), "{om}");
+        assert!(om.contains("# HELP tts_contexts WebSocket"), "{om}");
+        assert!(
+            om.contains("tts_contexts_total{outcome=\"done\"} 1"),
+            "{om}"
+        );
+        assert!(!om.contains("# TYPE tts_contexts_total"), "{om}");
+        assert!(
+            om.contains("tts_ttfp_seconds_bucket{le=\"0.08\"} 2 # {request_id=\"req_1\"} 0.07"),
+            "{om}"
+        );
+        assert!(om.contains("tts_rtf_bucket{le=\"0.5\"} 1 # {request_id=\"req_1\"} 0.4"));
+        // The classic text has no exemplars.
+        let text = m.render(true, None);
+        assert!(
+            !text.contains("request_id") && !text.contains("# EOF"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn build_info_is_one_gauge_with_escaped_labels() {
+        let m = ServerMetrics::default();
+        m.set_build_info(&[("version", "0.1.0"), ("model", "a\"b\\c")]);
+        let t = m.render(true, None);
+        assert!(
+            t.contains("tts_build_info{version=\"0.1.0\",model=\"a\\\"b\\\\c\"} 1"),
+            "{t}"
+        );
     }
 }

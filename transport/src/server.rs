@@ -32,7 +32,7 @@ use crate::http_error::error_response;
 use crate::prometheus::ServerMetrics;
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::voices::Voices;
-use crate::{http_error, library, listener, openai, realtime, state, web};
+use crate::{access_log, http_error, library, listener, openai, realtime, state, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
 /// before anything starts.
@@ -86,6 +86,20 @@ pub struct ServeConfig {
     /// Largest reference clip an upload or inline `ref_audio` may carry
     /// (vllm-omni's 10 MB by default).
     pub max_upload_bytes: usize,
+    /// OpenAI voice → checkpoint speaker, ahead of the built-in table
+    /// (`--voice-map alloy=vivian,ash=ryan`). Names are checked here; the
+    /// speakers against the checkpoint when it is loaded (a speaker it does
+    /// not have fails the load, naming its speakers).
+    pub voice_map: Vec<(String, String)>,
+    /// Origins allowed to call the HTTP routes from a browser (`*`: any);
+    /// empty (the default): no CORS headers at all.
+    pub cors_origins: Vec<String>,
+    /// The source revision the binary was built from (the `git` label of
+    /// `tts_build_info`; "unknown" when not known).
+    pub git_revision: Option<String>,
+    /// The version the binary reports (`version` label of
+    /// `tts_build_info`; this crate's version when not set).
+    pub version: Option<String>,
 }
 
 /// The default upload limit: 10 MB, as vllm-omni.
@@ -114,6 +128,10 @@ impl ServeConfig {
             voices_dir: None,
             max_voices: None,
             max_upload_bytes: DEFAULT_MAX_UPLOAD_BYTES,
+            voice_map: Vec::new(),
+            cors_origins: Vec::new(),
+            git_revision: None,
+            version: None,
         }
     }
 
@@ -136,6 +154,21 @@ impl ServeConfig {
                 "max_upload_bytes",
                 format!("must be at least 1024, got {}", self.max_upload_bytes),
             );
+        }
+        for (voice, speaker) in &self.voice_map {
+            crate::voices::check_openai_voice(voice).map_err(|e| TransportError::Config {
+                key: "voice_map",
+                message: e.to_string(),
+            })?;
+            if speaker.trim().is_empty() {
+                return bad("voice_map", format!("{voice} maps to no speaker"));
+            }
+        }
+        for o in &self.cors_origins {
+            crate::cors::check_origin(o).map_err(|message| TransportError::Config {
+                key: "cors_origins",
+                message,
+            })?;
         }
         if self.max_voices == Some(0) {
             return bad("max_voices", "must be at least 1".into());
@@ -214,8 +247,18 @@ impl Server {
             max_upload_bytes: cfg.max_upload_bytes,
             uploading: Mutex::new(Default::default()),
         });
+        state.metrics.set_build_info(&[
+            (
+                "version",
+                cfg.version.as_deref().unwrap_or(env!("CARGO_PKG_VERSION")),
+            ),
+            ("git", cfg.git_revision.as_deref().unwrap_or("unknown")),
+            ("precision", &cfg.precision.name()),
+            ("model", &model_id(&cfg.model_dir)),
+        ]);
         let loader = spawn_loader(&mut cfg, state.clone());
-        let app = router(state.clone(), cfg.body_read_timeout);
+        let cors = Arc::new(crate::cors::Cors::new(&cfg.cors_origins));
+        let app = router(state.clone(), cfg.body_read_timeout, cors);
         let limits = listener::ConnLimits {
             header_read_timeout: cfg.header_read_timeout,
         };
@@ -257,11 +300,13 @@ impl Server {
             let _ = stop.send(true);
             let _ = accept.await;
             drop(loader);
+            // Cloned, not taken: `Server::ready` must still see it (it
+            // would otherwise wait forever once the server has stopped).
             if let Some(e) = st
                 .load_error
                 .lock()
                 .unwrap_or_else(|e| e.into_inner())
-                .take()
+                .clone()
             {
                 return Err(TransportError::Model {
                     dir: st.model_dir.display().to_string(),
@@ -336,6 +381,7 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
     let max_frames = cfg.max_frames;
     let voices_dir = cfg.voices_dir.clone();
     let max_voices = cfg.max_voices;
+    let voice_map = cfg.voice_map.clone();
     tokio::spawn(async move {
         if let Some(g) = gate {
             let _ = g.await;
@@ -352,15 +398,25 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
                 }
                 _ => (None, Vec::new()),
             };
+            // The checkpoint's own dialect speakers (`spk_is_dialect`) are
+            // never an OpenAI voice's target, beside the official ones.
+            let dialects = model
+                .config
+                .talker
+                .speakers
+                .iter()
+                .filter(|(_, s)| s.dialect.is_some())
+                .map(|(n, _)| n.clone());
+            let voices = Voices::new(model.speakers())
+                .with_dialects(dialects)
+                .with_overrides(&voice_map)
+                .map_err(|e| e.to_string())?;
             Ok(Loaded {
                 library,
                 skipped_voices,
-                voices: Voices::new(model.speakers()),
+                voices,
                 languages: model.languages(),
-                model_id: dir
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_else(|| "tts-rt".into()),
+                model_id: model_id(&dir),
                 native_rate: model.code2wav.sample_rate(),
                 samples_per_frame: model.code2wav.samples_per_frame(),
                 max_frames: max_frames.unwrap_or(default_frames),
@@ -371,12 +427,12 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
         .await;
         match r {
             Ok(Ok(l)) => {
-                eprintln!(
-                    "tts-rt serve: model {} ready in {:.1} s ({} Hz, speakers: {})",
-                    l.model_id,
-                    t0.elapsed().as_secs_f64(),
-                    l.native_rate,
-                    l.voices.speakers().join(", ")
+                tracing::info!(
+                    model = %l.model_id,
+                    load_s = t0.elapsed().as_secs_f64(),
+                    sample_rate = l.native_rate,
+                    speakers = %l.voices.speakers().join(", "),
+                    "model ready"
                 );
                 let _ = st.loaded.set(Arc::new(l));
             }
@@ -396,33 +452,32 @@ fn open_library(
     let (lib, skipped) = VoiceLibrary::open(model.clone(), dir, max_voices)
         .map_err(|e| format!("voice library {}: {e}", dir.display()))?;
     for s in &skipped {
-        eprintln!(
-            "tts-rt serve: skipping voice file {}: {}",
-            s.path.display(),
-            s.reason
-        );
+        tracing::warn!(path = %s.path.display(), reason = %s.reason, "skipping voice file");
     }
-    eprintln!(
-        "tts-rt serve: voice library {}: {} voice(s){}",
-        dir.display(),
-        lib.list().len(),
-        if skipped.is_empty() {
-            String::new()
-        } else {
-            format!(", {} file(s) skipped", skipped.len())
-        }
+    tracing::info!(
+        dir = %dir.display(),
+        voices = lib.list().len(),
+        skipped = skipped.len(),
+        "voice library open"
     );
     Ok((lib, skipped))
 }
 
 fn fail_load(st: &AppState, e: String) {
-    eprintln!("tts-rt serve: model failed to load: {e}");
+    tracing::error!(error = %e, "model failed to load");
     *st.load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
     let _ = st.drain.send(Drain::Draining);
 }
 
-fn router(state: Arc<AppState>, body_timeout: Duration) -> Router {
-    Router::new()
+/// What `/v1/models` calls the checkpoint: its directory's name.
+fn model_id(dir: &std::path::Path) -> String {
+    dir.file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_else(|| "tts-rt".into())
+}
+
+fn router(state: Arc<AppState>, body_timeout: Duration, cors: Arc<crate::cors::Cors>) -> Router {
+    let app = Router::new()
         .route("/health", get(health))
         .route("/ready", get(ready))
         .route("/metrics", get(metrics))
@@ -453,7 +508,20 @@ fn router(state: Arc<AppState>, body_timeout: Duration) -> Router {
                 listener::timed_body(body_timeout, req, next)
             },
         ))
-        .layer(axum::middleware::map_response(http_error::json_errors))
+        .layer(axum::middleware::map_response(http_error::json_errors));
+    // Outside the JSON errors, so refusals carry the CORS headers too (a
+    // browser can then read why it was refused).
+    let app = if cors.is_enabled() {
+        app.layer(axum::middleware::from_fn(
+            move |req: axum::extract::Request, next: axum::middleware::Next| {
+                crate::cors::layer(cors.clone(), req, next)
+            },
+        ))
+    } else {
+        app
+    };
+    // Outermost: every answer, preflights included, has its request id.
+    app.layer(axum::middleware::from_fn(access_log::layer))
         .with_state(state)
 }
 
@@ -493,6 +561,23 @@ async fn metrics(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Respons
     }
     let loaded = st.loaded();
     let stats = loaded.as_ref().map(|l| l.engine.stats());
+    // OpenMetrics (with the request-id exemplars) when the scraper asks
+    // for it, as Prometheus does; the classic text otherwise.
+    let openmetrics = headers
+        .get(header::ACCEPT)
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|a| a.contains("application/openmetrics-text"));
+    if openmetrics {
+        return (
+            [(
+                header::CONTENT_TYPE,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            )],
+            st.metrics
+                .render_openmetrics(loaded.is_some(), stats.as_ref()),
+        )
+            .into_response();
+    }
     (
         [(
             header::CONTENT_TYPE,
@@ -541,7 +626,14 @@ async fn realtime(
             None,
         );
     };
-    hs.accept(move |socket| realtime::run(st, loaded, socket, permit))
+    // The session's events carry the upgrade request's id.
+    let span = tracing::info_span!(
+        "session",
+        request_id = %access_log::current().unwrap_or_default()
+    );
+    hs.accept(move |socket| {
+        tracing::Instrument::instrument(realtime::run(st, loaded, socket, permit), span)
+    })
 }
 
 /// Runs a server until SIGTERM or ctrl-c, then drains and returns. Builds
@@ -564,7 +656,7 @@ pub fn run_blocking(
         let mut drain = state.drain.subscribe();
         tokio::select! {
             _ = shutdown_signal() => {
-                eprintln!("tts-rt serve: shutting down (draining in-flight streams; signal again to stop now)");
+                tracing::info!("shutting down: draining in-flight streams; signal again to stop now");
                 server.shutdown();
             }
             // The model failed to load: the server drains by itself.

@@ -46,6 +46,53 @@ pub struct Voices {
     speakers: Vec<String>,
     /// Speakers of a Chinese dialect (never an OpenAI voice's target).
     dialects: Vec<String>,
+    /// The deployment's own choices (`--voice-map`, `voice_map` in the
+    /// config file): OpenAI voice → speaker, ahead of the official table.
+    overrides: Vec<(&'static str, String)>,
+}
+
+/// A `--voice-map` entry the checkpoint or OpenAI's names cannot take.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum VoiceMapError {
+    #[error("voice map: {voice:?} is not an OpenAI voice name; map one of: {}", OPENAI_VOICES.join(", "))]
+    NotOpenAi { voice: String },
+    #[error("voice map: {voice} = {speaker:?}: the checkpoint has no speaker {speaker:?}; its speakers: {}", if valid.is_empty() { "none (it speaks no preset speakers)".to_string() } else { valid.join(", ") })]
+    UnknownSpeaker {
+        voice: String,
+        speaker: String,
+        valid: Vec<String>,
+    },
+}
+
+/// Parses `alloy=vivian,ash=ryan` (the `--voice-map` spelling; spaces
+/// around names are dropped) into pairs, checking only the OpenAI side: the
+/// speakers are checked against the checkpoint when it is loaded.
+pub fn parse_voice_map(s: &str) -> Result<Vec<(String, String)>, String> {
+    let mut out = Vec::new();
+    for entry in s.split(',').map(str::trim).filter(|e| !e.is_empty()) {
+        let Some((v, sp)) = entry.split_once('=') else {
+            return Err(format!(
+                "voice map entry {entry:?} is not OPENAI_VOICE=SPEAKER (e.g. alloy=vivian)"
+            ));
+        };
+        let (v, sp) = (v.trim().to_lowercase(), sp.trim().to_lowercase());
+        if sp.is_empty() {
+            return Err(format!("voice map entry {entry:?} names no speaker"));
+        }
+        check_openai_voice(&v).map_err(|e| e.to_string())?;
+        out.push((v, sp));
+    }
+    Ok(out)
+}
+
+/// `Ok` with the static name when `voice` is one of OpenAI's.
+pub fn check_openai_voice(voice: &str) -> Result<&'static str, VoiceMapError> {
+    let v = voice.trim().to_lowercase();
+    OPENAI_VOICES
+        .iter()
+        .find(|o| **o == v)
+        .copied()
+        .ok_or(VoiceMapError::NotOpenAi { voice: v })
 }
 
 impl Voices {
@@ -57,7 +104,36 @@ impl Voices {
             .map(|s| s.to_string())
             .filter(|s| speakers.contains(s))
             .collect();
-        Voices { speakers, dialects }
+        Voices {
+            speakers,
+            dialects,
+            overrides: Vec::new(),
+        }
+    }
+
+    /// These voices with OpenAI names mapped as `map` says (later entries
+    /// win), refused when a name is not OpenAI's or a speaker is not the
+    /// checkpoint's.
+    pub fn with_overrides(mut self, map: &[(String, String)]) -> Result<Self, VoiceMapError> {
+        for (voice, speaker) in map {
+            let v = check_openai_voice(voice)?;
+            let sp = speaker.trim().to_lowercase();
+            if !self.speakers.contains(&sp) {
+                return Err(VoiceMapError::UnknownSpeaker {
+                    voice: v.to_string(),
+                    speaker: sp,
+                    valid: self.speakers.clone(),
+                });
+            }
+            self.overrides.retain(|(o, _)| *o != v);
+            self.overrides.push((v, sp));
+        }
+        Ok(self)
+    }
+
+    /// True when the deployment mapped OpenAI voice `voice` itself.
+    pub fn is_overridden(&self, voice: &str) -> bool {
+        self.overrides.iter().any(|(o, _)| *o == voice)
     }
 
     /// Marks these speakers as dialect speakers (the checkpoint's
@@ -76,8 +152,8 @@ impl Voices {
         &self.speakers
     }
 
-    /// Each OpenAI voice's speaker: the official table where the
-    /// checkpoint has that speaker; otherwise, deterministically, one of
+    /// Each OpenAI voice's speaker: the deployment's override if any; then
+    /// the official table where the checkpoint has that speaker; otherwise, deterministically, one of
     /// the checkpoint's non-dialect speakers (all of them only if every
     /// speaker is a dialect one), spread over them in name order.
     pub fn openai_mapping(&self) -> Vec<(&'static str, &str)> {
@@ -99,6 +175,9 @@ impl Voices {
             .iter()
             .enumerate()
             .map(|(i, v)| {
+                if let Some((_, s)) = self.overrides.iter().find(|(o, _)| o == v) {
+                    return (*v, s.as_str());
+                }
                 let official = OFFICIAL_MAP
                     .iter()
                     .find(|(o, _)| o == v)
@@ -166,6 +245,38 @@ mod tests {
         // Different neighbouring voices, different speakers.
         assert_ne!(v.resolve("alloy"), v.resolve("coral"));
         assert_ne!(v.resolve("ash"), v.resolve("ballad"));
+    }
+
+    #[test]
+    fn voice_map_overrides_the_official_table_and_names_what_it_refuses() {
+        let map = parse_voice_map("alloy=Vivian, ash = aiden").unwrap();
+        assert_eq!(
+            map,
+            [
+                ("alloy".into(), "vivian".into()),
+                ("ash".into(), "aiden".into())
+            ]
+        );
+        let v = Voices::new(OFFICIAL.iter().map(|s| s.to_string()).collect())
+            .with_overrides(&map)
+            .unwrap();
+        assert_eq!(v.resolve("alloy").as_deref(), Some("vivian"));
+        assert_eq!(v.resolve("ash").as_deref(), Some("aiden"));
+        assert_eq!(v.resolve("nova").as_deref(), Some("serena"), "not mapped");
+        assert!(v.is_overridden("alloy") && !v.is_overridden("nova"));
+        let e = parse_voice_map("bob=ryan").unwrap_err();
+        assert!(e.contains("\"bob\" is not an OpenAI voice"), "{e}");
+        assert!(parse_voice_map("alloy")
+            .unwrap_err()
+            .contains("OPENAI_VOICE=SPEAKER"));
+        let e = Voices::new(vec!["ryan".into()])
+            .with_overrides(&[("alloy".into(), "nobody".into())])
+            .unwrap_err();
+        assert!(
+            e.to_string()
+                .contains("no speaker \"nobody\"; its speakers: ryan"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -321,6 +321,13 @@ impl<L: StageLogic> StageActor<L> {
         requests.dedup();
         let old = self.generation;
         let new = self.health().generation.fetch_add(1, Ordering::AcqRel) + 1;
+        tracing::error!(
+            stage = %L::KIND,
+            generation = old,
+            requests = requests.len(),
+            panic = %message,
+            "stage panicked: restarting with empty state; its requests fail"
+        );
         self.generation = new;
         self.health().restarts.fetch_add(1, Ordering::Relaxed);
         self.reset();

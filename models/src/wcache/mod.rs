@@ -322,7 +322,7 @@ fn open_state(store: &TensorStore, dir: &Path, stage: &str, precision: Precision
 }
 
 fn warn(path: &Path, message: &str) {
-    eprintln!("warning: weights cache {}: {message}", path.display());
+    tracing::warn!("weights cache {}: {message}", path.display());
 }
 
 /// Unwritable cache directories warn once per process (every stage would

@@ -145,13 +145,13 @@ async fn make(st: &Arc<AppState>, m: &Loaded, req: Request) -> Result<Response, 
         "x_vector": made.timings.x_vector.as_secs_f64() * 1e3,
         "codes": made.timings.codes.as_secs_f64() * 1e3,
     });
-    eprintln!(
-        "tts-rt serve: voice {} made ({}, {:.1} s of audio, x-vector {:.0} ms, codes {:.0} ms)",
-        made.record.name.as_str(),
-        made.record.mode.as_str(),
-        made.reference_secs,
-        made.timings.x_vector.as_secs_f64() * 1e3,
-        made.timings.codes.as_secs_f64() * 1e3,
+    tracing::info!(
+        voice = made.record.name.as_str(),
+        mode = made.record.mode.as_str(),
+        reference_s = made.reference_secs,
+        x_vector_ms = made.timings.x_vector.as_secs_f64() * 1e3,
+        codes_ms = made.timings.codes.as_secs_f64() * 1e3,
+        "voice made"
     );
     Ok((StatusCode::CREATED, Json(body)).into_response())
 }

@@ -10,6 +10,7 @@
 //! chunk is encoded, or complete with exact sizes) are chosen in
 //! `format.rs`. The sample rate is in the `X-Sample-Rate` header.
 
+use std::borrow::Cow;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -19,15 +20,16 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc;
-use tts_actors::{ErrorKind, Event, Stream};
+use tts_actors::{ErrorKind, Event, ModelKind, Stream};
 use tts_actors::{ModelError, Request};
 use tts_audio::StreamResampler;
 
 mod format;
 mod voice;
 
+use crate::access_log::{self, Deferred};
 pub use crate::http_error::error_response;
-use crate::http_error::Refusal;
+use crate::http_error::{error_with_code, kind_of, Refusal};
 use crate::library;
 use crate::protocol;
 use crate::state::{AppState, Drain, Loaded};
@@ -45,14 +47,17 @@ struct Invalid {
     status: StatusCode,
     message: String,
     /// `""`: about no one field.
-    param: &'static str,
+    param: Cow<'static, str>,
+    /// OpenAI's machine-readable `code`, where it has one.
+    code: Option<&'static str>,
 }
 
 fn invalid(message: String, param: &'static str) -> Invalid {
     Invalid {
         status: StatusCode::BAD_REQUEST,
         message,
-        param,
+        param: Cow::Borrowed(param),
+        code: None,
     }
 }
 
@@ -61,7 +66,8 @@ impl From<Refusal> for Invalid {
         Invalid {
             status: r.status,
             message: r.message,
-            param: r.param.unwrap_or(""),
+            param: Cow::Borrowed(r.param.unwrap_or("")),
+            code: None,
         }
     }
 }
@@ -99,12 +105,90 @@ impl From<Rejected> for Invalid {
 
 impl IntoResponse for Invalid {
     fn into_response(self) -> Response {
-        let param = (!self.param.is_empty()).then_some(self.param);
-        Refusal::new(self.status, self.message, param).into_response()
+        let param = (!self.param.is_empty()).then_some(&*self.param);
+        error_with_code(
+            self.status,
+            &self.message,
+            kind_of(self.status),
+            param,
+            self.code,
+        )
+    }
+}
+
+/// Every field [`SpeechRequest`] takes: any other is refused as OpenAI
+/// refuses one (400, `unknown_parameter`, the field as `param`), so a
+/// misspelt `langauge` is an error rather than silently ignored.
+const FIELDS: [&str; 17] = [
+    "model",
+    "input",
+    "voice",
+    "instructions",
+    "response_format",
+    "speed",
+    "stream_format",
+    "stream",
+    "sample_rate",
+    "language",
+    "seed",
+    "greedy",
+    "max_frames",
+    "ref_audio",
+    "ref_text",
+    "x_vector_only_mode",
+    "non_streaming_mode",
+];
+
+/// OpenAI's refusal of a field it does not know, with the nearest known
+/// field suggested when the name looks like a misspelling of it.
+fn unknown_field(name: &str) -> Invalid {
+    let near = FIELDS
+        .iter()
+        .map(|f| (edit_distance(name, f), *f))
+        .min()
+        .filter(|(d, _)| *d <= 2)
+        .map(|(_, f)| format!(" Did you mean '{f}'?"))
+        .unwrap_or_default();
+    Invalid {
+        status: StatusCode::BAD_REQUEST,
+        message: format!(
+            "Unknown parameter: '{name}'.{near} (POST /v1/audio/speech takes: {})",
+            FIELDS.join(", ")
+        ),
+        param: Cow::Owned(name.to_string()),
+        code: Some("unknown_parameter"),
+    }
+}
+
+/// Levenshtein distance (field names are short; ASCII in practice).
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let cur = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb)).min(row[j] + 1).min(cur + 1);
+            prev = cur;
+        }
+    }
+    row[b.len()]
+}
+
+/// Whether this checkpoint follows `instructions`: VoiceDesign (they
+/// describe the voice) and CustomVoice above 0.6B (a style instruction);
+/// the official code drops them on 0.6B CustomVoice, and Base has none.
+fn follows_instructions(m: &Loaded) -> bool {
+    match m.kind() {
+        ModelKind::VoiceDesign => true,
+        ModelKind::CustomVoice => m.model.config.supports_instruct(),
+        ModelKind::Base => false,
     }
 }
 
 #[derive(serde::Deserialize)]
+#[serde(deny_unknown_fields)]
 struct SpeechRequest {
     /// Any value is accepted (clients send `tts-1`, `gpt-4o-mini-tts`, ...):
     /// the server has one model.
@@ -143,11 +227,42 @@ struct Plan {
     req: Request,
     output: format::Output,
     inline: Option<voice::Inline>,
+    /// The voice as the request named it (for the log line).
+    voice: String,
 }
 
 fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
-    let r: SpeechRequest = serde_json::from_slice(body)
+    let v: serde_json::Value = serde_json::from_slice(body)
         .map_err(|e| invalid(format!("invalid JSON body: {e}"), "body"))?;
+    let serde_json::Value::Object(fields) = v else {
+        return Err(invalid(
+            format!("the body must be a JSON object, got {v}"),
+            "body",
+        ));
+    };
+    if let Some(k) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
+        return Err(unknown_field(k));
+    }
+    let r: SpeechRequest = serde_json::from_value(serde_json::Value::Object(fields))
+        .map_err(|e| invalid(format!("invalid JSON body: {e}"), "body"))?;
+    let has_instructions = r
+        .instructions
+        .as_deref()
+        .is_some_and(|i| !i.trim().is_empty());
+    if has_instructions && !follows_instructions(m) {
+        let size = match m.model.config.size.as_str() {
+            "0b6" => "0.6B ",
+            "1b7" => "1.7B ",
+            _ => "",
+        };
+        return Err(invalid(
+            format!(
+                "instructions are not followed by this checkpoint ({size}{}): only VoiceDesign and 1.7B CustomVoice checkpoints follow instructions; omit them (or send an empty string)",
+                m.kind().name()
+            ),
+            "instructions",
+        ));
+    }
     if r.input.trim().is_empty() {
         return Err(invalid("input is empty".into(), "input"));
     }
@@ -187,7 +302,13 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
         Some(prefill) => !prefill,
         None => m.kind().default_text_streaming(),
     };
+    let voice_label = match (&voice.speaker, &r.voice) {
+        (Some(s), _) => s.clone(),
+        (None, Some(v)) => voice_name(v).unwrap_or("").to_string(),
+        (None, None) => String::new(),
+    };
     Ok(Plan {
+        voice: voice_label,
         req: Request {
             text: r.input,
             speaker: voice.speaker,
@@ -301,9 +422,22 @@ pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
             return error_response(status, &message, kind, param);
         }
     };
-    let (tx, mut rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
+    let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
     let output = plan.output;
-    tokio::spawn(produce(st.clone(), m.clone(), stream, plan, enc, tx));
+    let id = access_log::current().unwrap_or_default();
+    tokio::spawn(produce(st.clone(), m.clone(), stream, plan, enc, tx, id));
+    let mut resp = body_response(output, rx).await;
+    // The synthesis task logs this request's line when the audio is done.
+    resp.extensions_mut().insert(Deferred);
+    resp
+}
+
+/// The response for a started synthesis: the whole file (complete) or the
+/// streamed body, with the audio headers.
+async fn body_response(
+    output: format::Output,
+    mut rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
+) -> Response {
     let mut resp = if output.complete {
         // The whole file first: exact sizes, a Content-Length, and a
         // failure answered with an error status instead of a cut body.
@@ -351,6 +485,7 @@ async fn produce(
     plan: Plan,
     mut enc: format::BodyEncoder,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
+    request_id: String,
 ) {
     let _live = st.track();
     st.metrics
@@ -373,6 +508,8 @@ async fn produce(
         }
     };
     let mut samples = Vec::new();
+    let mut out_samples = 0u64;
+    let mut figures: (Option<f64>, Option<f64>) = (None, None);
     let outcome = loop {
         let ev = tokio::select! {
             ev = stream.next() => ev,
@@ -388,6 +525,7 @@ async fn produce(
                 if chunk.terminal {
                     rs.flush(&mut samples);
                 }
+                out_samples += samples.len() as u64;
                 let bytes = match enc.push(&samples) {
                     Ok(b) => b,
                     Err(e) => {
@@ -417,12 +555,14 @@ async fn produce(
                         break "failed";
                     }
                 }
-                st.metrics.finished(
+                figures = (metrics.ttfp_ms, metrics.rtf);
+                st.metrics.finished_request(
                     true,
                     "done",
                     metrics.ttfp_ms,
                     metrics.rtf,
                     metrics.underruns,
+                    Some(&request_id),
                 );
                 if out.sse {
                     let ev = serde_json::json!({
@@ -469,6 +609,41 @@ async fn produce(
     st.metrics
         .http_streams_active
         .fetch_sub(1, std::sync::atomic::Ordering::Relaxed);
+    let audio_s = out_samples as f64 / out.rate as f64;
+    let text_chars = plan.req.text.chars().count();
+    let (ttfp_ms, rtf) = figures;
+    let ms = t0.elapsed().as_secs_f64() * 1e3;
+    // A complete body that did not finish was answered with an error status
+    // instead of the audio (500, or 503 when shutting down).
+    let status: u16 = match (out.complete, outcome) {
+        (true, "failed") => 500,
+        (true, "cancelled") => 503,
+        _ => 200,
+    };
+    macro_rules! line {
+        ($level:ident) => {
+            tracing::$level!(
+                target: "tts_transport::http",
+                request_id = %request_id,
+                method = "POST",
+                route = "/v1/audio/speech",
+                status,
+                voice = %plan.voice,
+                format = out.encoding(),
+                text_chars,
+                audio_s,
+                ttfp_ms,
+                rtf,
+                outcome,
+                ms,
+                "request"
+            )
+        };
+    }
+    match outcome {
+        "done" | "abandoned" => line!(info),
+        _ => line!(warn),
+    }
 }
 
 /// The read-only routes' preamble: the token, then the loaded model (503
@@ -539,18 +714,22 @@ pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         Ok(m) => m,
         Err(r) => return *r,
     };
+    let voices_of = &m.voices;
     let mut voices: Vec<serde_json::Value> = m
         .voices
         .speakers()
         .iter()
         .map(|s| serde_json::json!({"id": s, "speaker": s, "kind": "speaker"}))
         .collect();
-    voices.extend(
-        m.voices
-            .openai_mapping()
-            .into_iter()
-            .map(|(v, s)| serde_json::json!({"id": v, "speaker": s, "kind": "openai"})),
-    );
+    voices.extend(m.voices.openai_mapping().into_iter().map(|(v, s)| {
+        // `mapped`: the deployment's --voice-map, or the built-in table.
+        let mapped = if voices_of.is_overridden(v) {
+            "config"
+        } else {
+            "default"
+        };
+        serde_json::json!({"id": v, "speaker": s, "kind": "openai", "mapped": mapped})
+    }));
     Json(serde_json::json!({
         "voices": voices,
         // vllm-omni's list of stored voices (summaries).
@@ -589,6 +768,33 @@ mod tests {
             model_param(&ModelError::InvalidRequest("top_k".into())),
             None
         );
+    }
+
+    #[test]
+    fn every_listed_field_is_a_speech_request_field() {
+        let mut body = serde_json::Map::new();
+        for f in FIELDS {
+            body.insert(f.into(), serde_json::Value::Null);
+        }
+        body.insert("input".into(), "hi".into());
+        let r: Result<SpeechRequest, _> = serde_json::from_value(body.into());
+        assert!(r.is_ok(), "{:?}", r.err());
+    }
+
+    #[test]
+    fn an_unknown_field_is_refused_naming_it_and_the_near_one() {
+        let e = unknown_field("langauge");
+        assert_eq!(e.param, "langauge");
+        assert_eq!(e.code, Some("unknown_parameter"));
+        assert!(
+            e.message
+                .starts_with("Unknown parameter: 'langauge'. Did you mean 'language'?"),
+            "{}",
+            e.message
+        );
+        let far = unknown_field("temperature");
+        assert!(!far.message.contains("Did you mean"), "{}", far.message);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
     }
 
     #[test]

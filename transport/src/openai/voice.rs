@@ -84,7 +84,7 @@ pub(super) fn choose(
                         m,
                         "the request has no instructions describing the voice",
                     ));
-                    e.param = "instructions";
+                    e.param = "instructions".into();
                     return Err(e);
                 }
             } else {

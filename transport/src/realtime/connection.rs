@@ -62,6 +62,7 @@ pub(super) struct RealtimeConnection {
 pub async fn run(st: Arc<AppState>, m: Arc<Loaded>, mut ws: Socket, _permit: OwnedSemaphorePermit) {
     let _live = st.track();
     st.metrics.session_opened();
+    tracing::info!(target: "tts_transport::realtime", "session open");
     let engine = m.engine.open_session();
     let mut settings = settings::initial(&m.voices, m.native_rate, m.max_frames);
     // The family's official text mode (Base streams its text in).
@@ -95,6 +96,7 @@ pub async fn run(st: Arc<AppState>, m: Arc<Loaded>, mut ws: Socket, _permit: Own
     c.vad_clock.clear();
     c.report_gauges();
     c.st.metrics.session_closed();
+    tracing::info!(target: "tts_transport::realtime", "session closed");
 }
 
 async fn next_event(active: &mut Option<Active>) -> Option<Event> {

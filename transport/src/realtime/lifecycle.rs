@@ -289,6 +289,7 @@ impl RealtimeConnection {
             return Ok(());
         };
         let metrics = self.metrics_of(&c, Outcome::Done);
+        log_context(id, c.s.speaker.as_deref(), "done", &metrics);
         self.st.metrics.finished(
             false,
             "done",
@@ -326,6 +327,8 @@ impl RealtimeConnection {
             }
         }
         let metrics = self.metrics_of(&c, Outcome::Error);
+        log_context(id, c.s.speaker.as_deref(), "failed", &metrics);
+        tracing::warn!(target: "tts_transport::realtime", context = id, code = ?code, %message, "context failed");
         self.st.metrics.finished(false, "failed", None, None, None);
         send_json(
             ws,
@@ -368,6 +371,7 @@ impl RealtimeConnection {
         }
         let interruption_ms = barge_in::interruption_ms(onset, c.stream_id.is_some(), c.last_sent);
         let metrics = self.metrics_of(&c, Outcome::Cancelled);
+        log_context(id, c.s.speaker.as_deref(), "cancelled", &metrics);
         self.st
             .metrics
             .finished(false, "cancelled", None, None, None);
@@ -395,4 +399,25 @@ impl RealtimeConnection {
             self.st.prebuffer_ms,
         )
     }
+}
+
+/// A realtime context's one log line, at its end (the session's span adds
+/// the upgrade request's id).
+fn log_context(
+    id: &str,
+    speaker: Option<&str>,
+    outcome: &str,
+    m: &crate::protocol::ContextMetrics,
+) {
+    tracing::info!(
+        target: "tts_transport::realtime",
+        context = id,
+        voice = speaker.unwrap_or(""),
+        outcome,
+        segments = m.segments,
+        audio_s = m.audio_s,
+        ttfp_ms = m.ttfp_ms,
+        rtf = m.rtf,
+        "context"
+    );
 }

@@ -1,0 +1,122 @@
+//! `tts-rt serve --config FILE`: everything the serve flags set, in TOML.
+//!
+//! Each key is a flag's long name with `_` for `-` (`max_sessions`,
+//! `header_timeout_s`, ...), plus `voice_map` as a table and
+//! `cors_origins` as a list; examples/serve.toml shows every key. A flag
+//! given on the command line (or its environment variable) overrides the
+//! file; `voice_map` is merged, the flag's entries winning. Unknown keys
+//! are refused naming the key and its line, so a misspelt limit never
+//! silently falls back to its default. Relative paths (`model`,
+//! `weights_cache`, `voices_dir`) are taken from the file's directory.
+
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
+
+use anyhow::{Context, Result};
+use serde::Deserialize;
+
+use super::logging::LogFormat;
+
+/// The file's keys (all optional).
+#[derive(Debug, Default, Deserialize, PartialEq)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ServeFile {
+    pub model: Option<PathBuf>,
+    pub precision: Option<String>,
+    pub weights_cache: Option<PathBuf>,
+    pub host: Option<String>,
+    pub port: Option<u16>,
+    pub token: Option<String>,
+    pub max_sessions: Option<usize>,
+    pub max_connections: Option<usize>,
+    pub header_timeout_s: Option<f64>,
+    pub body_timeout_s: Option<f64>,
+    pub max_requests: Option<usize>,
+    pub max_frames: Option<usize>,
+    pub stage_threads: Option<String>,
+    pub drain_timeout_s: Option<f64>,
+    pub idle_timeout_s: Option<f64>,
+    pub ping_interval_s: Option<f64>,
+    pub pong_timeout_s: Option<f64>,
+    pub voices_dir: Option<PathBuf>,
+    pub max_voices: Option<usize>,
+    pub max_upload_mb: Option<f64>,
+    /// OpenAI voice → speaker, e.g. `{ alloy = "vivian", ash = "ryan" }`.
+    pub voice_map: Option<BTreeMap<String, String>>,
+    pub cors_origins: Option<Vec<String>>,
+    pub log_format: Option<LogFormat>,
+    /// The default log filter (`RUST_LOG` still wins), e.g. `"info"` or
+    /// `"info,tts_transport=debug"`.
+    pub log_level: Option<String>,
+}
+
+impl ServeFile {
+    /// Reads and checks `path`.
+    pub fn load(path: &Path) -> Result<Self> {
+        let text = std::fs::read_to_string(path)
+            .with_context(|| format!("reading the config file {}", path.display()))?;
+        let mut f =
+            Self::parse(&text).with_context(|| format!("config file {}", path.display()))?;
+        let base = path.parent().unwrap_or(Path::new("."));
+        // A model given as a hub repo id (`Qwen/...`) stays one unless the
+        // file's directory holds a directory of that name.
+        let model_is_repo = f.model.as_ref().is_some_and(|m| {
+            crate::model_path::is_repo_id(&m.to_string_lossy()) && !base.join(m).exists()
+        });
+        let model = f.model.as_mut().filter(|_| !model_is_repo);
+        for p in [model, f.weights_cache.as_mut(), f.voices_dir.as_mut()]
+            .into_iter()
+            .flatten()
+        {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        }
+        Ok(f)
+    }
+
+    /// Parses TOML text (unknown keys refused, with the key named).
+    pub fn parse(text: &str) -> Result<Self> {
+        toml::from_str(text).map_err(|e| anyhow::anyhow!("{}", e.to_string().trim_end()))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn example() -> PathBuf {
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("examples/serve.toml")
+    }
+
+    #[test]
+    fn the_example_config_loads_with_every_key() {
+        let f = ServeFile::load(&example()).expect("examples/serve.toml loads");
+        assert_eq!(f.port, Some(8080));
+        assert_eq!(f.log_format, Some(LogFormat::Text));
+        assert_eq!(
+            f.voice_map
+                .as_ref()
+                .and_then(|m| m.get("alloy"))
+                .map(String::as_str),
+            Some("serena")
+        );
+        // Relative paths are the file's directory's.
+        let dir = f.voices_dir.expect("voices_dir");
+        assert!(
+            dir.starts_with(example().parent().unwrap()),
+            "{}",
+            dir.display()
+        );
+    }
+
+    #[test]
+    fn an_unknown_key_is_refused_by_name() {
+        let e = ServeFile::parse("port = 1\nmax_sesions = 3\n").unwrap_err();
+        let m = format!("{e:#}");
+        assert!(m.contains("max_sesions"), "{m}");
+        assert!(m.contains("line 2"), "{m}");
+        let e = ServeFile::parse("log_format = \"xml\"").unwrap_err();
+        assert!(format!("{e:#}").contains("xml"), "{e:#}");
+    }
+}

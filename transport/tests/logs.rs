@@ -1,0 +1,148 @@
+//! The server's log lines, captured as the CLI renders them with
+//! `--log-format json` (a JSON object per line): one line per HTTP request
+//! with the request id the client sees, and for speech the voice, text
+//! length, audio seconds, ttfp, rtf and outcome; probes only at debug.
+//! (Own test binary: it installs the process's global subscriber.)
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::Value;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+mod common;
+
+/// Every line the subscriber wrote.
+#[derive(Clone, Default)]
+struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    fn lines(&self) -> Vec<Value> {
+        let bytes = self.0.lock().unwrap().clone();
+        String::from_utf8_lossy(&bytes)
+            .lines()
+            .filter_map(|l| serde_json::from_str(l).ok())
+            .collect()
+    }
+
+    /// The line whose `request_id` is `id`, waiting for it a while (a
+    /// streamed request logs when its audio is done).
+    async fn wait_for(&self, id: &str) -> Result<Value> {
+        for _ in 0..400 {
+            if let Some(l) = self
+                .lines()
+                .into_iter()
+                .find(|l| l["fields"]["request_id"] == id)
+            {
+                return Ok(l);
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        anyhow::bail!("no log line with request_id {id}")
+    }
+}
+
+/// POST (or GET) on loopback, `Connection: close`, the whole answer read.
+async fn request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    id: &str,
+    body: &str,
+) -> Result<String> {
+    let mut s = TcpStream::connect(addr).await?;
+    let req = format!(
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\nX-Request-Id: {id}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    );
+    s.write_all(req.as_bytes()).await?;
+    let mut raw = Vec::new();
+    tokio::time::timeout(common::WAIT, s.read_to_end(&mut raw)).await??;
+    Ok(String::from_utf8_lossy(&raw).to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn one_line_per_request_with_its_id_and_figures() -> Result<()> {
+    let out = Captured::default();
+    let w = out.clone();
+    tracing_subscriber::fmt()
+        .json()
+        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+        .with_writer(move || w.clone())
+        .try_init()
+        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let s = common::start(common::config(Duration::from_secs(5))).await?;
+    let addr = s.local_addr();
+
+    let answer = request(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        "speech-1",
+        r#"{"input":"Hello there.","voice":"alloy","response_format":"pcm","max_frames":6}"#,
+    )
+    .await?;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer:.200}");
+    assert!(answer
+        .to_ascii_lowercase()
+        .contains("x-request-id: speech-1"));
+    let l = out.wait_for("speech-1").await?;
+    let f = &l["fields"];
+    assert_eq!(l["target"], "tts_transport::http", "{l}");
+    assert_eq!(l["level"], "INFO", "{l}");
+    assert_eq!(f["route"], "/v1/audio/speech", "{l}");
+    assert_eq!(f["status"], 200, "{l}");
+    assert_eq!(f["voice"], "serena", "alloy is serena on tiny-a: {l}");
+    assert_eq!(f["text_chars"], 12, "{l}");
+    assert_eq!(f["outcome"], "done", "{l}");
+    assert!(f["audio_s"].as_f64().is_some_and(|a| a > 0.0), "{l}");
+    assert!(f["ttfp_ms"].as_f64().is_some(), "{l}");
+    assert!(f["rtf"].as_f64().is_some(), "{l}");
+
+    // A refusal: one line, the status and outcome.
+    let answer = request(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        "bad-1",
+        r#"{"input":"x","langauge":"en"}"#,
+    )
+    .await?;
+    assert!(answer.starts_with("HTTP/1.1 400"), "{answer:.200}");
+    let l = out.wait_for("bad-1").await?;
+    assert_eq!(l["fields"]["status"], 400, "{l}");
+    assert_eq!(l["fields"]["outcome"], "refused", "{l}");
+
+    // Probes are debug: not at info.
+    let _ = request(addr, "GET", "/health", "probe-1", "").await?;
+    let _ = request(addr, "GET", "/v1/models", "models-1", "").await?;
+    out.wait_for("models-1").await?;
+    assert!(
+        !out.lines()
+            .iter()
+            .any(|l| l["fields"]["request_id"] == "probe-1"),
+        "a /health probe logged at info"
+    );
+    // Exactly one line per request.
+    let n = out
+        .lines()
+        .iter()
+        .filter(|l| l["fields"]["request_id"] == "speech-1")
+        .count();
+    assert_eq!(n, 1);
+    common::stop(s).await.context("stop")
+}

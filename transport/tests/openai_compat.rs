@@ -1,0 +1,404 @@
+//! OpenAI compatibility on loopback (127.0.0.1:0, the tiny-a fixture: a
+//! 0.6B CustomVoice checkpoint with speakers ryan, serena, eric, dylan):
+//! unknown request fields refused as OpenAI refuses them, `instructions`
+//! refused where the checkpoint cannot follow them, the voice map
+//! overridable and listed, CORS only where configured, request ids in
+//! headers and error bodies, and the build-info metric.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{Context, Result};
+use serde_json::{json, Value};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+mod common;
+
+use common::{start, stop};
+
+struct Answer {
+    status: u16,
+    headers: Vec<(String, String)>,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    fn json(&self) -> Value {
+        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
+    }
+}
+
+/// One HTTP/1.1 request (`Connection: close`); the body is read to the end
+/// as sent (these tests read only unchunked JSON bodies).
+async fn http(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> Result<Answer> {
+    let go = async {
+        let mut s = TcpStream::connect(addr).await?;
+        let body = body.map(|b| b.to_string()).unwrap_or_default();
+        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+        for (k, v) in headers {
+            req.push_str(&format!("{k}: {v}\r\n"));
+        }
+        if !body.is_empty() {
+            req.push_str(&format!(
+                "Content-Type: application/json\r\nContent-Length: {}\r\n",
+                body.len()
+            ));
+        }
+        req.push_str("\r\n");
+        req.push_str(&body);
+        s.write_all(req.as_bytes()).await?;
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).await?;
+        let end = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .context("no end of head")?;
+        let head = String::from_utf8_lossy(&raw[..end]).to_string();
+        let mut lines = head.split("\r\n");
+        let status = lines
+            .next()
+            .and_then(|l| l.split_whitespace().nth(1))
+            .and_then(|c| c.parse().ok())
+            .context("no status")?;
+        let headers = lines
+            .filter_map(|l| l.split_once(':'))
+            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
+            .collect();
+        anyhow::Ok(Answer {
+            status,
+            headers,
+            body: raw[end + 4..].to_vec(),
+        })
+    };
+    tokio::time::timeout(common::WAIT, go).await?
+}
+
+fn config() -> tts_transport::ServeConfig {
+    common::config(Duration::from_secs(5))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_misspelt_field_is_refused_as_openai_refuses_it() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[("X-Request-Id", "client-id-7")],
+        Some(&json!({"model": "tts-1", "input": "Hello.", "voice": "alloy", "langauge": "en"})),
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    let e = &r.json()["error"];
+    assert_eq!(e["type"], "invalid_request_error");
+    assert_eq!(e["param"], "langauge");
+    assert_eq!(e["code"], "unknown_parameter");
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("Unknown parameter: 'langauge'"), "{msg}");
+    assert!(msg.contains("Did you mean 'language'?"), "{msg}");
+    // The client's request id, answered in the header and the body.
+    assert_eq!(r.header("x-request-id"), Some("client-id-7"));
+    assert_eq!(e["request_id"], "client-id-7");
+    // Without one, the server makes one, the same in both places.
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&json!({"input": "Hello.", "speeed": 1.0})),
+    )
+    .await?;
+    assert_eq!(r.status, 400);
+    let id = r.header("x-request-id").context("an id")?.to_string();
+    assert!(id.starts_with("req_"), "{id}");
+    assert_eq!(r.json()["error"]["request_id"], id.as_str());
+    // Known fields still work.
+    let ok = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&json!({"input": "Hi.", "voice": "ryan", "response_format": "pcm", "max_frames": 4})),
+    )
+    .await?;
+    assert_eq!(ok.status, 200);
+    assert!(ok.header("x-request-id").is_some());
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn instructions_on_a_0_6b_custom_voice_checkpoint_are_refused_clearly() -> Result<()> {
+    let s = start(config()).await?;
+    let r = http(
+        s.local_addr(),
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&json!({"input": "Hello.", "voice": "ryan", "instructions": "Speak softly."})),
+    )
+    .await?;
+    assert_eq!(r.status, 400);
+    let e = &r.json()["error"];
+    assert_eq!(e["param"], "instructions");
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("0.6B CustomVoice"), "{msg}");
+    assert!(msg.contains("VoiceDesign and 1.7B CustomVoice"), "{msg}");
+    // An empty instruction is no instruction.
+    let ok = http(
+        s.local_addr(),
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&json!({"input": "Hi.", "voice": "ryan", "instructions": "", "response_format": "pcm", "max_frames": 4})),
+    )
+    .await?;
+    assert_eq!(ok.status, 200);
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_voice_map_is_overridable_and_listed_and_ready_reports_a_failed_load() -> Result<()> {
+    let mut c = config();
+    c.voice_map = vec![("alloy".into(), "ryan".into())];
+    let s = start(c).await?;
+    let r = http(s.local_addr(), "GET", "/v1/audio/voices", &[], None).await?;
+    assert_eq!(r.status, 200);
+    let voices = r.json()["voices"].as_array().cloned().unwrap_or_default();
+    let entry = |id: &str| {
+        voices
+            .iter()
+            .find(|v| v["id"] == id && v["kind"] == "openai")
+            .cloned()
+            .unwrap_or(Value::Null)
+    };
+    assert_eq!(entry("alloy")["speaker"], "ryan");
+    assert_eq!(entry("alloy")["mapped"], "config");
+    assert_eq!(entry("nova")["speaker"], "serena");
+    assert_eq!(entry("nova")["mapped"], "default");
+    stop(s).await?;
+
+    // A speaker the checkpoint lacks fails the load, naming its speakers
+    // (and `ready` reports it even once the stopped server has returned:
+    // it used to wait forever).
+    let mut c = config();
+    c.voice_map = vec![("alloy".into(), "vivian".into())];
+    let s = tts_transport::Server::start(c).await?;
+    let e = tokio::time::timeout(common::WAIT, s.ready())
+        .await?
+        .expect_err("load refused");
+    let m = e.to_string();
+    assert!(m.contains("no speaker \"vivian\""), "{m}");
+    assert!(m.contains("ryan"), "{m}");
+    let _ = tokio::time::timeout(common::WAIT, s.wait()).await?;
+
+    // A name that is not OpenAI's is refused before anything starts.
+    let mut c = config();
+    c.voice_map = vec![("bob".into(), "ryan".into())];
+    let e = tts_transport::Server::start(c)
+        .await
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("not an OpenAI voice"), "{e}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cors_answers_only_the_configured_origins() -> Result<()> {
+    // None by default: no CORS headers, and OPTIONS is not served.
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let r = http(
+        addr,
+        "GET",
+        "/v1/models",
+        &[("Origin", "http://app.test")],
+        None,
+    )
+    .await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("access-control-allow-origin"), None);
+    let pre = http(
+        addr,
+        "OPTIONS",
+        "/v1/audio/speech",
+        &[
+            ("Origin", "http://app.test"),
+            ("Access-Control-Request-Method", "POST"),
+        ],
+        None,
+    )
+    .await?;
+    assert_eq!(pre.status, 405);
+    stop(s).await?;
+
+    let mut c = config();
+    c.cors_origins = vec!["http://app.test".into()];
+    c.token = Some("sesame".into());
+    let s = start(c).await?;
+    let addr = s.local_addr();
+    // The preflight is answered before the token check.
+    let pre = http(
+        addr,
+        "OPTIONS",
+        "/v1/audio/speech",
+        &[
+            ("Origin", "http://app.test"),
+            ("Access-Control-Request-Method", "POST"),
+            (
+                "Access-Control-Request-Headers",
+                "authorization, content-type",
+            ),
+        ],
+        None,
+    )
+    .await?;
+    assert_eq!(pre.status, 204);
+    assert_eq!(
+        pre.header("access-control-allow-origin"),
+        Some("http://app.test")
+    );
+    assert!(pre
+        .header("access-control-allow-methods")
+        .is_some_and(|m| m.contains("POST")));
+    assert_eq!(
+        pre.header("access-control-allow-headers"),
+        Some("authorization, content-type")
+    );
+    let r = http(
+        addr,
+        "GET",
+        "/v1/models",
+        &[
+            ("Origin", "http://app.test"),
+            ("Authorization", "Bearer sesame"),
+        ],
+        None,
+    )
+    .await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://app.test")
+    );
+    assert!(r
+        .header("access-control-expose-headers")
+        .is_some_and(|h| h.contains("x-request-id")));
+    // A refusal carries them too, so the page can read why.
+    let r = http(
+        addr,
+        "GET",
+        "/v1/models",
+        &[("Origin", "http://app.test")],
+        None,
+    )
+    .await?;
+    assert_eq!(r.status, 401);
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("http://app.test")
+    );
+    // Another origin gets nothing.
+    let r = http(
+        addr,
+        "GET",
+        "/v1/models",
+        &[
+            ("Origin", "http://evil.test"),
+            ("Authorization", "Bearer sesame"),
+        ],
+        None,
+    )
+    .await?;
+    assert_eq!(r.header("access-control-allow-origin"), None);
+    stop(s).await?;
+
+    // `*`: any origin.
+    let mut c = config();
+    c.cors_origins = vec!["*".into()];
+    let s = start(c).await?;
+    let r = http(
+        s.local_addr(),
+        "GET",
+        "/health",
+        &[("Origin", "http://x.test")],
+        None,
+    )
+    .await?;
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+    stop(s).await?;
+
+    let mut c = config();
+    c.cors_origins = vec!["app.test".into()];
+    let e = tts_transport::Server::start(c)
+        .await
+        .err()
+        .expect("refused");
+    assert!(e.to_string().contains("scheme://host"), "{e}");
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_carry_the_build_info() -> Result<()> {
+    let mut c = config();
+    c.git_revision = Some("abc123".into());
+    let s = start(c).await?;
+    let r = http(s.local_addr(), "GET", "/metrics", &[], None).await?;
+    let text = String::from_utf8_lossy(&r.body);
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("tts_build_info{"))
+        .context("tts_build_info")?;
+    assert!(line.contains("git=\"abc123\""), "{line}");
+    assert!(line.contains("precision=\"f32,f32,f32\""), "{line}");
+    assert!(line.contains("model=\"tiny-a\""), "{line}");
+    assert!(line.ends_with("} 1"), "{line}");
+
+    // A scraper asking for OpenMetrics gets the request ids as exemplars.
+    let ok = http(
+        s.local_addr(),
+        "POST",
+        "/v1/audio/speech",
+        &[("X-Request-Id", "exemplar-1")],
+        Some(&json!({"input": "Hi.", "voice": "ryan", "response_format": "pcm", "max_frames": 4, "stream": false})),
+    )
+    .await?;
+    assert_eq!(ok.status, 200);
+    let om = http(
+        s.local_addr(),
+        "GET",
+        "/metrics",
+        &[(
+            "Accept",
+            "application/openmetrics-text;version=1.0.0,text/plain;q=0.5",
+        )],
+        None,
+    )
+    .await?;
+    assert!(om
+        .header("content-type")
+        .is_some_and(|c| c.starts_with("application/openmetrics-text")));
+    let text = String::from_utf8_lossy(&om.body);
+    assert!(text.ends_with("# EOF\n"), "{text}");
+    assert!(
+        text.lines()
+            .any(|l| l.starts_with("tts_ttfp_seconds_bucket")
+                && l.contains("# {request_id=\"exemplar-1\"}")),
+        "{text}"
+    );
+    stop(s).await
+}

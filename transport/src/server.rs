@@ -32,7 +32,7 @@ use crate::http_error::error_response;
 use crate::prometheus::ServerMetrics;
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::voices::Voices;
-use crate::{http_error, library, listener, openai, realtime, state, web};
+use crate::{http_error, library, listener, openai, realtime, state, vendor, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
 /// before anything starts.
@@ -446,6 +446,8 @@ fn router(state: Arc<AppState>, body_timeout: Duration) -> Router {
             get(library::show).delete(library::delete),
         )
         .merge(web::router())
+        // ElevenLabs- and Cartesia-shaped sockets over the same sessions.
+        .merge(vendor::router())
         .fallback(http_error::not_found)
         .method_not_allowed_fallback(http_error::method_not_allowed)
         .layer(axum::middleware::from_fn(
@@ -520,6 +522,18 @@ async fn realtime(
             Ok(m) => m,
             Err(r) => return *r,
         };
+    let permit = match session_permit(&st).await {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    hs.accept(move |socket| realtime::run(st, loaded, socket, permit))
+}
+
+/// A WebSocket session slot (`/v1/realtime` and the vendor sockets share
+/// them), or the 503 to answer.
+pub(crate) async fn session_permit(
+    st: &Arc<AppState>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Box<Response>> {
     let permit = match st.sessions.clone().try_acquire_owned() {
         Ok(p) => Some(p),
         // Full: idle sessions must not hold every slot, so the longest-idle
@@ -532,16 +546,15 @@ async fn realtime(
         }
         Err(_) => None,
     };
-    let Some(permit) = permit else {
+    permit.ok_or_else(|| {
         st.metrics.refused("too_many_sessions");
-        return error_response(
+        Box::new(error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many sessions, all in use; retry later or raise --max-sessions",
             "server_error",
             None,
-        );
-    };
-    hs.accept(move |socket| realtime::run(st, loaded, socket, permit))
+        ))
+    })
 }
 
 /// Runs a server until SIGTERM or ctrl-c, then drains and returns. Builds

@@ -154,6 +154,8 @@ struct Ctx {
     appended: bool,
     /// No text since the last flush.
     flushed: bool,
+    /// `context.end` went out (a second close is a no-op).
+    closing: bool,
 }
 
 /// One ElevenLabs connection.
@@ -282,11 +284,16 @@ impl ElevenLabs {
                     sink,
                     appended: false,
                     flushed: true,
+                    closing: false,
                 };
                 self.contexts.insert(id.clone(), c);
             }
             if eos {
                 return self.close(&id, true, n, out).await;
+            }
+            if text.is_empty() {
+                // A keepalive: the native session's idle clock hears it.
+                n.send(ClientMessage::Ping { id: None }).await?;
             }
             if let Some(c) = self.contexts.get_mut(&id) {
                 if !text.trim().is_empty() {
@@ -332,6 +339,9 @@ impl ElevenLabs {
             }
             return Ok(());
         };
+        if c.closing {
+            return Ok(());
+        }
         if !c.appended {
             self.contexts.remove(id);
             self.is_final(id, out);
@@ -339,8 +349,14 @@ impl ElevenLabs {
         }
         let context_id = id.to_string();
         if eos || c.flushed {
+            if let Some(c) = self.contexts.get_mut(id) {
+                c.closing = true;
+            }
             n.send(ClientMessage::ContextEnd { context_id }).await
         } else {
+            // Interrupted: nothing more of it goes out (`isFinal` follows
+            // the native `context.cancelled`).
+            self.contexts.remove(id);
             n.send(ClientMessage::ContextCancel { context_id }).await
         }
     }

@@ -11,6 +11,10 @@
 //!   WebSocket — the loop and message routing (`connection`), settings
 //!   (`settings`), the context queue (`queue`), barge-in (`barge_in`),
 //!   frames and bounded sends (`output`).
+//! - [`vendor`]: ElevenLabs (`/v1/text-to-speech/{voice}/stream-input`,
+//!   `multi-stream-input`) and Cartesia (`/tts/websocket`) sockets: thin
+//!   translators that drive a native realtime session over an in-process
+//!   pipe (`bridge`), one file per vendor, `sink` for their encodings.
 //! - [`openai`]: `POST /v1/audio/speech`, `GET /v1/models`,
 //!   `GET /v1/audio/voices`; `openai/voice.rs` chooses who speaks a
 //!   request (preset speaker, stored or inline clone, designed voice).
@@ -63,6 +67,7 @@ pub mod server;
 pub mod state;
 pub mod vad;
 mod validate;
+pub mod vendor;
 pub mod voices;
 pub mod web;
 

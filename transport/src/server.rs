@@ -32,7 +32,7 @@ use crate::http_error::error_response;
 use crate::prometheus::ServerMetrics;
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::voices::Voices;
-use crate::{access_log, http_error, library, listener, openai, realtime, state, web};
+use crate::{access_log, http_error, library, listener, openai, realtime, state, vendor, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
 /// before anything starts.
@@ -501,6 +501,8 @@ fn router(state: Arc<AppState>, body_timeout: Duration, cors: Arc<crate::cors::C
             get(library::show).delete(library::delete),
         )
         .merge(web::router())
+        // ElevenLabs- and Cartesia-shaped sockets over the same sessions.
+        .merge(vendor::router())
         .fallback(http_error::not_found)
         .method_not_allowed_fallback(http_error::method_not_allowed)
         .layer(axum::middleware::from_fn(
@@ -605,6 +607,25 @@ async fn realtime(
             Ok(m) => m,
             Err(r) => return *r,
         };
+    let permit = match session_permit(&st).await {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    // The session's events carry the upgrade request's id.
+    let span = tracing::info_span!(
+        "session",
+        request_id = %access_log::current().unwrap_or_default()
+    );
+    hs.accept(move |socket| {
+        tracing::Instrument::instrument(realtime::run(st, loaded, socket, permit), span)
+    })
+}
+
+/// A WebSocket session slot (`/v1/realtime` and the vendor sockets share
+/// them), or the 503 to answer.
+pub(crate) async fn session_permit(
+    st: &Arc<AppState>,
+) -> Result<tokio::sync::OwnedSemaphorePermit, Box<Response>> {
     let permit = match st.sessions.clone().try_acquire_owned() {
         Ok(p) => Some(p),
         // Full: idle sessions must not hold every slot, so the longest-idle
@@ -617,22 +638,14 @@ async fn realtime(
         }
         Err(_) => None,
     };
-    let Some(permit) = permit else {
+    permit.ok_or_else(|| {
         st.metrics.refused("too_many_sessions");
-        return error_response(
+        Box::new(error_response(
             StatusCode::SERVICE_UNAVAILABLE,
             "too many sessions, all in use; retry later or raise --max-sessions",
             "server_error",
             None,
-        );
-    };
-    // The session's events carry the upgrade request's id.
-    let span = tracing::info_span!(
-        "session",
-        request_id = %access_log::current().unwrap_or_default()
-    );
-    hs.accept(move |socket| {
-        tracing::Instrument::instrument(realtime::run(st, loaded, socket, permit), span)
+        ))
     })
 }
 

@@ -39,4 +39,5 @@ mod upgrade;
 
 pub(crate) use connection::run;
 pub(crate) use liveness::Timeouts;
-pub(crate) use upgrade::handshake;
+pub(crate) use output::SEND_TIMEOUT;
+pub(crate) use upgrade::{close_and_drain, handshake, pipe, PipeClient, Socket};

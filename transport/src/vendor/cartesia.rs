@@ -1,0 +1,453 @@
+//! Cartesia's `/tts/websocket`, translated onto a native session.
+//!
+//! Client messages (JSON; unknown fields ignored, as Cartesia's clients
+//! send many this server has no use for):
+//! - a generation request `{"context_id", "transcript", "continue",
+//!   "flush"?, "voice": {"mode": "id", "id"}, "output_format": {"container":
+//!   "raw", "encoding", "sample_rate"}, "model_id", "language", ...}`: the
+//!   first for a `context_id` opens the context with its voice and format
+//!   (later ones continue it, their voice and format ignored, as Cartesia
+//!   requires them equal); `transcript` → `context.append`; `flush: true` →
+//!   `context.flush` and a `flush_done`; `continue: false` → `context.end`
+//!   (`done` once the audio is out).
+//! - `{"context_id", "cancel": true}` → `context.cancel`; nothing is sent
+//!   back (the SDK and Pipecat drop the context on their side).
+//!
+//! Server messages: `chunk` (base64 `data`), `flush_done`, `done`, `error`;
+//! every one carries `context_id` (Pipecat reads it from each message).
+//! Word timestamps are not produced (`add_timestamps` is accepted).
+
+use std::collections::{HashMap, HashSet};
+
+use serde::{Deserialize, Serialize};
+
+use crate::protocol::{self, ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
+
+use super::bridge::{Gone, Native, Out};
+use super::elevenlabs::code_name;
+use super::sink::{self, Encoding, OutputFormat, Sink};
+use super::VendorError;
+
+/// `voice`: `{"mode": "id", "id": "<voice>"}`.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CartesiaVoice {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mode: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub id: Option<String>,
+}
+
+/// `output_format`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OutputFormatSpec {
+    pub container: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub encoding: Option<String>,
+    pub sample_rate: u32,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub bit_rate: Option<u32>,
+}
+
+impl OutputFormatSpec {
+    /// The encoding and rate, or why they are refused.
+    pub fn resolve(&self) -> Result<OutputFormat, VendorError> {
+        let encoding = match (self.container.as_str(), self.encoding.as_deref()) {
+            ("raw", Some("pcm_s16le")) => Encoding::Pcm16,
+            ("raw", Some("pcm_f32le")) => Encoding::F32,
+            ("raw", Some("pcm_mulaw")) => Encoding::Mulaw,
+            ("raw", Some("pcm_alaw")) => Encoding::Alaw,
+            ("mp3", _) => Encoding::Mp3,
+            ("raw", e) => {
+                return Err(VendorError::Unsupported(format!(
+                    "output_format.encoding {e:?} is not supported; use pcm_s16le, pcm_f32le, \
+                     pcm_mulaw or pcm_alaw"
+                )))
+            }
+            (c, _) => {
+                return Err(VendorError::Unsupported(format!(
+                    "output_format.container {c:?} is not supported; use raw or mp3"
+                )))
+            }
+        };
+        Ok(OutputFormat {
+            encoding,
+            sample_rate: self.sample_rate,
+        })
+    }
+}
+
+/// A client message, as sent: a generation request or a cancel.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CartesiaIn {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub context_id: Option<String>,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub cancel: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub transcript: Option<String>,
+    #[serde(
+        rename = "continue",
+        default,
+        skip_serializing_if = "std::ops::Not::not"
+    )]
+    pub continues: bool,
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub flush: bool,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub model_id: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub voice: Option<CartesiaVoice>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub output_format: Option<OutputFormatSpec>,
+    /// Accepted; the checkpoint detects the language.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub language: Option<String>,
+    /// Accepted; no timestamps are produced.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub add_timestamps: Option<bool>,
+}
+
+impl CartesiaIn {
+    /// Parses one client text message (never panics).
+    pub fn parse(text: &str) -> Result<Self, VendorError> {
+        if text.len() > protocol::MAX_TEXT_MESSAGE_BYTES {
+            return Err(VendorError::Invalid(format!(
+                "message of {} bytes exceeds the {}-byte limit; send the transcript in several \
+                 messages with continue: true",
+                text.len(),
+                protocol::MAX_TEXT_MESSAGE_BYTES
+            )));
+        }
+        let v: serde_json::Value =
+            serde_json::from_str(text).map_err(|e| VendorError::MalformedJson(e.to_string()))?;
+        if !v.is_object() {
+            return Err(VendorError::Invalid(
+                "a message must be a JSON object".into(),
+            ));
+        }
+        serde_json::from_value(v).map_err(|e| VendorError::Invalid(e.to_string()))
+    }
+}
+
+/// A server message.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "type", rename_all = "snake_case")]
+pub enum CartesiaOut {
+    Chunk {
+        context_id: String,
+        data: String,
+        done: bool,
+        status_code: u16,
+        step_time: f64,
+    },
+    FlushDone {
+        context_id: String,
+        done: bool,
+        flush_done: bool,
+        flush_id: u32,
+        status_code: u16,
+    },
+    Done {
+        context_id: String,
+        done: bool,
+        status_code: u16,
+    },
+    Error {
+        /// `null` when the error is not about one context.
+        context_id: Option<String>,
+        done: bool,
+        status_code: u16,
+        title: String,
+        message: String,
+        /// The older SDKs' field.
+        error: String,
+        error_code: String,
+    },
+}
+
+impl CartesiaOut {
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("string keys and JSON values serialize")
+    }
+}
+
+struct Ctx {
+    sink: Sink,
+    appended: bool,
+    ended: bool,
+    flushes: u32,
+}
+
+/// One Cartesia connection.
+#[derive(Default)]
+pub struct Cartesia {
+    contexts: HashMap<String, Ctx>,
+    /// Contexts the client cancelled (or that failed): their native
+    /// answers are not passed on.
+    silenced: HashSet<String>,
+    /// The voice and rate the native session is set to.
+    current: Option<(String, u32)>,
+    /// For requests without a `context_id`.
+    next_anonymous: u64,
+}
+
+/// The HTTP-like status Cartesia puts on an error.
+fn status_of(code: ErrorCode) -> u16 {
+    match code {
+        ErrorCode::AtCapacity | ErrorCode::TooManyContexts => 429,
+        ErrorCode::ShuttingDown => 503,
+        ErrorCode::SynthesisFailed | ErrorCode::Internal | ErrorCode::SlowConsumer => 500,
+        _ => 400,
+    }
+}
+
+impl Cartesia {
+    pub fn refuse(&self, id: Option<&str>, code: ErrorCode, message: &str, out: &mut Vec<Out>) {
+        let error_code = code_name(code);
+        out.push(Out::Text(
+            CartesiaOut::Error {
+                context_id: id.map(str::to_string),
+                done: true,
+                status_code: status_of(code),
+                title: error_code.replace('_', " "),
+                message: message.to_string(),
+                error: message.to_string(),
+                error_code,
+            }
+            .to_json(),
+        ));
+    }
+
+    fn done(id: &str, out: &mut Vec<Out>) {
+        out.push(Out::Text(
+            CartesiaOut::Done {
+                context_id: id.to_string(),
+                done: true,
+                status_code: 200,
+            }
+            .to_json(),
+        ));
+    }
+
+    pub async fn on_text(
+        &mut self,
+        t: &str,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<(), Gone> {
+        let m = match CartesiaIn::parse(t) {
+            Ok(m) => m,
+            Err(e) => {
+                self.refuse(None, ErrorCode::InvalidMessage, &e.to_string(), out);
+                return Ok(());
+            }
+        };
+        if m.cancel {
+            let Some(id) = m.context_id else {
+                let e = "cancel needs the context_id to cancel";
+                self.refuse(None, ErrorCode::InvalidMessage, e, out);
+                return Ok(());
+            };
+            if let Some(c) = self.contexts.remove(&id) {
+                if c.appended {
+                    self.silenced.insert(id.clone());
+                    n.send(ClientMessage::ContextCancel { context_id: id })
+                        .await?;
+                }
+            }
+            return Ok(());
+        }
+        let id = match m.context_id.clone() {
+            Some(id) => id,
+            None => {
+                self.next_anonymous += 1;
+                format!("request-{}", self.next_anonymous)
+            }
+        };
+        if !self.contexts.contains_key(&id) && !self.open(&id, &m, n, out).await? {
+            return Ok(());
+        }
+        let c = self.contexts.get_mut(&id).expect("opened");
+        if let Some(text) = m.transcript.filter(|t| !t.is_empty()) {
+            c.appended = true;
+            n.send(ClientMessage::ContextAppend {
+                context_id: id.clone(),
+                text,
+            })
+            .await?;
+        }
+        if m.flush {
+            c.flushes += 1;
+            if c.appended {
+                n.send(ClientMessage::ContextFlush {
+                    context_id: id.clone(),
+                })
+                .await?;
+            }
+            out.push(Out::Text(
+                CartesiaOut::FlushDone {
+                    context_id: id.clone(),
+                    done: false,
+                    flush_done: true,
+                    flush_id: c.flushes,
+                    status_code: 206,
+                }
+                .to_json(),
+            ));
+        }
+        if !m.continues && !c.ended {
+            c.ended = true;
+            if c.appended {
+                n.send(ClientMessage::ContextEnd { context_id: id }).await?;
+            } else {
+                self.contexts.remove(&id);
+                Self::done(&id, out);
+            }
+        }
+        Ok(())
+    }
+
+    /// A new context: its voice and output format (required), set on the
+    /// native session if they differ from the last. `false`: refused.
+    async fn open(
+        &mut self,
+        id: &str,
+        m: &CartesiaIn,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<bool, Gone> {
+        let voice = m
+            .voice
+            .as_ref()
+            .filter(|v| v.mode.as_deref().unwrap_or("id") == "id")
+            .and_then(|v| v.id.clone());
+        let Some(voice) = voice else {
+            let e = "voice must be {\"mode\": \"id\", \"id\": \"<voice>\"}: a checkpoint \
+                     speaker or a stored voice's name (embeddings are not supported)";
+            self.refuse(Some(id), ErrorCode::InvalidVoice, e, out);
+            return Ok(false);
+        };
+        let Some(spec) = &m.output_format else {
+            let e = "output_format is required on a context's first request";
+            self.refuse(Some(id), ErrorCode::InvalidSetting, e, out);
+            return Ok(false);
+        };
+        let sink = match spec.resolve() {
+            Ok(f) => f.sink().map(|s| (s, f)).map_err(|e| e.to_string()),
+            Err(e) => Err(e.to_string()),
+        };
+        let (sink, f) = match sink {
+            Ok(s) => s,
+            Err(e) => {
+                self.refuse(Some(id), ErrorCode::InvalidSetting, &e, out);
+                return Ok(false);
+            }
+        };
+        let want = (voice, f.sample_rate);
+        if self.current.as_ref() != Some(&want) {
+            let u = SessionUpdate {
+                voice: Some(want.0.clone()),
+                sample_rate: Some(want.1),
+                ..SessionUpdate::default()
+            };
+            if let Err(r) = n.update(u).await? {
+                self.refuse(Some(id), r.code, &r.message, out);
+                return Ok(false);
+            }
+            self.current = Some(want);
+        }
+        let c = Ctx {
+            sink,
+            appended: false,
+            ended: false,
+            flushes: 0,
+        };
+        self.contexts.insert(id.to_string(), c);
+        Ok(true)
+    }
+
+    pub async fn on_native(
+        &mut self,
+        m: ServerMessage,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<(), Gone> {
+        match m {
+            ServerMessage::Audio {
+                context_id,
+                audio,
+                terminal,
+                ..
+            } => {
+                let Some(c) = self.contexts.get_mut(&context_id) else {
+                    return Ok(());
+                };
+                match sink::encode_frame(&mut c.sink, &audio, terminal) {
+                    Ok(bytes) if bytes.is_empty() => {}
+                    Ok(bytes) => out.push(Out::Text(
+                        CartesiaOut::Chunk {
+                            context_id,
+                            data: protocol::base64_encode(&bytes),
+                            done: false,
+                            status_code: 206,
+                            step_time: 0.0,
+                        }
+                        .to_json(),
+                    )),
+                    Err(e) => {
+                        let m = e.to_string();
+                        self.refuse(Some(&context_id), ErrorCode::Internal, &m, out)
+                    }
+                }
+            }
+            ServerMessage::ContextDone { context_id, .. } => {
+                let open = self.contexts.remove(&context_id).is_some();
+                if open {
+                    Self::done(&context_id, out);
+                }
+            }
+            ServerMessage::ContextCancelled {
+                context_id, reason, ..
+            } => {
+                self.contexts.remove(&context_id);
+                if !self.silenced.remove(&context_id) {
+                    let m = format!("the context was cancelled ({reason:?})");
+                    self.refuse(Some(&context_id), ErrorCode::ShuttingDown, &m, out);
+                }
+            }
+            ServerMessage::ContextFailed {
+                context_id,
+                code,
+                message,
+                ..
+            } => {
+                let open = self.contexts.remove(&context_id).is_some();
+                if open {
+                    self.refuse(Some(&context_id), code, &message, out);
+                }
+            }
+            ServerMessage::Error {
+                code,
+                message,
+                context_id: Some(id),
+                ..
+            } => {
+                if self.silenced.remove(&id) {
+                    return Ok(());
+                }
+                self.refuse(Some(&id), code, &message, out);
+                // The context cannot go on (unless the client had ended it
+                // and sent more: then what it already has is spoken).
+                if self.contexts.get(&id).is_some_and(|c| !c.ended) {
+                    self.contexts.remove(&id);
+                    self.silenced.insert(id.clone());
+                    n.send(ClientMessage::ContextCancel { context_id: id })
+                        .await?;
+                }
+            }
+            ServerMessage::Error { code, message, .. } => self.refuse(None, code, &message, out),
+            _ => {}
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,162 @@
+//! Vendor-compatible WebSockets: the ElevenLabs `stream-input` /
+//! `multi-stream-input` shape and the Cartesia `/tts/websocket` shape, so
+//! agent frameworks (Pipecat, LiveKit Agents) and the vendors' SDKs work
+//! against tts-rt with only their base URL changed.
+//!
+//! Each adapter is a translator, not a second engine path: the connection
+//! runs an ordinary native realtime session (`realtime::run`, the same
+//! context queue, segmentation, cancel, send timeouts and engine session as
+//! `/v1/realtime`) over an in-process pipe, and the adapter speaks the
+//! native protocol to it on one side and the vendor's on the other. A
+//! vendor message becomes native messages (`context.append`, `flush`,
+//! `end`, `cancel`, `session.update`); native events become vendor
+//! messages (base64 audio in the vendor's encoding, final/done markers,
+//! errors). Backpressure carries through: a vendor client that stops
+//! reading stops the adapter, whose pipe fills, and the native session's
+//! send timeout applies as on a TCP socket.
+//!
+//! Files, each depending only on those above it:
+//! - `sink`: the vendors' output encodings (PCM16, f32, μ-law, A-law, MP3)
+//!   and one streaming encoder per context.
+//! - `bridge`: the native session over the pipe ([`bridge::Native`]), and
+//!   the connection loop that routes between the two sockets.
+//! - `elevenlabs`, `cartesia`: each vendor's messages (parse ↔ serialize)
+//!   and translation.
+
+mod bridge;
+mod cartesia;
+mod elevenlabs;
+mod sink;
+#[cfg(test)]
+mod tests;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::extract::{Path, Query, State};
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::response::{IntoResponse, Response};
+use axum::routing::get;
+use axum::Router;
+
+use crate::state::{AppState, Unauthorized};
+use crate::{realtime, server};
+
+pub use cartesia::{CartesiaIn, CartesiaOut, CartesiaVoice, OutputFormatSpec};
+pub use elevenlabs::{ElevenLabsIn, ElevenLabsOut};
+pub use sink::{Encoding, OutputFormat};
+
+/// A vendor message the adapter refused, naming the problem.
+#[derive(Clone, Debug, PartialEq, thiserror::Error)]
+pub enum VendorError {
+    #[error("malformed JSON: {0}")]
+    MalformedJson(String),
+    #[error("invalid message: {0}")]
+    Invalid(String),
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+/// The vendor routes (merged into the server's router).
+pub fn router() -> Router<Arc<AppState>> {
+    Router::new()
+        .route(
+            "/v1/text-to-speech/{voice_id}/stream-input",
+            get(elevenlabs_single),
+        )
+        .route(
+            "/v1/text-to-speech/{voice_id}/multi-stream-input",
+            get(elevenlabs_multi),
+        )
+        .route("/tts/websocket", get(cartesia_socket))
+}
+
+/// The server's `--token`, accepted in the vendors' own places as well as
+/// `Authorization: Bearer` and `?token=`: ElevenLabs' `xi-api-key` header,
+/// Cartesia's `X-API-Key` header and `api_key` / `access_token` query
+/// parameters. Whichever is given goes through the same constant-time check.
+fn authorize(
+    st: &AppState,
+    headers: &HeaderMap,
+    q: &HashMap<String, String>,
+) -> Result<(), Unauthorized> {
+    let vendor = ["xi-api-key", "x-api-key"]
+        .iter()
+        .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
+        .or_else(|| {
+            ["api_key", "access_token", "xi_api_key"]
+                .iter()
+                .find_map(|k| q.get(*k).map(String::as_str))
+        });
+    let mut h = headers.clone();
+    if let Some(key) = vendor.filter(|k| !k.is_empty()) {
+        if let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", key.trim())) {
+            h.append(header::AUTHORIZATION, v);
+        }
+    }
+    st.authorize_upgrade(&h, q.get("token").map(String::as_str))
+}
+
+/// The upgrade every vendor route shares: auth, handshake, readiness, a
+/// session slot (the same as `/v1/realtime`'s), then `dialect` on the
+/// accepted socket.
+async fn upgrade(
+    st: Arc<AppState>,
+    q: HashMap<String, String>,
+    mut req: axum::extract::Request,
+    dialect: impl FnOnce(&HashMap<String, String>) -> bridge::Dialect,
+) -> Response {
+    if let Err(r) = authorize(&st, req.headers(), &q) {
+        return r.into_response();
+    }
+    let hs = match realtime::handshake(&mut req) {
+        Ok(h) => h,
+        Err(r) => return *r,
+    };
+    let loaded =
+        match st.ready_for_work("the server is shutting down; reconnect to another instance") {
+            Ok(m) => m,
+            Err(r) => return *r,
+        };
+    let permit = match server::session_permit(&st).await {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    let d = dialect(&q);
+    hs.accept(move |socket| bridge::run(st, loaded, socket, permit, d))
+}
+
+async fn elevenlabs_single(
+    State(st): State<Arc<AppState>>,
+    Path(voice): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    req: axum::extract::Request,
+) -> Response {
+    upgrade(st, q, req, |q| {
+        bridge::Dialect::ElevenLabs(elevenlabs::ElevenLabs::new(voice, false, q))
+    })
+    .await
+}
+
+async fn elevenlabs_multi(
+    State(st): State<Arc<AppState>>,
+    Path(voice): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    req: axum::extract::Request,
+) -> Response {
+    upgrade(st, q, req, |q| {
+        bridge::Dialect::ElevenLabs(elevenlabs::ElevenLabs::new(voice, true, q))
+    })
+    .await
+}
+
+async fn cartesia_socket(
+    State(st): State<Arc<AppState>>,
+    Query(q): Query<HashMap<String, String>>,
+    req: axum::extract::Request,
+) -> Response {
+    upgrade(st, q, req, |_| {
+        bridge::Dialect::Cartesia(cartesia::Cartesia::default())
+    })
+    .await
+}

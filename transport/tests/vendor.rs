@@ -1,0 +1,400 @@
+//! The ElevenLabs- and Cartesia-shaped sockets end to end on loopback
+//! (127.0.0.1:0) with the tiny-a fixture: each vendor's flows as their
+//! clients run them (contexts, flush, close/cancel, formats, auth, unknown
+//! voices, malformed messages). Assertions are on content and lifecycle,
+//! never on speed; timeouts only turn a hang into a failure.
+
+use std::time::Duration;
+
+use anyhow::{bail, ensure, Context, Result};
+use base64::Engine as _;
+use futures_util::{SinkExt, StreamExt};
+use serde_json::{json, Value};
+use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+use tokio_tungstenite::tungstenite::Message;
+use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
+
+mod common;
+
+use common::{start, stop, WAIT};
+
+type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
+
+fn config() -> tts_transport::ServeConfig {
+    common::config(Duration::from_secs(20))
+}
+
+async fn connect(url: String, headers: &[(&str, &str)]) -> Result<Ws> {
+    let mut req = url.into_client_request()?;
+    for (k, v) in headers {
+        req.headers_mut().insert(
+            tokio_tungstenite::tungstenite::http::HeaderName::from_bytes(k.as_bytes())?,
+            tokio_tungstenite::tungstenite::http::HeaderValue::from_str(v)?,
+        );
+    }
+    let (ws, _) = tokio::time::timeout(WAIT, tokio_tungstenite::connect_async(req)).await??;
+    Ok(ws)
+}
+
+async fn send(ws: &mut Ws, v: Value) -> Result<()> {
+    ws.send(Message::Text(v.to_string().into())).await?;
+    Ok(())
+}
+
+/// The next JSON message, or `None` when the server closed (with the code).
+async fn next(ws: &mut Ws) -> Result<Result<Value, Option<u16>>> {
+    loop {
+        match tokio::time::timeout(WAIT, ws.next()).await? {
+            Some(Ok(Message::Text(t))) => return Ok(Ok(serde_json::from_str(t.as_str())?)),
+            Some(Ok(Message::Close(f))) => return Ok(Err(f.map(|f| u16::from(f.code)))),
+            Some(Ok(_)) => continue,
+            Some(Err(e)) => bail!("socket error: {e}"),
+            None => return Ok(Err(None)),
+        }
+    }
+}
+
+fn b64(s: &str) -> Vec<u8> {
+    base64::engine::general_purpose::STANDARD
+        .decode(s)
+        .expect("base64")
+}
+
+/// ElevenLabs messages until `isFinal` for `ctx` (`None`: single stream).
+async fn el_until_final(ws: &mut Ws, ctx: Option<&str>) -> Result<(Vec<u8>, Vec<Value>)> {
+    let mut audio = Vec::new();
+    let mut others = Vec::new();
+    loop {
+        let m = match next(ws).await? {
+            Ok(m) => m,
+            Err(code) => bail!("closed ({code:?}) before isFinal; got {others:?}"),
+        };
+        let mine = m.get("contextId").and_then(Value::as_str) == ctx;
+        if m["isFinal"] == json!(true) && mine {
+            return Ok((audio, others));
+        }
+        match m.get("audio").and_then(Value::as_str) {
+            Some(a) if mine => audio.extend(b64(a)),
+            _ => others.push(m),
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_multi_stream_speaks_contexts_and_interrupts() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url = format!(
+        "ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?model_id=eleven_flash_v2_5&output_format=pcm_16000&auto_mode=true"
+    );
+    let mut ws = connect(url, &[("xi-api-key", "anything")]).await?;
+    // Pipecat's end of turn: init, text, flush, close_context.
+    send(
+        &mut ws,
+        json!({"text": " ", "context_id": "a", "voice_settings": {"speed": 1.0}}),
+    )
+    .await?;
+    send(&mut ws, json!({"text": "Hello there. ", "context_id": "a"})).await?;
+    send(&mut ws, json!({"text": ""})).await?; // keepalive, no context
+    send(&mut ws, json!({"context_id": "a", "flush": true})).await?;
+    send(&mut ws, json!({"context_id": "a", "close_context": true})).await?;
+    let (audio, others) = el_until_final(&mut ws, Some("a")).await?;
+    ensure!(others.is_empty(), "unexpected messages {others:?}");
+    ensure!(
+        audio.len() > 3200 && audio.len() % 2 == 0,
+        "{} bytes",
+        audio.len()
+    );
+    // An interruption: text not flushed, then close_context → cancelled,
+    // isFinal at once.
+    send(&mut ws, json!({"text": " ", "context_id": "b"})).await?;
+    send(&mut ws, json!({"text": "A much longer sentence that keeps the synthesizer busy for a while, on and on. ", "context_id": "b"})).await?;
+    send(&mut ws, json!({"context_id": "b", "close_context": true})).await?;
+    el_until_final(&mut ws, Some("b")).await?;
+    // A new context after the interruption speaks normally.
+    send(
+        &mut ws,
+        json!({"text": "Next. ", "context_id": "c", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "c", "close_context": true})).await?;
+    let (audio, _) = el_until_final(&mut ws, Some("c")).await?;
+    ensure!(!audio.is_empty());
+    send(&mut ws, json!({"close_socket": true})).await?;
+    ensure!(matches!(next(&mut ws).await?, Err(Some(1000))));
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_second_close_context_does_not_cut_the_audio() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_24000");
+    let mut ws = connect(url, &[]).await?;
+    send(
+        &mut ws,
+        json!({"text": "One sentence here. ", "context_id": "a", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "a", "close_context": true})).await?;
+    send(&mut ws, json!({"context_id": "a", "close_context": true})).await?;
+    let (audio, others) = el_until_final(&mut ws, Some("a")).await?;
+    ensure!(others.is_empty(), "unexpected messages {others:?}");
+    ensure!(audio.len() > 4800, "{} bytes", audio.len());
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_stream_input_ends_on_eos_in_mulaw() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url = format!("ws://{addr}/v1/text-to-speech/serena/stream-input?output_format=ulaw_8000");
+    let mut ws = connect(url, &[]).await?;
+    send(&mut ws, json!({"text": " ", "voice_settings": {}})).await?;
+    send(
+        &mut ws,
+        json!({"text": "Hi, how are you? ", "try_trigger_generation": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"text": ""})).await?;
+    let (audio, _) = el_until_final(&mut ws, None).await?;
+    // One byte per 8 kHz sample: several hundred ms of speech at least.
+    ensure!(audio.len() > 800, "{} bytes", audio.len());
+    ensure!(matches!(next(&mut ws).await?, Err(Some(1000))));
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_unknown_voice_and_format_get_vendor_errors() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let mut ws = connect(
+        format!("ws://{addr}/v1/text-to-speech/21m00Tcm4TlvDq8ikWAM/multi-stream-input?output_format=pcm_24000"),
+        &[],
+    )
+    .await?;
+    let m = next(&mut ws)
+        .await?
+        .map_err(|c| anyhow::anyhow!("closed {c:?}"))?;
+    ensure!(m["error"] == "voice_not_found", "{m}");
+    ensure!(
+        m["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("21m00Tcm4TlvDq8ikWAM"),
+        "{m}"
+    );
+    ensure!(matches!(next(&mut ws).await?, Err(Some(1008))));
+    let mut ws = connect(
+        format!(
+            "ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=opus_48000_64"
+        ),
+        &[],
+    )
+    .await?;
+    let m = next(&mut ws)
+        .await?
+        .map_err(|c| anyhow::anyhow!("closed {c:?}"))?;
+    ensure!(m["error"] == "invalid_output_format", "{m}");
+    ensure!(matches!(next(&mut ws).await?, Err(Some(1008))));
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_malformed_message_is_answered_and_the_socket_goes_on() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000");
+    let mut ws = connect(url, &[]).await?;
+    ws.send(Message::Text("{not json".into())).await?;
+    let m = next(&mut ws)
+        .await?
+        .map_err(|c| anyhow::anyhow!("closed {c:?}"))?;
+    ensure!(m["error"] == "invalid_message", "{m}");
+    ensure!(
+        m["message"]
+            .as_str()
+            .unwrap_or("")
+            .contains("malformed JSON"),
+        "{m}"
+    );
+    ws.send(Message::Binary(vec![1, 2, 3].into())).await?;
+    let m = next(&mut ws)
+        .await?
+        .map_err(|c| anyhow::anyhow!("closed {c:?}"))?;
+    ensure!(m["error"] == "invalid_message", "{m}");
+    send(
+        &mut ws,
+        json!({"text": "Still here. ", "context_id": "x", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "x", "close_context": true})).await?;
+    let (audio, _) = el_until_final(&mut ws, Some("x")).await?;
+    ensure!(!audio.is_empty());
+    stop(s).await
+}
+
+fn cartesia_request(ctx: &str, text: &str, cont: bool, encoding: &str, rate: u32) -> Value {
+    json!({
+        "model_id": "sonic-2", "transcript": text, "continue": cont, "context_id": ctx,
+        "voice": {"mode": "id", "id": "ryan"},
+        "output_format": {"container": "raw", "encoding": encoding, "sample_rate": rate},
+        "add_timestamps": true, "use_normalized_timestamps": false, "language": "en",
+    })
+}
+
+/// Cartesia messages until `done` (or `error`) for `ctx`.
+async fn ca_until_done(ws: &mut Ws, ctx: &str) -> Result<(Vec<u8>, Value)> {
+    let mut audio = Vec::new();
+    loop {
+        let m = match next(ws).await? {
+            Ok(m) => m,
+            Err(code) => bail!("closed ({code:?}) before done"),
+        };
+        ensure!(m.get("context_id").is_some(), "no context_id in {m}");
+        if m["context_id"] != ctx {
+            continue;
+        }
+        match m["type"].as_str() {
+            Some("chunk") => audio.extend(b64(m["data"].as_str().context("data")?)),
+            Some("done") | Some("error") => return Ok((audio, m)),
+            _ => {}
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cartesia_continuations_flush_cancel_and_formats() -> Result<()> {
+    let mut cfg = config();
+    cfg.token = Some("sekrit".into());
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    // Auth in Cartesia's header (wrong, then right) and query names.
+    let url = format!("ws://{addr}/tts/websocket");
+    ensure!(connect(url.clone(), &[("X-API-Key", "nope")])
+        .await
+        .is_err());
+    let mut ws = connect(
+        url.clone(),
+        &[("X-API-Key", "sekrit"), ("Cartesia-Version", "2025-04-16")],
+    )
+    .await?;
+    // Pipecat: sentences with continue: true, then an empty continue: false.
+    send(
+        &mut ws,
+        cartesia_request("t1", "Hello there. ", true, "pcm_s16le", 16000),
+    )
+    .await?;
+    send(
+        &mut ws,
+        cartesia_request("t1", "How are you? ", true, "pcm_s16le", 16000),
+    )
+    .await?;
+    send(
+        &mut ws,
+        cartesia_request("t1", "", false, "pcm_s16le", 16000),
+    )
+    .await?;
+    let (audio, done) = ca_until_done(&mut ws, "t1").await?;
+    ensure!(
+        done["type"] == "done" && done["status_code"] == 200,
+        "{done}"
+    );
+    ensure!(
+        audio.len() > 3200 && audio.len() % 2 == 0,
+        "{}",
+        audio.len()
+    );
+    // f32 and μ-law.
+    send(
+        &mut ws,
+        cartesia_request("t2", "Floats. ", false, "pcm_f32le", 24000),
+    )
+    .await?;
+    let (audio, _) = ca_until_done(&mut ws, "t2").await?;
+    ensure!(!audio.is_empty() && audio.len() % 4 == 0);
+    let peak = audio
+        .chunks(4)
+        .map(|c| f32::from_le_bytes(c.try_into().unwrap()).abs())
+        .fold(0f32, f32::max);
+    ensure!(peak > 0.0 && peak <= 1.0, "{peak}");
+    send(
+        &mut ws,
+        cartesia_request("t3", "Telephony. ", false, "pcm_mulaw", 8000),
+    )
+    .await?;
+    let (audio, _) = ca_until_done(&mut ws, "t3").await?;
+    ensure!(!audio.is_empty());
+    // Flush: flush_done with the flush id.
+    let mut flush = cartesia_request("t4", "", true, "pcm_s16le", 16000);
+    flush["flush"] = json!(true);
+    send(
+        &mut ws,
+        cartesia_request("t4", "One. ", true, "pcm_s16le", 16000),
+    )
+    .await?;
+    send(&mut ws, flush).await?;
+    // (audio of "One." may come first: it is a sentence, spoken at once)
+    let fd = loop {
+        let m = next(&mut ws)
+            .await?
+            .map_err(|c| anyhow::anyhow!("closed {c:?}"))?;
+        if m["type"] != "chunk" {
+            break m;
+        }
+    };
+    ensure!(fd["type"] == "flush_done" && fd["flush_id"] == 1, "{fd}");
+    // Cancel mid-context: no more messages for it; the next one speaks.
+    send(&mut ws, json!({"context_id": "t4", "cancel": true})).await?;
+    send(
+        &mut ws,
+        cartesia_request("t5", "After. ", false, "pcm_s16le", 16000),
+    )
+    .await?;
+    let (audio, done) = ca_until_done(&mut ws, "t5").await?;
+    ensure!(done["type"] == "done" && !audio.is_empty(), "{done}");
+    drop(ws);
+    // Auth by ?api_key=.
+    let mut ws = connect(
+        format!("{url}?api_key=sekrit&cartesia_version=2025-04-16"),
+        &[],
+    )
+    .await?;
+    // Unknown voice: a Cartesia error for the context, the socket goes on.
+    let mut bad = cartesia_request("v1", "x", false, "pcm_s16le", 16000);
+    bad["voice"]["id"] = json!("a0e99841-438c-4a64-b679-ae501e7d6091");
+    send(&mut ws, bad).await?;
+    let (_, err) = ca_until_done(&mut ws, "v1").await?;
+    ensure!(err["type"] == "error" && err["status_code"] == 400, "{err}");
+    ensure!(
+        err["message"].as_str().unwrap_or("").contains("a0e99841"),
+        "{err}"
+    );
+    // A bad format and a bad message: errors, then a good request works.
+    send(
+        &mut ws,
+        cartesia_request("v2", "x", false, "pcm_s24le", 16000),
+    )
+    .await?;
+    let (_, err) = ca_until_done(&mut ws, "v2").await?;
+    ensure!(err["type"] == "error", "{err}");
+    ws.send(Message::Text("[1,2".into())).await?;
+    let err = next(&mut ws)
+        .await?
+        .map_err(|c| anyhow::anyhow!("closed {c:?}"))?;
+    ensure!(
+        err["type"] == "error" && err["context_id"].is_null(),
+        "{err}"
+    );
+    send(
+        &mut ws,
+        cartesia_request("v3", "Fine. ", false, "pcm_s16le", 22050),
+    )
+    .await?;
+    let (audio, done) = ca_until_done(&mut ws, "v3").await?;
+    ensure!(done["type"] == "done" && !audio.is_empty(), "{done}");
+    stop(s).await
+}

@@ -88,7 +88,9 @@ pub struct EngineConfig {
     /// Events buffered per request between the engine and the consumer.
     pub stream_capacity: usize,
     /// Router housekeeping period (watchdog, flushing held events, pause
-    /// checks); also the talker's re-check period for paused requests.
+    /// checks); also the talker's re-check period for requests paused on
+    /// flow control (a live request waiting for text is woken by its text
+    /// instead).
     pub tick: Duration,
     /// Consumers acknowledge chunks explicitly with `ack(seq)`; when false,
     /// receiving a chunk acknowledges it.

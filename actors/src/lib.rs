@@ -64,7 +64,7 @@ pub use config::{Fault, FaultAction};
 pub use contract::{AudioChunk, RequestKey, StageKind, CONTRACT_VERSION};
 pub use engine::{CancelHandle, Engine, EngineStats, Event, Session, Stream};
 pub use error::{EngineError, ErrorKind};
-pub use live::LiveRequest;
+pub use live::{LiveRequest, TextPause};
 pub use metrics::{ChunkLog, RequestMetrics, Summary};
 pub use router::CancelAck;
 pub use tts_models::config::ModelKind;

@@ -176,6 +176,13 @@ fn a_live_request_held_open_without_text_resumes_when_text_comes() {
     let mut whole = req;
     whole.text = "Wait for it, then go on.".into();
     assert_eq!(codes(&chunks), m.start(&whole).unwrap().run_to_end());
+    // The wait is reported: at a frame after the first, about as long as
+    // the text was held back (less the little audio the first words made).
+    let pauses = live.pauses();
+    assert!(!pauses.is_empty(), "no pause recorded");
+    let longest = pauses.iter().map(|p| p.ms).fold(0.0, f64::max);
+    assert!(longest > 500.0 && longest < 1600.0, "{pauses:?}");
+    assert!(pauses.iter().all(|p| p.frame >= 1), "{pauses:?}");
 }
 
 #[test]

@@ -116,8 +116,9 @@ fn parse_chunking(s: &str) -> std::result::Result<ChunkingMode, String> {
         "clause" => Ok(ChunkingMode::Clause),
         "sentence" => Ok(ChunkingMode::Sentence),
         "manual" => Ok(ChunkingMode::Manual),
+        "live" => Ok(ChunkingMode::Live),
         other => Err(format!(
-            "unknown chunking {other:?}; use clause, sentence or manual"
+            "unknown chunking {other:?}; use clause, sentence, manual or live"
         )),
     }
 }

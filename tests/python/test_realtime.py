@@ -508,3 +508,46 @@ def test_a_bad_or_missing_token_is_refused(server):
     assert e.value.code == 401
     body = json.loads(e.value.read())
     assert body["error"]["message"] and "type" in body["error"], body
+
+
+def test_live_text_token_by_token_equals_one_streamed_segment(rt):
+    """`chunking.mode: live`: a context whose text arrives a token at a time,
+    with gaps longer than the audio made so far, is one utterance with the
+    audio of the whole text sent as one streaming-text-mode segment."""
+    import random
+    import time
+
+    # Live text is refused with the prefill text mode, naming why.
+    rt.send({"type": "session.update", "session": {"chunking": {"mode": "live"}, "text_mode": "prefill"}})
+    err = rt.expect_error("invalid_setting")
+    assert "text_mode streaming" in err["message"], err
+
+    rt.update(voice="ryan", greedy=True, max_frames=30, text_mode="streaming", chunking={"mode": "manual"})
+    text = "Hello there, this answer streams in one token at a time."
+    rt.send({"type": "context.append", "context_id": "whole", "text": text})
+    rt.send({"type": "context.end", "context_id": "whole"})
+    whole = collect(rt, "whole")
+    assert whole.end["type"] == "context.done", whole.end
+    assert "pauses" not in whole.end["metrics"], "segmented contexts do not report pauses"
+
+    s = rt.update(chunking={"mode": "live"})
+    assert s["chunking"]["mode"] == "live"
+    assert s["chunking"]["live_max_tokens"] == 200 and s["chunking"]["live_max_audio_s"] == 60
+    rng = random.Random(14)
+    words = text.split(" ")
+    tokens = [words[0]] + [" " + w for w in words[1:]]
+    for i, tok in enumerate(tokens):
+        # Mostly an LLM's pace, twice a gap far longer than the audio buffered.
+        time.sleep(0.6 if i in (3, 7) else rng.choice([0.0, 0.01, 0.03]))
+        rt.send({"type": "context.append", "context_id": "live", "text": tok})
+    rt.send({"type": "context.end", "context_id": "live"})
+    live = collect(rt, "live")
+    assert live.end["type"] == "context.done", live.end
+    m = live.end["metrics"]
+    assert m["segments"] == 1 and m["utterances"] == 1, m
+    assert isinstance(m["pauses"], list), m
+    for p in m["pauses"]:
+        assert isinstance(p["frame"], int) and p["ms"] >= 0, p
+    assert m["ttfp_from_text_ms"] >= m["ttfp_ms"], m
+    audio = b"".join(f.payload for f in live.frames)
+    assert audio == b"".join(f.payload for f in whole.frames), "live audio differs from the whole text's"

@@ -9,8 +9,9 @@
 //!   and body read timeouts, each connection's graceful close.
 //! - `realtime/`: `/v1/realtime`, one `RealtimeConnection` task per
 //!   WebSocket — the loop and message routing (`connection`), settings
-//!   (`settings`), the context queue (`queue`), barge-in (`barge_in`),
-//!   frames and bounded sends (`output`).
+//!   (`settings`), the context queue (`queue`), live contexts fed to one
+//!   live request and their long-context cut (`live`), barge-in
+//!   (`barge_in`), frames and bounded sends (`output`).
 //! - [`vendor`]: ElevenLabs (`/v1/text-to-speech/{voice}/stream-input`,
 //!   `multi-stream-input`) and Cartesia (`/tts/websocket`) sockets: thin
 //!   translators that drive a native realtime session over an in-process

@@ -167,6 +167,12 @@ pub struct ServerMetrics {
     /// Items held by sessions across turns (open contexts, remembered ids,
     /// pending acks, VAD clock entries): flat over a long session.
     pub session_retained_items: AtomicI64,
+    /// Live contexts (`chunking.mode: live`): first text byte → first
+    /// audio; waits for text (count, total µs); long-context cuts.
+    live_ttfp: Histogram,
+    live_pauses: AtomicU64,
+    live_pause_us: AtomicU64,
+    live_cuts: AtomicU64,
     /// `tts_build_info`'s labels, rendered once at startup.
     build_info: OnceLock<String>,
 }
@@ -195,6 +201,10 @@ impl Default for ServerMetrics {
             pending_segments: AtomicI64::new(0),
             session_retained_items: AtomicI64::new(0),
             build_info: OnceLock::new(),
+            live_ttfp: Histogram::new(&TTFP_BUCKETS),
+            live_pauses: AtomicU64::new(0),
+            live_pause_us: AtomicU64::new(0),
+            live_cuts: AtomicU64::new(0),
         }
     }
 }
@@ -264,6 +274,23 @@ impl ServerMetrics {
 
     pub fn barge_in(&self) {
         self.barge_ins.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// A live context finished: its first-text-to-first-audio time and
+    /// where generation waited for text.
+    pub fn live_finished(&self, ttfp_from_text_ms: Option<f64>, pauses_ms: &[f64]) {
+        if let Some(t) = ttfp_from_text_ms {
+            self.live_ttfp.observe(t / 1e3);
+        }
+        self.live_pauses
+            .fetch_add(pauses_ms.len() as u64, Ordering::Relaxed);
+        let us: f64 = pauses_ms.iter().map(|ms| ms * 1e3).sum();
+        self.live_pause_us.fetch_add(us as u64, Ordering::Relaxed);
+    }
+
+    /// A live context was cut at a sentence end past its length bound.
+    pub fn live_cut(&self) {
+        self.live_cuts.fetch_add(1, Ordering::Relaxed);
     }
 
     pub fn session_opened(&self) {
@@ -355,6 +382,30 @@ impl ServerMetrics {
             "tts_barge_ins_total",
             "Speech starts that cancelled speaking contexts",
             self.barge_ins.load(Ordering::Relaxed),
+        );
+        self.live_ttfp.render(
+            "tts_live_ttfp_from_text_seconds",
+            "Live contexts: first text byte received to first audio frame sent",
+            &mut o,
+        );
+        c(
+            &mut o,
+            "tts_live_text_pauses_total",
+            "Live contexts: times generation waited for text while the context was open",
+            self.live_pauses.load(Ordering::Relaxed),
+        );
+        let _ = writeln!(
+            o,
+            "# HELP tts_live_text_pause_seconds_total Live contexts: time generation waited for text\n\
+             # TYPE tts_live_text_pause_seconds_total counter\n\
+             tts_live_text_pause_seconds_total {}",
+            self.live_pause_us.load(Ordering::Relaxed) as f64 / 1e6
+        );
+        c(
+            &mut o,
+            "tts_live_text_cuts_total",
+            "Live contexts cut at a sentence end past their length bound",
+            self.live_cuts.load(Ordering::Relaxed),
         );
         c(
             &mut o,

@@ -132,6 +132,11 @@ impl Recorder {
             code_predictor_ms: self.stage_ms[1],
             code2wav_ms: self.stage_ms[2],
             handoff_ms: self.stage_ms[3],
+            ttfp_from_text_ms: t_req.zip(r.ttfp_ms).map(|(t, ttfp)| {
+                t.saturating_duration_since(self.first_text).as_secs_f64() * 1e3 + ttfp
+            }),
+            pauses: None,
+            utterances: None,
         }
     }
 }

@@ -19,6 +19,27 @@ const SENTENCE_WIDE: &[char] = &['。', '！', '？'];
 const CLAUSE_ASCII: &[char] = &[',', ';', ':', '—'];
 const CLAUSE_WIDE: &[char] = &['，', '；', '：', '、'];
 
+/// Byte index just past the first sentence end of `text` that is
+/// confirmed (a full-width end, or an ASCII one followed by whitespace):
+/// where a live context may be cut. `None` if there is none yet; an ASCII
+/// end as the last character is not confirmed.
+pub fn first_sentence_end(text: &str) -> Option<usize> {
+    let mut it = text.char_indices().peekable();
+    while let Some((i, c)) = it.next() {
+        let followed_by_space = matches!(it.peek(), Some((_, n)) if n.is_whitespace());
+        if SENTENCE_WIDE.contains(&c) || (SENTENCE_ASCII.contains(&c) && followed_by_space) {
+            return Some(i + c.len_utf8());
+        }
+    }
+    None
+}
+
+/// Bytes at the end of `text` that may still become a sentence end once
+/// the next character arrives: a trailing run of ASCII sentence marks.
+pub fn unconfirmed_tail(text: &str) -> usize {
+    text.len() - text.trim_end_matches(SENTENCE_ASCII).len()
+}
+
 #[derive(Debug)]
 pub struct Segmenter {
     cfg: Chunking,
@@ -70,7 +91,7 @@ impl Segmenter {
     /// When pending text becomes due under `max_delay_ms` (None when there
     /// is none, or in manual mode).
     pub fn deadline(&self) -> Option<Instant> {
-        if self.cfg.mode == ChunkingMode::Manual || self.is_empty() {
+        if matches!(self.cfg.mode, ChunkingMode::Manual | ChunkingMode::Live) || self.is_empty() {
             return None;
         }
         self.since
@@ -113,7 +134,7 @@ impl Segmenter {
                 // mid-word as a last resort.
                 return Some(last_space.filter(|&s| s > 0).unwrap_or(i));
             }
-            if self.cfg.mode == ChunkingMode::Manual {
+            if matches!(self.cfg.mode, ChunkingMode::Manual | ChunkingMode::Live) {
                 continue;
             }
             let followed_by_space = matches!(it.peek(), Some((_, n)) if n.is_whitespace());
@@ -153,6 +174,7 @@ mod tests {
             max_delay_ms: 100,
             min_chars: 10,
             max_chars: 40,
+            ..Chunking::default()
         })
     }
 
@@ -239,6 +261,16 @@ mod tests {
         s.on_deadline(d + Duration::from_secs(1), &mut out);
         assert_eq!(out, ["one two", "three."]);
         assert!(seg(ChunkingMode::Manual).deadline().is_none());
+    }
+
+    #[test]
+    fn a_sentence_end_is_confirmed_by_what_follows_it() {
+        assert_eq!(first_sentence_end("Pi is 3.14 ok. Next"), Some(14));
+        assert_eq!(first_sentence_end("Wait..."), None);
+        assert_eq!(first_sentence_end("Wait... then"), Some(7));
+        assert_eq!(first_sentence_end("好。然后"), Some(6));
+        assert_eq!(unconfirmed_tail("Wait..."), 3);
+        assert_eq!(unconfirmed_tail("Wait"), 0);
     }
 
     #[test]

@@ -44,6 +44,30 @@ pub struct StepCx<'a> {
     pub out: &'a mut Vec<Output>,
     pub generation: Generation,
     pub shared: &'a Shared,
+    /// Wakes this stage from another thread ([`StageLogic::woken`]); `None`
+    /// outside a running actor (unit tests).
+    pub waker: Option<&'a StageWaker>,
+}
+
+/// A handle that wakes one stage actor from any thread: the stage then asks
+/// its logic for the inputs it parked ([`StageLogic::woken`]). What the
+/// talker hands to a live request's text feed, so text arriving resumes a
+/// request held for it at once, with no polling while it waits.
+#[derive(Clone)]
+pub struct StageWaker(Recipient<Wake>);
+
+impl StageWaker {
+    pub fn wake(&self) {
+        // Unbounded on purpose: a wake-up must not be lost to a full
+        // mailbox, and several pending wake-ups cost one empty round each.
+        self.0.do_send(Wake);
+    }
+}
+
+impl std::fmt::Debug for StageWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StageWaker")
+    }
 }
 
 impl StepCx<'_> {
@@ -103,6 +127,17 @@ pub trait StageLogic: Sized + Send + Unpin + 'static {
     fn clear(&mut self) {
         self.states_mut().clear();
     }
+    /// Inputs the logic parked itself (kept out of `process`'s returned
+    /// `deferred`, which is rechecked on a timer) that may go on now: called
+    /// when a [`StageWaker`] fires.
+    fn woken(&mut self) -> Vec<Self::Input> {
+        Vec::new()
+    }
+    /// The request's next input is parked by the logic (waiting for
+    /// something outside the engine): a step need not gather for it.
+    fn parked(&self, _key: &RequestKey) -> bool {
+        false
+    }
 }
 
 pub struct StageActor<L: StageLogic> {
@@ -122,6 +157,7 @@ pub struct StageActor<L: StageLogic> {
     mailbox: usize,
     recheck: Duration,
     retired: bool,
+    waker: Option<StageWaker>,
 }
 
 impl<L: StageLogic> StageActor<L> {
@@ -149,6 +185,7 @@ impl<L: StageLogic> StageActor<L> {
             mailbox,
             recheck,
             retired: false,
+            waker: None,
         }
     }
 
@@ -212,7 +249,11 @@ impl<L: StageLogic> StageActor<L> {
             .chain(&self.deferred)
             .map(|i| L::stamp(i).key)
             .collect();
-        let missing = self.logic.held().iter().any(|k| !here.contains(k));
+        let missing = self
+            .logic
+            .held()
+            .iter()
+            .any(|k| !here.contains(k) && !self.logic.parked(k));
         let partner_busy = self
             .shared
             .health(partner)
@@ -253,11 +294,13 @@ impl<L: StageLogic> StageActor<L> {
         let shared = self.shared.clone();
         let generation = self.generation;
         let logic = &mut self.logic;
+        let waker = self.waker.as_ref();
         let result = catch_unwind(AssertUnwindSafe(|| {
             let mut cx = StepCx {
                 out: &mut out,
                 generation,
                 shared: &shared,
+                waker,
             };
             // `install` re-raises a panic of the step on this thread, so the
             // boundary below still catches it.
@@ -408,6 +451,7 @@ impl<L: StageLogic> Actor for StageActor<L> {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(self.mailbox);
+        self.waker = Some(StageWaker(ctx.address().recipient()));
     }
 }
 
@@ -425,6 +469,27 @@ impl<L: StageLogic> Supervised for StageActor<L> {
 struct Tick;
 impl Message for Tick {
     type Result = ();
+}
+
+/// Sent by a [`StageWaker`]: something a parked input waits for arrived.
+pub struct Wake;
+impl Message for Wake {
+    type Result = ();
+}
+
+impl<L: StageLogic> Handler<Wake> for StageActor<L> {
+    type Result = ();
+
+    fn handle(&mut self, _: Wake, ctx: &mut Context<Self>) {
+        if self.retired {
+            return;
+        }
+        let back = self.logic.woken();
+        if !back.is_empty() {
+            self.ready.extend(back);
+            self.schedule_tick(ctx);
+        }
+    }
 }
 
 /// Any message the stage's input can be made from (the talker takes

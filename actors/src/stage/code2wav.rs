@@ -390,6 +390,7 @@ mod tests {
             out: &mut out,
             generation: 0,
             shared,
+            waker: None,
         };
         assert!(stage.process(inputs, &mut cx).is_empty());
         out.into_iter()

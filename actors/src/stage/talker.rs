@@ -55,6 +55,10 @@ pub struct TalkerStage {
     reqs: HashMap<RequestKey, TalkerReq>,
     max_batch: usize,
     scratch: BatchScratch,
+    /// Live-text requests waiting for text, with their next input: out of
+    /// the stage's work queue (no timer, no step) until the feed's push
+    /// wakes the stage ([`StageLogic::woken`]).
+    parked: HashMap<RequestKey, FrameFeedback>,
 }
 
 /// One request's part in a talker step.
@@ -75,6 +79,7 @@ impl TalkerStage {
             reqs: HashMap::new(),
             max_batch,
             scratch: BatchScratch::default(),
+            parked: HashMap::new(),
         }
     }
 
@@ -167,12 +172,31 @@ impl TalkerStage {
                 };
                 if let Some(feed) = &req.live {
                     feed.drain_into(&mut req.session);
+                    if req.session.waiting_for_text() {
+                        // Live text has not arrived: park this request
+                        // (it leaves the batch, and nothing polls it) until
+                        // the feed's next push wakes the stage. Time spent
+                        // waiting is not hand-off time.
+                        f.stamp.sent_at = Instant::now();
+                        match cx.waker {
+                            Some(w) if feed.park(f.frame_index + 1, w) => {
+                                self.parked.insert(key, f);
+                                return;
+                            }
+                            // Rows came in meanwhile: take them.
+                            Some(_) => feed.drain_into(&mut req.session),
+                            None => {}
+                        }
+                    }
+                    if !req.session.waiting_for_text() {
+                        feed.resumed();
+                    }
                 }
                 if req.gate.should_pause() || req.session.waiting_for_text() {
-                    // The consumer is behind, or live text has not
-                    // arrived: hold this request only (it leaves the batch
-                    // until it resumes). Time spent paused is not hand-off
-                    // time.
+                    // The consumer is behind (or, outside an actor, live
+                    // text has not arrived): hold this request only (it
+                    // leaves the batch until it resumes), rechecked on the
+                    // stage's tick. Time spent paused is not hand-off time.
                     f.stamp.sent_at = Instant::now();
                     deferred.push(TalkerInput::Feedback(f));
                     return;
@@ -266,5 +290,40 @@ impl StageLogic for TalkerStage {
 
     fn states_mut(&mut self) -> &mut HashMap<RequestKey, TalkerReq> {
         &mut self.reqs
+    }
+
+    fn drop_request(&mut self, key: RequestKey) -> bool {
+        let parked = self.parked.remove(&key).is_some();
+        self.reqs.remove(&key).is_some() || parked
+    }
+
+    fn clear(&mut self) {
+        self.parked.clear();
+        self.reqs.clear();
+    }
+
+    /// The parked requests whose text has come (or that are gone: their
+    /// input then meets the stale-request path).
+    fn woken(&mut self) -> Vec<TalkerInput> {
+        let reqs = &self.reqs;
+        let ready: Vec<RequestKey> = self
+            .parked
+            .keys()
+            .filter(|k| {
+                reqs.get(k)
+                    .and_then(|r| r.live.as_ref())
+                    .is_none_or(|feed| feed.has_pending())
+            })
+            .copied()
+            .collect();
+        ready
+            .into_iter()
+            .filter_map(|k| self.parked.remove(&k))
+            .map(TalkerInput::Feedback)
+            .collect()
+    }
+
+    fn parked(&self, key: &RequestKey) -> bool {
+        self.parked.contains_key(key)
     }
 }

@@ -54,6 +54,27 @@ pub struct ContextMetrics {
     pub code_predictor_ms: Option<f64>,
     pub code2wav_ms: Option<f64>,
     pub handoff_ms: Option<f64>,
+    /// First text byte of the context → first audio frame handed to the
+    /// socket (`text_wait_ms` + `ttfp_ms`); absent before any audio.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ttfp_from_text_ms: Option<f64>,
+    /// Live contexts only: where generation waited for text while the
+    /// context was open (the talker had spoken every token it had).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub pauses: Option<Vec<TextPause>>,
+    /// Live contexts only: utterances the context was cut into (1 + the
+    /// cuts at sentence ends past the length bound, + one per flush).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub utterances: Option<usize>,
+}
+
+/// One wait for text in a live context: the codec frame (counted over the
+/// whole context, from 0) whose generation waited, and for how long.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TextPause {
+    pub frame: u64,
+    pub ms: f64,
 }
 
 /// Messages from the server (JSON text; audio may be binary instead).

@@ -58,6 +58,12 @@ pub enum ChunkingMode {
     Sentence,
     /// Only `context.flush` / `context.end` (and `max_chars`) cut.
     Manual,
+    /// No segmentation: the context is one utterance whose text is fed to
+    /// the talker as it arrives (live text, the `streaming` text mode only).
+    /// `context.flush` / `context.end` end the utterance's text; a long
+    /// context is cut at the first sentence end past `live_max_tokens`
+    /// text tokens or `live_max_audio_s` of audio.
+    Live,
 }
 
 /// Text segmentation settings (all optional in `session.update`).
@@ -76,6 +82,14 @@ pub struct ChunkingUpdate {
     /// Longest segment; longer pending text is cut at its last space.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub max_chars: Option<usize>,
+    /// Live mode: text tokens one utterance takes before it is cut at the
+    /// next sentence end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_max_tokens: Option<usize>,
+    /// Live mode: seconds of audio one utterance speaks before it is cut at
+    /// the next sentence end.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub live_max_audio_s: Option<f64>,
 }
 
 /// Effective text segmentation settings.
@@ -85,6 +99,24 @@ pub struct Chunking {
     pub max_delay_ms: u64,
     pub min_chars: usize,
     pub max_chars: usize,
+    /// Absent in messages from servers before live text: the default.
+    #[serde(default = "default_live_max_tokens")]
+    pub live_max_tokens: usize,
+    #[serde(default = "default_live_max_audio_s")]
+    pub live_max_audio_s: f64,
+}
+
+/// 200 text tokens: about a minute of English speech (~3.3 tokens/s), a
+/// few paragraphs of an LLM's answer; attention over the text and codes of
+/// one utterance stays within ~1000 rows.
+fn default_live_max_tokens() -> usize {
+    200
+}
+
+/// 60 s of audio (750 frames at 12.5 Hz): the other bound, for text that
+/// speaks slowly (numbers, spelled-out words).
+fn default_live_max_audio_s() -> f64 {
+    60.0
 }
 
 impl Default for Chunking {
@@ -97,6 +129,8 @@ impl Default for Chunking {
             max_delay_ms: 400,
             min_chars: 24,
             max_chars: 300,
+            live_max_tokens: default_live_max_tokens(),
+            live_max_audio_s: default_live_max_audio_s(),
         }
     }
 }

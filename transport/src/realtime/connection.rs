@@ -19,17 +19,19 @@ use tts_actors::{Event, Stream};
 use tts_audio::StreamResampler;
 
 use crate::protocol::{
-    self, CancelReason, ClientMessage, InputAudio, Limits, ProtocolError, ServerMessage,
-    SessionSettings, TextMode,
+    self, CancelReason, ChunkingMode, ClientMessage, ErrorCode, InputAudio, Limits, ProtocolError,
+    ServerMessage, SessionSettings, TextMode,
 };
 use crate::state::{AppState, Drain, Loaded};
 use crate::vad::{EnergyVad, VadEvent, VoiceActivity};
+use crate::validate::engine_message;
 
 use super::barge_in::{self, VadClock};
+use super::live::LiveCtx;
 use super::liveness::{Due, Liveness};
 use super::output::{close, send, send_json, Closed, Res};
 use super::queue::{ContextQueue, Ctx, QueueLimits};
-use super::settings::{self, Bounds};
+use super::settings::{self, Bounds, CtxSettings};
 use super::upgrade::Socket;
 
 /// The engine request in flight, and the context it speaks for.
@@ -323,19 +325,41 @@ impl RealtimeConnection {
                     max_pending_chars: self.st.max_pending_chars,
                 };
                 let now = Instant::now();
-                let (settings, m) = (&self.settings, &self.m);
-                let new_ctx = || {
-                    Ctx::new(
-                        settings::ctx_settings(settings, m),
-                        settings.chunking.clone(),
-                        now,
-                    )
+                let opens = self.queue.get(&context_id).is_none();
+                let ctx_settings = opens.then(|| settings::ctx_settings(&self.settings, &self.m));
+                // A new live context: its request is made (and checked) now,
+                // so a refusal names the problem before any audio.
+                let live = if let Some(cs) = ctx_settings
+                    .as_ref()
+                    .filter(|_| self.settings.chunking.mode == ChunkingMode::Live)
+                    .filter(|_| !self.queue.is_finished(&context_id))
+                {
+                    let template = live_template(cs);
+                    match self.engine.live(template.clone()) {
+                        Ok(first) => Some(LiveCtx::new(template, first, &self.settings.chunking)),
+                        Err(e) => {
+                            let e = ProtocolError::new(
+                                ErrorCode::InvalidSetting,
+                                format!("chunking.mode live: {}", engine_message(&e)),
+                            );
+                            return self.refuse(ws, e, Some(&context_id)).await;
+                        }
+                    }
+                } else {
+                    None
+                };
+                let chunking = self.settings.chunking.clone();
+                let new_ctx = move || {
+                    let cs = ctx_settings.expect("made for a context that opens");
+                    let mut c = Ctx::new(cs, chunking, now);
+                    c.live = live;
+                    c
                 };
                 match self
                     .queue
                     .append(&context_id, &text, now, draining, limits, new_ctx)
                 {
-                    Ok(()) => Ok(()),
+                    Ok(()) => self.drive_if_live(ws, &context_id).await,
                     Err(e) => self.refuse(ws, e, Some(&context_id)).await,
                 }
             }
@@ -344,10 +368,10 @@ impl RealtimeConnection {
                     return self.refuse(ws, e, Some(&context_id)).await;
                 }
                 self.queue.get_mut(&context_id).expect("exists").flush();
-                Ok(())
+                self.drive_if_live(ws, &context_id).await
             }
             ClientMessage::ContextEnd { context_id } => match self.queue.end(&context_id) {
-                Ok(()) => Ok(()),
+                Ok(()) => self.drive_if_live(ws, &context_id).await,
                 Err(e) => self.refuse(ws, e, Some(&context_id)).await,
             },
             ClientMessage::ContextCancel { context_id } => {
@@ -368,6 +392,14 @@ impl RealtimeConnection {
             },
             ClientMessage::Ping { id } => send_json(ws, &ServerMessage::Pong { id }).await,
         }
+    }
+
+    /// A live context's text changed: feed it on (if it speaks now).
+    async fn drive_if_live(&mut self, ws: &mut Socket, id: &str) -> Res {
+        if self.queue.get(id).is_some_and(|c| c.live.is_some()) {
+            self.drive_live(ws, id).await?;
+        }
+        Ok(())
     }
 
     async fn on_input_audio(&mut self, ws: &mut Socket, a: InputAudio) -> Res {
@@ -419,5 +451,19 @@ impl RealtimeConnection {
             }
         }
         Ok(())
+    }
+}
+
+/// The engine request a live context's utterances are made from (its text
+/// arrives through the live request).
+fn live_template(s: &CtxSettings) -> tts_actors::Request {
+    tts_actors::Request {
+        text: String::new(),
+        speaker: s.speaker.clone(),
+        language: s.language.clone(),
+        instruct: s.instruct.clone(),
+        voice_clone: s.voice_clone.clone(),
+        text_streaming: s.text_mode == TextMode::Streaming,
+        options: s.options.clone(),
     }
 }

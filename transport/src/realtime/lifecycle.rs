@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tts_actors::metrics::Outcome;
 use tts_actors::Request;
-use tts_actors::{ErrorKind, Event};
+use tts_actors::{ErrorKind, Event, Stream};
 use tts_audio::StreamResampler;
 
 use crate::protocol::{
@@ -121,6 +121,13 @@ impl RealtimeConnection {
             match self.queue.next(self.settings.chunking.max_chars) {
                 Next::Start { id, text } => self.start_segment(ws, &id, text).await?,
                 Next::Finish { id } => self.finish_context(ws, &id).await?,
+                Next::Live { id } => {
+                    self.drive_live(ws, &id).await?;
+                    if self.active.is_none() && self.queue.head() == Some(id.as_str()) {
+                        // Waiting for text (or for its first word).
+                        return Ok(());
+                    }
+                }
                 Next::Wait => return Ok(()),
             }
         }
@@ -141,44 +148,129 @@ impl RealtimeConnection {
         c.rec.submitted(Instant::now());
         c.segments += 1;
         match self.engine.synthesize(req).await {
-            Ok(stream) => {
-                let c = self.queue.get_mut(id).expect("head context exists");
-                if c.stream_id.is_none() {
-                    let sid = self.next_stream;
-                    self.next_stream = self.next_stream.wrapping_add(1).max(1);
-                    c.stream_id = Some(sid);
-                    let rate = c.s.rate;
-                    let format = c.s.format;
-                    let native = self.m.native_rate;
-                    match &mut self.resampler {
-                        Some(r) if r.output_rate() == rate => r.reset(),
-                        r => {
-                            *r = Some(StreamResampler::new(native, rate).expect("rates validated"));
-                        }
-                    }
-                    send_json(
-                        ws,
-                        &ServerMessage::ContextStarted {
-                            context_id: id.to_string(),
-                            stream_id: sid,
-                            sample_rate: rate,
-                            format,
-                        },
-                    )
-                    .await?;
-                }
-                self.active = Some(Active {
-                    ctx: id.to_string(),
-                    stream,
-                });
-                Ok(())
-            }
+            Ok(stream) => self.attach_stream(ws, id, stream).await,
             Err(e) => {
                 if e.kind() == ErrorKind::AtCapacity {
                     self.st.metrics.refused("at_capacity");
                 }
                 self.fail_context(ws, id, engine_code(e.kind()), engine_message(&e))
                     .await
+            }
+        }
+    }
+
+    /// The engine request for context `id` is running: its first one sends
+    /// `context.started`; its events are read from now on.
+    pub(super) async fn attach_stream(&mut self, ws: &mut Socket, id: &str, stream: Stream) -> Res {
+        let c = self.queue.get_mut(id).expect("head context exists");
+        if c.stream_id.is_none() {
+            let sid = self.next_stream;
+            self.next_stream = self.next_stream.wrapping_add(1).max(1);
+            c.stream_id = Some(sid);
+            let rate = c.s.rate;
+            let format = c.s.format;
+            let native = self.m.native_rate;
+            match &mut self.resampler {
+                Some(r) if r.output_rate() == rate => r.reset(),
+                r => {
+                    *r = Some(StreamResampler::new(native, rate).expect("rates validated"));
+                }
+            }
+            send_json(
+                ws,
+                &ServerMessage::ContextStarted {
+                    context_id: id.to_string(),
+                    stream_id: sid,
+                    sample_rate: rate,
+                    format,
+                },
+            )
+            .await?;
+        }
+        self.active = Some(Active {
+            ctx: id.to_string(),
+            stream,
+        });
+        Ok(())
+    }
+
+    /// Live context `id` (the head): hands the text it has to its live
+    /// request as the cut rule allows, closes the request at a flush, the
+    /// end or a cut, starts the next request once the previous one is done,
+    /// and finishes the context when all is spoken.
+    pub(super) async fn drive_live(&mut self, ws: &mut Socket, id: &str) -> Res {
+        if self.queue.head() != Some(id) || self.active.as_ref().is_some_and(|a| a.ctx != id) {
+            // Another context speaks first: the text waits.
+            return Ok(());
+        }
+        let (rate, spf) = (self.m.native_rate, self.m.samples_per_frame);
+        loop {
+            let Some(c) = self.queue.get_mut(id) else {
+                return Ok(());
+            };
+            let max_frames = c.s.options.max_frames;
+            let Some(l) = c.live.as_mut() else {
+                return Ok(());
+            };
+            if l.req.is_none() {
+                if l.spoken() {
+                    if self.active.is_none() {
+                        return self.finish_context(ws, id).await;
+                    }
+                    return Ok(());
+                }
+                if !l.wants_request() || self.active.is_some() {
+                    return Ok(());
+                }
+                // The text after a cut or a flush: a new utterance.
+                match self.engine.live(l.template.clone()) {
+                    Ok(r) => l.next_request(r),
+                    Err(e) => {
+                        let msg = engine_message(&e);
+                        return self.fail_context(ws, id, engine_code(e.kind()), msg).await;
+                    }
+                }
+            }
+            let Some(t) = l.take(l.progress(rate, spf, max_frames)) else {
+                return Ok(());
+            };
+            if t.cut {
+                self.st.metrics.live_cut();
+            }
+            let req = l.req.as_mut().expect("a request takes the text");
+            if t.close && !req.started() && format!("{}{}", req.text(), t.text).trim().is_empty() {
+                // An utterance of nothing (a flush or end with only
+                // whitespace): no request.
+                l.req = None;
+                l.closed = false;
+                continue;
+            }
+            let mut r = if t.text.is_empty() {
+                Ok(None)
+            } else {
+                req.push(&t.text).await
+            };
+            if t.close {
+                r = match r {
+                    Ok(s) => req.close().await.map(|s2| s.or(s2)),
+                    e => e,
+                };
+            }
+            match r {
+                Ok(Some(stream)) => {
+                    l.utterances += 1;
+                    c.rec.submitted(Instant::now());
+                    c.segments += 1;
+                    self.attach_stream(ws, id, stream).await?;
+                }
+                Ok(None) => {}
+                Err(e) => {
+                    if e.kind() == ErrorKind::AtCapacity {
+                        self.st.metrics.refused("at_capacity");
+                    }
+                    let msg = engine_message(&e);
+                    return self.fail_context(ws, id, engine_code(e.kind()), msg).await;
+                }
             }
         }
     }
@@ -202,6 +294,9 @@ impl RealtimeConnection {
                 }
                 let acks = c.s.acks;
                 let samples = chunk.samples.len() as u64;
+                if let Some(l) = &mut c.live {
+                    l.heard(samples);
+                }
                 if self.out.is_empty() {
                     // Nothing to send: acknowledged with the frame before
                     // it (or now, if that was acknowledged already).
@@ -243,6 +338,9 @@ impl RealtimeConnection {
             Some(Event::Done { metrics, .. }) => {
                 let c = self.queue.get_mut(&id).expect("active context exists");
                 c.rec.segment_done(&metrics);
+                if let Some(l) = &mut c.live {
+                    l.request_done(metrics.frames.unwrap_or(0));
+                }
                 // Unacknowledged frames stay counted: the bound is the
                 // context's, across its segments.
                 self.active = None;
@@ -391,13 +489,21 @@ impl RealtimeConnection {
     }
 
     pub(super) fn metrics_of(&self, c: &Ctx, outcome: Outcome) -> ContextMetrics {
-        c.rec.finish(
+        let mut m = c.rec.finish(
             outcome,
             self.m.native_rate,
             self.m.samples_per_frame,
             c.s.rate,
             self.st.prebuffer_ms,
-        )
+        );
+        if let Some(l) = &c.live {
+            let pauses = l.pauses();
+            let ms: Vec<f64> = pauses.iter().map(|p| p.ms).collect();
+            self.st.metrics.live_finished(m.ttfp_from_text_ms, &ms);
+            m.pauses = Some(pauses);
+            m.utterances = Some(l.utterances);
+        }
+        m
     }
 }
 

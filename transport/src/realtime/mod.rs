@@ -21,6 +21,8 @@
 //! - `settings`: defaults, `session.update` validation (all or nothing),
 //!   the per-context snapshot.
 //! - `queue`: open contexts in creation order, segments, finished ids.
+//! - `live`: a live context's text (`chunking.mode: live`): what its live
+//!   request takes when, and the long-context cut at a sentence end.
 //! - `barge_in`: the input clock that dates a speech onset, and whether it
 //!   interrupts.
 //! - `output`: frame encoding and sends bounded by a timeout.
@@ -31,6 +33,7 @@
 mod barge_in;
 mod connection;
 mod lifecycle;
+mod live;
 mod liveness;
 mod output;
 mod queue;

@@ -16,6 +16,7 @@ use crate::protocol::{Chunking, ErrorCode, ProtocolError};
 use crate::record::Recorder;
 use crate::segment::Segmenter;
 
+use super::live::LiveCtx;
 use super::settings::CtxSettings;
 
 /// Finished context ids remembered per session.
@@ -41,6 +42,9 @@ pub struct Ctx {
     pub unacked_samples: u64,
     /// Segments submitted so far (the one in flight is number `segments`).
     pub segments: u64,
+    /// A live context (`chunking.mode: live`): its text and live requests
+    /// instead of segments.
+    pub live: Option<LiveCtx>,
 }
 
 /// A frame sent and not yet acknowledged (`audio_acks`).
@@ -72,6 +76,7 @@ impl Ctx {
             acks: VecDeque::new(),
             unacked_samples: 0,
             segments: 0,
+            live: None,
         }
     }
 
@@ -96,7 +101,9 @@ impl Ctx {
     }
 
     pub fn pending_chars(&self) -> usize {
-        self.seg.pending_chars() + self.ready.iter().map(|s| s.chars().count()).sum::<usize>()
+        self.seg.pending_chars()
+            + self.ready.iter().map(|s| s.chars().count()).sum::<usize>()
+            + self.live.as_ref().map_or(0, LiveCtx::pending_chars)
     }
 
     /// The next segment, merged with those queued behind it up to
@@ -116,8 +123,11 @@ impl Ctx {
     }
 
     /// Whatever the segmenter holds becomes ready now (`context.flush`,
-    /// `context.end`).
+    /// `context.end`); a live context's utterance ends there.
     pub fn flush(&mut self) {
+        if let Some(l) = &mut self.live {
+            l.flush();
+        }
         let mut out = Vec::new();
         self.seg.flush(&mut out);
         self.ready.extend(out);
@@ -138,6 +148,9 @@ pub enum Next {
     Start { id: String, text: String },
     /// Context `id` is ended and spoken: terminal frame, `context.done`.
     Finish { id: String },
+    /// Context `id` is live: the connection feeds its text to its live
+    /// request (and starts, continues or finishes it).
+    Live { id: String },
     /// Nothing to do until more text, an end, or the segment deadline.
     Wait,
 }
@@ -265,6 +278,10 @@ impl ContextQueue {
                 ),
             ));
         }
+        if let Some(l) = &mut c.live {
+            l.append(text);
+            return Ok(());
+        }
         let mut out = Vec::new();
         c.seg.push(text, now, &mut out);
         c.ready.extend(out);
@@ -283,6 +300,9 @@ impl ContextQueue {
         }
         c.ended = true;
         c.flush();
+        if let Some(l) = &mut c.live {
+            l.end();
+        }
         Ok(())
     }
 
@@ -297,6 +317,9 @@ impl ContextQueue {
                 self.order.pop_front();
                 continue;
             };
+            if c.live.is_some() {
+                return Next::Live { id: head.clone() };
+            }
             return if let Some(text) = c.next_segment(max_chars) {
                 Next::Start {
                     id: head.clone(),

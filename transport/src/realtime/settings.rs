@@ -8,8 +8,8 @@ use std::sync::Arc;
 use tts_actors::{GenOptions, ModelKind, VoiceClone, VoiceLibrary};
 
 use crate::protocol::{
-    self, AudioFormat, AudioTransport, Chunking, ChunkingUpdate, ErrorCode, ProtocolError,
-    SessionSettings, SessionUpdate, TextMode, Vad, VadUpdate,
+    self, AudioFormat, AudioTransport, Chunking, ChunkingMode, ChunkingUpdate, ErrorCode,
+    ProtocolError, SessionSettings, SessionUpdate, TextMode, Vad, VadUpdate,
 };
 use crate::state::Loaded;
 use crate::validate::{self, Rejected};
@@ -18,6 +18,11 @@ use crate::voices::Voices;
 /// Longest `chunking.max_delay_ms`: a minute of waiting for a boundary is
 /// already more than any client means.
 const MAX_DELAY_MS: u64 = 60_000;
+/// Largest `chunking.live_max_tokens`: the cut may come a sentence later,
+/// and one utterance's text must stay well inside the model's 8192 tokens.
+pub const MAX_LIVE_TOKENS: usize = 2000;
+/// Largest `chunking.live_max_audio_s`.
+pub const MAX_LIVE_AUDIO_S: f64 = 600.0;
 
 /// What a `session.update` is checked against: the checkpoint and the
 /// server's limits.
@@ -189,6 +194,8 @@ pub fn apply(
         max_delay_ms,
         min_chars,
         max_chars,
+        live_max_tokens,
+        live_max_audio_s,
     }) = u.chunking
     {
         let c = &mut s.chunking;
@@ -196,6 +203,23 @@ pub fn apply(
         c.max_delay_ms = max_delay_ms.unwrap_or(c.max_delay_ms);
         c.min_chars = min_chars.unwrap_or(c.min_chars);
         c.max_chars = max_chars.unwrap_or(c.max_chars);
+        c.live_max_tokens = live_max_tokens.unwrap_or(c.live_max_tokens);
+        c.live_max_audio_s = live_max_audio_s.unwrap_or(c.live_max_audio_s);
+        if !(1..=MAX_LIVE_TOKENS).contains(&c.live_max_tokens) {
+            return bad(format!(
+                "chunking.live_max_tokens {} must be 1..={MAX_LIVE_TOKENS}",
+                c.live_max_tokens
+            ));
+        }
+        if !(c.live_max_audio_s.is_finite()
+            && c.live_max_audio_s > 0.0
+            && c.live_max_audio_s <= MAX_LIVE_AUDIO_S)
+        {
+            return bad(format!(
+                "chunking.live_max_audio_s {} must be over 0 and at most {MAX_LIVE_AUDIO_S}",
+                c.live_max_audio_s
+            ));
+        }
         if c.max_delay_ms > MAX_DELAY_MS {
             return bad(format!(
                 "chunking.max_delay_ms {} is over 60000",
@@ -253,6 +277,14 @@ pub fn apply(
     }
     if let Some(t) = u.text_mode {
         s.text_mode = t;
+    }
+    if s.chunking.mode == ChunkingMode::Live && s.text_mode != TextMode::Streaming {
+        return bad(
+            "chunking.mode live needs text_mode streaming: live text feeds the talker one token \
+             per frame as it arrives, and prefill needs the whole text before the first frame \
+             (set both in one session.update)"
+                .into(),
+        );
     }
     Ok(s)
 }
@@ -402,6 +434,37 @@ mod tests {
                 protocol::MAX_SAMPLE_RATE
             )
         );
+    }
+
+    #[test]
+    fn live_chunking_needs_the_streaming_text_mode_and_bounded_cuts() {
+        let live = |text_mode, tokens: Option<usize>, secs: Option<f64>| SessionUpdate {
+            chunking: Some(ChunkingUpdate {
+                mode: Some(ChunkingMode::Live),
+                live_max_tokens: tokens,
+                live_max_audio_s: secs,
+                ..Default::default()
+            }),
+            text_mode,
+            ..Default::default()
+        };
+        let s = applied(live(Some(TextMode::Streaming), Some(50), Some(20.0))).expect("valid");
+        assert_eq!(
+            (
+                s.chunking.mode,
+                s.chunking.live_max_tokens,
+                s.chunking.live_max_audio_s
+            ),
+            (ChunkingMode::Live, 50, 20.0)
+        );
+        let m = invalid_setting(live(None, None, None));
+        assert!(m.contains("needs text_mode streaming"), "{m}");
+        assert_eq!(
+            invalid_setting(live(Some(TextMode::Streaming), Some(0), None)),
+            "chunking.live_max_tokens 0 must be 1..=2000"
+        );
+        let m = invalid_setting(live(Some(TextMode::Streaming), None, Some(f64::NAN)));
+        assert!(m.contains("live_max_audio_s NaN"), "{m}");
     }
 
     #[test]

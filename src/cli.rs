@@ -160,7 +160,7 @@ impl VoicesDirArg {
     }
 }
 
-/// `f32`, `int8`, `q4`, `TALKER,CODE_PREDICTOR` (e.g. `q4,int8`),
+/// `f32`, `int8`, `q4`, `iq4`, `q6`, `TALKER,CODE_PREDICTOR` (e.g. `iq4,int8`),
 /// `TALKER,CODE_PREDICTOR,CODE2WAV` (e.g. `f32,f32,bf16`) or `fast`
 /// (`int8,int8,bf16`).
 pub(crate) fn parse_precision(s: &str) -> std::result::Result<LoadOptions, String> {
@@ -328,6 +328,22 @@ mod tests {
         assert_eq!(
             parsed("q4"),
             (Precision::Q4, Precision::Q4, Code2WavPrecision::F32)
+        );
+    }
+
+    #[test]
+    fn iq4_and_q6_parse_alone_and_per_stage() {
+        assert_eq!(
+            parsed("iq4"),
+            (Precision::Iq4, Precision::Iq4, Code2WavPrecision::F32)
+        );
+        assert_eq!(
+            parsed("q6,int8"),
+            (Precision::Q6, Precision::Int8, Code2WavPrecision::F32)
+        );
+        assert_eq!(
+            parsed("iq4, q6, bf16"),
+            (Precision::Iq4, Precision::Q6, Code2WavPrecision::Bf16)
         );
     }
 

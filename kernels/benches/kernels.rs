@@ -1,12 +1,13 @@
 //! Criterion benches: each hot kernel at model sizes, scalar reference vs
 //! every SIMD path the CPU has. `cargo bench -p tts-kernels -- matmul` etc.
+//! (`-- matmul_group`: q4, iq4 and q6 at the 0.6B's decode shapes.)
 //! Throughput is in elements = multiply-adds (x2 for FLOP/s) for matmul and
 //! conv, elements for element-wise kernels.
 
 use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
 use tts_kernels::{
     f32_to_bf16, quantize_q4_rows, quantize_q8_rows, AttnShape, Conv1dShape, ConvTranspose1dShape,
-    Isa, Kernels, KvRows, Mat, Q4Rows, StridedConv1dShape,
+    GroupFormat, Isa, Kernels, KvRows, Mat, Q4Rows, StridedConv1dShape,
 };
 
 fn data(n: usize, seed: u32) -> Vec<f32> {
@@ -143,6 +144,55 @@ fn matmul(c: &mut Criterion) {
 /// larger than the L3 (here 48 x 1024x3072 = 151M weights: 302 MB bf16),
 /// so every byte comes from DRAM. Throughput in weight *bytes*: compare
 /// with `bandwidth` for the fraction of the memory floor reached.
+/// The group-wise formats side by side (q4, iq4, q6, with int8 as the
+/// yardstick) at the 0.6B's decode shapes, `n x k` = out x in: MLP down
+/// (1024x3072), gate/up (3072x1024), attention output (1024x2048) and
+/// query (2048x1024); m = 1 (decode) and 4. In cache once warm: these
+/// measure the kernels' per-weight work, which is what separates the
+/// formats (iq4 adds a `vpshufb` per 64 weights, q6 the high-pair unpack).
+fn matmul_group(c: &mut Criterion) {
+    let mut g = c.benchmark_group("matmul_group");
+    g.warm_up_time(std::time::Duration::from_secs(1));
+    g.measurement_time(std::time::Duration::from_secs(2));
+    for (n, k) in [(1024, 3072), (3072, 1024), (1024, 2048), (2048, 1024)] {
+        let w = data(n * k, 3);
+        let (q8, scales) = quantize_q8_rows(&w, n, k);
+        let groups: Vec<(GroupFormat, Q4Rows)> = GroupFormat::ALL
+            .iter()
+            .map(|&f| (f, f.quantize_rows(&w, n, k)))
+            .collect();
+        for m in [1, 4] {
+            let x = data(m * k, 1);
+            let mut out = vec![0f32; m * n];
+            g.throughput(Throughput::Elements((m * n * k) as u64));
+            for ks in paths().into_iter().filter(|k| k.isa() != Isa::Scalar) {
+                let mut mats = vec![(
+                    "q8",
+                    Mat::Q8 {
+                        data: &q8,
+                        scales: &scales,
+                        rows: n,
+                        cols: k,
+                    },
+                )];
+                for (f, q) in &groups {
+                    mats.push((f.name(), f.mat(&q.data, &q.group_scales, &q.scales, n, k)));
+                }
+                for (dt, mat) in mats {
+                    let id = BenchmarkId::new(
+                        format!("{}/{dt}", ks.isa().name()),
+                        format!("m{m}_{n}x{k}"),
+                    );
+                    g.bench_function(id, |b| {
+                        b.iter(|| ks.matmul(black_box(&x), m, &mat, None, &mut out))
+                    });
+                }
+            }
+        }
+    }
+    g.finish();
+}
+
 fn streaming(c: &mut Criterion) {
     let mut g = c.benchmark_group("streaming");
     g.sample_size(10);
@@ -467,6 +517,7 @@ fn attention(c: &mut Criterion) {
 criterion_group!(
     benches,
     matmul,
+    matmul_group,
     streaming,
     bandwidth,
     conv,

@@ -33,6 +33,13 @@
 //! matmul quantizes activations to int8 and sums in exact integers too
 //! (AVX-512 VNNI `vpdpbusd`, AVX2 `vpmaddubsw`, and a portable kernel that
 //! the scalar path runs), so all paths agree bit for bit.
+//! [`Mat::Iq4`] ([`iq4`]) is the same layout and 4.25 bits on IQ4_NL's
+//! non-linear 16-level int8 table with least-squares i8 group scales
+//! (levels looked up by `vpshufb`), and [`Mat::Q6`] ([`q6`]) 6-bit
+//! group-wise at 6.25 bits; both keep q4's exact integer sums, activation
+//! order and threading. [`GroupFormat`] ([`group`]) names the three
+//! group-wise formats for storage and conversion (row bytes, group scales,
+//! the row quantizer, the `Mat` view of stored parts).
 //!
 //! bf16 convolutions ([`conv_bf16`], [`conv1d_bf16`],
 //! [`conv_transpose1d_bf16`]): weights packed once into [`ConvBf16`]
@@ -47,7 +54,8 @@
 //! parallel on rayon's global pool when a call has more than ~64k
 //! multiply-adds; layer_norm and rope (a few thousand flops per call) use the
 //! reference on every path. The scalar path *is* the reference
-//! (single-threaded), except for `Mat::Q4`, where it runs a portable
+//! (single-threaded), except for the group-wise formats (`Mat::Q4`,
+//! `Mat::Iq4`, `Mat::Q6`), where it runs a portable
 //! multi-threaded kernel with the reference's exact integer sums (same
 //! bits). Results are deterministic: the same bits for every run
 //! and thread count on one path (see `fast`); paths differ from each other
@@ -70,14 +78,18 @@ mod dispatch;
 // never instantiated.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod fast;
+pub mod group;
+pub mod iq4;
 mod mat;
 pub mod q4;
+pub mod q6;
 pub mod reference;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod simd;
 
 pub use conv_bf16::ConvBf16;
 pub use dispatch::{isa, Isa};
+pub use group::{GroupFormat, GroupParts};
 pub use mat::{
     bf16_to_f32, f32_to_bf16, quantize_a16_row, quantize_q8_row, quantize_q8_rows, Mat, A16_MAX,
     Q8_MAX,
@@ -215,25 +227,24 @@ impl Kernels {
                 }
             }
         }
-        if let Mat::Q4 {
-            data,
-            group_scales,
-            scales,
-            rows,
-            cols,
-        } = *w
-        {
-            use fast::q4::{matmul as q4, Q4Path};
+        if let Some((format, data, group_scales, scales)) = w.group_parts() {
+            use fast::q4::Q4Path;
             let path = match self.path {
-                // Exact integers: the portable kernel has the reference's
-                // bits, so the scalar path may run it (multi-threaded).
+                // Exact integers: the portable kernels have the reference's
+                // bits, so the scalar path may run them (multi-threaded).
                 Path::Scalar => Q4Path::Portable,
                 #[cfg(target_arch = "x86_64")]
                 Path::Avx2(_) => Q4Path::Avx2,
                 #[cfg(target_arch = "x86_64")]
                 Path::Avx512(_) => Q4Path::for_avx512(),
             };
-            return q4(
+            let (rows, cols) = (w.rows(), w.cols());
+            let kernel = match format {
+                GroupFormat::Q4 => fast::q4::matmul,
+                GroupFormat::Iq4 => fast::iq4::matmul,
+                GroupFormat::Q6 => fast::q6::matmul,
+            };
+            return kernel(
                 path,
                 x,
                 m,

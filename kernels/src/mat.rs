@@ -48,6 +48,28 @@ pub enum Mat<'a> {
         rows: usize,
         cols: usize,
     },
+    /// Non-linear 4-bit group-wise weights (see [`crate::iq4`]): the
+    /// [`Mat::Q4`] layout with each nibble indexing the IQ4_NL level table
+    /// and **i8** group scales (stored as their bytes):
+    /// `w[r][c] = (IQ4_LEVELS[i] * (group_scales[r][c / 32] as i8)) as f32
+    /// * scales[r]`. 4.25 bits per weight; same exact-integer matmul.
+    Iq4 {
+        data: &'a [u8],
+        group_scales: &'a [u8],
+        scales: &'a [f32],
+        rows: usize,
+        cols: usize,
+    },
+    /// 6-bit group-wise weights (see [`crate::q6`]): `q in [-32, 31]`,
+    /// u8 group scales of 32 inputs, an f32 per row, 6.25 bits per weight;
+    /// same exact-integer matmul.
+    Q6 {
+        data: &'a [u8],
+        group_scales: &'a [u8],
+        scales: &'a [f32],
+        rows: usize,
+        cols: usize,
+    },
 }
 
 impl Mat<'_> {
@@ -56,7 +78,9 @@ impl Mat<'_> {
             Mat::F32 { rows, .. }
             | Mat::Bf16 { rows, .. }
             | Mat::Q8 { rows, .. }
-            | Mat::Q4 { rows, .. } => rows,
+            | Mat::Q4 { rows, .. }
+            | Mat::Iq4 { rows, .. }
+            | Mat::Q6 { rows, .. } => rows,
         }
     }
     pub fn cols(&self) -> usize {
@@ -64,7 +88,9 @@ impl Mat<'_> {
             Mat::F32 { cols, .. }
             | Mat::Bf16 { cols, .. }
             | Mat::Q8 { cols, .. }
-            | Mat::Q4 { cols, .. } => cols,
+            | Mat::Q4 { cols, .. }
+            | Mat::Iq4 { cols, .. }
+            | Mat::Q6 { cols, .. } => cols,
         }
     }
     /// Bytes of weight data (scales included) a full read touches.
@@ -73,34 +99,34 @@ impl Mat<'_> {
             Mat::F32 { rows, cols, .. } => rows * cols * 4,
             Mat::Bf16 { rows, cols, .. } => rows * cols * 2,
             Mat::Q8 { rows, cols, .. } => rows * cols + rows * 4,
-            Mat::Q4 { rows, cols, .. } => {
-                rows * (crate::q4::q4_row_bytes(cols) + crate::q4::q4_row_groups(cols) + 4)
+            Mat::Q4 { rows, cols, .. }
+            | Mat::Iq4 { rows, cols, .. }
+            | Mat::Q6 { rows, cols, .. } => {
+                let f = self.group_parts().expect("a group format").0;
+                rows * (f.row_bytes(cols) + f.row_groups(cols) + 4)
             }
         }
     }
 
     /// Row `r` widened to f32 into `out` (used for embedding look-ups);
-    /// int8 rows are dequantized (`q * scale`), 4-bit ones as
+    /// int8 rows are dequantized (`q * scale`), group-wise ones as
     /// `(q * s_group) as f32 * scale`.
     pub fn row_to_f32(&self, r: usize, out: &mut [f32]) {
+        use crate::group::GroupFormat;
         match *self {
-            Mat::Q4 {
-                data,
-                group_scales,
-                scales,
-                cols,
-                ..
-            } => {
-                let (rb, rg) = (
-                    crate::q4::q4_row_bytes(cols),
-                    crate::q4::q4_row_groups(cols),
-                );
-                crate::q4::q4_row_to_f32(
+            Mat::Q4 { cols, .. } | Mat::Iq4 { cols, .. } | Mat::Q6 { cols, .. } => {
+                let (f, data, group_scales, scales) = self.group_parts().expect("a group format");
+                let (rb, rg) = (f.row_bytes(cols), f.row_groups(cols));
+                let (row, gs) = (
                     &data[r * rb..(r + 1) * rb],
                     &group_scales[r * rg..(r + 1) * rg],
-                    scales[r],
-                    &mut out[..cols],
                 );
+                let o = &mut out[..cols];
+                match f {
+                    GroupFormat::Q4 => crate::q4::q4_row_to_f32(row, gs, scales[r], o),
+                    GroupFormat::Iq4 => crate::iq4::iq4_row_to_f32(row, gs, scales[r], o),
+                    GroupFormat::Q6 => crate::q6::q6_row_to_f32(row, gs, scales[r], o),
+                }
             }
             Mat::Q8 {
                 data, scales, cols, ..

@@ -322,6 +322,13 @@ pub fn q4_permute_activations(xq: &[i8], out: &mut [i8]) {
 /// multiply the stored nibbles `q + 8` and add this times the group scale
 /// to get `q . x` back.
 pub fn q4_neg8_group_sums(xp: &[i8], out: &mut [i32]) {
+    q4_offset_group_sums(xp, -8, out)
+}
+
+/// Per group of the permuted activation row `xp`: `factor * sum(x in
+/// group)` (the correction for weights stored with an offset: `-8` for
+/// q4's nibbles, `-128` for iq4's biased levels, `-32` for q6).
+pub fn q4_offset_group_sums(xp: &[i8], factor: i32, out: &mut [i32]) {
     assert_eq!(xp.len() % Q4_SUPER, 0);
     assert_eq!(out.len(), xp.len() / Q4_GROUP);
     for (sb, o) in xp
@@ -333,7 +340,7 @@ pub fn q4_neg8_group_sums(xp: &[i8], out: &mut [i32]) {
             o[(j % 64) / 4] += v as i32;
         }
         for v in o.iter_mut() {
-            *v *= -8;
+            *v *= factor;
         }
     }
 }

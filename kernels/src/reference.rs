@@ -2,8 +2,9 @@
 //! Straightforward loops, f32 accumulation, no parallelism.
 
 use crate::conv_bf16::{bf16_value, dp_step, flush, ConvBf16};
+use crate::group::GroupFormat;
 use crate::mat::quantize_a16_row;
-use crate::q4::{q4_get, q4_row_bytes, q4_row_groups, quantize_a8_row, Q4_GROUP};
+use crate::q4::{q4_get, quantize_a8_row, Q4_GROUP};
 use crate::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, Mat, StridedConv1dShape};
 
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
@@ -13,14 +14,8 @@ pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut 
     if let Mat::Q8 { data, scales, .. } = *w {
         return matmul_q8_a16(x, m, data, scales, n, k, bias, out);
     }
-    if let Mat::Q4 {
-        data,
-        group_scales,
-        scales,
-        ..
-    } = *w
-    {
-        return matmul_q4_a8(x, m, data, group_scales, scales, n, k, bias, out);
+    if let Some((f, data, group_scales, scales)) = w.group_parts() {
+        return matmul_group_a8(f, x, m, data, group_scales, scales, n, k, bias, out);
     }
     let mut row = vec![0f32; k];
     for j in 0..n {
@@ -72,15 +67,19 @@ fn matmul_q8_a16(
     }
 }
 
-/// 4-bit group-wise weights x int8-quantized activations, exact integer
-/// dot products (the semantics of `matmul` on `Mat::Q4`):
-/// `out[i][j] = (sum_g s[j][g] * sum_{c in g} xq[i][c] q[j][c]) as f32
-/// * (sx[i] * d[j]) + b[j]`, the sum an exact i64.
+/// Group-wise weights (q4, iq4, q6) x int8-quantized activations, exact
+/// integer dot products (the semantics of `matmul` on `Mat::Q4`,
+/// `Mat::Iq4` and `Mat::Q6`):
+/// `out[i][j] = (sum_g s[j][g] * sum_{c in g} xq[i][c] q[j][c]) as f32 *
+/// (sx[i] * d[j]) + b[j]`, the sum an exact i64, where `q` is the stored
+/// integer weight (for iq4 its table level) and `s` the group scale (u8,
+/// or i8 for iq4).
 #[allow(
     clippy::too_many_arguments,
     reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
 )]
-fn matmul_q4_a8(
+fn matmul_group_a8(
+    f: GroupFormat,
     x: &[f32],
     m: usize,
     data: &[u8],
@@ -91,13 +90,26 @@ fn matmul_q4_a8(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    let (rb, rg) = (q4_row_bytes(k), q4_row_groups(k));
-    assert!(data.len() >= n * rb, "matmul: Q4 data shorter than [n, k]");
+    let (rb, rg) = (f.row_bytes(k), f.row_groups(k));
+    assert!(data.len() >= n * rb, "matmul: {f} data shorter than [n, k]");
     assert!(
         group_scales.len() >= n * rg,
-        "matmul: fewer Q4 group scales than [n, groups]"
+        "matmul: fewer {f} group scales than [n, groups]"
     );
     assert!(scales.len() >= n, "matmul: fewer scales than rows");
+    let get = |row: &[u8], c: usize| -> i64 {
+        match f {
+            GroupFormat::Q4 => q4_get(row, c) as i64,
+            GroupFormat::Iq4 => crate::iq4::iq4_get(row, c) as i64,
+            GroupFormat::Q6 => crate::q6::q6_get(row, c) as i64,
+        }
+    };
+    let scale = |b: u8| -> i64 {
+        match f {
+            GroupFormat::Iq4 => b as i8 as i64,
+            GroupFormat::Q4 | GroupFormat::Q6 => b as i64,
+        }
+    };
     let mut xq = vec![0i8; m * k];
     let sx: Vec<f32> = (0..m)
         .map(|i| quantize_a8_row(&x[i * k..(i + 1) * k], &mut xq[i * k..(i + 1) * k]))
@@ -112,9 +124,9 @@ fn matmul_q4_a8(
                 let t: i64 = xg
                     .iter()
                     .enumerate()
-                    .map(|(c, &a)| a as i64 * q4_get(wj, g * Q4_GROUP + c) as i64)
+                    .map(|(c, &a)| a as i64 * get(wj, g * Q4_GROUP + c))
                     .sum();
-                dot += t * sj[g] as i64;
+                dot += t * scale(sj[g]);
             }
             out[i * n + j] = dot as f32 * (sx[i] * scales[j]) + b;
         }

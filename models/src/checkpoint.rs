@@ -372,7 +372,11 @@ impl F32Tensor {
         match self.0.mat() {
             Mat::F32 { data, .. } => data,
             // `load` only ever builds F32 storage.
-            Mat::Bf16 { .. } | Mat::Q8 { .. } | Mat::Q4 { .. } => {
+            Mat::Bf16 { .. }
+            | Mat::Q8 { .. }
+            | Mat::Q4 { .. }
+            | Mat::Iq4 { .. }
+            | Mat::Q6 { .. } => {
                 unreachable!("F32Tensor holds f32 data by construction")
             }
         }

@@ -15,14 +15,19 @@
 //! per weight; format in [`tts_kernels::q4`]); its matmul quantizes
 //! activations to int8 per row and sums in exact integers.
 //!
+//! [`Precision::Iq4`] is the same 4.25 bits on a better grid: IQ4_NL's
+//! non-linear 16-level table with least-squares group scales (i8) and an
+//! f32 row scale ([`tts_kernels::iq4`]); [`Precision::Q6`] is 6-bit
+//! group-wise, 6.25 bits per weight ([`tts_kernels::q6`]). Both keep q4's
+//! exact-integer matmul with int8 activations.
+//!
 //! Decode reads every weight once per step, so the bytes per weight set the
 //! floor: int8 halves the bytes of bf16 and q4 nearly halves them again
 //! (see docs/performance.md for the measured speed and the fidelity gates
 //! in tests/precision.rs).
 
 use rayon::prelude::*;
-use tts_kernels::q4::{q4_row_bytes, q4_row_groups, quantize_q4_row};
-use tts_kernels::{quantize_q8_row, Mat, Q4Rows};
+use tts_kernels::{quantize_q8_row, GroupFormat, Mat, Q4Rows};
 
 use crate::weight::Weight;
 
@@ -37,26 +42,53 @@ pub enum Precision {
     /// 4-bit weights in groups of 32 inputs (u8 group scale, f32 row
     /// scale), int8 activations, exact integer sums.
     Q4,
+    /// 4-bit weights on IQ4_NL's non-linear grid (i8 least-squares group
+    /// scale, f32 row scale; 4.25 bits), int8 activations, exact sums.
+    Iq4,
+    /// 6-bit weights in groups of 32 (u8 group scale, f32 row scale; 6.25
+    /// bits), int8 activations, exact integer sums.
+    Q6,
 }
 
 impl Precision {
-    pub const ALL: [Precision; 3] = [Precision::F32, Precision::Int8, Precision::Q4];
+    pub const ALL: [Precision; 5] = [
+        Precision::F32,
+        Precision::Int8,
+        Precision::Q4,
+        Precision::Iq4,
+        Precision::Q6,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
             Precision::F32 => "f32",
             Precision::Int8 => "int8",
             Precision::Q4 => "q4",
+            Precision::Iq4 => "iq4",
+            Precision::Q6 => "q6",
+        }
+    }
+
+    /// The group-wise kernel format of this precision (`None` for f32 and
+    /// int8).
+    pub fn group_format(self) -> Option<GroupFormat> {
+        match self {
+            Precision::F32 | Precision::Int8 => None,
+            Precision::Q4 => Some(GroupFormat::Q4),
+            Precision::Iq4 => Some(GroupFormat::Iq4),
+            Precision::Q6 => Some(GroupFormat::Q6),
         }
     }
 
     /// Parses `f32` (alias `bf16`, `native`: the stored weights), `int8`
-    /// (alias `i8`, `q8`) or `q4`.
+    /// (alias `i8`, `q8`), `q4`, `iq4` (alias `iq4_nl`) or `q6`.
     pub fn from_name(s: &str) -> Option<Precision> {
         match s.trim().to_ascii_lowercase().as_str() {
             "f32" | "bf16" | "native" => Some(Precision::F32),
             "int8" | "i8" | "q8" => Some(Precision::Int8),
             "q4" => Some(Precision::Q4),
+            "iq4" | "iq4_nl" => Some(Precision::Iq4),
+            "q6" => Some(Precision::Q6),
             _ => None,
         }
     }
@@ -72,7 +104,7 @@ impl std::str::FromStr for Precision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Precision::from_name(s)
-            .ok_or_else(|| format!("unknown precision {s:?}; expected f32, int8 or q4"))
+            .ok_or_else(|| format!("unknown precision {s:?}; expected f32, int8, q4, iq4 or q6"))
     }
 }
 
@@ -135,7 +167,12 @@ pub fn convert(w: Weight, precision: Precision) -> Weight {
     match precision {
         Precision::F32 => w,
         Precision::Int8 => quantize_q8(&w),
-        Precision::Q4 => quantize_q4(&w),
+        Precision::Q4 | Precision::Iq4 | Precision::Q6 => quantize_group(
+            &w,
+            precision
+                .group_format()
+                .expect("a group-wise precision has a format"),
+        ),
     }
 }
 
@@ -173,14 +210,20 @@ pub fn quantize_q8(w: &Weight) -> Weight {
     Weight::from_q8(rows, cols, data, scales)
 }
 
-/// Group-wise 4-bit copy of `w` (from its f32 values; an int8 or 4-bit
-/// weight is dequantized first, so prefer converting the stored weights).
+/// Group-wise 4-bit copy of `w` (see [`quantize_group`]).
 pub fn quantize_q4(w: &Weight) -> Weight {
+    quantize_group(w, GroupFormat::Q4)
+}
+
+/// Group-wise copy of `w` in `format` (from its f32 values; an int8 or
+/// group-wise weight is dequantized first, so prefer converting the stored
+/// weights).
+pub fn quantize_group(w: &Weight, format: GroupFormat) -> Weight {
     let (rows, cols) = (w.rows(), w.cols());
     let mat = w.mat();
-    let (rb, rg) = (q4_row_bytes(cols), q4_row_groups(cols));
+    let (rb, rg) = (format.row_bytes(cols), format.row_groups(cols));
     let mut q = Q4Rows {
-        data: vec![0x88; rows * rb],
+        data: vec![0; rows * rb],
         group_scales: vec![0; rows * rg],
         scales: vec![0.0; rows],
     };
@@ -199,16 +242,17 @@ pub fn quantize_q4(w: &Weight) -> Weight {
                     .enumerate()
                 {
                     mat.row_to_f32(t * ROWS_PER_TASK + i, &mut row);
-                    *sr = quantize_q4_row(&row, dr, gr);
+                    *sr = format.quantize_row(&row, dr, gr);
                 }
             });
     }
-    Weight::from_q4(rows, cols, q)
+    Weight::from_group(format, rows, cols, q)
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use tts_kernels::q4::{q4_row_bytes, q4_row_groups};
 
     #[test]
     fn names_round_trip_and_aliases_parse() {
@@ -275,5 +319,29 @@ mod tests {
             w.bytes(),
             rows * (q4_row_bytes(cols) + q4_row_groups(cols) + 4)
         );
+    }
+
+    #[test]
+    fn iq4_and_q6_conversions_match_the_kernel_quantizers() {
+        let (rows, cols) = (70, 600);
+        let v: Vec<f32> = (0..rows * cols)
+            .map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0)
+            .collect();
+        for p in [Precision::Iq4, Precision::Q6] {
+            let f = p.group_format().unwrap();
+            let want = f.quantize_rows(&v, rows, cols);
+            let w = convert(Weight::from_f32(rows, cols, v.clone()), p);
+            let (got_f, data, gs, scales) = w.mat().group_parts().expect("group-wise");
+            assert_eq!(got_f, f);
+            assert_eq!(data, &want.data[..], "{p}");
+            assert_eq!(gs, &want.group_scales[..], "{p}");
+            assert_eq!(scales, &want.scales[..], "{p}");
+            assert_eq!(
+                w.bytes(),
+                rows * (f.row_bytes(cols) + f.row_groups(cols) + 4)
+            );
+        }
+        assert_eq!("IQ4_NL".parse::<Precision>(), Ok(Precision::Iq4));
+        assert_eq!("q6".parse::<Precision>(), Ok(Precision::Q6));
     }
 }

@@ -1,18 +1,19 @@
 //! Weight matrices as the kernels take them: f32 or bf16 borrowed from a
-//! checkpoint's memory map (zero copy) or owned, and int8 / 4-bit weights
+//! checkpoint's memory map (zero copy) or owned, and int8 / group-wise
+//! (q4, iq4, q6) weights
 //! converted at load time ([`crate::quant`]) or mapped from a weights cache
 //! file ([`crate::wcache`]). Below both the checkpoint reader and the
 //! converters, so neither has to import the other.
 
 use std::sync::Arc;
 
-use tts_kernels::{bf16_to_f32, Mat};
+use tts_kernels::{bf16_to_f32, GroupFormat, Mat};
 
 use crate::mmap::MappedFile;
 
 /// A weight matrix `[rows, cols]` ready for [`tts_kernels::matmul`]: f32 or
 /// bf16, either borrowed from the memory map (zero copy) or owned; or int8
-/// with per-row scales or 4-bit group-wise, quantized at load time (see
+/// with per-row scales or group-wise (q4, iq4, q6), quantized at load time (see
 /// [`crate::quant`]).
 pub struct Weight {
     pub(crate) rows: usize,
@@ -29,7 +30,8 @@ pub(crate) enum WeightData {
         data: Vec<i8>,
         scales: Vec<f32>,
     },
-    OwnedQ4(tts_kernels::Q4Rows),
+    /// Group-wise weights (`tts_kernels::group`): the format and its parts.
+    OwnedGroup(GroupFormat, tts_kernels::Q4Rows),
     /// Int8 weights in a weights cache file (`crate::wcache`): byte
     /// offsets of the `[rows, cols]` i8 data and the `[rows]` f32 scales.
     MappedQ8 {
@@ -37,9 +39,10 @@ pub(crate) enum WeightData {
         data: usize,
         scales: usize,
     },
-    /// 4-bit weights in a weights cache file: byte offsets of the nibbles,
-    /// the u8 group scales and the f32 row scales.
-    MappedQ4 {
+    /// Group-wise weights in a weights cache file: the format, byte
+    /// offsets of the data, the group scales and the f32 row scales.
+    MappedGroup {
+        format: GroupFormat,
         file: Arc<MappedFile>,
         data: usize,
         group_scales: usize,
@@ -83,35 +86,29 @@ impl Weight {
                 rows,
                 cols,
             },
-            WeightData::OwnedQ4(q) => Mat::Q4 {
-                data: &q.data,
-                group_scales: &q.group_scales,
-                scales: &q.scales,
-                rows,
-                cols,
-            },
+            WeightData::OwnedGroup(f, q) => f.mat(&q.data, &q.group_scales, &q.scales, rows, cols),
             WeightData::MappedQ8 { file, data, scales } => Mat::Q8 {
                 data: file.i8s(*data, n),
                 scales: file.f32s(*scales, rows),
                 rows,
                 cols,
             },
-            WeightData::MappedQ4 {
+            WeightData::MappedGroup {
+                format,
                 file,
                 data,
                 group_scales,
                 scales,
             } => {
-                let rb = tts_kernels::q4::q4_row_bytes(cols);
-                let rg = tts_kernels::q4::q4_row_groups(cols);
+                let (rb, rg) = (format.row_bytes(cols), format.row_groups(cols));
                 let b = file.bytes();
-                Mat::Q4 {
-                    data: &b[*data..*data + rows * rb],
-                    group_scales: &b[*group_scales..*group_scales + rows * rg],
-                    scales: file.f32s(*scales, rows),
+                format.mat(
+                    &b[*data..*data + rows * rb],
+                    &b[*group_scales..*group_scales + rows * rg],
+                    file.f32s(*scales, rows),
                     rows,
                     cols,
-                }
+                )
             }
         }
     }
@@ -136,9 +133,10 @@ impl Weight {
             data: WeightData::MappedQ8 { file, data, scales },
         })
     }
-    /// 4-bit weights viewed in a mapped weights cache file (see
+    /// Group-wise weights viewed in a mapped weights cache file (see
     /// [`Self::mapped_q8`]).
-    pub(crate) fn mapped_q4(
+    pub(crate) fn mapped_group(
+        format: GroupFormat,
         file: Arc<MappedFile>,
         rows: usize,
         cols: usize,
@@ -146,8 +144,7 @@ impl Weight {
     ) -> Option<Self> {
         let len = file.bytes().len();
         let fits = |off: usize, n: usize| off.checked_add(n).is_some_and(|e| e <= len);
-        let rb = tts_kernels::q4::q4_row_bytes(cols);
-        let rg = tts_kernels::q4::q4_row_groups(cols);
+        let (rb, rg) = (format.row_bytes(cols), format.row_groups(cols));
         let ok = fits(data, rows.checked_mul(rb)?)
             && fits(group_scales, rows.checked_mul(rg)?)
             && fits(scales, rows.checked_mul(4)?)
@@ -155,7 +152,8 @@ impl Weight {
         ok.then_some(Weight {
             rows,
             cols,
-            data: WeightData::MappedQ4 {
+            data: WeightData::MappedGroup {
+                format,
                 file,
                 data,
                 group_scales,
@@ -171,7 +169,7 @@ impl Weight {
             WeightData::MappedF32(..)
                 | WeightData::MappedBf16(..)
                 | WeightData::MappedQ8 { .. }
-                | WeightData::MappedQ4 { .. }
+                | WeightData::MappedGroup { .. }
         )
     }
     /// Bytes of weight data (resident when touched; int8 includes its scales).
@@ -210,8 +208,8 @@ impl Weight {
                     *o += q as f32 * s;
                 }
             }
-            m @ Mat::Q4 { cols, .. } => {
-                let mut row = vec![0f32; cols];
+            m @ (Mat::Q4 { .. } | Mat::Iq4 { .. } | Mat::Q6 { .. }) => {
+                let mut row = vec![0f32; m.cols()];
                 m.row_to_f32(r, &mut row);
                 for (o, v) in out.iter_mut().zip(row) {
                     *o += v;
@@ -232,16 +230,23 @@ impl Weight {
     /// An owned 4-bit group-wise weight ([`tts_kernels::q4`] layout for
     /// `[rows, cols]`).
     pub fn from_q4(rows: usize, cols: usize, q: tts_kernels::Q4Rows) -> Self {
-        assert_eq!(q.data.len(), rows * tts_kernels::q4::q4_row_bytes(cols));
-        assert_eq!(
-            q.group_scales.len(),
-            rows * tts_kernels::q4::q4_row_groups(cols)
-        );
+        Self::from_group(GroupFormat::Q4, rows, cols, q)
+    }
+    /// An owned group-wise weight of `format` (its layout for `[rows,
+    /// cols]`, see [`tts_kernels::group`]).
+    pub fn from_group(
+        format: GroupFormat,
+        rows: usize,
+        cols: usize,
+        q: tts_kernels::Q4Rows,
+    ) -> Self {
+        assert_eq!(q.data.len(), rows * format.row_bytes(cols));
+        assert_eq!(q.group_scales.len(), rows * format.row_groups(cols));
         assert_eq!(q.scales.len(), rows);
         Weight {
             rows,
             cols,
-            data: WeightData::OwnedQ4(q),
+            data: WeightData::OwnedGroup(format, q),
         }
     }
     /// An owned f32 weight (tests, generated checkpoints).

@@ -29,7 +29,8 @@ pub(crate) struct FidelityArgs {
     model: Option<PathBuf>,
     /// A precision to compare with the stored weights (repeatable): any
     /// `--precision` spec (`fast`, `int8`, `q4`, `q4,int8`, ...). Default:
-    /// int8, fast and q4. `int8` is the anchor and always measured.
+    /// int8, fast, q6, iq4, iq4,int8 and q4. `int8` is the anchor and
+    /// always measured.
     #[arg(long = "preset", value_name = "SPEC")]
     presets: Vec<String>,
     /// Text to speak (repeatable); default: three sentences of different
@@ -78,7 +79,9 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
     }
     let dir = model_path::resolve(a.model.as_deref())?;
     let mut specs: Vec<String> = if a.presets.is_empty() {
-        ["int8", "fast", "q4"].map(String::from).to_vec()
+        ["int8", "fast", "q6", "iq4", "iq4,int8", "q4"]
+            .map(String::from)
+            .to_vec()
     } else {
         a.presets.iter().map(|s| s.trim().to_string()).collect()
     };

@@ -93,25 +93,29 @@ pub(crate) fn matmul<S: Simd>(
             assert!(scales.len() >= n, "matmul: fewer scales than rows");
             run(s, x, m, data, Some(scales), n, k, bias, out)
         }
-        // 4-bit weights have their own integer kernels (`Kernels::matmul`
-        // sends them there); this keeps a direct call correct.
-        Mat::Q4 {
-            data,
-            group_scales,
-            scales,
-            ..
-        } => super::q4::matmul(
-            super::q4::Q4Path::Portable,
-            x,
-            m,
-            data,
-            group_scales,
-            scales,
-            n,
-            k,
-            bias,
-            out,
-        ),
+        // Group-wise weights have their own integer kernels
+        // (`Kernels::matmul` sends them there); this keeps a direct call
+        // correct.
+        Mat::Q4 { .. } | Mat::Iq4 { .. } | Mat::Q6 { .. } => {
+            let (f, data, group_scales, scales) = w.group_parts().expect("a group format");
+            let kernel = match f {
+                crate::GroupFormat::Q4 => super::q4::matmul,
+                crate::GroupFormat::Iq4 => super::iq4::matmul,
+                crate::GroupFormat::Q6 => super::q6::matmul,
+            };
+            kernel(
+                super::q4::Q4Path::Portable,
+                x,
+                m,
+                data,
+                group_scales,
+                scales,
+                n,
+                k,
+                bias,
+                out,
+            )
+        }
     }
 }
 

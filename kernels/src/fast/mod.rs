@@ -13,8 +13,10 @@ pub(crate) mod conv;
 pub(crate) mod conv_bf16;
 pub(crate) mod conv_strided;
 pub(crate) mod elementwise;
+pub(crate) mod iq4;
 pub(crate) mod matmul;
 pub(crate) mod q4;
+pub(crate) mod q6;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q8;
 

@@ -28,7 +28,7 @@
 
 use super::{Prefetch, SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
 use crate::q4::{
-    q4_neg8_group_sums, q4_permute_activations, q4_row_bytes, q4_row_groups, q4_supers,
+    q4_offset_group_sums, q4_permute_activations, q4_row_bytes, q4_row_groups, q4_supers,
     quantize_a8_row, Q4_SUPER, Q4_SUPER_BYTES, Q4_SUPER_GROUPS,
 };
 use rayon::prelude::*;
@@ -67,13 +67,13 @@ impl Q4Path {
 /// The activations of one call, quantized and permuted.
 pub(crate) struct Acts<'a> {
     /// `[m, kp]` int8 in super-block order, zero-padded.
-    xp: &'a [i8],
-    /// `[m, groups]`: `-8 * sum(x in group)`.
-    nx8: &'a [i32],
+    pub(crate) xp: &'a [i8],
+    /// `[m, groups]`: `offset * sum(x in group)` (`-8` for q4).
+    pub(crate) nx8: &'a [i32],
     /// `[m]` activation scales.
-    sx: &'a [f32],
-    kp: usize,
-    rg: usize,
+    pub(crate) sx: &'a [f32],
+    pub(crate) kp: usize,
+    pub(crate) rg: usize,
 }
 
 /// # Panics
@@ -110,8 +110,50 @@ pub(crate) fn matmul(
     if m == 0 || n == 0 {
         return;
     }
+    with_acts(x, m, k, -8, |a| {
+        let dst = SharedOut::new(out);
+        let rows = |j0: usize, j1: usize| {
+            // SAFETY: the asserts above give x = [m, k] (so xp = [m, kp],
+            // nx8 = [m, rg]), data >= [n, rb], group_scales >= [n, rg],
+            // scales >= [n], out = [m, n], and j0 <= j1 <= n; tasks get
+            // disjoint row ranges, so their writes to `dst` are disjoint. The
+            // SIMD paths were chosen by detection of their features (`Q4Path`
+            // is built only from an `Avx2`/`Avx512` token or `for_avx512`).
+            unsafe {
+                match path {
+                    Q4Path::Portable => {
+                        rows_portable(a, m, data, group_scales, scales, n, bias, j0, j1, dst)
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Q4Path::Avx512Vnni => {
+                        rows_vnni(a, m, data, group_scales, scales, n, bias, j0, j1, dst)
+                    }
+                    #[cfg(target_arch = "x86_64")]
+                    Q4Path::Avx2 => {
+                        rows_avx2(a, m, data, group_scales, scales, n, bias, j0, j1, dst)
+                    }
+                }
+            }
+        };
+        par_rows(m, n, a.kp, rows);
+    });
+}
+
+/// Quantizes the `m` activation rows of `x` (`[m, k]`) to int8, permutes
+/// them into super-block order and computes their per-group sums times
+/// `offset` (the correction of an offset weight encoding, see
+/// [`q4_offset_group_sums`]), then runs `f` on them. Decode (m = 1,
+/// k <= 4096) works on the stack. Shared by the q4, iq4 and q6 kernels,
+/// which all use this activation order.
+pub(crate) fn with_acts<R>(
+    x: &[f32],
+    m: usize,
+    k: usize,
+    offset: i32,
+    f: impl FnOnce(&Acts<'_>) -> R,
+) -> R {
     let kp = q4_supers(k) * Q4_SUPER;
-    // Decode (m = 1, k <= 4096) works on the stack.
+    let rg = q4_row_groups(k);
     let mut xq_stack = [0i8; 4096];
     let mut xp_stack = [0i8; 4096];
     let mut nx_stack = [0i32; 4096 / 32];
@@ -147,37 +189,20 @@ pub(crate) fn matmul(
         sx[i] = quantize_a8_row(&x[i * k..(i + 1) * k], xq);
         let xpi = &mut xp[i * kp..(i + 1) * kp];
         q4_permute_activations(xq, xpi);
-        q4_neg8_group_sums(xpi, &mut nx8[i * rg..(i + 1) * rg]);
+        q4_offset_group_sums(xpi, offset, &mut nx8[i * rg..(i + 1) * rg]);
     }
-    let a = Acts {
+    f(&Acts {
         xp,
         nx8,
         sx,
         kp,
         rg,
-    };
-    let dst = SharedOut::new(out);
-    let rows = |j0: usize, j1: usize| {
-        // SAFETY: the asserts above give x = [m, k] (so xp = [m, kp],
-        // nx8 = [m, rg]), data >= [n, rb], group_scales >= [n, rg],
-        // scales >= [n], out = [m, n], and j0 <= j1 <= n; tasks get
-        // disjoint row ranges, so their writes to `dst` are disjoint. The
-        // SIMD paths were chosen by detection of their features (`Q4Path`
-        // is built only from an `Avx2`/`Avx512` token or `for_avx512`).
-        unsafe {
-            match path {
-                Q4Path::Portable => {
-                    rows_portable(&a, m, data, group_scales, scales, n, bias, j0, j1, dst)
-                }
-                #[cfg(target_arch = "x86_64")]
-                Q4Path::Avx512Vnni => {
-                    rows_vnni(&a, m, data, group_scales, scales, n, bias, j0, j1, dst)
-                }
-                #[cfg(target_arch = "x86_64")]
-                Q4Path::Avx2 => rows_avx2(&a, m, data, group_scales, scales, n, bias, j0, j1, dst),
-            }
-        }
-    };
+    })
+}
+
+/// Runs `rows(j0, j1)` over the `n` output features, split into tasks of
+/// whole `NR` granules on rayon when the `m * n * kp` work is worth it.
+pub(crate) fn par_rows(m: usize, n: usize, kp: usize, rows: impl Fn(usize, usize) + Sync) {
     let work = m * n * kp;
     if work < PAR_MIN_WORK || n <= NR {
         rows(0, n);
@@ -201,7 +226,7 @@ pub(crate) fn matmul(
     reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
 )]
 #[inline(always)]
-unsafe fn put(
+pub(crate) unsafe fn put(
     out: *mut f32,
     n: usize,
     a: &Acts<'_>,
@@ -284,13 +309,15 @@ unsafe fn rows_portable(
 pub(crate) use x86::{rows_avx2, rows_vnni};
 
 #[cfg(target_arch = "x86_64")]
-mod x86 {
+pub(crate) mod x86 {
     use super::*;
     use core::arch::x86_64::*;
 
-    /// Output features `j0..j1` for all `m` rows, blocked `MR x NR`.
+    /// Output features `j0..j1` for all `m` rows, blocked `MR x NR`, for a
+    /// format of `$sbytes` data bytes per super-block (the q4 family's
+    /// kernels share it: each brings its own `$block`).
     macro_rules! rows_fn {
-        ($name:ident, $block:ident, $feat:literal, $mr:literal, $nr:literal) => {
+        ($name:ident, $block:ident, $feat:literal, $mr:literal, $nr:literal, $sbytes:expr) => {
             /// # Safety
             /// The CPU has the features named in `target_feature`; `dst` is
             /// a live `[m, n]` buffer of which this call alone writes
@@ -315,8 +342,8 @@ mod x86 {
             ) {
                 let out = dst.ptr();
                 let (kp, rg) = (a.kp, a.rg);
-                let rb = kp / 2;
                 let nsb = kp / Q4_SUPER;
+                let rb = nsb * $sbytes;
                 let (xp, nxp, wp, sp) = (
                     a.xp.as_ptr(),
                     a.nx8.as_ptr(),
@@ -389,12 +416,14 @@ mod x86 {
         block_vnni,
         "avx512f,avx512bw,avx512vl,avx512vnni",
         1,
-        8
+        8,
+        Q4_SUPER_BYTES
     );
     // AVX2: 1 x 4 x (two 16-bit halves + accumulator) + 2 weight halves +
     // 2 activation halves + mask: 17 of 16 ymm, the accumulators (touched
     // once per super-block) are the ones that spill.
-    rows_fn!(rows_avx2, block_avx2, "avx2", 1, 4);
+    rows_fn!(rows_avx2, block_avx2, "avx2", 1, 4, Q4_SUPER_BYTES);
+    pub(crate) use rows_fn;
 
     /// Exact `t[i][j] = sum_g s[j][g] * (q[j] . x[i])_g` over `MR`
     /// activation rows and `NR` weight rows.

@@ -22,7 +22,9 @@ use crate::weight::Weight;
 pub const MAGIC: [u8; 8] = *b"TTSRTWC\0";
 /// Version of the file layout described in the module docs.
 pub const FORMAT_VERSION: u32 = 1;
-/// Version of the int8 / q4 conversion output; part of every file's key.
+/// Version of the int8 / group-wise conversion output; part of every
+/// file's key. (Adding the iq4 and q6 precisions did not change the int8
+/// or q4 output, so their existing files stay valid.)
 pub const QUANTIZER_VERSION: u32 = 1;
 /// Bytes of the fixed header.
 pub const HEADER_LEN: usize = 64;
@@ -167,11 +169,14 @@ impl IndexTensor {
         Some(match precision {
             Precision::F32 => return None,
             Precision::Int8 => vec![rows.checked_mul(cols)?, rows.checked_mul(4)?],
-            Precision::Q4 => vec![
-                rows.checked_mul(tts_kernels::q4::q4_row_bytes(cols))?,
-                rows.checked_mul(tts_kernels::q4::q4_row_groups(cols))?,
-                rows.checked_mul(4)?,
-            ],
+            Precision::Q4 | Precision::Iq4 | Precision::Q6 => {
+                let f = precision.group_format()?;
+                vec![
+                    rows.checked_mul(f.row_bytes(cols))?,
+                    rows.checked_mul(f.row_groups(cols))?,
+                    rows.checked_mul(4)?,
+                ]
+            }
         })
     }
 
@@ -179,7 +184,13 @@ impl IndexTensor {
         let o: Vec<usize> = self.parts.iter().map(|p| p.offset as usize).collect();
         match precision {
             Precision::Int8 => Weight::mapped_q8(file, self.rows, self.cols, o[0], o[1]),
-            Precision::Q4 => Weight::mapped_q4(file, self.rows, self.cols, [o[0], o[1], o[2]]),
+            Precision::Q4 | Precision::Iq4 | Precision::Q6 => Weight::mapped_group(
+                precision.group_format()?,
+                file,
+                self.rows,
+                self.cols,
+                [o[0], o[1], o[2]],
+            ),
             Precision::F32 => None,
         }
     }
@@ -197,6 +208,8 @@ fn precision_code(p: Precision) -> u32 {
         Precision::F32 => 0,
         Precision::Int8 => 1,
         Precision::Q4 => 2,
+        Precision::Iq4 => 3,
+        Precision::Q6 => 4,
     }
 }
 
@@ -428,19 +441,22 @@ impl Writer {
             Mat::Q8 { data, scales, .. } => {
                 vec![i8_bytes(data).into(), scales_bytes(scales).into()]
             }
-            Mat::Q4 {
-                data,
-                group_scales,
-                scales,
-                ..
-            } => vec![
-                data.into(),
-                group_scales.into(),
-                scales_bytes(scales).into(),
-            ],
+            m @ (Mat::Q4 { .. } | Mat::Iq4 { .. } | Mat::Q6 { .. }) => {
+                let (f, data, group_scales, scales) = m.group_parts().expect("group-wise");
+                if Some(f) != precision.group_format() {
+                    return Err(std::io::Error::other(format!(
+                        "tensor `{name}` is {f}, the cache file holds {precision}"
+                    )));
+                }
+                vec![
+                    data.into(),
+                    group_scales.into(),
+                    scales_bytes(scales).into(),
+                ]
+            }
             _ => {
                 return Err(std::io::Error::other(format!(
-                    "tensor `{name}` is not int8 or q4"
+                    "tensor `{name}` is not int8 or group-wise (q4, iq4, q6)"
                 )))
             }
         };

@@ -1,4 +1,4 @@
-//! On-disk cache of converted (int8 / q4) LM weights.
+//! On-disk cache of converted (int8 / q4 / iq4 / q6) LM weights.
 //!
 //! Converting a 0.6B checkpoint's decoder linears to int8 or q4 reads every
 //! stored weight and costs seconds of CPU at each load, and the converted
@@ -6,7 +6,8 @@
 //! ([`crate::LoadOptions::weights_cache`], `tts-rt --weights-cache DIR`)
 //! the first load of a (checkpoint, stage, precision) writes the converted
 //! tensors to one file; later loads validate that file and **memory-map
-//! it**: the `Mat::Q8` / `Mat::Q4` views point into the map (zero copy), so
+//! it**: the `Mat::Q8` / `Mat::Q4` / `Mat::Iq4` / `Mat::Q6` views point
+//! into the map (zero copy), so
 //! the weights are file-backed page cache shared by every process, not
 //! RssAnon, and no conversion runs. The load that writes the file maps
 //! each tensor back from it as soon as it is written and drops its
@@ -16,7 +17,7 @@
 //! ```text
 //! 0   8  magic b"TTSRTWC\0"
 //! 8   4  u32 format version (FORMAT_VERSION)
-//! 12  4  u32 precision: 1 = int8, 2 = q4
+//! 12  4  u32 precision: 1 = int8, 2 = q4, 3 = iq4, 4 = q6
 //! 16  8  u64 index offset (bytes from the start of the file)
 //! 24  8  u64 index length
 //! 32  8  u64 file length
@@ -27,6 +28,10 @@
 //!        q4:   [rows * q4_row_bytes(cols)] nibbles (tts_kernels::q4
 //!              layout), [rows * q4_row_groups(cols)] u8 group scales,
 //!              [rows] f32 row scales
+//!        iq4:  as q4 (tts_kernels::iq4: nibbles index the level table;
+//!              the group scales are i8 bit patterns)
+//!        q6:   [rows * q6_row_bytes(cols)] 6-bit values (tts_kernels::q6
+//!              layout), then group and row scales as q4
 //! index offset .. end: the index, UTF-8 JSON:
 //!   {"key": {"format", "quantizer", "precision", "stage",
 //!            "sources": [{"path", "size", "mtime_ns", "inode", "ctime_ns",
@@ -40,7 +45,11 @@
 //! content change that keeps all of these, e.g. bytes patched in place and
 //! the mtime reset on a filesystem without ctime, is not seen). Hashes are [`hash64`], written as 16
 //! hex digits. `quantizer` is [`QUANTIZER_VERSION`]: bump it when the int8
-//! or q4 conversion changes its output, and every cache file goes stale.
+//! or group-wise conversion changes its output, and every cache file goes
+//! stale. The precision is part of the file name and the key, so a new
+//! precision (iq4 and q6 were added in format version 1) gets files of its
+//! own and leaves the existing ones valid; a build that does not know a
+//! precision never asks for its file.
 //!
 //! # Validity
 //! A file is used only if the magic, version, lengths, header checksum,
@@ -373,7 +382,12 @@ mod tests {
         let ckpt = tmp.join("model.safetensors");
         let (rows, cols) = (70, 96);
         let v = write_checkpoint(&ckpt, rows, cols);
-        for p in [Precision::Int8, Precision::Q4] {
+        for p in [
+            Precision::Int8,
+            Precision::Q4,
+            Precision::Iq4,
+            Precision::Q6,
+        ] {
             let want = convert(Weight::from_f32(rows, cols, v.clone()), p);
             let mut statuses = Vec::new();
             for _ in 0..2 {
@@ -395,23 +409,8 @@ mod tests {
                         assert_eq!(data, d2);
                         assert_eq!(scales, s2);
                     }
-                    (
-                        Mat::Q4 {
-                            data,
-                            group_scales,
-                            scales,
-                            ..
-                        },
-                        Mat::Q4 {
-                            data: d2,
-                            group_scales: g2,
-                            scales: s2,
-                            ..
-                        },
-                    ) => {
-                        assert_eq!(data, d2);
-                        assert_eq!(group_scales, g2);
-                        assert_eq!(scales, s2);
+                    (a, b) if a.group_parts().is_some() => {
+                        assert_eq!(a.group_parts(), b.group_parts(), "{p}");
                     }
                     _ => panic!("{p}: wrong kind"),
                 }

@@ -280,7 +280,7 @@ impl ServerMetrics {
     /// where generation waited for text.
     pub fn live_finished(&self, ttfp_from_text_ms: Option<f64>, pauses_ms: &[f64]) {
         if let Some(t) = ttfp_from_text_ms {
-            self.live_ttfp.observe(t / 1e3);
+            self.live_ttfp.observe(t / 1e3, None);
         }
         self.live_pauses
             .fetch_add(pauses_ms.len() as u64, Ordering::Relaxed);
@@ -387,6 +387,7 @@ impl ServerMetrics {
             "tts_live_ttfp_from_text_seconds",
             "Live contexts: first text byte received to first audio frame sent",
             &mut o,
+            false,
         );
         c(
             &mut o,

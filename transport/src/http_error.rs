@@ -147,9 +147,9 @@ pub async fn json_errors(resp: Response) -> Response {
 }
 
 /// Most of an over-long body read and dropped after its refusal is decided.
-const DRAIN_BYTES: usize = 64 << 20;
+pub(crate) const DRAIN_BYTES: usize = 64 << 20;
 /// Longest wait for an over-long body's rest.
-const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
+pub(crate) const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Reads a request body of at most `limit` bytes; `None` if it is longer or
 /// cannot be read. A longer body is read on and dropped (up to 64 MiB or

@@ -4,7 +4,6 @@
 //! code, the JSON error, the failed context — never a speed.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, ensure, Context, Result};
@@ -22,7 +21,7 @@ use tts_transport::ServeConfig;
 
 mod common;
 
-use common::{fixture, start, stop, WAIT};
+use common::{start, stop, BrokenCodec, WAIT};
 
 fn config() -> ServeConfig {
     common::config(Duration::from_secs(5))
@@ -400,53 +399,6 @@ async fn audio_acks_bound_holds_across_segments() -> Result<()> {
 }
 
 // ------------------------------------ item 6: non-finite audio is refused
-
-/// A copy of tiny-a whose codec's last convolution has a NaN bias, so every
-/// decoded sample is NaN. Removed when dropped.
-struct BrokenCodec(PathBuf);
-
-impl BrokenCodec {
-    fn new() -> Result<Self> {
-        let dir = std::env::temp_dir().join(format!("tts-rt-nan-codec-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&dir);
-        copy_dir(&fixture(), &dir)?;
-        let st = dir.join("speech_tokenizer/model.safetensors");
-        let mut bytes = std::fs::read(&st)?;
-        let n = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
-        let header: Value = serde_json::from_slice(&bytes[8..8 + n])?;
-        let t = &header["decoder.decoder.6.conv.bias"];
-        ensure!(t["dtype"] == "F32", "fixture layout changed: {t}");
-        let (a, b) = (
-            t["data_offsets"][0].as_u64().context("offset")? as usize,
-            t["data_offsets"][1].as_u64().context("offset")? as usize,
-        );
-        for at in (8 + n + a..8 + n + b).step_by(4) {
-            bytes[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
-        }
-        std::fs::write(&st, bytes)?;
-        Ok(BrokenCodec(dir))
-    }
-}
-
-impl Drop for BrokenCodec {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<()> {
-    std::fs::create_dir_all(to)?;
-    for e in std::fs::read_dir(from)? {
-        let e = e?;
-        let dest = to.join(e.file_name());
-        if e.file_type()?.is_dir() {
-            copy_dir(&e.path(), &dest)?;
-        } else {
-            std::fs::copy(e.path(), dest)?;
-        }
-    }
-    Ok(())
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_finite_codec_output_fails_the_context_instead_of_done() -> Result<()> {

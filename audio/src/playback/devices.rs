@@ -26,9 +26,22 @@ pub struct DeviceInfo {
     pub supported: Vec<String>,
 }
 
+/// The default host, with alsa-lib's own diagnostics silenced on this
+/// thread first: on a machine without a sound card it prints eight lines
+/// ("ALSA lib confmisc.c:… cannot find card '0'", …) before the error of
+/// ours that says what to do. They go to a buffer instead (re-created on
+/// each call, so it stays small), and our error is the one thing printed.
+pub(super) fn host() -> cpal::Host {
+    #[cfg(target_os = "linux")]
+    {
+        let _ = alsa::Output::local_error_handler();
+    }
+    cpal::default_host()
+}
+
 /// Lists the default host's output devices.
 pub fn list_output_devices() -> Result<Vec<DeviceInfo>, AudioError> {
-    let host = cpal::default_host();
+    let host = host();
     let default_id = host.default_output_device().and_then(|d| d.id().ok());
     let devices = host
         .output_devices()

@@ -109,7 +109,7 @@ impl Player {
     /// (silent until the first chunk or the prebuffer arrives).
     /// `source_rate` is the rate of the samples given to [`write`](Self::write).
     pub fn open(opts: &PlaybackOptions, source_rate: u32) -> Result<Player, AudioError> {
-        let host = cpal::default_host();
+        let host = devices::host();
         let (device, label) = find_device(&host, opts.device.as_deref())?;
         // On ALSA this opens the PCM: an absent card shows up here.
         let ranges: Vec<SupportedStreamConfigRange> = device

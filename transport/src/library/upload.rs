@@ -8,7 +8,8 @@
 //!   x_vector_only_mode?, speaker_description?, replace?}`.
 //!
 //! The clip is counted as it arrives, so an oversized one is refused (413)
-//! without being held whole.
+//! without being held whole; a refused form is read on and dropped (bounded)
+//! so the client reads the 413 instead of a reset.
 
 use axum::extract::{FromRequest, Multipart, Request};
 use axum::http::{header, StatusCode};
@@ -39,10 +40,16 @@ pub async fn read(req: Request, max_audio: usize) -> Result<Upload, Refusal> {
         .unwrap_or("")
         .to_ascii_lowercase();
     if ct.starts_with("multipart/form-data") {
-        let mp = Multipart::from_request(req, &())
+        let mut mp = Multipart::from_request(req, &())
             .await
             .map_err(|e| Refusal::bad(format!("bad multipart body: {e}"), "body"))?;
-        read_multipart(mp, max_audio).await
+        let read = read_multipart(&mut mp, max_audio).await;
+        if read.is_err() {
+            // Like a JSON body's: a client still sending reads the refusal
+            // instead of a reset from unread data.
+            drain(mp).await;
+        }
+        read
     } else if ct.is_empty() || ct.starts_with("application/json") {
         // Base64 is 4/3 of the clip; the rest of the JSON is small.
         let limit = max_audio / 3 * 4 + MAX_TEXT_FIELD * 4;
@@ -94,10 +101,33 @@ fn read_json(body: &[u8], max_audio: usize) -> Result<Upload, Refusal> {
     })
 }
 
-async fn read_multipart(mut mp: Multipart, max_audio: usize) -> Result<Upload, Refusal> {
+/// Reads the rest of a refused form and drops it, within the same bounds
+/// as an over-long JSON body (`http_error::read_body`).
+async fn drain(mut mp: Multipart) {
+    use crate::http_error::{DRAIN_BYTES, DRAIN_TIME};
+    let rest = async {
+        let mut dropped = 0usize;
+        while let Ok(Some(mut field)) = mp.next_field().await {
+            while let Ok(Some(chunk)) = field.chunk().await {
+                dropped += chunk.len();
+                if dropped > DRAIN_BYTES {
+                    return;
+                }
+            }
+        }
+    };
+    let _ = tokio::time::timeout(DRAIN_TIME, rest).await;
+}
+
+/// Most text fields' bytes a form carries besides its clip (many small
+/// fields add up too).
+const MAX_FORM_TEXT: usize = 8 * MAX_TEXT_FIELD;
+
+async fn read_multipart(mp: &mut Multipart, max_audio: usize) -> Result<Upload, Refusal> {
     let bad_body = |e: axum::extract::multipart::MultipartError| {
         Refusal::bad(format!("bad multipart body: {e}"), "body")
     };
+    let mut text_bytes = 0usize;
     let mut audio: Option<(Vec<u8>, String)> = None;
     let (mut name, mut ref_text, mut xvo, mut description, mut replace) =
         (None, None, None, None, None);
@@ -122,6 +152,14 @@ async fn read_multipart(mut mp: Multipart, max_audio: usize) -> Result<Upload, R
                     StatusCode::PAYLOAD_TOO_LARGE,
                     format!("form field {field_name:?} is over {MAX_TEXT_FIELD} bytes"),
                     None,
+                ));
+            }
+            text_bytes += chunk.len();
+            if text_bytes > MAX_FORM_TEXT {
+                return Err(Refusal::new(
+                    StatusCode::PAYLOAD_TOO_LARGE,
+                    format!("the form's text fields are over {MAX_FORM_TEXT} bytes in all"),
+                    Some("body"),
                 ));
             }
             text.extend_from_slice(&chunk);

@@ -445,22 +445,25 @@ async fn body_response(
         while let Some(item) = rx.recv().await {
             match item {
                 Ok(b) => file.extend_from_slice(&b),
-                Err(e) => {
-                    // Interrupted: the server is shutting down.
-                    let status = if e.kind() == std::io::ErrorKind::Interrupted {
-                        StatusCode::SERVICE_UNAVAILABLE
-                    } else {
-                        StatusCode::INTERNAL_SERVER_ERROR
-                    };
-                    return error_response(status, &e.to_string(), "server_error", None);
-                }
+                Err(e) => return failed_before_audio(&e),
             }
         }
         Response::new(Body::from(file))
     } else {
-        Response::new(Body::from_stream(futures_util::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
+        // The headers wait for the first item: a request that fails before
+        // any audio (a codec emitting non-finite samples from the start)
+        // is an error answer naming the problem, not a 200 cut at once.
+        let first = match rx.recv().await {
+            Some(Ok(b)) => Some(Ok(b)),
+            Some(Err(e)) => return failed_before_audio(&e),
+            None => None,
+        };
+        let rest = futures_util::stream::unfold(rx, |mut rx| async move {
+            rx.recv().await.map(|item| (item, rx))
+        });
+        Response::new(Body::from_stream(futures_util::StreamExt::chain(
+            futures_util::stream::iter(first),
+            rest,
         )))
     };
     let h = resp.headers_mut();
@@ -477,7 +480,20 @@ async fn body_response(
     resp
 }
 
-/// Reads the engine stream, resamples, encodes and feeds the body.
+/// The answer for a request that failed before any audio left: 503 when
+/// the server is shutting down (`Interrupted`), else 500, with the cause.
+fn failed_before_audio(e: &std::io::Error) -> Response {
+    let status = if e.kind() == std::io::ErrorKind::Interrupted {
+        StatusCode::SERVICE_UNAVAILABLE
+    } else {
+        StatusCode::INTERNAL_SERVER_ERROR
+    };
+    error_response(status, &e.to_string(), "server_error", None)
+}
+
+/// Reads the engine stream, resamples, encodes and feeds the body: an
+/// `Err` item before any audio becomes the error answer (see `speech`),
+/// one after it cuts the body.
 async fn produce(
     st: Arc<AppState>,
     m: Arc<Loaded>,
@@ -510,6 +526,8 @@ async fn produce(
     let mut samples = Vec::new();
     let mut out_samples = 0u64;
     let mut figures: (Option<f64>, Option<f64>) = (None, None);
+    // Whether any audio has left (before it, a failure is an error answer).
+    let mut sent = false;
     let outcome = loop {
         let ev = tokio::select! {
             ev = stream.next() => ev,
@@ -535,9 +553,12 @@ async fn produce(
                 };
                 // Nothing ready (a codec holding a partial frame, or a
                 // complete body): nothing to send yet.
-                if !bytes.is_empty() && tx.send(Ok(item(bytes))).await.is_err() {
-                    // The client went away: dropping the stream cancels.
-                    break "abandoned";
+                if !bytes.is_empty() {
+                    if tx.send(Ok(item(bytes))).await.is_err() {
+                        // The client went away: dropping the stream cancels.
+                        break "abandoned";
+                    }
+                    sent = true;
                 }
                 stream.ack(chunk.seq);
             }
@@ -581,7 +602,7 @@ async fn produce(
                 break "done";
             }
             Some(Event::Error { error, .. }) => {
-                if out.sse {
+                if out.sse && sent {
                     let ev = serde_json::json!({"type": "error", "error": {"message": error.to_string(), "type": "server_error"}});
                     let _ = tx.send(Ok(Bytes::from(format!("data: {ev}\n\n")))).await;
                 } else {
@@ -595,8 +616,9 @@ async fn produce(
         }
     };
     if outcome != "done" {
-        if out.complete {
-            // A complete body is all or nothing: never a short file.
+        if out.complete || !sent {
+            // A complete body is all or nothing: never a short file; a
+            // stream that ends before any audio is an error answer.
             let _ = tx
                 .send(Err(std::io::Error::new(
                     std::io::ErrorKind::Interrupted,

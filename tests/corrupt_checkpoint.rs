@@ -1,0 +1,232 @@
+//! The corrupt-checkpoint probe against the real binary: each broken copy
+//! of tests/fixtures/tiny-a makes `tts-rt serve` exit at load (never report
+//! ready), naming what is wrong — the tensor, the key or the file — with no
+//! panic. Each copy symlinks what it does not change (nothing large is
+//! copied) and lives under the target's temp dir.
+#![cfg(unix)]
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use safetensors::{Dtype, SafeTensors};
+use serde_json::{json, Value};
+
+fn fixture() -> PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR")).join("tests/fixtures/tiny-a")
+}
+
+/// A copy of tiny-a named `name`: `replace` lists (path inside the
+/// checkpoint, new bytes); everything else is symlinked.
+fn copy_with(name: &str, replace: &[(&str, Vec<u8>)]) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("corrupt_checkpoint")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    link_tree(&fixture(), &dir, "", replace);
+    dir
+}
+
+fn link_tree(from: &Path, to: &Path, rel: &str, replace: &[(&str, Vec<u8>)]) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let name = e.file_name().to_string_lossy().into_owned();
+        let path = if rel.is_empty() {
+            name.clone()
+        } else {
+            format!("{rel}/{name}")
+        };
+        if e.file_type().unwrap().is_dir() {
+            link_tree(&e.path(), &to.join(&name), &path, replace);
+        } else if let Some((_, bytes)) = replace.iter().find(|(p, _)| *p == path) {
+            std::fs::write(to.join(&name), bytes).unwrap();
+        } else {
+            std::os::unix::fs::symlink(e.path(), to.join(&name)).unwrap();
+        }
+    }
+}
+
+type Tensors = BTreeMap<String, (Dtype, Vec<usize>, Vec<u8>)>;
+
+/// `file`'s tensors after `edit`, serialized again.
+fn edited_tensors(file: &str, edit: impl FnOnce(&mut Tensors)) -> Vec<u8> {
+    let bytes = std::fs::read(fixture().join(file)).unwrap();
+    let st = SafeTensors::deserialize(&bytes).unwrap();
+    let mut t: Tensors = st
+        .tensors()
+        .into_iter()
+        .map(|(n, v)| (n, (v.dtype(), v.shape().to_vec(), v.data().to_vec())))
+        .collect();
+    edit(&mut t);
+    let views: Vec<(String, safetensors::tensor::TensorView<'_>)> = t
+        .iter()
+        .map(|(n, (d, s, b))| {
+            (
+                n.clone(),
+                safetensors::tensor::TensorView::new(*d, s.clone(), b).unwrap(),
+            )
+        })
+        .collect();
+    safetensors::serialize(views, &None).unwrap()
+}
+
+/// `file`'s JSON after `edit`.
+fn edited_json(file: &str, edit: impl FnOnce(&mut Value)) -> Vec<u8> {
+    let mut v: Value =
+        serde_json::from_str(&std::fs::read_to_string(fixture().join(file)).unwrap()).unwrap();
+    edit(&mut v);
+    serde_json::to_vec_pretty(&v).unwrap()
+}
+
+/// `serve` on `dir` exits non-zero within a minute, its stderr naming
+/// every needle, without a panic.
+fn serve_refuses(dir: &Path, needles: &[&str]) -> String {
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tts-rt"))
+        .args(["serve", "--model", dir.to_str().unwrap(), "--port", "0"])
+        .env_remove("TTS_RT_MODEL")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let t0 = Instant::now();
+    let status = loop {
+        if let Some(s) = child.try_wait().unwrap() {
+            break s;
+        }
+        if t0.elapsed() > Duration::from_secs(60) {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("{}: serve kept running", dir.display());
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    assert!(!status.success(), "{}: exit 0: {err}", dir.display());
+    assert!(!err.contains("panicked"), "{}: {err}", dir.display());
+    assert!(!err.contains(" ready in "), "reported ready: {err}");
+    for n in needles {
+        assert!(
+            err.contains(n),
+            "{}: stderr lacks {n:?}:\n{err}",
+            dir.display()
+        );
+    }
+    err
+}
+
+/// A case: its name, the files it replaces, what its refusal must name.
+type Case = (
+    &'static str,
+    Vec<(&'static str, Vec<u8>)>,
+    Vec<&'static str>,
+);
+
+const PROBE: &str = "talker.model.layers.1.mlp.up_proj.weight";
+const CODEC_PROBE: &str = "decoder.decoder.6.conv.bias";
+
+#[test]
+fn every_corrupt_checkpoint_is_refused_at_load_naming_the_key() {
+    let weights = std::fs::read(fixture().join("model.safetensors")).unwrap();
+    let cases: Vec<Case> = vec![
+        (
+            "truncated_weights",
+            vec![(
+                "model.safetensors",
+                weights[..weights.len() - 1000].to_vec(),
+            )],
+            vec!["model.safetensors", "truncated"],
+        ),
+        (
+            "empty_weights",
+            vec![("model.safetensors", Vec::new())],
+            vec!["model.safetensors"],
+        ),
+        (
+            "wrong_dtype",
+            vec![(
+                "model.safetensors",
+                edited_tensors("model.safetensors", |t| {
+                    let (_, shape, data) = t[PROBE].clone();
+                    t.insert(PROBE.into(), (Dtype::I16, shape, data));
+                }),
+            )],
+            vec![PROBE],
+        ),
+        (
+            "missing_tensor",
+            vec![(
+                "model.safetensors",
+                edited_tensors("model.safetensors", |t| {
+                    t.remove(PROBE);
+                }),
+            )],
+            vec![PROBE],
+        ),
+        (
+            "missing_codec_tensor",
+            vec![(
+                "speech_tokenizer/model.safetensors",
+                edited_tensors("speech_tokenizer/model.safetensors", |t| {
+                    t.remove(CODEC_PROBE);
+                }),
+            )],
+            vec![CODEC_PROBE],
+        ),
+        (
+            "config_not_json",
+            vec![("config.json", b"{\"talker_config\": ".to_vec())],
+            vec!["config.json"],
+        ),
+        (
+            "hidden_size_a_string",
+            vec![(
+                "config.json",
+                edited_json("config.json", |v| {
+                    v["talker_config"]["hidden_size"] = json!("wide");
+                }),
+            )],
+            vec!["hidden_size"],
+        ),
+        (
+            "spk_id_missing",
+            vec![(
+                "config.json",
+                edited_json("config.json", |v| {
+                    let t = v["talker_config"].as_object_mut().unwrap();
+                    t.remove("spk_id");
+                    t.remove("spk_is_dialect");
+                }),
+            )],
+            vec!["spk_id"],
+        ),
+        (
+            "zero_max_position_embeddings",
+            vec![(
+                "config.json",
+                edited_json("config.json", |v| {
+                    v["talker_config"]["max_position_embeddings"] = json!(0);
+                }),
+            )],
+            vec!["max_position_embeddings"],
+        ),
+    ];
+    let n = cases.len();
+    for (name, replace, needles) in cases {
+        let dir = copy_with(name, &replace);
+        let err = serve_refuses(&dir, &needles);
+        let last = err.lines().last().unwrap_or("");
+        println!("corrupt checkpoint {name}: refused: {last}");
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    println!("corrupt-checkpoint: {n} broken checkpoints, each refused at load by name");
+}

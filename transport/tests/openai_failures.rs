@@ -1,0 +1,130 @@
+//! The OpenAI route when synthesis fails or a body is too big, on loopback:
+//! a failure before any audio is an error answer naming the problem (never
+//! a 200 with NaN, silence or a cut body), and an over-long upload is read
+//! on and refused with a JSON 413 instead of a reset (issue 15, items 6, 8).
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use anyhow::{ensure, Result};
+use serde_json::json;
+
+mod common;
+
+use common::http::{post_json, request};
+use common::{start, stop, BrokenCodec};
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_finite_audio_over_http_is_a_json_500_before_any_audio() -> Result<()> {
+    let broken = BrokenCodec::new()?;
+    let mut cfg = common::config(Duration::from_secs(5));
+    cfg.model_dir = broken.0.clone();
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    // Complete bodies (wav's default, and asked for) and streamed ones
+    // (pcm, mp3, SSE), each failing on its first chunk.
+    let cases = [
+        json!({"response_format": "wav"}),
+        json!({"response_format": "pcm", "stream": false}),
+        json!({"response_format": "pcm"}),
+        json!({"response_format": "mp3"}),
+        json!({"response_format": "pcm", "stream_format": "sse"}),
+        json!({"stream_format": "sse"}),
+    ];
+    for extra in cases {
+        let mut body = json!({"model": "tts-1", "input": "Hello there.", "voice": "alloy"});
+        for (k, v) in extra.as_object().expect("object") {
+            body[k] = v.clone();
+        }
+        let r = post_json(addr, "/v1/audio/speech", &body).await?;
+        ensure!(
+            r.status == 500,
+            "{extra}: status {} ({} bytes, cut: {}) instead of a 500",
+            r.status,
+            r.body.len(),
+            r.cut
+        );
+        let message = r.error_message()?;
+        ensure!(message.contains("non-finite audio"), "{extra}: {message}");
+        ensure!(
+            r.json()["error"]["type"] == "server_error",
+            "{extra}: {}",
+            r.body_str()
+        );
+    }
+    // The server is unharmed: /health answers, the next request is served.
+    assert_eq!(request(addr, "GET", "/health", &[], b"").await?.status, 200);
+    stop(s).await
+}
+
+fn base_fixture() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-base")
+}
+
+/// A form with `name` and a clip of `audio_len` bytes.
+fn form(audio_len: usize) -> (String, Vec<u8>) {
+    let boundary = "----tts-rt-limits-boundary";
+    let mut b = format!(
+        "--{boundary}\r\nContent-Disposition: form-data; name=\"name\"\r\n\r\nbig\r\n\
+         --{boundary}\r\nContent-Disposition: form-data; name=\"audio_sample\"; filename=\"a.wav\"\r\n\
+         Content-Type: audio/wav\r\n\r\n"
+    )
+    .into_bytes();
+    b.resize(b.len() + audio_len, 0);
+    b.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+    (format!("multipart/form-data; boundary={boundary}"), b)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn multipart_upload_over_the_limit_is_a_drained_json_413() -> Result<()> {
+    let voices = std::env::temp_dir().join(format!("tts-rt-limits-voices-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&voices);
+    let mut cfg = tts_transport::ServeConfig::new(base_fixture());
+    cfg.addr = SocketAddr::from(([127, 0, 0, 1], 0));
+    cfg.voices_dir = Some(voices.clone());
+    cfg.max_upload_bytes = 64 * 1024;
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    // 8 MB sent whole: the refusal must be read, not reset away.
+    let (ct, body) = form(8 << 20);
+    let r = request(
+        addr,
+        "POST",
+        "/v1/audio/voices",
+        &[("Content-Type", &ct)],
+        &body,
+    )
+    .await?;
+    assert_eq!(r.status, 413, "{}", r.body_str());
+    let message = r.error_message()?;
+    assert!(message.contains("upload limit"), "{message}");
+    assert_eq!(r.json()["error"]["param"], "audio_sample");
+    // Many small fields add up past the limit too.
+    let boundary = "b0undary";
+    let mut many = Vec::new();
+    for i in 0..200 {
+        many.extend_from_slice(
+            format!(
+                "--{boundary}\r\nContent-Disposition: form-data; name=\"f{i}\"\r\n\r\n{}\r\n",
+                "x".repeat(60 * 1024)
+            )
+            .as_bytes(),
+        );
+    }
+    many.extend_from_slice(format!("--{boundary}--\r\n").as_bytes());
+    let ct = format!("multipart/form-data; boundary={boundary}");
+    let r = request(
+        addr,
+        "POST",
+        "/v1/audio/voices",
+        &[("Content-Type", &ct)],
+        &many,
+    )
+    .await?;
+    assert_eq!(r.status, 413, "{}", r.body_str());
+    r.error_message()?;
+    stop(s).await?;
+    let _ = std::fs::remove_dir_all(&voices);
+    Ok(())
+}

@@ -18,9 +18,10 @@ pub struct ServeArgs {
     /// cache entry of Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice).
     #[arg(long)]
     model: Option<PathBuf>,
-    /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]] (f32, int8 or q4
-    /// for the LMs; f32 or bf16 for code2wav), or `fast` (int8,int8,bf16);
-    /// see `tts-rt speak --help`.
+    /// Weight precision: a preset (`reference`, `balanced`, `fast`),
+    /// TALKER[,CODE_PREDICTOR[,CODE2WAV]] (f32, int8 or q4 for the LMs; f32
+    /// or bf16 for code2wav), or per-class items
+    /// (`talker.attn=int8,cp.mlp_down=bf16`); see `tts-rt speak --help`.
     #[arg(long, default_value = "f32", value_parser = super::parse_precision)]
     precision: tts_models::LoadOptions,
     /// Cache int8/q4-converted LM weights in DIR (written once, then

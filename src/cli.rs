@@ -32,7 +32,7 @@ use std::time::Instant;
 use anyhow::{bail, Context, Result};
 use clap::{Args, Parser, Subcommand};
 use tts_audio::WavFormat;
-use tts_models::{LoadOptions, Precision, PrefixCache, Qwen3Tts};
+use tts_models::{LoadOptions, PrecisionPlan, PrefixCache, Qwen3Tts};
 
 use crate::model_path;
 
@@ -97,10 +97,6 @@ enum Command {
     Client(client::ClientArgs),
 }
 
-/// `--precision fast`: the fastest setting that passes every fidelity gate
-/// (docs/performance.md, "The yardstick" and "code2wav in bf16").
-const FAST_PRECISION: &str = "int8,int8,bf16";
-
 #[derive(Args)]
 struct ModelArg {
     /// Checkpoint directory, or a Hugging Face repo id such as
@@ -109,16 +105,23 @@ struct ModelArg {
     /// Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice.
     #[arg(long)]
     model: Option<PathBuf>,
-    /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]], or `fast`.
-    /// The LMs: f32 (the stored weights, f32 compute), int8 (per-channel)
-    /// or q4 (4-bit, groups of 32), quantized at load. int8 passes its
-    /// fidelity gates (closer to f32 than the official bf16 is, on random
-    /// weights; trained weights unmeasured); q4 fails them. CODE2WAV: f32
-    /// (default) or bf16 (the vocoder's convolutions with bf16 weights and
-    /// activations, f32 accumulation; ~2x faster code2wav with avx512_bf16,
-    /// passes its waveform-SNR gate), e.g. `f32,f32,bf16`. `fast` is
-    /// `int8,int8,bf16`, the fastest setting that passes every gate
-    /// (docs/performance.md).
+    /// Weight precision: a preset, TALKER[,CODE_PREDICTOR[,CODE2WAV]], or
+    /// per-tensor-class items.
+    /// Presets: `reference` (stored weights, code2wav f32: what the goldens
+    /// hold to; the default `f32` is the same), `balanced` (int8 except the
+    /// code predictor's MLP down projection, the heads and embeddings,
+    /// which stay stored bf16; code2wav bf16), `fast` (`int8,int8,bf16`).
+    /// The LMs: f32 (alias bf16, stored: the checkpoint's weights, f32
+    /// compute), int8 (per-channel) or q4 (4-bit, groups of 32), quantized
+    /// at load. CODE2WAV: f32 (default) or bf16 (bf16 weights and
+    /// activations in the vocoder's convolutions, f32 accumulation).
+    /// Per class: `[BASE,]STAGE.CLASS=P,...` with STAGE `talker` or `cp`,
+    /// CLASS `attn`, `mlp` (= `mlp_up_gate` + `mlp_down`), `mlp_up_gate`,
+    /// `mlp_down` or `head`; `STAGE=P` sets attn and mlp; `code2wav=bf16`;
+    /// later items win, e.g. `talker.attn=int8,talker.mlp=q4,cp.mlp_down=bf16`
+    /// or `balanced,cp.mlp_down=int8`. Embeddings and projections always
+    /// keep the stored weights. `tts-rt fidelity` measures what each costs
+    /// on a checkpoint; docs/performance.md, "Precision by tensor".
     #[arg(long, default_value = "f32", value_parser = parse_precision)]
     precision: LoadOptions,
     /// Cache int8/q4-converted LM weights in DIR: the first load writes
@@ -160,45 +163,16 @@ impl VoicesDirArg {
     }
 }
 
-/// `f32`, `int8`, `q4`, `iq4`, `q6`, `TALKER,CODE_PREDICTOR` (e.g. `iq4,int8`),
-/// `TALKER,CODE_PREDICTOR,CODE2WAV` (e.g. `f32,f32,bf16`) or `fast`
-/// (`int8,int8,bf16`).
+/// A `--precision` value ([`PrecisionPlan::parse`]): a preset
+/// (`reference`, `balanced`, `fast`), `TALKER[,CODE_PREDICTOR[,CODE2WAV]]`
+/// (e.g. `q4,int8`, `iq4,int8`, `f32,f32,bf16`) or per-class items over an optional
+/// base (`balanced,cp.mlp_down=int8`,
+/// `talker.attn=int8,talker.mlp=q4,cp.mlp_down=bf16`). Errors name the
+/// part at fault.
 pub(crate) fn parse_precision(s: &str) -> std::result::Result<LoadOptions, String> {
-    let s = if s.trim().eq_ignore_ascii_case("fast") {
-        FAST_PRECISION
-    } else {
-        s
-    };
-    let parts: Vec<&str> = s.split(',').map(str::trim).collect();
-    if parts.len() > 3 {
-        return Err(format!(
-            "{s:?}: give one precision, two (talker,code predictor) or three \
-             (talker,code predictor,code2wav)"
-        ));
-    }
-    let talker: Precision = parts[0].parse().map_err(|e| {
-        if parts.len() == 1 {
-            format!("talker precision: {e}; or `fast` ({FAST_PRECISION})")
-        } else {
-            format!("talker precision: {e}")
-        }
-    })?;
-    let code_predictor = match parts.get(1) {
-        Some(p) => p
-            .parse()
-            .map_err(|e| format!("code predictor precision: {e}"))?,
-        None => talker,
-    };
-    let code2wav = match parts.get(2) {
-        Some(p) => p.parse()?,
-        None => tts_models::Code2WavPrecision::F32,
-    };
-    Ok(LoadOptions {
-        talker,
-        code_predictor,
-        code2wav,
-        weights_cache: None,
-    })
+    PrecisionPlan::parse(s)
+        .map(LoadOptions::from_plan)
+        .map_err(|e| e.to_string())
 }
 
 #[derive(Args)]
@@ -299,11 +273,12 @@ fn load(model: &ModelArg) -> Result<Arc<Qwen3Tts>> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use tts_models::Code2WavPrecision;
+    use tts_models::{Code2WavPrecision, Precision};
 
     fn parsed(s: &str) -> (Precision, Precision, Code2WavPrecision) {
         let o = parse_precision(s).unwrap();
-        (o.talker, o.code_predictor, o.code2wav)
+        let uniform = |p: tts_models::StagePlan| p.as_uniform().expect("a uniform stage");
+        (uniform(o.talker), uniform(o.code_predictor), o.code2wav)
     }
 
     #[test]
@@ -320,7 +295,7 @@ mod tests {
         let want = (Precision::Int8, Precision::Int8, Code2WavPrecision::Bf16);
         assert_eq!(parsed("fast"), want);
         assert_eq!(parsed(" FAST "), want);
-        assert_eq!(parsed(FAST_PRECISION), want);
+        assert_eq!(parsed("int8,int8,bf16"), want);
     }
 
     #[test]
@@ -367,18 +342,42 @@ mod tests {
     #[test]
     fn four_precisions_are_refused_with_the_accepted_forms() {
         let e = parse_precision("f32,f32,f32,f32").unwrap_err();
-        assert!(e.contains("give one precision, two"), "{e}");
+        assert!(e.contains("give a preset"), "{e}");
+        assert!(e.contains("one precision, two"), "{e}");
     }
 
     #[test]
-    fn an_unknown_single_precision_suggests_fast_and_a_list_does_not() {
+    fn an_unknown_single_precision_suggests_the_presets_and_a_list_does_not() {
         let one = parse_precision("int4").unwrap_err();
-        assert!(one.starts_with("talker precision: "), "{one}");
-        assert!(one.contains("or `fast` (int8,int8,bf16)"), "{one}");
+        assert!(one.starts_with("`int4`: talker precision: "), "{one}");
+        assert!(
+            one.contains("reference, balanced, fast (int8,int8,bf16)"),
+            "{one}"
+        );
         let two = parse_precision("int4,f32").unwrap_err();
         assert!(!two.contains("fast"), "{two}");
         let cp = parse_precision("f32,int4").unwrap_err();
-        assert!(cp.starts_with("code predictor precision: "), "{cp}");
+        assert!(cp.starts_with("`int4`: code predictor precision: "), "{cp}");
         assert!(parse_precision("f32,f32,int8").is_err());
+    }
+
+    #[test]
+    fn presets_and_per_class_items_parse_into_load_options() {
+        let b = parse_precision("balanced").unwrap();
+        assert_eq!(b.code_predictor.mlp_down, Precision::F32);
+        assert_eq!(b.code_predictor.attn, Precision::Int8);
+        assert_eq!(b.code2wav, Code2WavPrecision::Bf16);
+        assert_eq!(
+            parse_precision("reference").unwrap(),
+            LoadOptions::default()
+        );
+        let o = parse_precision("talker.attn=int8,talker.mlp=q4,cp.mlp_down=bf16").unwrap();
+        assert_eq!(o.talker.attn, Precision::Int8);
+        assert_eq!(o.talker.mlp_down, Precision::Q4);
+        let e = parse_precision("balanced,cp.mlp_dwn=int8").unwrap_err();
+        assert!(
+            e.starts_with("`cp.mlp_dwn=int8`: unknown tensor class"),
+            "{e}"
+        );
     }
 }

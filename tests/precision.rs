@@ -276,8 +276,8 @@ fn q4_fidelity_envelope_on_fixtures() {
     );
     check_gate("q4", &total, &ENVELOPE);
     let mixed = LoadOptions {
-        talker: Precision::Q4,
-        code_predictor: Precision::Int8,
+        talker: Precision::Q4.into(),
+        code_predictor: Precision::Int8.into(),
         ..LoadOptions::default()
     };
     let total = fixtures_report(mixed);
@@ -407,8 +407,8 @@ fn parse_arm(a: &str) -> LoadOptions {
     let mut it = a.split(',').map(|p| p.trim().parse::<Precision>().unwrap());
     let talker = it.next().unwrap();
     LoadOptions {
-        talker,
-        code_predictor: it.next().unwrap_or(talker),
+        talker: talker.into(),
+        code_predictor: it.next().unwrap_or(talker).into(),
         ..LoadOptions::default()
     }
 }
@@ -513,4 +513,73 @@ fn relative_gate_against_official_bf16() {
             );
         }
     }
+}
+
+/// A precision plan converts each tensor class to its own precision, and
+/// the bytes a frame streams follow the plan: the loaded stages' figures
+/// equal the ones computed from the shapes alone (tiny-a is stored bf16).
+#[test]
+fn plans_convert_per_class_and_bytes_per_frame_follow_them() {
+    use tts_models::quant::plan::frame_bytes;
+    use tts_models::{PrecisionPlan, Preset};
+    let dir = root().join("tiny-a");
+    let mut seen = Vec::new();
+    for spec in [
+        "reference",
+        "balanced",
+        "fast",
+        "q4",
+        "talker.attn=int8,talker.mlp=q4,cp.mlp_down=int8,cp.head=int8",
+        "balanced,talker.head=int8",
+    ] {
+        let plan = PrecisionPlan::parse(spec).unwrap();
+        let m = load_opts(&dir, LoadOptions::from_plan(plan));
+        assert_eq!(m.precision.plan(), plan);
+        let want = frame_bytes(&m.config.talker, &plan, 2);
+        let got = (
+            m.talker.bytes_per_frame(),
+            m.code_predictor.bytes_per_frame(),
+        );
+        assert_eq!(got, want, "{spec}");
+        seen.push((spec, got));
+    }
+    let get = |s: &str| seen.iter().find(|(n, _)| *n == s).unwrap().1;
+    let (reference, balanced, fast) = (get("reference"), get("balanced"), get("fast"));
+    // balanced = fast for the talker; its code predictor keeps mlp_down
+    // stored, so it streams more than fast and less than the reference.
+    assert_eq!(balanced.0, fast.0);
+    assert!(fast.1 < balanced.1 && balanced.1 < reference.1, "{seen:?}");
+    // An int8 head is smaller than the stored bf16 one (q4 is not compared:
+    // tiny rows of 64 inputs pad to one 512-input block).
+    assert!(get("balanced,talker.head=int8").0 < balanced.0);
+    assert_eq!(
+        Preset::Balanced.plan(),
+        PrecisionPlan::parse("balanced").unwrap()
+    );
+}
+
+/// The reference preset is the stored-weights path the goldens hold to,
+/// and `balanced` keeps the code predictor's down projection exactly as
+/// stored: its teacher-forced code-predictor KL sits below int8's.
+#[test]
+fn balanced_sits_between_the_stored_weights_and_int8() {
+    use tts_models::PrecisionPlan;
+    let total = |o: LoadOptions| fixtures_report(o);
+    let int8 = total(LoadOptions::uniform(Precision::Int8));
+    let balanced = total(LoadOptions::from_plan(
+        PrecisionPlan::parse("balanced,code2wav=f32").unwrap(),
+    ));
+    let reference = total(LoadOptions::from_plan(
+        PrecisionPlan::parse("reference").unwrap(),
+    ));
+    assert_eq!(reference.predicted.mean_kl(), 0.0);
+    assert_eq!(reference.codebook0.mean_kl(), 0.0);
+    // Same talker as int8: same codebook-0 figures.
+    assert_eq!(balanced.codebook0.mean_kl(), int8.codebook0.mean_kl());
+    assert!(
+        balanced.predicted.mean_kl() < int8.predicted.mean_kl(),
+        "balanced {} vs int8 {}",
+        balanced.predicted.mean_kl(),
+        int8.predicted.mean_kl()
+    );
 }

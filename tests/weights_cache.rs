@@ -125,8 +125,8 @@ fn cached_loads_equal_the_in_memory_conversion_bit_for_bit() {
         (
             "tiny-b",
             LoadOptions {
-                talker: Precision::Q4,
-                code_predictor: Precision::Int8,
+                talker: Precision::Q4.into(),
+                code_predictor: Precision::Int8.into(),
                 ..LoadOptions::default()
             },
         ),
@@ -150,8 +150,11 @@ fn cached_loads_equal_the_in_memory_conversion_bit_for_bit() {
             assert!(e.path.is_file(), "{:?}", e.path);
             assert!(e.path.starts_with(&s.cache));
         }
-        assert_eq!(stage(&first, TALKER).precision, o.talker);
-        assert_eq!(stage(&first, PREDICTOR).precision, o.code_predictor);
+        assert_eq!(Some(stage(&first, TALKER).precision), o.talker.as_uniform());
+        assert_eq!(
+            Some(stage(&first, PREDICTOR).precision),
+            o.code_predictor.as_uniform()
+        );
         drop(first);
         let warm = load(&s.model, o, Some(&s.cache));
         assert_eq!(

@@ -6,6 +6,10 @@
 //! - `preset`: the presets (sizes and family).
 //! - `encoders`: Base's speaker encoder and the speech tokenizer's encoder.
 //! - `tokenizer`: the synthetic text tokenizer files.
+//! - `proxy`: trained-like LM weights ([`Proxy::Trained`]: heavy tails
+//!   with row/column scales, massive hidden channels, the code
+//!   predictor's FFN spike), for comparing precisions when the trained
+//!   checkpoint is not at hand.
 //!
 //! `tiny` is for smoke tests; `0.6b` and `1.7b` carry the real shapes (from
 //! the published configs) for benchmarks, never for listening. Those three
@@ -44,10 +48,12 @@ use tts_models::{ModelError, Result};
 
 mod encoders;
 mod preset;
+mod proxy;
 mod tokenizer;
 
 use encoders::{EncoderDims, SpeakerDims};
 pub use preset::{Family, Preset, PRESET_NAMES};
+pub use proxy::{massive_channels, spike_channels, Proxy, MASSIVE_GAIN, PROXY_NAMES, SPIKE_GAIN};
 
 /// Tensor list: (name, shape, fan_in for scaling; 0 = norm-like "around 1",
 /// [`SMALL`] = small values, [`ONE`] = exactly 1).
@@ -551,12 +557,16 @@ fn write_safetensors(
     path: &Path,
     tensors: &[(String, Vec<usize>, usize)],
     bf16: bool,
+    proxy: Proxy,
     rng: &mut Rng,
 ) -> Result<()> {
     let mut bufs: Vec<(String, Vec<usize>, Vec<u8>)> = Vec::with_capacity(tensors.len());
     for (name, shape, fan_in) in tensors {
         let n: usize = shape.iter().product();
-        let vals = fill(rng, n, *fan_in);
+        let mut vals = fill(rng, n, *fan_in);
+        if proxy == Proxy::Trained {
+            proxy::trained_like(name, shape, *fan_in, &mut vals, rng);
+        }
         let bytes = if bf16 {
             vals.iter()
                 .flat_map(|&x| tts_kernels::f32_to_bf16(x).to_le_bytes())
@@ -633,6 +643,12 @@ pub fn config_files(preset: Preset) -> (Value, Value) {
 
 /// Writes a complete random checkpoint directory.
 pub fn write_checkpoint(dir: &Path, preset: Preset, seed: u64) -> Result<()> {
+    write_checkpoint_with(dir, preset, seed, Proxy::Random)
+}
+
+/// [`write_checkpoint`] with the LM weights drawn as `proxy` says (the
+/// codec's are the same for every proxy).
+pub fn write_checkpoint_with(dir: &Path, preset: Preset, seed: u64, proxy: Proxy) -> Result<()> {
     let d = dims(preset);
     let st = dir.join("speech_tokenizer");
     std::fs::create_dir_all(&st).map_err(|source| ModelError::Io {
@@ -674,9 +690,21 @@ pub fn write_checkpoint(dir: &Path, preset: Preset, seed: u64) -> Result<()> {
     // the parts every family shares is the CustomVoice preset's.
     let mut talker = talker_tensors(&d);
     talker.extend(speaker.iter().flat_map(SpeakerDims::tensors));
-    write_safetensors(&dir.join("model.safetensors"), &talker, true, &mut rng)?;
+    write_safetensors(
+        &dir.join("model.safetensors"),
+        &talker,
+        true,
+        proxy,
+        &mut rng,
+    )?;
     let mut codec_t = codec_tensors(&d);
     codec_t.extend(encoder.iter().flat_map(EncoderDims::tensors));
-    write_safetensors(&st.join("model.safetensors"), &codec_t, false, &mut rng)?;
+    write_safetensors(
+        &st.join("model.safetensors"),
+        &codec_t,
+        false,
+        Proxy::Random,
+        &mut rng,
+    )?;
     Ok(())
 }

@@ -14,11 +14,14 @@
 //!   `speech_tokenizer/config.json`, parsed and validated up front (the
 //!   key reader, the speech tokenizer's part and the speaker encoder's in
 //!   their own files).
-//! - [`quant`]: per-stage weight precision ([`quant::Precision`]: stored
+//! - [`quant`]: weight precision ([`quant::Precision`]: stored
 //!   bf16/f32, int8 per output channel, or 4-bit groups, converted at
-//!   load time); [`wcache`]: the optional on-disk cache of converted LM
-//!   weights, memory-mapped on later loads: the per-stage converter and the
-//!   per-load event list, with the file format in `wcache/file.rs`.
+//!   load time), chosen per tensor class of each stage by a
+//!   [`PrecisionPlan`] (`quant/plan.rs`: the classes, the named presets,
+//!   the `--precision` grammar, bytes per frame from shapes); [`wcache`]:
+//!   the optional on-disk cache of converted LM weights, memory-mapped on
+//!   later loads: the per-stage and per-plan converters and the per-load
+//!   event list, with the file format in `wcache/file.rs`.
 //! - [`tokenizer`]: Qwen2 byte-level BPE and the official chat templates.
 //! - [`fidelity`]: how close a reduced precision is to the reference —
 //!   teacher-forced KL and top-1 per stage (codebook 0, each predicted
@@ -83,7 +86,7 @@ pub use codec_encoder::{CodecEncoder, ReferenceCodes};
 pub use error::{ModelError, Result};
 pub use generator::FrameGenerator;
 pub use model::{CloneEncoders, CloneTimings, LoadOptions, Qwen3Tts};
-pub use quant::{Code2WavPrecision, Precision};
+pub use quant::{Code2WavPrecision, Precision, PrecisionPlan, Preset, StagePlan, TensorClass};
 pub use request::{CloneReference, GenOptions, Request, StopReason, VoiceClone};
 pub use speaker_encoder::SpeakerEncoder;
 pub use talker::{PrefixCache, PrefixCacheStats, Prompt, TalkerOutput, TalkerState, TalkerWork};

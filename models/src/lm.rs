@@ -13,8 +13,8 @@ use tts_kernels::{attention, matmul, rms_norm, rope, silu_mul, AttnShape, KvRows
 use crate::checkpoint::TensorStore;
 use crate::config::LmConfig;
 use crate::error::Result;
-use crate::quant::Precision;
-use crate::wcache::{StageConverter, WeightsCache};
+use crate::quant::{Precision, StagePlan, TensorClass};
+use crate::wcache::{PlanConverter, WeightsCache};
 use crate::weight::Weight;
 
 struct Layer {
@@ -247,10 +247,26 @@ impl Qwen3Lm {
         precision: Precision,
         cache: &WeightsCache,
     ) -> Result<Self> {
+        let conv = PlanConverter::open(store, cache, prefix, StagePlan::uniform(precision));
+        let lm = Self::load_planned(store, prefix, cfg, &conv)?;
+        conv.finish();
+        Ok(lm)
+    }
+
+    /// [`Self::load`] with each linear layer taken through `conv` at its
+    /// tensor class's precision (attention, MLP gate/up, MLP down); the
+    /// caller finishes `conv` once the stage's other tensors are loaded.
+    pub fn load_planned(
+        store: &TensorStore,
+        prefix: &str,
+        cfg: &LmConfig,
+        conv: &PlanConverter,
+    ) -> Result<Self> {
         let (h, hd) = (cfg.hidden_size, cfg.head_dim);
-        // Converted at `precision`, or mapped from the weights cache.
-        let conv = StageConverter::open(store, cache, prefix, precision);
-        let weight = |name: &str, shape: &[usize]| conv.weight(name, shape);
+        let attn = |name: &str, shape: &[usize]| conv.weight(TensorClass::Attn, name, shape);
+        let up_gate =
+            |name: &str, shape: &[usize]| conv.weight(TensorClass::MlpUpGate, name, shape);
+        let down = |name: &str, shape: &[usize]| conv.weight(TensorClass::MlpDown, name, shape);
         let (qd, kvd) = (cfg.num_heads * hd, cfg.num_kv_heads * hd);
         let mut layers = Vec::with_capacity(cfg.num_layers);
         for i in 0..cfg.num_layers {
@@ -258,28 +274,27 @@ impl Qwen3Lm {
             layers.push(Layer {
                 input_norm: store.vector(&format!("{p}.input_layernorm.weight"), &[h])?,
                 post_norm: store.vector(&format!("{p}.post_attention_layernorm.weight"), &[h])?,
-                q: weight(&format!("{p}.self_attn.q_proj.weight"), &[qd, h])?,
-                k: weight(&format!("{p}.self_attn.k_proj.weight"), &[kvd, h])?,
-                v: weight(&format!("{p}.self_attn.v_proj.weight"), &[kvd, h])?,
-                o: weight(&format!("{p}.self_attn.o_proj.weight"), &[h, qd])?,
+                q: attn(&format!("{p}.self_attn.q_proj.weight"), &[qd, h])?,
+                k: attn(&format!("{p}.self_attn.k_proj.weight"), &[kvd, h])?,
+                v: attn(&format!("{p}.self_attn.v_proj.weight"), &[kvd, h])?,
+                o: attn(&format!("{p}.self_attn.o_proj.weight"), &[h, qd])?,
                 q_norm: store.vector(&format!("{p}.self_attn.q_norm.weight"), &[hd])?,
                 k_norm: store.vector(&format!("{p}.self_attn.k_norm.weight"), &[hd])?,
-                gate: weight(
+                gate: up_gate(
                     &format!("{p}.mlp.gate_proj.weight"),
                     &[cfg.intermediate_size, h],
                 )?,
-                up: weight(
+                up: up_gate(
                     &format!("{p}.mlp.up_proj.weight"),
                     &[cfg.intermediate_size, h],
                 )?,
-                down: weight(
+                down: down(
                     &format!("{p}.mlp.down_proj.weight"),
                     &[h, cfg.intermediate_size],
                 )?,
                 window: cfg.layer_windows.get(i).copied().flatten(),
             });
         }
-        conv.finish();
         Ok(Qwen3Lm {
             cfg: cfg.clone(),
             layers,

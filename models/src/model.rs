@@ -15,7 +15,7 @@ use crate::codec_encoder::CodecEncoder;
 use crate::config::{GenerationConfig, TtsConfig};
 use crate::error::{ModelError, Result};
 use crate::prompt::{self, Prompt, PromptParts};
-use crate::quant::{Code2WavPrecision, Precision};
+use crate::quant::{Code2WavPrecision, Precision, PrecisionPlan, StagePlan};
 use crate::request::{CloneReference, GenOptions, Request, VoiceClone};
 use crate::speaker_encoder::SpeakerEncoder;
 use crate::talker::{PrefixCache, Talker, TalkerModels, TalkerState};
@@ -62,13 +62,14 @@ pub struct CloneTimings {
     pub codes: std::time::Duration,
 }
 
-/// How [`Qwen3Tts::load_with`] prepares the weights: the precision of each
-/// LM stage and of code2wav's convolutions, and where converted LM weights
+/// How [`Qwen3Tts::load_with`] prepares the weights: the precision plan
+/// (each LM stage's precision per tensor class, [`StagePlan`], and
+/// code2wav's convolutions; [`Self::plan`]) and where converted LM weights
 /// are cached.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct LoadOptions {
-    pub talker: Precision,
-    pub code_predictor: Precision,
+    pub talker: StagePlan,
+    pub code_predictor: StagePlan,
     pub code2wav: Code2WavPrecision,
     /// Directory of the converted-weights cache ([`crate::wcache`]): int8
     /// and q4 stages are written there once and memory-mapped on later
@@ -78,13 +79,27 @@ pub struct LoadOptions {
 }
 
 impl LoadOptions {
-    /// Both LMs at `p`, code2wav at f32.
+    /// Both LMs' decoder linears at `p` (heads stored), code2wav at f32.
     pub fn uniform(p: Precision) -> Self {
+        Self::from_plan(PrecisionPlan::uniform(p))
+    }
+
+    /// `plan`, without a weights cache.
+    pub fn from_plan(plan: PrecisionPlan) -> Self {
         LoadOptions {
-            talker: p,
-            code_predictor: p,
-            code2wav: Code2WavPrecision::F32,
+            talker: plan.talker,
+            code_predictor: plan.code_predictor,
+            code2wav: plan.code2wav,
             weights_cache: None,
+        }
+    }
+
+    /// The precision plan these options load.
+    pub fn plan(&self) -> PrecisionPlan {
+        PrecisionPlan {
+            talker: self.talker,
+            code_predictor: self.code_predictor,
+            code2wav: self.code2wav,
         }
     }
 
@@ -97,9 +112,10 @@ impl LoadOptions {
         self
     }
 
-    /// `TALKER,CODE_PREDICTOR,CODE2WAV` (the `--precision` spelling).
+    /// The `--precision` spelling ([`PrecisionPlan::name`]):
+    /// `TALKER,CODE_PREDICTOR,CODE2WAV` when both stages are uniform.
     pub fn name(&self) -> String {
-        format!("{},{},{}", self.talker, self.code_predictor, self.code2wav)
+        self.plan().name()
     }
 }
 

@@ -25,6 +25,15 @@
 //! floor: int8 halves the bytes of bf16 and q4 nearly halves them again
 //! (see docs/performance.md for the measured speed and the fidelity gates
 //! in tests/precision.rs).
+//!
+//! What each tensor class of each stage is converted to is a
+//! [`PrecisionPlan`] ([`plan`]: the classes, the named presets
+//! `reference`/`balanced`/`fast` and the `--precision` grammar); a
+//! [`Precision`] per stage is its uniform case.
+
+pub mod plan;
+
+pub use plan::{PlanError, PrecisionPlan, Preset, StagePlan, TensorClass};
 
 use rayon::prelude::*;
 use tts_kernels::{quantize_q8_row, GroupFormat, Mat, Q4Rows};

@@ -5,6 +5,12 @@
 //! sampled generation over several seeds, the weight bytes one frame
 //! streams, and the real-time factor on this machine — then the fastest
 //! preset whose per-stage KL stays within the int8 anchor's.
+//!
+//! By default every named preset (`balanced`, `fast`) and every
+//! [`Precision`] format uniform over both LMs (`int8`, `q4`, and any format
+//! the enum gains) is measured beside the anchors on the same harness: the
+//! stored weights (`reference`, the floor: KL 0 by construction), `int8`
+//! (the acceptable anchor) and `q4` (the reference 4-bit anchor).
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -15,7 +21,7 @@ use clap::Args;
 use serde_json::{json, Value};
 use tts_models::config::ModelKind;
 use tts_models::fidelity::{teacher_forced, StageFidelity};
-use tts_models::{LoadOptions, Qwen3Tts, Request, VoiceClone};
+use tts_models::{LoadOptions, Precision, Preset, Qwen3Tts, Request, VoiceClone};
 
 use super::{model_path, parse_precision};
 
@@ -28,9 +34,9 @@ pub(crate) struct FidelityArgs {
     #[arg(long)]
     model: Option<PathBuf>,
     /// A precision to compare with the stored weights (repeatable): any
-    /// `--precision` spec (`fast`, `int8`, `q4`, `q4,int8`, ...). Default:
-    /// int8, fast, q6, iq4, iq4,int8 and q4. `int8` is the anchor and
-    /// always measured.
+    /// `--precision` spec (a preset, `q4,int8`, `balanced,cp.mlp_down=int8`,
+    /// ...). Default: every preset and every format (balanced, fast, int8,
+    /// q4, ...). The anchors `int8` and `q4` are always measured.
     #[arg(long = "preset", value_name = "SPEC")]
     presets: Vec<String>,
     /// Text to speak (repeatable); default: three sentences of different
@@ -67,10 +73,43 @@ struct Case {
 /// What one precision measured.
 struct Arm {
     spec: String,
+    /// The plan's full `--precision` spelling (every class when mixed).
+    plan: String,
     stages: StageFidelity,
     frames: Vec<usize>,
-    bytes_per_frame: usize,
+    /// Weight bytes one frame streams: (talker, code predictor).
+    bytes_per_frame: (usize, usize),
     rtf: Option<f64>,
+}
+
+/// The int8 anchor (the acceptable precision) and the reference 4-bit one.
+const ANCHORS: [&str; 2] = ["int8", "q4"];
+
+/// The default arms: the named presets but `reference` (the floor, always
+/// measured), then each format uniform over both LMs (anchors included).
+fn default_specs() -> Vec<String> {
+    Preset::ALL
+        .iter()
+        .filter(|p| **p != Preset::Reference)
+        .map(|p| p.name().to_string())
+        .chain(
+            Precision::ALL
+                .iter()
+                .filter(|p| **p != Precision::F32)
+                .map(|p| p.name().to_string()),
+        )
+        .collect()
+}
+
+/// What an arm is in the report: an anchor, a preset or a spelling.
+fn role(spec: &str) -> &'static str {
+    match spec {
+        "int8" => "anchor: int8 (acceptable)",
+        "q4" => "anchor: reference 4-bit",
+        s if Preset::from_name(s).is_some() => "preset",
+        s if Precision::from_name(s).is_some() => "format",
+        _ => "plan",
+    }
 }
 
 pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
@@ -79,17 +118,17 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
     }
     let dir = model_path::resolve(a.model.as_deref())?;
     let mut specs: Vec<String> = if a.presets.is_empty() {
-        ["int8", "fast", "q6", "iq4", "iq4,int8", "q4"]
-            .map(String::from)
-            .to_vec()
+        default_specs()
     } else {
         a.presets.iter().map(|s| s.trim().to_string()).collect()
     };
     for s in &specs {
         parse_precision(s).map_err(|e| anyhow::anyhow!("--preset {s:?}: {e}"))?;
     }
-    if !specs.iter().any(|s| s == "int8") {
-        specs.insert(0, "int8".into());
+    for (i, anchor) in ANCHORS.iter().enumerate() {
+        if !specs.iter().any(|s| s == anchor) {
+            specs.insert(i.min(specs.len()), anchor.to_string());
+        }
     }
     let reference = load(&dir, LoadOptions::default())?;
     let texts: Vec<String> = if a.text.is_empty() {
@@ -109,7 +148,7 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
             cases.push(Case { req, codes });
         }
     }
-    let measure = |m: &Arc<Qwen3Tts>, spec: &str| -> Result<Arm> {
+    let measure = |m: &Arc<Qwen3Tts>, spec: &str, plan: String| -> Result<Arm> {
         let mut stages = StageFidelity::default();
         for c in &cases {
             stages.merge(&teacher_forced(&reference, m, &c.req, &c.codes)?);
@@ -117,18 +156,23 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
         let (frames, rtf) = free_running(m, &cases)?;
         Ok(Arm {
             spec: spec.to_string(),
+            plan,
             stages,
             frames,
-            bytes_per_frame: m.talker.bytes_per_frame() + m.code_predictor.bytes_per_frame(),
+            bytes_per_frame: (
+                m.talker.bytes_per_frame(),
+                m.code_predictor.bytes_per_frame(),
+            ),
             rtf,
         })
     };
-    let reference_arm = measure(&reference, "reference")?;
+    let reference_arm = measure(&reference, "reference", LoadOptions::default().name())?;
     let mut arms = Vec::new();
     for spec in &specs {
         eprintln!("measuring {spec} ...");
-        let m = load(&dir, parse_precision(spec).map_err(anyhow::Error::msg)?)?;
-        arms.push(measure(&m, spec)?);
+        let o = parse_precision(spec).map_err(anyhow::Error::msg)?;
+        let m = load(&dir, o)?;
+        arms.push(measure(&m, spec, o.name())?);
     }
     let anchor = arms
         .iter()
@@ -167,6 +211,10 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
         "arms": arms.iter().map(|x| {
             let mut v = arm_json(x, ref_frames);
             v["within_int8_anchor"] = within(x).into();
+            v["kl_vs_int8"] = json!({
+                "codebook0": ratio(x.stages.codebook0.mean_kl(), a0),
+                "predicted": ratio(x.stages.predicted_all().mean_kl(), ap),
+            });
             v
         }).collect::<Vec<_>>(),
         "kl_slack": a.kl_slack,
@@ -235,6 +283,11 @@ fn free_running(m: &Arc<Qwen3Tts>, cases: &[Case]) -> Result<(Vec<usize>, Option
     Ok((frames, (audio_s > 0.0).then(|| busy / audio_s)))
 }
 
+/// `x / anchor`, None when the anchor measured zero.
+fn ratio(x: f64, anchor: f64) -> Option<f64> {
+    (anchor > 0.0).then(|| x / anchor)
+}
+
 fn mean(v: &[usize]) -> f64 {
     v.iter().sum::<usize>() as f64 / v.len().max(1) as f64
 }
@@ -243,6 +296,8 @@ fn arm_json(a: &Arm, ref_frames: f64) -> Value {
     let p = a.stages.predicted_all();
     json!({
         "precision": a.spec,
+        "role": if a.spec == "reference" { "anchor: floor (stored weights)" } else { role(&a.spec) },
+        "plan": a.plan,
         "codebook0": {"mean_kl": a.stages.codebook0.mean_kl(), "max_kl": a.stages.codebook0.kl_max,
                       "top1": a.stages.codebook0.top1(), "rows": a.stages.codebook0.rows},
         "predicted": {"mean_kl": p.mean_kl(), "max_kl": p.kl_max, "top1": p.top1(), "rows": p.rows},
@@ -252,7 +307,9 @@ fn arm_json(a: &Arm, ref_frames: f64) -> Value {
         "frames": a.frames,
         "mean_frames": mean(&a.frames),
         "duration_drift": if ref_frames > 0.0 { Some(mean(&a.frames) / ref_frames - 1.0) } else { None },
-        "bytes_per_frame": a.bytes_per_frame,
+        "bytes_per_frame": a.bytes_per_frame.0 + a.bytes_per_frame.1,
+        "bytes_per_frame_talker": a.bytes_per_frame.0,
+        "bytes_per_frame_code_predictor": a.bytes_per_frame.1,
         "rtf_offline": a.rtf,
     })
 }
@@ -270,24 +327,30 @@ fn describe(r: &Value) -> String {
         r["isa"].as_str().unwrap_or("")
     );
     out += &format!(
-        "{:<16} {:>11} {:>7} {:>11} {:>7} {:>10} {:>9} {:>8} {:>7}\n",
+        "{:<10} {:>10} {:>7} {:>7} {:>10} {:>7} {:>7} {:>10} {:>9} {:>9} {:>7}  {}\n",
         "precision",
         "c0 KL",
+        "xint8",
         "c0 top1",
         "cp KL",
+        "xint8",
         "cp top1",
         "eos shift",
         "duration",
         "MB/frame",
-        "rtf"
+        "rtf",
+        "role"
     );
+    let x = |v: &Value| v.as_f64().map_or("-".to_string(), |v| format!("{v:.2}"));
     let row = |a: &Value| {
         format!(
-            "{:<16} {:>11.3e} {:>7.4} {:>11.3e} {:>7.4} {:>10.3e} {:>+8.1}% {:>8.1} {:>7}\n",
+            "{:<10} {:>10.3e} {:>7} {:>7.4} {:>10.3e} {:>7} {:>7.4} {:>10.3e} {:>+8.1}% {:>9.2} {:>7}  {}\n",
             a["precision"].as_str().unwrap_or(""),
             a["codebook0"]["mean_kl"].as_f64().unwrap_or(f64::NAN),
+            x(&a["kl_vs_int8"]["codebook0"]),
             a["codebook0"]["top1"].as_f64().unwrap_or(f64::NAN),
             a["predicted"]["mean_kl"].as_f64().unwrap_or(f64::NAN),
+            x(&a["kl_vs_int8"]["predicted"]),
             a["predicted"]["top1"].as_f64().unwrap_or(f64::NAN),
             a["eos"]["mean_abs_logprob_shift"]
                 .as_f64()
@@ -297,6 +360,7 @@ fn describe(r: &Value) -> String {
             a["rtf_offline"]
                 .as_f64()
                 .map_or("missing".to_string(), |v| format!("{v:.3}")),
+            a["role"].as_str().unwrap_or(""),
         )
     };
     out += &row(&r["reference"]);

@@ -35,10 +35,20 @@ pub(crate) struct GenArgs {
     /// checkpoint's.
     #[arg(long)]
     tokenizer_from: Option<PathBuf>,
+    /// How the LM weights are drawn: `random` (uniform, the fixtures) or
+    /// `trained` (trained-like: Student-t weights with per-row and
+    /// per-column scales, a few hidden channels with 50x activations into
+    /// 1/50 weight columns, the code predictor's FFN spike of 100x at the
+    /// down projection's inputs, sharper heads), for comparing precisions
+    /// without the trained checkpoint (docs/performance.md).
+    #[arg(long, default_value = "random")]
+    proxy: String,
 }
 
 pub(crate) fn gen_checkpoint(a: GenArgs) -> Result<()> {
     let preset = tts_checkpoint_gen::Preset::parse(&a.preset).map_err(anyhow::Error::msg)?;
+    let proxy =
+        tts_checkpoint_gen::Proxy::parse(&a.proxy).map_err(|e| anyhow::anyhow!("--proxy: {e}"))?;
     let t = Instant::now();
     if let Some(src) = &a.tokenizer_from {
         // Check the source before writing gigabytes.
@@ -47,13 +57,14 @@ pub(crate) fn gen_checkpoint(a: GenArgs) -> Result<()> {
     }
     check_out_dir(&a.out, a.force)?;
     eprintln!(
-        "writing a random-weight {} checkpoint (seed {}) to {}",
+        "writing a {}-weight {} checkpoint (seed {}) to {}",
+        proxy.name(),
         a.preset,
         a.seed,
         a.out.display()
     );
     let written = with_progress(&a.out, || {
-        tts_checkpoint_gen::write_checkpoint(&a.out, preset, a.seed)
+        tts_checkpoint_gen::write_checkpoint_with(&a.out, preset, a.seed, proxy)
     });
     written.with_context(|| format!("writing checkpoint to {}", a.out.display()))?;
     if let Some(src) = &a.tokenizer_from {

@@ -32,8 +32,10 @@ pub struct ServeArgs {
     /// Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice.
     #[arg(long)]
     model: Option<PathBuf>,
-    /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]] (f32, int8 or q4
-    /// for the LMs; f32 or bf16 for code2wav), or `fast` (int8,int8,bf16);
+    /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]] (f32, int8,
+    /// q6, iq4 or q4 for the LMs; f32 or bf16 for code2wav), a preset
+    /// (`reference`, `balanced`, `fast`) or per-class items
+    /// (`talker.attn=int8,cp.mlp_down=bf16`);
     /// see `tts-rt speak --help`. Default f32.
     #[arg(long, value_parser = super::parse_precision)]
     precision: Option<tts_models::LoadOptions>,

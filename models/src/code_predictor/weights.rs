@@ -9,9 +9,9 @@ use crate::checkpoint::TensorStore;
 use crate::config::TalkerConfig;
 use crate::error::Result;
 use crate::lm::{BatchScratch, KvCache, Qwen3Lm};
-use crate::quant::Precision;
+use crate::quant::{StagePlan, TensorClass};
 use crate::sampling::{pick, Rng, SamplerConfig};
-use crate::wcache::WeightsCache;
+use crate::wcache::{PlanConverter, WeightsCache};
 use crate::weight::Weight;
 
 pub struct CodePredictor {
@@ -59,20 +59,22 @@ impl CodePredictor {
     }
 
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
-        Self::load_with(store, cfg, Precision::F32, &WeightsCache::default())
+        Self::load_with(store, cfg, StagePlan::default(), &WeightsCache::default())
     }
 
-    /// [`Self::load`] with the decoder's linear layers in `precision` (the
-    /// embeddings, heads and projection keep the stored weights).
+    /// [`Self::load`] with the decoder's linear layers and the heads at
+    /// `plan`'s precision per tensor class, through `cache` (the
+    /// embeddings and the projection keep the stored weights).
     pub fn load_with(
         store: &TensorStore,
         cfg: &TalkerConfig,
-        precision: Precision,
+        plan: StagePlan,
         cache: &WeightsCache,
     ) -> Result<Self> {
         let cp = &cfg.code_predictor;
         let (th, ch, groups) = (cfg.lm.hidden_size, cp.hidden_size, cfg.num_code_groups);
         let p = "talker.code_predictor";
+        let conv = PlanConverter::open(store, cache, &format!("{p}.model"), plan);
         let embeddings = (0..groups - 1)
             .map(|i| {
                 store.weight(
@@ -82,7 +84,13 @@ impl CodePredictor {
             })
             .collect::<Result<Vec<_>>>()?;
         let heads = (0..groups - 1)
-            .map(|i| store.weight(&format!("{p}.lm_head.{i}.weight"), &[cp.vocab_size, ch]))
+            .map(|i| {
+                conv.weight(
+                    TensorClass::Head,
+                    &format!("{p}.lm_head.{i}.weight"),
+                    &[cp.vocab_size, ch],
+                )
+            })
             .collect::<Result<Vec<_>>>()?;
         let projection = if th != ch {
             Some((
@@ -92,8 +100,10 @@ impl CodePredictor {
         } else {
             None
         };
+        let lm = Qwen3Lm::load_planned(store, &format!("{p}.model"), cp, &conv)?;
+        conv.finish();
         Ok(CodePredictor {
-            lm: Qwen3Lm::load_with(store, &format!("{p}.model"), cp, precision, cache)?,
+            lm,
             embeddings,
             heads,
             projection,

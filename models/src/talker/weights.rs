@@ -8,8 +8,8 @@ use crate::checkpoint::TensorStore;
 use crate::config::TalkerConfig;
 use crate::error::Result;
 use crate::lm::{BatchScratch, KvCache, Qwen3Lm};
-use crate::quant::Precision;
-use crate::wcache::WeightsCache;
+use crate::quant::{StagePlan, TensorClass};
+use crate::wcache::{PlanConverter, WeightsCache};
 use crate::weight::Weight;
 
 pub struct Talker {
@@ -31,20 +31,22 @@ impl Talker {
     }
 
     pub fn load(store: &TensorStore, cfg: &TalkerConfig) -> Result<Self> {
-        Self::load_with(store, cfg, Precision::F32, &WeightsCache::default())
+        Self::load_with(store, cfg, StagePlan::default(), &WeightsCache::default())
     }
 
-    /// [`Self::load`] with the decoder's linear layers in `precision` (the
-    /// embeddings, text projection and codec head keep the stored weights).
+    /// [`Self::load`] with the decoder's linear layers and the codec head at
+    /// `plan`'s precision per tensor class, through `cache` (the
+    /// embeddings and the text projection keep the stored weights).
     pub fn load_with(
         store: &TensorStore,
         cfg: &TalkerConfig,
-        precision: Precision,
+        plan: StagePlan,
         cache: &WeightsCache,
     ) -> Result<Self> {
         let (h, th) = (cfg.lm.hidden_size, cfg.text_hidden_size);
-        Ok(Talker {
-            lm: Qwen3Lm::load_with(store, "talker.model", &cfg.lm, precision, cache)?,
+        let conv = PlanConverter::open(store, cache, "talker.model", plan);
+        let talker = Talker {
+            lm: Qwen3Lm::load_planned(store, "talker.model", &cfg.lm, &conv)?,
             text_embedding: store.weight(
                 "talker.model.text_embedding.weight",
                 &[cfg.text_vocab_size, th],
@@ -57,9 +59,15 @@ impl Talker {
                 "talker.model.codec_embedding.weight",
                 &[cfg.lm.vocab_size, h],
             )?,
-            codec_head: store.weight("talker.codec_head.weight", &[cfg.lm.vocab_size, h])?,
+            codec_head: conv.weight(
+                TensorClass::Head,
+                "talker.codec_head.weight",
+                &[cfg.lm.vocab_size, h],
+            )?,
             hidden: h,
-        })
+        };
+        conv.finish();
+        Ok(talker)
     }
 
     /// The decoder stack.

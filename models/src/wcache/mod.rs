@@ -74,7 +74,7 @@ use std::sync::{Arc, Mutex};
 use crate::checkpoint::TensorStore;
 use crate::error::Result;
 use crate::mmap::MappedFile;
-use crate::quant::{convert, Precision};
+use crate::quant::{convert, Precision, StagePlan, TensorClass};
 use crate::weight::Weight;
 
 pub use file::{hash64, ALIGN, FORMAT_VERSION, HEADER_LEN, MAGIC, QUANTIZER_VERSION};
@@ -294,6 +294,73 @@ impl<'a> StageConverter<'a> {
     }
 }
 
+/// The converters of one LM stage under a [`StagePlan`]: one
+/// [`StageConverter`] per converted precision, each with its own cache file
+/// whose key names the classes it holds, so two plans never share (or
+/// fight over) a file. A file that holds exactly the decoder linears (the
+/// uniform plans, what a per-stage precision always converted) keeps the
+/// stage prefix alone as its key: those files stay valid.
+pub struct PlanConverter<'a> {
+    store: &'a TensorStore,
+    plan: StagePlan,
+    converters: Vec<(Precision, StageConverter<'a>)>,
+}
+
+/// The cache key's stage of the `classes` of `stage` held at one precision.
+pub fn cache_stage(stage: &str, classes: &[TensorClass]) -> String {
+    if classes
+        == [
+            TensorClass::Attn,
+            TensorClass::MlpUpGate,
+            TensorClass::MlpDown,
+        ]
+    {
+        return stage.to_string();
+    }
+    let names: Vec<&str> = classes.iter().map(|c| c.name()).collect();
+    format!("{stage}[{}]", names.join("+"))
+}
+
+impl<'a> PlanConverter<'a> {
+    /// Opens a converter (and its cache file) per converted precision of
+    /// `plan`; stored classes are read from `store` as they are.
+    pub fn open(
+        store: &'a TensorStore,
+        cache: &'a WeightsCache,
+        stage: &str,
+        plan: StagePlan,
+    ) -> Self {
+        let converters = plan
+            .converted()
+            .into_iter()
+            .map(|(p, classes)| {
+                let label = cache_stage(stage, &classes);
+                (p, StageConverter::open(store, cache, &label, p))
+            })
+            .collect();
+        PlanConverter {
+            store,
+            plan,
+            converters,
+        }
+    }
+
+    /// Tensor `name` of `shape`, of tensor class `class`, at the plan's
+    /// precision for that class.
+    pub fn weight(&self, class: TensorClass, name: &str, shape: &[usize]) -> Result<Weight> {
+        let p = self.plan.get(class);
+        match self.converters.iter().find(|(q, _)| *q == p) {
+            Some((_, c)) => c.weight(name, shape),
+            None => self.store.weight(name, shape),
+        }
+    }
+
+    /// Completes every converter ([`StageConverter::finish`]).
+    pub fn finish(self) {
+        self.converters.into_iter().for_each(|(_, c)| c.finish());
+    }
+}
+
 fn open_state(store: &TensorStore, dir: &Path, stage: &str, precision: Precision) -> State {
     let key = match Key::of(store, stage, precision) {
         Ok(k) => k,
@@ -423,6 +490,74 @@ mod tests {
                 vec![WeightsCacheStatus::Created, WeightsCacheStatus::Hit]
             );
         }
+        std::fs::remove_dir_all(&tmp).unwrap();
+    }
+
+    /// A plan's converted classes go to one file per precision, keyed by
+    /// the classes it holds: a mixed plan never reads (or overwrites) the
+    /// uniform plan's file, and a second load of each is a hit.
+    #[test]
+    fn plan_files_are_keyed_by_their_classes() {
+        let tmp = std::env::temp_dir().join(format!("tts-rt-wcache-plan-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&tmp);
+        std::fs::create_dir_all(&tmp).unwrap();
+        let ckpt = tmp.join("model.safetensors");
+        let (rows, cols) = (8, 64);
+        write_checkpoint(&ckpt, rows, cols);
+        let uniform = StagePlan::uniform(Precision::Int8);
+        let mixed = StagePlan {
+            mlp_down: Precision::Q4,
+            head: Precision::Int8,
+            ..uniform
+        };
+        assert_eq!(
+            cache_stage(
+                "s",
+                &[
+                    TensorClass::Attn,
+                    TensorClass::MlpUpGate,
+                    TensorClass::MlpDown
+                ]
+            ),
+            "s"
+        );
+        for round in 0..2 {
+            for plan in [uniform, mixed] {
+                let store = TensorStore::open_files(std::slice::from_ref(&ckpt)).unwrap();
+                let cache = WeightsCache::new(Some(&tmp.join("cache")));
+                let conv = PlanConverter::open(&store, &cache, "s", plan);
+                // One tensor per file (the checkpoint holds one): the first
+                // class of each converted precision.
+                for c in plan.converted().into_iter().map(|(_, cs)| cs[0]) {
+                    let w = conv.weight(c, "w", &[rows, cols]).unwrap();
+                    let want = convert(store.weight("w", &[rows, cols]).unwrap(), plan.get(c));
+                    assert_eq!(w.bytes(), want.bytes(), "{c:?}");
+                }
+                conv.finish();
+                let events = cache.take_events();
+                let got: Vec<(String, Precision)> = events
+                    .iter()
+                    .map(|e| (e.stage.clone(), e.precision))
+                    .collect();
+                let want: Vec<(String, Precision)> = if plan == uniform {
+                    vec![("s".into(), Precision::Int8)]
+                } else {
+                    vec![
+                        ("s[attn+mlp_up_gate+head]".into(), Precision::Int8),
+                        ("s[mlp_down]".into(), Precision::Q4),
+                    ]
+                };
+                assert_eq!(got, want);
+                let status = if round == 0 {
+                    WeightsCacheStatus::Created
+                } else {
+                    WeightsCacheStatus::Hit
+                };
+                assert!(events.iter().all(|e| e.status == status), "{events:?}");
+            }
+        }
+        let files = std::fs::read_dir(tmp.join("cache")).unwrap().count();
+        assert_eq!(files, 3);
         std::fs::remove_dir_all(&tmp).unwrap();
     }
 

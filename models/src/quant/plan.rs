@@ -1,0 +1,607 @@
+//! Precision by tensor: a [`PrecisionPlan`] gives each LM stage a
+//! [`Precision`] per tensor class ([`StagePlan`]) and code2wav its
+//! convolution precision, so the tensors the evidence on trained
+//! Qwen3-TTS names as sensitive (the code predictor's MLP down projection,
+//! whose inputs carry the 0.6B's activation spike; the output heads; the
+//! embeddings) can keep the stored bf16 while the rest goes int8 or lower.
+//!
+//! # Tensor classes (per stage: `talker`, `cp`)
+//! - `attn`: q/k/v/o projections of every decoder layer.
+//! - `mlp_up_gate`: the MLP gate and up projections.
+//! - `mlp_down`: the MLP down projection.
+//! - `head`: the output heads (talker `codec_head`; the code predictor's
+//!   one `lm_head` per predicted codebook). Stored unless a plan says
+//!   otherwise.
+//! - Fixed at the stored weights, refused at anything else: `embed` (the
+//!   text and codec embeddings: read one row per token, so converting them
+//!   saves memory but no bandwidth), `text_proj` (talker) and `proj` (the
+//!   code predictor's `small_to_mtp_projection`, 1.7B).
+//!
+//! # Presets ([`Preset`])
+//! - `reference`: every tensor stored, code2wav f32 (what the goldens hold).
+//! - `balanced`: int8 everywhere except the code predictor's `mlp_down`,
+//!   the heads and the embeddings (stored); code2wav bf16.
+//! - `fast`: both LMs' decoder linears int8, heads stored, code2wav bf16
+//!   (`int8,int8,bf16`).
+//!
+//! # Grammar ([`PrecisionPlan::parse`], the `--precision` value)
+//! ```text
+//! SPEC  := PRESET | P | P,P | P,P,C2W | [BASE,]ITEM(,ITEM)*
+//! BASE  := PRESET | P                  (default: reference)
+//! ITEM  := STAGE.CLASS=P | STAGE=P | code2wav=C2W
+//! STAGE := talker | cp (alias code_predictor)
+//! CLASS := attn | mlp (= mlp_up_gate and mlp_down) | mlp_up_gate | mlp_down | head
+//! P     := any Precision name (f32/bf16/stored: the stored weights, int8, q4, ...)
+//! C2W   := f32 | bf16
+//! ```
+//! `STAGE=P` sets the stage's decoder linears (`attn`, `mlp`), not its
+//! head: the per-stage meaning `--precision` always had. Items apply left
+//! to right over the base, later ones winning.
+
+use std::fmt;
+
+use crate::config::{LmConfig, TalkerConfig};
+use crate::quant::{convert, Code2WavPrecision, Precision};
+use crate::weight::Weight;
+
+/// A class of tensors in one LM stage that a [`StagePlan`] sets.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub enum TensorClass {
+    Attn,
+    MlpUpGate,
+    MlpDown,
+    Head,
+}
+
+impl TensorClass {
+    pub const ALL: [TensorClass; 4] = [
+        TensorClass::Attn,
+        TensorClass::MlpUpGate,
+        TensorClass::MlpDown,
+        TensorClass::Head,
+    ];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TensorClass::Attn => "attn",
+            TensorClass::MlpUpGate => "mlp_up_gate",
+            TensorClass::MlpDown => "mlp_down",
+            TensorClass::Head => "head",
+        }
+    }
+}
+
+/// The precision of each tensor class of one LM stage.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct StagePlan {
+    pub attn: Precision,
+    pub mlp_up_gate: Precision,
+    pub mlp_down: Precision,
+    pub head: Precision,
+}
+
+impl StagePlan {
+    /// The decoder linears at `p`, the head stored: what a per-stage
+    /// precision always meant.
+    pub const fn uniform(p: Precision) -> Self {
+        StagePlan {
+            attn: p,
+            mlp_up_gate: p,
+            mlp_down: p,
+            head: Precision::F32,
+        }
+    }
+
+    pub fn get(&self, c: TensorClass) -> Precision {
+        match c {
+            TensorClass::Attn => self.attn,
+            TensorClass::MlpUpGate => self.mlp_up_gate,
+            TensorClass::MlpDown => self.mlp_down,
+            TensorClass::Head => self.head,
+        }
+    }
+
+    pub fn set(&mut self, c: TensorClass, p: Precision) {
+        match c {
+            TensorClass::Attn => self.attn = p,
+            TensorClass::MlpUpGate => self.mlp_up_gate = p,
+            TensorClass::MlpDown => self.mlp_down = p,
+            TensorClass::Head => self.head = p,
+        }
+    }
+
+    /// `Some(p)` when this is [`Self::uniform`]`(p)`.
+    pub fn as_uniform(&self) -> Option<Precision> {
+        (*self == StagePlan::uniform(self.attn)).then_some(self.attn)
+    }
+
+    /// The converted (non-stored) precisions of the plan, each with the
+    /// classes at it, in class order.
+    pub fn converted(&self) -> Vec<(Precision, Vec<TensorClass>)> {
+        let mut out: Vec<(Precision, Vec<TensorClass>)> = Vec::new();
+        for c in TensorClass::ALL {
+            let p = self.get(c);
+            if p == Precision::F32 {
+                continue;
+            }
+            match out.iter_mut().find(|(q, _)| *q == p) {
+                Some((_, cs)) => cs.push(c),
+                None => out.push((p, vec![c])),
+            }
+        }
+        out
+    }
+
+    /// The precision's name when uniform (`int8`), else every class
+    /// (`attn=int8;mlp_up_gate=int8;mlp_down=f32;head=f32`).
+    pub fn name(&self) -> String {
+        match self.as_uniform() {
+            Some(p) => p.name().to_string(),
+            None => TensorClass::ALL
+                .iter()
+                .map(|&c| format!("{}={}", c.name(), self.get(c)))
+                .collect::<Vec<_>>()
+                .join(";"),
+        }
+    }
+}
+
+impl From<Precision> for StagePlan {
+    fn from(p: Precision) -> Self {
+        StagePlan::uniform(p)
+    }
+}
+
+impl fmt::Display for StagePlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+/// The named presets, picked by what they trade.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Preset {
+    Reference,
+    Balanced,
+    Fast,
+}
+
+impl Preset {
+    pub const ALL: [Preset; 3] = [Preset::Reference, Preset::Balanced, Preset::Fast];
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Preset::Reference => "reference",
+            Preset::Balanced => "balanced",
+            Preset::Fast => "fast",
+        }
+    }
+
+    /// What the preset trades, one line.
+    pub fn summary(self) -> &'static str {
+        match self {
+            Preset::Reference => "stored weights everywhere, code2wav f32: what the goldens hold to",
+            Preset::Balanced => {
+                "int8 except the code predictor's MLP down projection, the heads and the embeddings (stored bf16); code2wav bf16"
+            }
+            Preset::Fast => "int8 decoder linears in both LMs (heads stored), code2wav bf16",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<Preset> {
+        Preset::ALL
+            .into_iter()
+            .find(|p| p.name().eq_ignore_ascii_case(s.trim()))
+    }
+
+    pub fn plan(self) -> PrecisionPlan {
+        let int8 = StagePlan::uniform(Precision::Int8);
+        match self {
+            Preset::Reference => PrecisionPlan::default(),
+            Preset::Balanced => PrecisionPlan {
+                talker: int8,
+                code_predictor: StagePlan {
+                    mlp_down: Precision::F32,
+                    ..int8
+                },
+                code2wav: Code2WavPrecision::Bf16,
+            },
+            Preset::Fast => PrecisionPlan {
+                talker: int8,
+                code_predictor: int8,
+                code2wav: Code2WavPrecision::Bf16,
+            },
+        }
+    }
+}
+
+/// Precision of every tensor class of both LMs, and of code2wav.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub struct PrecisionPlan {
+    pub talker: StagePlan,
+    pub code_predictor: StagePlan,
+    pub code2wav: Code2WavPrecision,
+}
+
+/// A `--precision` spelling that does not parse: the part at fault and why.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{part}`: {problem}")]
+pub struct PlanError {
+    pub part: String,
+    pub problem: String,
+}
+
+fn err(part: &str, problem: impl Into<String>) -> PlanError {
+    PlanError {
+        part: part.to_string(),
+        problem: problem.into(),
+    }
+}
+
+fn precision(part: &str, v: &str) -> Result<Precision, PlanError> {
+    if v.eq_ignore_ascii_case("stored") {
+        return Ok(Precision::F32);
+    }
+    Precision::from_name(v).ok_or_else(|| {
+        let names: Vec<&str> = Precision::ALL.iter().map(|p| p.name()).collect();
+        err(
+            part,
+            format!(
+                "unknown precision {v:?}; expected {} (f32 = bf16 = stored: the checkpoint's own weights)",
+                names.join(", ")
+            ),
+        )
+    })
+}
+
+fn code2wav(part: &str, v: &str) -> Result<Code2WavPrecision, PlanError> {
+    Code2WavPrecision::from_name(v).ok_or_else(|| {
+        err(
+            part,
+            format!("unknown code2wav precision {v:?}; expected f32 or bf16"),
+        )
+    })
+}
+
+const CLASSES: &str = "attn, mlp, mlp_up_gate, mlp_down or head";
+
+impl PrecisionPlan {
+    /// Both LMs' decoder linears at `p` (heads stored), code2wav f32.
+    pub fn uniform(p: Precision) -> Self {
+        PrecisionPlan {
+            talker: p.into(),
+            code_predictor: p.into(),
+            code2wav: Code2WavPrecision::F32,
+        }
+    }
+
+    /// Parses a `--precision` spelling (grammar in the module docs).
+    pub fn parse(s: &str) -> Result<PrecisionPlan, PlanError> {
+        let parts: Vec<&str> = s.split(',').map(str::trim).collect();
+        if parts.iter().all(|p| !p.contains('=')) {
+            return Self::parse_positional(s, &parts);
+        }
+        let (mut plan, items) = match parts[0] {
+            first if !first.contains('=') => {
+                (Self::parse_positional(first, &[first])?, &parts[1..])
+            }
+            _ => (PrecisionPlan::default(), &parts[..]),
+        };
+        for item in items {
+            plan.apply(item)?;
+        }
+        Ok(plan)
+    }
+
+    /// `PRESET`, `P`, `P,P` or `P,P,C2W`.
+    fn parse_positional(s: &str, parts: &[&str]) -> Result<PrecisionPlan, PlanError> {
+        if parts.len() == 1 {
+            if let Some(p) = Preset::from_name(parts[0]) {
+                return Ok(p.plan());
+            }
+        }
+        if parts.len() > 3 {
+            return Err(err(
+                s,
+                "give a preset (reference, balanced, fast), one precision, two (talker,code predictor), three (talker,code predictor,code2wav) or STAGE.CLASS=PRECISION items",
+            ));
+        }
+        let stage = |name: &'static str| {
+            move |mut e: PlanError| {
+                e.problem = format!("{name} precision: {}", e.problem);
+                e
+            }
+        };
+        let talker = precision(parts[0], parts[0])
+            .map_err(stage("talker"))
+            .map_err(|mut e| {
+                if parts.len() == 1 {
+                    e.problem += "; or a preset: reference, balanced, fast (int8,int8,bf16)";
+                }
+                e
+            })?;
+        let code_predictor = match parts.get(1) {
+            Some(p) => precision(p, p).map_err(stage("code predictor"))?,
+            None => talker,
+        };
+        let code2wav = match parts.get(2) {
+            Some(p) => code2wav(p, p).map_err(stage("code2wav"))?,
+            None => Code2WavPrecision::F32,
+        };
+        Ok(PrecisionPlan {
+            talker: talker.into(),
+            code_predictor: code_predictor.into(),
+            code2wav,
+        })
+    }
+
+    /// One `KEY=VALUE` item.
+    fn apply(&mut self, item: &str) -> Result<(), PlanError> {
+        let Some((key, value)) = item.split_once('=') else {
+            return Err(err(
+                item,
+                "expected STAGE.CLASS=PRECISION, STAGE=PRECISION or code2wav=f32|bf16 (a preset or precision may only come first)",
+            ));
+        };
+        let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
+        if key == "code2wav" {
+            self.code2wav = code2wav(item, value)?;
+            return Ok(());
+        }
+        let (stage, class) = match key.split_once('.') {
+            Some((s, c)) => (s, Some(c)),
+            None => (key.as_str(), None),
+        };
+        let plan = match stage {
+            "talker" => &mut self.talker,
+            "cp" | "code_predictor" => &mut self.code_predictor,
+            _ => {
+                return Err(err(
+                    item,
+                    format!("unknown stage {stage:?}; expected talker, cp or code2wav"),
+                ))
+            }
+        };
+        let p = precision(item, value)?;
+        let classes: &[TensorClass] = match class {
+            None | Some("linear") => &[
+                TensorClass::Attn,
+                TensorClass::MlpUpGate,
+                TensorClass::MlpDown,
+            ],
+            Some("attn") => &[TensorClass::Attn],
+            Some("mlp") => &[TensorClass::MlpUpGate, TensorClass::MlpDown],
+            Some("mlp_up_gate") => &[TensorClass::MlpUpGate],
+            Some("mlp_down") => &[TensorClass::MlpDown],
+            Some("head") => &[TensorClass::Head],
+            Some(fixed @ ("embed" | "text_proj" | "proj")) => {
+                if p == Precision::F32 {
+                    return Ok(());
+                }
+                return Err(err(
+                    item,
+                    format!(
+                        "{stage}.{fixed} always keeps the stored weights (no converted path: embeddings are read a row per token, the projections are ~1% of a frame's bytes); set {CLASSES}"
+                    ),
+                ));
+            }
+            Some(c) => {
+                return Err(err(
+                    item,
+                    format!("unknown tensor class {c:?}; expected {CLASSES}"),
+                ))
+            }
+        };
+        for &c in classes {
+            plan.set(c, p);
+        }
+        Ok(())
+    }
+
+    /// The preset this plan is, if any.
+    pub fn preset(&self) -> Option<Preset> {
+        Preset::ALL.into_iter().find(|p| p.plan() == *self)
+    }
+
+    /// A spelling [`Self::parse`] reads back: `TALKER,CP,CODE2WAV` when both
+    /// stages are uniform (`int8,int8,bf16`), else every class of each stage
+    /// (`talker=int8,talker.head=f32,cp.attn=int8,...,code2wav=bf16`).
+    pub fn name(&self) -> String {
+        if let (Some(t), Some(c)) = (self.talker.as_uniform(), self.code_predictor.as_uniform()) {
+            return format!("{t},{c},{}", self.code2wav);
+        }
+        let mut items = Vec::new();
+        for (stage, plan) in [("talker", &self.talker), ("cp", &self.code_predictor)] {
+            for c in TensorClass::ALL {
+                items.push(format!("{stage}.{}={}", c.name(), plan.get(c)));
+            }
+        }
+        items.push(format!("code2wav={}", self.code2wav));
+        items.join(",")
+    }
+}
+
+impl fmt::Display for PrecisionPlan {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.name())
+    }
+}
+
+impl std::str::FromStr for PrecisionPlan {
+    type Err = PlanError;
+    fn from_str(s: &str) -> Result<Self, PlanError> {
+        PrecisionPlan::parse(s)
+    }
+}
+
+/// Bytes of a `[rows, cols]` weight at `p`; `stored` is the checkpoint's
+/// bytes per weight for [`Precision::F32`] (2 for the hub's bf16). Every
+/// converted format stores rows independently, so one converted row gives
+/// the size of any format the enum has.
+pub fn weight_bytes(rows: usize, cols: usize, p: Precision, stored: usize) -> usize {
+    if p == Precision::F32 {
+        return rows * cols * stored;
+    }
+    rows * convert(Weight::from_f32(1, cols, vec![0.0; cols]), p).bytes()
+}
+
+/// Weight bytes one frame streams per LM stage under `plan`, from the
+/// shapes alone (no checkpoint): `(talker, code predictor)`. Equals the
+/// loaded models' `bytes_per_frame` for a checkpoint stored at `stored`
+/// bytes per weight.
+pub fn frame_bytes(cfg: &TalkerConfig, plan: &PrecisionPlan, stored: usize) -> (usize, usize) {
+    let lm = |c: &LmConfig, s: &StagePlan| {
+        let (h, qd, kvd, i) = (
+            c.hidden_size,
+            c.num_heads * c.head_dim,
+            c.num_kv_heads * c.head_dim,
+            c.intermediate_size,
+        );
+        let attn = weight_bytes(qd, h, s.attn, stored)
+            + 2 * weight_bytes(kvd, h, s.attn, stored)
+            + weight_bytes(h, qd, s.attn, stored);
+        let mlp =
+            2 * weight_bytes(i, h, s.mlp_up_gate, stored) + weight_bytes(h, i, s.mlp_down, stored);
+        c.num_layers * (attn + mlp)
+    };
+    let talker = lm(&cfg.lm, &plan.talker)
+        + weight_bytes(
+            cfg.lm.vocab_size,
+            cfg.lm.hidden_size,
+            plan.talker.head,
+            stored,
+        );
+    let cp = &cfg.code_predictor;
+    let steps = cfg.num_code_groups - 1;
+    let projection = if cfg.lm.hidden_size != cp.hidden_size {
+        weight_bytes(cp.hidden_size, cfg.lm.hidden_size, Precision::F32, stored)
+    } else {
+        0
+    };
+    let predictor = steps
+        * (lm(cp, &plan.code_predictor)
+            + projection
+            + weight_bytes(
+                cp.vocab_size,
+                cp.hidden_size,
+                plan.code_predictor.head,
+                stored,
+            ));
+    (talker, predictor)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_and_positional_spellings_parse() {
+        assert_eq!(
+            PrecisionPlan::parse("reference"),
+            Ok(PrecisionPlan::default())
+        );
+        assert_eq!(
+            PrecisionPlan::parse("fast"),
+            PrecisionPlan::parse("int8,int8,bf16")
+        );
+        let b = PrecisionPlan::parse("Balanced").unwrap();
+        assert_eq!(b.code_predictor.mlp_down, Precision::F32);
+        assert_eq!(b.code_predictor.attn, Precision::Int8);
+        assert_eq!(b.talker, StagePlan::uniform(Precision::Int8));
+        assert_eq!(b.code2wav, Code2WavPrecision::Bf16);
+        let q = PrecisionPlan::parse("q4,int8").unwrap();
+        assert_eq!(q.talker, Precision::Q4.into());
+        assert_eq!(q.code_predictor, Precision::Int8.into());
+        assert_eq!(q.code2wav, Code2WavPrecision::F32);
+        for p in Preset::ALL {
+            assert_eq!(p.plan().preset(), Some(p));
+        }
+    }
+
+    #[test]
+    fn class_items_apply_over_a_base_left_to_right() {
+        let p = PrecisionPlan::parse("talker.attn=int8, talker.mlp=q4,cp.mlp_down=bf16").unwrap();
+        assert_eq!(p.talker.attn, Precision::Int8);
+        assert_eq!(
+            (p.talker.mlp_up_gate, p.talker.mlp_down),
+            (Precision::Q4, Precision::Q4)
+        );
+        assert_eq!(p.talker.head, Precision::F32);
+        assert_eq!(p.code_predictor, StagePlan::default());
+        let p = PrecisionPlan::parse("balanced,cp.mlp_down=int8,talker.head=int8,code2wav=f32")
+            .unwrap();
+        assert_eq!(p.code_predictor, Precision::Int8.into());
+        assert_eq!(p.talker.head, Precision::Int8);
+        assert_eq!(p.code2wav, Code2WavPrecision::F32);
+        let p = PrecisionPlan::parse("int8,cp=q4,cp.embed=stored").unwrap();
+        assert_eq!(p.code_predictor, Precision::Q4.into());
+        assert_eq!(p.talker, Precision::Int8.into());
+    }
+
+    #[test]
+    fn names_read_back() {
+        for s in [
+            "reference",
+            "balanced",
+            "fast",
+            "q4,int8",
+            "talker.attn=int8,talker.mlp=q4,cp.head=int8,code2wav=bf16",
+        ] {
+            let p = PrecisionPlan::parse(s).unwrap();
+            assert_eq!(
+                PrecisionPlan::parse(&p.name()),
+                Ok(p),
+                "{s} -> {}",
+                p.name()
+            );
+        }
+        assert_eq!(Preset::Fast.plan().name(), "int8,int8,bf16");
+    }
+
+    #[test]
+    fn errors_name_the_bad_part() {
+        let cases = [
+            ("talker.attn=int3", "talker.attn=int3", "int3"),
+            ("talker.ffn=int8", "talker.ffn=int8", "mlp_down"),
+            ("vocoder.attn=int8", "vocoder.attn=int8", "stage"),
+            ("talker.embed=int8", "talker.embed=int8", "stored"),
+            ("cp.proj=q4", "cp.proj=q4", "stored"),
+            ("code2wav=int8", "code2wav=int8", "bf16"),
+            ("int8,q4,f32,f32", "int8,q4,f32,f32", "preset"),
+            ("int8,q5", "q5", "unknown precision"),
+            ("turbo", "turbo", "balanced"),
+            ("talker=int8,fast", "fast", "come first"),
+        ];
+        for (spec, part, word) in cases {
+            let e = PrecisionPlan::parse(spec).unwrap_err();
+            assert_eq!(e.part, part, "{spec}: {e}");
+            assert!(e.to_string().contains(word), "{spec}: {e}");
+        }
+    }
+
+    #[test]
+    fn stage_plans_group_converted_classes_by_precision() {
+        let b = Preset::Balanced.plan();
+        assert_eq!(
+            b.code_predictor.converted(),
+            vec![(
+                Precision::Int8,
+                vec![TensorClass::Attn, TensorClass::MlpUpGate]
+            )]
+        );
+        assert_eq!(StagePlan::default().converted(), vec![]);
+        assert_eq!(b.talker.name(), "int8");
+        assert_eq!(
+            b.code_predictor.name(),
+            "attn=int8;mlp_up_gate=int8;mlp_down=f32;head=f32"
+        );
+    }
+
+    #[test]
+    fn weight_bytes_match_the_formats() {
+        assert_eq!(weight_bytes(3, 64, Precision::F32, 2), 3 * 64 * 2);
+        assert_eq!(weight_bytes(3, 64, Precision::Int8, 2), 3 * (64 + 4));
+        let q4 = tts_kernels::q4::q4_row_bytes(64) + tts_kernels::q4::q4_row_groups(64) + 4;
+        assert_eq!(weight_bytes(3, 64, Precision::Q4, 2), 3 * q4);
+    }
+}

@@ -219,6 +219,16 @@ fn every_corrupt_checkpoint_is_refused_at_load_naming_the_key() {
             )],
             vec!["max_position_embeddings"],
         ),
+        (
+            "zero_max_new_tokens",
+            vec![(
+                "generation_config.json",
+                edited_json("generation_config.json", |v| {
+                    v["max_new_tokens"] = json!(0);
+                }),
+            )],
+            vec!["generation_config.json", "max_new_tokens"],
+        ),
     ];
     let n = cases.len();
     for (name, replace, needles) in cases {

@@ -291,7 +291,7 @@ impl Server {
                 }
             };
             if tokio::time::timeout_at(deadline, finished).await.is_err() {
-                let _ = st.drain.send(Drain::Force);
+                st.drain.send_replace(Drain::Force);
                 // Forced: sessions cancel and close within a frame or two.
                 let mut live = st.live.subscribe();
                 let _ =
@@ -466,7 +466,11 @@ fn open_library(
 fn fail_load(st: &AppState, e: String) {
     tracing::error!(error = %e, "model failed to load");
     *st.load_error.lock().unwrap_or_else(|e| e.into_inner()) = Some(e);
-    let _ = st.drain.send(Drain::Draining);
+    // `send_replace`, not `send`: a load that fails before anything has
+    // subscribed (the serving task, `run_blocking`) must still leave the
+    // state at Draining; `send` drops the value when nobody is listening,
+    // and the server would then serve 503s forever.
+    st.drain.send_replace(Drain::Draining);
 }
 
 /// What `/v1/models` calls the checkpoint: its directory's name.
@@ -679,7 +683,7 @@ pub fn run_blocking(
             r = server.wait() => r,
             // A second signal during the drain: cut what is left, now.
             _ = shutdown_signal() => {
-                let _ = state.drain.send(Drain::Force);
+                state.drain.send_replace(Drain::Force);
                 Err(TransportError::Interrupted)
             }
         }

@@ -667,12 +667,15 @@ pub fn run_blocking(
         .thread_name("tts-serve")
         .build()?;
     let r = rt.block_on(async move {
+        // Registered before the address is announced: a signal sent the
+        // moment the server is listening is not lost.
+        let mut signals = ShutdownSignals::new();
         let server = Server::start(cfg).await?;
         on_listening(server.local_addr());
         let state = server.state().clone();
         let mut drain = state.drain.subscribe();
         tokio::select! {
-            _ = shutdown_signal() => {
+            _ = signals.next() => {
                 tracing::info!("shutting down: draining in-flight streams; signal again to stop now");
                 server.shutdown();
             }
@@ -682,7 +685,7 @@ pub fn run_blocking(
         tokio::select! {
             r = server.wait() => r,
             // A second signal during the drain: cut what is left, now.
-            _ = shutdown_signal() => {
+            _ = signals.next() => {
                 state.drain.send_replace(Drain::Force);
                 Err(TransportError::Interrupted)
             }
@@ -695,23 +698,50 @@ pub fn run_blocking(
     r
 }
 
-async fn shutdown_signal() {
-    let ctrl_c = async {
-        let _ = tokio::signal::ctrl_c().await;
-    };
+/// SIGTERM and SIGINT, registered once for the server's whole life: a
+/// second signal that arrives while the first is being handled is kept by
+/// the same registration instead of falling between two of them.
+struct ShutdownSignals {
     #[cfg(unix)]
-    let term = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut s) => {
-                s.recv().await;
+    term: Option<tokio::signal::unix::Signal>,
+    #[cfg(unix)]
+    int: Option<tokio::signal::unix::Signal>,
+}
+
+impl ShutdownSignals {
+    fn new() -> Self {
+        #[cfg(unix)]
+        {
+            use tokio::signal::unix::{signal, SignalKind};
+            Self {
+                term: signal(SignalKind::terminate()).ok(),
+                int: signal(SignalKind::interrupt()).ok(),
             }
-            Err(_) => std::future::pending::<()>().await,
         }
-    };
-    #[cfg(not(unix))]
-    let term = std::future::pending::<()>();
-    tokio::select! {
-        _ = ctrl_c => {}
-        _ = term => {}
+        #[cfg(not(unix))]
+        Self {}
+    }
+
+    /// The next SIGTERM or SIGINT (ctrl-c elsewhere).
+    async fn next(&mut self) {
+        #[cfg(unix)]
+        {
+            async fn one(s: &mut Option<tokio::signal::unix::Signal>) {
+                match s {
+                    Some(s) => {
+                        s.recv().await;
+                    }
+                    None => std::future::pending::<()>().await,
+                }
+            }
+            tokio::select! {
+                _ = one(&mut self.term) => {}
+                _ = one(&mut self.int) => {}
+            }
+        }
+        #[cfg(not(unix))]
+        {
+            let _ = tokio::signal::ctrl_c().await;
+        }
     }
 }

@@ -10,6 +10,9 @@
 #   SOAK_CLIENTS   concurrent clients (default 4)
 #   TTS_RT_BIN     the binary (default: this tree's debug build, built if absent)
 #   SOAK_SERVE_ARGS extra `serve` flags (e.g. "--precision bf16")
+#   SOAK_MAX_FRAMES frames per request at most (default 150, 12 s: above every
+#                  soak text's speech; random weights never end an utterance,
+#                  so without a cap each request would run for minutes)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 MODEL="${1:-tests/fixtures/tiny-a}"
@@ -22,7 +25,7 @@ fi
 LOG="$(mktemp -t tts-rt-soak.XXXXXX)"
 OUT="$(mktemp -t tts-rt-soak-out.XXXXXX)"
 # shellcheck disable=SC2086 # extra flags are words
-"$BIN" serve --model "$MODEL" --host 127.0.0.1 --port 0 ${SOAK_SERVE_ARGS:-} >"$OUT" 2>"$LOG" &
+"$BIN" serve --model "$MODEL" --host 127.0.0.1 --port 0 --max-frames "${SOAK_MAX_FRAMES:-150}" ${SOAK_SERVE_ARGS:-} >"$OUT" 2>"$LOG" &
 PID=$!
 cleanup() {
   kill -TERM "$PID" 2>/dev/null || true

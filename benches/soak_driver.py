@@ -268,6 +268,12 @@ def main():
     ap.add_argument("--minutes", type=float, default=30)
     ap.add_argument("--clients", type=int, default=4)
     ap.add_argument("--sample-s", type=float, default=3)
+    ap.add_argument(
+        "--progress-s",
+        type=float,
+        default=60,
+        help="print a progress line (requests, RssAnon, open files) this often; 0: never",
+    )
     a = ap.parse_args()
     host, port = a.addr.rsplit(":", 1)
     port = int(port)
@@ -280,10 +286,22 @@ def main():
     stop = threading.Event()
 
     def sampler():
+        next_progress = a.progress_s
         while not stop.is_set():
             s = sample(a.pid)
             if s:
-                samples.append((time.monotonic() - t_start, *s))
+                t = time.monotonic() - t_start
+                samples.append((t, *s))
+                if a.progress_s > 0 and t >= next_progress:
+                    next_progress += a.progress_s
+                    # A run cut short still leaves its trend behind.
+                    print(
+                        f"soak: {t / 60:5.1f} min, requests {sum(stats.requests.values())}, "
+                        f"errors {sum(stats.errors.values())}, audio {stats.audio_s:.0f} s, "
+                        f"RssAnon {s[0] / 1024:.0f} MB, open files {s[1]}"
+                        + "".join(f"; {k}: {v}" for k, v in stats.errors.most_common(3)),
+                        flush=True,
+                    )
             stop.wait(a.sample_s)
 
     threads = [threading.Thread(target=sampler, daemon=True)]

@@ -19,7 +19,7 @@ use common::{start, stop, BrokenCodec};
 async fn non_finite_audio_over_http_is_a_json_500_before_any_audio() -> Result<()> {
     let broken = BrokenCodec::new()?;
     let mut cfg = common::config(Duration::from_secs(5));
-    cfg.model_dir = broken.0.clone();
+    cfg.model_dir = broken.dir();
     let s = start(cfg).await?;
     let addr = s.local_addr();
     // Complete bodies (wav's default, and asked for) and streamed ones
@@ -54,6 +54,76 @@ async fn non_finite_audio_over_http_is_a_json_500_before_any_audio() -> Result<(
         );
     }
     // The server is unharmed: /health answers, the next request is served.
+    assert_eq!(request(addr, "GET", "/health", &[], b"").await?.status, 200);
+    stop(s).await
+}
+
+/// tiny-a's golden `en_ryan` case (greedy "Hello world.", ryan, English)
+/// first holds code 1021 in codebook 0 at frame 14; with that code's
+/// codebook row NaN the first 13 frames decode finite (the 1/4/8 chunk
+/// schedule's first three chunks).
+const LATE_CODE: usize = 1021;
+const FINITE_PCM_BYTES: usize = 13 * 1920 * 2;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_finite_audio_mid_stream_cuts_the_body_after_its_finite_audio() -> Result<()> {
+    let broken = BrokenCodec::at_code(LATE_CODE)?;
+    let mut cfg = common::config(Duration::from_secs(5));
+    cfg.model_dir = broken.dir();
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let body = |extra: serde_json::Value| {
+        let mut b = json!({"input": "Hello world.", "voice": "ryan", "language": "English", "greedy": true});
+        for (k, v) in extra.as_object().expect("object") {
+            b[k] = v.clone();
+        }
+        b
+    };
+    // Streamed: the finite chunks, then a cut transfer (no last chunk), so
+    // no client takes it for a whole file.
+    let r = post_json(
+        addr,
+        "/v1/audio/speech",
+        &body(json!({"response_format": "pcm"})),
+    )
+    .await?;
+    ensure!(r.status == 200, "streamed: status {}", r.status);
+    ensure!(
+        r.cut,
+        "streamed: the body ended normally ({} bytes)",
+        r.body.len()
+    );
+    ensure!(
+        r.body.len() == FINITE_PCM_BYTES,
+        "streamed: {} bytes where the finite audio is {FINITE_PCM_BYTES}",
+        r.body.len()
+    );
+    // SSE: the deltas, then an error event naming the cause, no done.
+    let r = post_json(
+        addr,
+        "/v1/audio/speech",
+        &body(json!({"response_format": "pcm", "stream_format": "sse"})),
+    )
+    .await?;
+    let text = r.body_str();
+    ensure!(text.contains("speech.audio.delta"), "sse: {text}");
+    ensure!(
+        text.contains("\"type\":\"error\"") && text.contains("non-finite audio"),
+        "sse: no error event: {text}"
+    );
+    ensure!(
+        !text.contains("speech.audio.done"),
+        "sse: done after a failure"
+    );
+    // Complete: an error answer, never a short file.
+    let r = post_json(
+        addr,
+        "/v1/audio/speech",
+        &body(json!({"response_format": "wav"})),
+    )
+    .await?;
+    ensure!(r.status == 500, "complete: status {}", r.status);
+    ensure!(r.error_message()?.contains("non-finite audio"), "complete");
     assert_eq!(request(addr, "GET", "/health", &[], b"").await?.status, 200);
     stop(s).await
 }

@@ -531,6 +531,10 @@ async fn produce(
     let outcome = loop {
         let ev = tokio::select! {
             ev = stream.next() => ev,
+            // The client went away. A complete body sends nothing until
+            // the end, so only this notices it; a streamed one would at
+            // its next chunk. Dropping the stream cancels the request.
+            _ = tx.closed() => break "abandoned",
             _ = async { let _ = drain.wait_for(|d| *d == Drain::Force).await; } => {
                 let _ = tx.send(Err(std::io::Error::new(std::io::ErrorKind::Interrupted, "server shutting down"))).await;
                 break "cancelled";

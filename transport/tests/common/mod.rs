@@ -47,38 +47,135 @@ pub async fn stop(s: Server) -> Result<()> {
 /// A copy of tiny-a whose codec's last convolution has a NaN bias, so every
 /// decoded sample is NaN (the codec emits non-finite audio from the first
 /// chunk). Removed when dropped.
-pub struct BrokenCodec(pub PathBuf);
+/// A copy of tiny-a in its own temporary directory, patched; removed on drop.
+pub struct PatchedFixture(pub PathBuf);
 
-impl BrokenCodec {
-    pub fn new() -> Result<Self> {
+impl PatchedFixture {
+    /// Copies tiny-a and lets `patch` rewrite one tensor's bytes in the
+    /// safetensors file `file` (relative to the checkpoint).
+    fn new(
+        what: &str,
+        file: &str,
+        tensor: &str,
+        dtype: &str,
+        patch: impl FnOnce(&mut [u8]),
+    ) -> Result<Self> {
         // One directory per copy: tests of one binary run in parallel.
         static N: std::sync::atomic::AtomicUsize = std::sync::atomic::AtomicUsize::new(0);
         let n = N.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let dir = std::env::temp_dir().join(format!("tts-rt-nan-codec-{}-{n}", std::process::id()));
+        let dir = std::env::temp_dir().join(format!("tts-rt-{what}-{}-{n}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         copy_dir(&fixture(), &dir)?;
-        let st = dir.join("speech_tokenizer/model.safetensors");
+        let st = dir.join(file);
         let mut bytes = std::fs::read(&st)?;
         let n = u64::from_le_bytes(bytes[..8].try_into()?) as usize;
         let header: Value = serde_json::from_slice(&bytes[8..8 + n])?;
-        let t = &header["decoder.decoder.6.conv.bias"];
-        ensure!(t["dtype"] == "F32", "fixture layout changed: {t}");
+        let t = &header[tensor];
+        ensure!(t["dtype"] == dtype, "fixture layout changed: {tensor} {t}");
         let (a, b) = (
             t["data_offsets"][0].as_u64().context("offset")? as usize,
             t["data_offsets"][1].as_u64().context("offset")? as usize,
         );
-        for at in (8 + n + a..8 + n + b).step_by(4) {
-            bytes[at..at + 4].copy_from_slice(&f32::NAN.to_le_bytes());
-        }
+        patch(&mut bytes[8 + n + a..8 + n + b]);
         std::fs::write(&st, bytes)?;
-        Ok(BrokenCodec(dir))
+        Ok(PatchedFixture(dir))
     }
 }
 
-impl Drop for BrokenCodec {
+impl Drop for PatchedFixture {
     fn drop(&mut self) {
         let _ = std::fs::remove_dir_all(&self.0);
     }
+}
+
+/// tiny-a with a codec that decodes NaN (its last convolution's bias).
+pub struct BrokenCodec(pub PatchedFixture);
+
+impl BrokenCodec {
+    pub fn new() -> Result<Self> {
+        PatchedFixture::new(
+            "nan-codec",
+            "speech_tokenizer/model.safetensors",
+            "decoder.decoder.6.conv.bias",
+            "F32",
+            |data| {
+                for v in data.chunks_exact_mut(4) {
+                    v.copy_from_slice(&f32::NAN.to_le_bytes());
+                }
+            },
+        )
+        .map(BrokenCodec)
+    }
+
+    /// tiny-a whose codec decodes NaN only where codebook 0 holds `code`
+    /// (its first quantizer's row for it is NaN): the audio before the
+    /// first frame with that code is finite, as the decoder is causal.
+    pub fn at_code(code: usize) -> Result<Self> {
+        const DIM: usize = 4; // tiny-a's rvq_first codebook dimension
+        PatchedFixture::new(
+            "nan-code",
+            "speech_tokenizer/model.safetensors",
+            "decoder.quantizer.rvq_first.vq.layers.0._codebook.embedding_sum",
+            "F32",
+            |data| {
+                for v in data[code * DIM * 4..(code + 1) * DIM * 4].chunks_exact_mut(4) {
+                    v.copy_from_slice(&f32::NAN.to_le_bytes());
+                }
+            },
+        )
+        .map(BrokenCodec)
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.0 .0.clone()
+    }
+}
+
+/// tiny-a whose talker never ends an utterance: the end-of-speech row of
+/// its codec head is zero (logit 0) and every code's row is scaled ×256
+/// (an exponent step, exact in bf16), so some code's logit always dwarfs
+/// it. Each request runs to its frame cap: a long generation on demand.
+pub struct EndlessTalker(pub PatchedFixture);
+
+impl EndlessTalker {
+    pub fn new() -> Result<Self> {
+        const EOS: usize = 2150; // tiny-a's codec_eos_token_id
+        const CODES: usize = 2048; // its codebook size
+        const HIDDEN: usize = 32;
+        PatchedFixture::new(
+            "endless-talker",
+            "model.safetensors",
+            "talker.codec_head.weight",
+            "BF16",
+            |data| {
+                for (row, r) in data.chunks_exact_mut(2 * HIDDEN).enumerate() {
+                    for v in r.chunks_exact_mut(2) {
+                        let x = half_bf16(u16::from_le_bytes([v[0], v[1]]));
+                        let y = match row {
+                            EOS => 0.0,
+                            r if r < CODES => x * 256.0,
+                            _ => x,
+                        };
+                        v.copy_from_slice(&bf16_bits(y).to_le_bytes());
+                    }
+                }
+            },
+        )
+        .map(EndlessTalker)
+    }
+
+    pub fn dir(&self) -> PathBuf {
+        self.0 .0.clone()
+    }
+}
+
+fn half_bf16(bits: u16) -> f32 {
+    f32::from_bits((bits as u32) << 16)
+}
+
+/// Truncates: only exact values (zero, power-of-two multiples) go through.
+fn bf16_bits(x: f32) -> u16 {
+    (x.to_bits() >> 16) as u16
 }
 
 pub fn copy_dir(from: &std::path::Path, to: &std::path::Path) -> Result<()> {

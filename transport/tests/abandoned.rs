@@ -1,0 +1,118 @@
+//! A request whose client has gone stops costing anything (issue 15: a
+//! soak found an HTTP request generating on with no connection left).
+//! A complete body (`wav`'s default, or `"stream": false`) sends nothing
+//! until the utterance is over, so only watching the receiving side notices
+//! the client leaving; a streamed body notices at its next chunk. Either
+//! way the engine must drop the request within a moment, not run it to its
+//! frame cap. On loopback, with a talker that never ends an utterance.
+
+use std::net::SocketAddr;
+use std::time::{Duration, Instant};
+
+use anyhow::{ensure, Context, Result};
+use serde_json::json;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+mod common;
+
+use common::http::request;
+use common::{start, stop, EndlessTalker};
+
+/// `tts_engine_active_requests` and `tts_http_streams_active` from /metrics.
+async fn active(addr: SocketAddr) -> Result<(u64, u64)> {
+    let r = request(addr, "GET", "/metrics", &[], b"").await?;
+    let text = r.body_str().to_string();
+    let value = |name: &str| -> Result<u64> {
+        text.lines()
+            .find_map(|l| l.strip_prefix(name)?.trim().parse().ok())
+            .with_context(|| format!("{name} in /metrics"))
+    };
+    Ok((
+        value("tts_engine_active_requests ")?,
+        value("tts_http_streams_active ")?,
+    ))
+}
+
+/// Sends a speech request, reads `read` bytes of the answer (0: none) and
+/// closes the connection.
+async fn leave_after(addr: SocketAddr, body: serde_json::Value, read: usize) -> Result<()> {
+    let mut s = TcpStream::connect(addr).await?;
+    let body = body.to_string();
+    s.write_all(
+        format!(
+            "POST /v1/audio/speech HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await?;
+    let mut got = vec![0u8; read];
+    if read > 0 {
+        s.read_exact(&mut got).await?;
+    }
+    // Wait until the engine holds the request, then go.
+    let t0 = Instant::now();
+    while active(addr).await?.0 == 0 {
+        ensure!(t0.elapsed() < Duration::from_secs(10), "never started");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    drop(s);
+    Ok(())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_left_stops_generating() -> Result<()> {
+    let endless = EndlessTalker::new()?;
+    let mut cfg = common::config(Duration::from_secs(5));
+    cfg.model_dir = endless.dir();
+    // A frame cap far beyond what the test waits for: only the client
+    // leaving can end these requests in time.
+    cfg.max_frames = Some(60_000);
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let text = "A sentence that this talker will never finish speaking.";
+    let cases = [
+        (
+            "complete wav, before any byte",
+            json!({"response_format": "wav"}),
+            0,
+        ),
+        (
+            "complete pcm, before any byte",
+            json!({"response_format": "pcm", "stream": false}),
+            0,
+        ),
+        (
+            "streamed pcm, mid-body",
+            json!({"response_format": "pcm"}),
+            4096,
+        ),
+        (
+            "streamed mp3, mid-body",
+            json!({"response_format": "mp3"}),
+            512,
+        ),
+    ];
+    for (what, extra, read) in cases {
+        let mut body = json!({"model": "tts-1", "input": text, "voice": "alloy"});
+        for (k, v) in extra.as_object().expect("object") {
+            body[k] = v.clone();
+        }
+        leave_after(addr, body, read).await?;
+        let t0 = Instant::now();
+        loop {
+            let (engine, streams) = active(addr).await?;
+            if engine == 0 && streams == 0 {
+                println!("{what}: dropped {:?} after the client left", t0.elapsed());
+                break;
+            }
+            ensure!(
+                t0.elapsed() < Duration::from_secs(5),
+                "{what}: still {engine} engine request(s), {streams} HTTP stream(s) 5 s after the client left"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    stop(s).await
+}

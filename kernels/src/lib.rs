@@ -22,6 +22,9 @@
 //!   file (`avx2.rs`, `avx512.rs`) and the vector maths (exp, sin, GELU);
 //!   `fast` (private): the optimised kernels, generic over the token, with
 //!   rayon over output rows / channels / heads when the work is large.
+//!   `fast::group` drives the group-wise integer formats (q4, iq4, q6): one
+//!   activation preparation, row split and register blocking, and per
+//!   format only its row workers (`fast/q4.rs`, `fast/iq4.rs`, `fast/q6.rs`).
 //!
 //! Weights: [`Mat`] is f32, bf16 or int8 with one scale per row
 //! ([`Mat::Q8`], made by [`quantize_q8_rows`]). Int8 matmul quantizes each
@@ -228,23 +231,19 @@ impl Kernels {
             }
         }
         if let Some((format, data, group_scales, scales)) = w.group_parts() {
-            use fast::q4::Q4Path;
+            use fast::group::GroupPath;
             let path = match self.path {
                 // Exact integers: the portable kernels have the reference's
                 // bits, so the scalar path may run them (multi-threaded).
-                Path::Scalar => Q4Path::Portable,
+                Path::Scalar => GroupPath::Portable,
                 #[cfg(target_arch = "x86_64")]
-                Path::Avx2(_) => Q4Path::Avx2,
+                Path::Avx2(_) => GroupPath::Avx2,
                 #[cfg(target_arch = "x86_64")]
-                Path::Avx512(_) => Q4Path::for_avx512(),
+                Path::Avx512(_) => GroupPath::for_avx512(),
             };
             let (rows, cols) = (w.rows(), w.cols());
-            let kernel = match format {
-                GroupFormat::Q4 => fast::q4::matmul,
-                GroupFormat::Iq4 => fast::iq4::matmul,
-                GroupFormat::Q6 => fast::q6::matmul,
-            };
-            return kernel(
+            return fast::group::matmul(
+                format,
                 path,
                 x,
                 m,

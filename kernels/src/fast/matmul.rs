@@ -98,13 +98,9 @@ pub(crate) fn matmul<S: Simd>(
         // correct.
         Mat::Q4 { .. } | Mat::Iq4 { .. } | Mat::Q6 { .. } => {
             let (f, data, group_scales, scales) = w.group_parts().expect("a group format");
-            let kernel = match f {
-                crate::GroupFormat::Q4 => super::q4::matmul,
-                crate::GroupFormat::Iq4 => super::iq4::matmul,
-                crate::GroupFormat::Q6 => super::q6::matmul,
-            };
-            kernel(
-                super::q4::Q4Path::Portable,
+            super::group::matmul(
+                f,
+                super::group::GroupPath::Portable,
                 x,
                 m,
                 data,

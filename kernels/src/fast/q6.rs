@@ -3,7 +3,7 @@
 //! `reference::matmul_group_a8`; format and layout: [`crate::q6`]).
 //!
 //! The activation preparation, threading and blocking are q4's
-//! (`super::q4::with_acts`, `par_rows`, `rows_fn`). Per 64-weight step the
+//! (`super::group`: `with_acts`, `par_rows`, `rows_fn`). Per 64-weight step the
 //! kernels unpack the low nibbles as q4 does and the high pairs from one
 //! 16-byte load broadcast to every 128-bit lane, shifted per lane by
 //! `2j` (`vpsrlvq`), masked and moved up 4 bits; `u = q + 32` (0..=63) is
@@ -17,76 +17,25 @@
 //! per AVX2 lane (two groups); lanes are flushed to i64 every `SBB` = 8
 //! super-blocks. Every path and thread count gives the reference's bits.
 
-use super::q4::{par_rows, put, with_acts, Acts, Q4Path};
+use super::group::{put, Acts, GroupKernels};
 use super::SharedOut;
-use crate::q4::{q4_row_groups, Q4_SUPER, Q4_SUPER_BYTES, Q4_SUPER_GROUPS};
+use crate::q4::{Q4_SUPER, Q4_SUPER_BYTES, Q4_SUPER_GROUPS};
 use crate::q6::{q6_row_bytes, Q6_SUPER_BYTES};
 
 /// Super-blocks per i32 accumulation block (see the module docs).
 #[cfg(target_arch = "x86_64")]
 const SBB: usize = 8;
 
-/// # Panics
-/// On shapes that do not match (`x = [m, k]`, weights at least `[n, k]` in
-/// the Q6 layout, `out = [m, n]`).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
-)]
-pub(crate) fn matmul(
-    path: Q4Path,
-    x: &[f32],
-    m: usize,
-    data: &[u8],
-    group_scales: &[u8],
-    scales: &[f32],
-    n: usize,
-    k: usize,
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-) {
-    let (rb, rg) = (q6_row_bytes(k), q4_row_groups(k));
-    assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
-    assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
-    assert!(data.len() >= n * rb, "matmul: q6 data shorter than [n, k]");
-    assert!(
-        group_scales.len() >= n * rg,
-        "matmul: fewer q6 group scales than [n, groups]"
-    );
-    assert!(scales.len() >= n, "matmul: fewer scales than rows");
-    if let Some(b) = bias {
-        assert_eq!(b.len(), n, "matmul: bias is not [n]");
-    }
-    if m == 0 || n == 0 {
-        return;
-    }
-    with_acts(x, m, k, -32, |a| {
-        let dst = SharedOut::new(out);
-        let rows = |j0: usize, j1: usize| {
-            // SAFETY: the asserts above give x = [m, k] (so xp = [m, kp],
-            // nx8 = [m, rg]), data >= [n, rb], group_scales >= [n, rg],
-            // scales >= [n], out = [m, n], and j0 <= j1 <= n; tasks get
-            // disjoint row ranges, so their writes to `dst` are disjoint.
-            // The SIMD paths were chosen by detection of their features.
-            unsafe {
-                match path {
-                    Q4Path::Portable => {
-                        rows_portable(a, m, data, group_scales, scales, n, bias, j0, j1, dst)
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    Q4Path::Avx512Vnni => {
-                        x86::rows_vnni(a, m, data, group_scales, scales, n, bias, j0, j1, dst)
-                    }
-                    #[cfg(target_arch = "x86_64")]
-                    Q4Path::Avx2 => {
-                        x86::rows_avx2(a, m, data, group_scales, scales, n, bias, j0, j1, dst)
-                    }
-                }
-            }
-        };
-        par_rows(m, n, a.kp, rows);
-    });
-}
+pub(crate) const KERNELS: GroupKernels = GroupKernels {
+    name: "q6",
+    offset: -32,
+    row_bytes: q6_row_bytes,
+    portable: rows_portable,
+    #[cfg(target_arch = "x86_64")]
+    avx2: x86::rows_avx2,
+    #[cfg(target_arch = "x86_64")]
+    vnni: x86::rows_vnni,
+};
 
 /// The portable kernel: one weight row at a time, its values unpacked per
 /// super-block into 64 i32 partial sums (which LLVM vectorizes), exact.
@@ -160,7 +109,7 @@ unsafe fn rows_portable(
 #[cfg(target_arch = "x86_64")]
 mod x86 {
     use super::*;
-    use crate::fast::q4::x86::rows_fn;
+    use crate::fast::group::x86::rows_fn;
     use crate::fast::Prefetch;
     use core::arch::x86_64::*;
 

@@ -37,7 +37,7 @@ TEXTS = [
 class WebSocket:
     """A minimal RFC 6455 client: text out (masked), frames in."""
 
-    def __init__(self, host, port, path, timeout=60):
+    def __init__(self, host, port, path, timeout=300):
         self.s = socket.create_connection((host, port), timeout=timeout)
         key = base64.b64encode(os.urandom(16)).decode()
         self.s.sendall(
@@ -135,7 +135,7 @@ class Stats:
 
 def http_speech(host, port, body, stats, kind, drop_after=None):
     t0 = time.monotonic()
-    c = http.client.HTTPConnection(host, port, timeout=120)
+    c = http.client.HTTPConnection(host, port, timeout=300)
     try:
         c.request("POST", "/v1/audio/speech", json.dumps(body), {"Content-Type": "application/json"})
         r = c.getresponse()

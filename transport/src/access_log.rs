@@ -93,14 +93,18 @@ pub async fn layer(mut req: Request, next: Next) -> Response {
         return resp;
     }
     let status = resp.status().as_u16();
+    // `/ready` answering 503 (loading, draining) is its answer, not a
+    // failure: an orchestrator polls it every second during a load.
+    let not_ready = path == "/ready" && status == 503;
     let outcome = match status {
+        _ if not_ready => "not_ready",
         101 => "upgraded",
         s if s < 400 => "ok",
         s if s < 500 => "refused",
         _ => "failed",
     };
     let ms = t0.elapsed().as_secs_f64() * 1e3;
-    if is_probe(&path) && status < 500 {
+    if is_probe(&path) && (status < 500 || not_ready) {
         tracing::debug!(target: "tts_transport::http", request_id = %id, %method, route = %path, status, outcome, ms, "request");
     } else if status >= 500 {
         tracing::warn!(target: "tts_transport::http", request_id = %id, %method, route = %path, status, outcome, ms, "request");

@@ -4,15 +4,19 @@
 //! until the utterance is over, so only watching the receiving side notices
 //! the client leaving; a streamed body notices at its next chunk. Either
 //! way the engine must drop the request within a moment, not run it to its
-//! frame cap. On loopback, with a talker that never ends an utterance.
+//! frame cap. The same for the WebSocket routes (ours, ElevenLabs' and
+//! Cartesia's shapes) left without a close frame. On loopback, with a
+//! talker that never ends an utterance.
 
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
 use anyhow::{ensure, Context, Result};
+use futures_util::{SinkExt, StreamExt};
 use serde_json::json;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
+use tokio_tungstenite::tungstenite::Message;
 
 mod common;
 
@@ -61,6 +65,23 @@ async fn leave_after(addr: SocketAddr, body: serde_json::Value, read: usize) -> 
     Ok(())
 }
 
+/// Waits until the engine and the HTTP streams are idle again.
+async fn dropped(addr: SocketAddr, what: &str) -> Result<()> {
+    let t0 = Instant::now();
+    loop {
+        let (engine, streams) = active(addr).await?;
+        if engine == 0 && streams == 0 {
+            println!("{what}: dropped {:?} after the client left", t0.elapsed());
+            return Ok(());
+        }
+        ensure!(
+            t0.elapsed() < Duration::from_secs(5),
+            "{what}: still {engine} engine request(s), {streams} HTTP stream(s) 5 s after the client left"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_request_whose_client_left_stops_generating() -> Result<()> {
     let endless = EndlessTalker::new()?;
@@ -100,19 +121,61 @@ async fn a_request_whose_client_left_stops_generating() -> Result<()> {
             body[k] = v.clone();
         }
         leave_after(addr, body, read).await?;
-        let t0 = Instant::now();
-        loop {
-            let (engine, streams) = active(addr).await?;
-            if engine == 0 && streams == 0 {
-                println!("{what}: dropped {:?} after the client left", t0.elapsed());
-                break;
-            }
-            ensure!(
-                t0.elapsed() < Duration::from_secs(5),
-                "{what}: still {engine} engine request(s), {streams} HTTP stream(s) 5 s after the client left"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
+        dropped(addr, what).await?;
+    }
+    // The sockets: our realtime protocol and the vendors' shapes, each
+    // left without a word (a TCP close, no close frame) mid-audio.
+    let sockets = [
+        (
+            "realtime socket",
+            format!("ws://{addr}/v1/realtime"),
+            vec![
+                json!({"type": "context.append", "context_id": "c", "text": text}),
+                json!({"type": "context.end", "context_id": "c"}),
+            ],
+        ),
+        (
+            "ElevenLabs stream-input",
+            format!("ws://{addr}/v1/text-to-speech/ryan/stream-input?output_format=pcm_24000"),
+            vec![
+                json!({"text": " "}),
+                json!({"text": format!("{text} "), "flush": true}),
+            ],
+        ),
+        (
+            "Cartesia websocket",
+            format!("ws://{addr}/tts/websocket"),
+            vec![json!({
+                "model_id": "sonic-2", "transcript": text, "continue": false, "context_id": "c",
+                "voice": {"mode": "id", "id": "ryan"},
+                "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000},
+            })],
+        ),
+    ];
+    for (what, url, msgs) in sockets {
+        let (mut ws, _) = tokio_tungstenite::connect_async(url).await?;
+        for m in msgs {
+            ws.send(Message::text(m.to_string())).await?;
         }
+        // Audio is flowing, then the client vanishes.
+        loop {
+            let m = tokio::time::timeout(Duration::from_secs(10), ws.next())
+                .await
+                .with_context(|| format!("{what}: no audio"))?;
+            match m {
+                Some(Ok(Message::Binary(_))) => break,
+                Some(Ok(Message::Text(t)))
+                    if t.contains("\"audio\"") || t.contains("\"chunk\"") =>
+                {
+                    break
+                }
+                Some(Ok(_)) => {}
+                other => anyhow::bail!("{what}: {other:?} before any audio"),
+            }
+        }
+        ensure!(active(addr).await?.0 > 0, "{what}: not generating");
+        drop(ws);
+        dropped(addr, what).await?;
     }
     stop(s).await
 }

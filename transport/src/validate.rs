@@ -1,11 +1,12 @@
 //! The request checks the OpenAI route and the realtime session share:
-//! voice, language, output rate and frame cap, each one function here, and
+//! voice, language, instructions, output rate and frame cap, each one
+//! function here, and
 //! the generation options both build from them. Each caller renders a
 //! [`Rejected`] in its own wire shape (an OpenAI 400 naming the parameter,
 //! or a protocol `error` event with its code), so the check lives once and
 //! the two surfaces keep their own messages.
 
-use tts_actors::{EngineError, GenOptions, ModelError};
+use tts_actors::{EngineError, GenOptions, ModelError, ModelKind};
 
 use crate::protocol::sample_rate_in_range;
 use crate::state::Loaded;
@@ -26,6 +27,42 @@ pub enum Rejected {
     SampleRate { rate: u32 },
     /// Outside `1..=max` codec frames.
     MaxFrames { frames: usize, max: usize },
+    /// Instructions for a checkpoint that cannot follow them; `checkpoint`
+    /// names it ("0.6B CustomVoice").
+    Instructions { checkpoint: String },
+}
+
+impl Rejected {
+    /// The words both surfaces use for [`Rejected::Instructions`].
+    pub fn instructions_message(checkpoint: &str) -> String {
+        format!(
+            "instructions are not followed by this checkpoint ({checkpoint}): only VoiceDesign and 1.7B CustomVoice checkpoints follow instructions; omit them (or send an empty string)"
+        )
+    }
+}
+
+/// Non-blank instructions, refused on a checkpoint that cannot follow
+/// them: VoiceDesign (they describe the voice) and CustomVoice above 0.6B
+/// (a style instruction) can; the official code drops them on 0.6B
+/// CustomVoice, and Base has none. A blank string is no instruction.
+pub fn instructions(m: &Loaded, instructions: Option<&str>) -> Result<(), Rejected> {
+    let given = instructions.is_some_and(|i| !i.trim().is_empty());
+    let follows = match m.kind() {
+        ModelKind::VoiceDesign => true,
+        ModelKind::CustomVoice => m.model.config.supports_instruct(),
+        ModelKind::Base => false,
+    };
+    if !given || follows {
+        return Ok(());
+    }
+    let size = match m.model.config.size.as_str() {
+        "0b6" => "0.6B ",
+        "1b7" => "1.7B ",
+        _ => "",
+    };
+    Err(Rejected::Instructions {
+        checkpoint: format!("{size}{}", m.kind().name()),
+    })
 }
 
 /// A checkpoint speaker or OpenAI voice → the speaker it speaks with.

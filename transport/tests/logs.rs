@@ -1,7 +1,8 @@
 //! The server's log lines, captured as the CLI renders them with
 //! `--log-format json` (a JSON object per line): one line per HTTP request
 //! with the request id the client sees, and for speech the voice, text
-//! length, audio seconds, ttfp, rtf and outcome; probes only at debug.
+//! length, audio seconds, ttfp, rtf and outcome; one per realtime context
+//! the same way; probes only at debug.
 //! (Own test binary: it installs the process's global subscriber.)
 
 use std::io::Write;
@@ -144,5 +145,33 @@ async fn one_line_per_request_with_its_id_and_figures() -> Result<()> {
         .filter(|l| l["fields"]["request_id"] == "speech-1")
         .count();
     assert_eq!(n, 1);
+
+    // A realtime context: one line at its end, with its text length, in
+    // the session's span (the upgrade request's id).
+    let mut ws = common::ws::connect(addr).await?;
+    common::ws::speak(&mut ws, "ctx-1", "Hello there, you.").await?;
+    let mut line = None;
+    for _ in 0..400 {
+        line = out
+            .lines()
+            .into_iter()
+            .find(|l| l["fields"]["context"] == "ctx-1");
+        if line.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let l = line.context("no log line for the realtime context")?;
+    let f = &l["fields"];
+    assert_eq!(l["target"], "tts_transport::realtime", "{l}");
+    assert_eq!(f["text_chars"], 17, "{l}");
+    assert_eq!(f["outcome"], "done", "{l}");
+    assert!(f["audio_s"].as_f64().is_some_and(|a| a > 0.0), "{l}");
+    assert!(
+        l["span"]["request_id"]
+            .as_str()
+            .is_some_and(|r| r.starts_with("req_")),
+        "{l}"
+    );
     common::stop(s).await.context("stop")
 }

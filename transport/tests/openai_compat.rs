@@ -16,6 +16,7 @@ use tokio::net::TcpStream;
 mod common;
 
 use common::{start, stop};
+use tts_transport::protocol::{ErrorCode, ServerMessage};
 
 struct Answer {
     status: u16,
@@ -142,7 +143,8 @@ async fn a_misspelt_field_is_refused_as_openai_refuses_it() -> Result<()> {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn instructions_on_a_0_6b_custom_voice_checkpoint_are_refused_clearly() -> Result<()> {
+async fn instructions_on_a_0_6b_custom_voice_checkpoint_are_refused_clearly_on_http_and_realtime(
+) -> Result<()> {
     let s = start(config()).await?;
     let r = http(
         s.local_addr(),
@@ -168,6 +170,23 @@ async fn instructions_on_a_0_6b_custom_voice_checkpoint_are_refused_clearly() ->
     )
     .await?;
     assert_eq!(ok.status, 200);
+    // The realtime socket refuses them the same way, at `session.update`.
+    let mut ws = common::ws::connect(s.local_addr()).await?;
+    let update =
+        |instruct: &str| json!({"type": "session.update", "session": {"instruct": instruct}});
+    common::ws::send(&mut ws, update("Speak softly.")).await?;
+    match common::ws::next(&mut ws).await? {
+        common::ws::Got::Msg(ServerMessage::Error { code, message, .. }) => {
+            assert_eq!(code, ErrorCode::InvalidSetting);
+            assert!(message.contains("0.6B CustomVoice"), "{message}");
+        }
+        other => anyhow::bail!("instruct on 0.6B over realtime: {other:?}"),
+    }
+    common::ws::send(&mut ws, update("")).await?;
+    match common::ws::next(&mut ws).await? {
+        common::ws::Got::Msg(ServerMessage::SessionUpdated { .. }) => {}
+        other => anyhow::bail!("a blank instruct: {other:?}"),
+    }
     stop(s).await
 }
 

@@ -20,7 +20,7 @@ use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
 use tokio::sync::mpsc;
-use tts_actors::{ErrorKind, Event, ModelKind, Stream};
+use tts_actors::{ErrorKind, Event, Stream};
 use tts_actors::{ModelError, Request};
 use tts_audio::StreamResampler;
 
@@ -99,6 +99,9 @@ impl From<Rejected> for Invalid {
                 format!("max_frames {frames} must be 1..={max}"),
                 "max_frames",
             ),
+            Rejected::Instructions { checkpoint } => {
+                invalid(Rejected::instructions_message(&checkpoint), "instructions")
+            }
         }
     }
 }
@@ -176,17 +179,6 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-/// Whether this checkpoint follows `instructions`: VoiceDesign (they
-/// describe the voice) and CustomVoice above 0.6B (a style instruction);
-/// the official code drops them on 0.6B CustomVoice, and Base has none.
-fn follows_instructions(m: &Loaded) -> bool {
-    match m.kind() {
-        ModelKind::VoiceDesign => true,
-        ModelKind::CustomVoice => m.model.config.supports_instruct(),
-        ModelKind::Base => false,
-    }
-}
-
 #[derive(serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 struct SpeechRequest {
@@ -245,24 +237,7 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
     }
     let r: SpeechRequest = serde_json::from_value(serde_json::Value::Object(fields))
         .map_err(|e| invalid(format!("invalid JSON body: {e}"), "body"))?;
-    let has_instructions = r
-        .instructions
-        .as_deref()
-        .is_some_and(|i| !i.trim().is_empty());
-    if has_instructions && !follows_instructions(m) {
-        let size = match m.model.config.size.as_str() {
-            "0b6" => "0.6B ",
-            "1b7" => "1.7B ",
-            _ => "",
-        };
-        return Err(invalid(
-            format!(
-                "instructions are not followed by this checkpoint ({size}{}): only VoiceDesign and 1.7B CustomVoice checkpoints follow instructions; omit them (or send an empty string)",
-                m.kind().name()
-            ),
-            "instructions",
-        ));
-    }
+    validate::instructions(m, r.instructions.as_deref())?;
     if r.input.trim().is_empty() {
         return Err(invalid("input is empty".into(), "input"));
     }

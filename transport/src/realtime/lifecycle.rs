@@ -387,7 +387,7 @@ impl RealtimeConnection {
             return Ok(());
         };
         let metrics = self.metrics_of(&c, Outcome::Done);
-        log_context(id, c.s.speaker.as_deref(), "done", &metrics);
+        log_context(id, c.s.speaker.as_deref(), c.text_chars, "done", &metrics);
         self.st.metrics.finished(
             false,
             "done",
@@ -425,7 +425,7 @@ impl RealtimeConnection {
             }
         }
         let metrics = self.metrics_of(&c, Outcome::Error);
-        log_context(id, c.s.speaker.as_deref(), "failed", &metrics);
+        log_context(id, c.s.speaker.as_deref(), c.text_chars, "failed", &metrics);
         tracing::warn!(target: "tts_transport::realtime", context = id, code = ?code, %message, "context failed");
         self.st.metrics.finished(false, "failed", None, None, None);
         send_json(
@@ -469,7 +469,13 @@ impl RealtimeConnection {
         }
         let interruption_ms = barge_in::interruption_ms(onset, c.stream_id.is_some(), c.last_sent);
         let metrics = self.metrics_of(&c, Outcome::Cancelled);
-        log_context(id, c.s.speaker.as_deref(), "cancelled", &metrics);
+        log_context(
+            id,
+            c.s.speaker.as_deref(),
+            c.text_chars,
+            "cancelled",
+            &metrics,
+        );
         self.st
             .metrics
             .finished(false, "cancelled", None, None, None);
@@ -512,6 +518,7 @@ impl RealtimeConnection {
 fn log_context(
     id: &str,
     speaker: Option<&str>,
+    text_chars: u64,
     outcome: &str,
     m: &crate::protocol::ContextMetrics,
 ) {
@@ -519,6 +526,7 @@ fn log_context(
         target: "tts_transport::realtime",
         context = id,
         voice = speaker.unwrap_or(""),
+        text_chars,
         outcome,
         segments = m.segments,
         audio_s = m.audio_s,

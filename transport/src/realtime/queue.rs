@@ -45,6 +45,8 @@ pub struct Ctx {
     /// A live context (`chunking.mode: live`): its text and live requests
     /// instead of segments.
     pub live: Option<LiveCtx>,
+    /// Characters appended over the context's life (for its log line).
+    pub text_chars: u64,
 }
 
 /// A frame sent and not yet acknowledged (`audio_acks`).
@@ -77,6 +79,7 @@ impl Ctx {
             unacked_samples: 0,
             segments: 0,
             live: None,
+            text_chars: 0,
         }
     }
 
@@ -278,6 +281,7 @@ impl ContextQueue {
                 ),
             ));
         }
+        c.text_chars += n as u64;
         if let Some(l) = &mut c.live {
             l.append(text);
             return Ok(());

@@ -35,6 +35,9 @@ pub struct Bounds<'a> {
     pub max_pending_chars: usize,
     /// A Base checkpoint's stored voices: `voice` names one of them.
     pub stored: Option<&'a VoiceLibrary>,
+    /// The checkpoint, for the checks that depend on what it can do
+    /// (`instruct`); `None` in unit tests of the rest.
+    pub model: Option<&'a Loaded>,
 }
 
 impl<'a> Bounds<'a> {
@@ -45,6 +48,7 @@ impl<'a> Bounds<'a> {
             max_frames: m.max_frames,
             max_pending_chars,
             stored: m.library.as_deref(),
+            model: Some(m),
         }
     }
 }
@@ -136,6 +140,10 @@ fn refused(r: Rejected) -> ProtocolError {
             ErrorCode::InvalidSetting,
             format!("max_frames {frames} must be 1..={max}"),
         ),
+        Rejected::Instructions { checkpoint } => ProtocolError::new(
+            ErrorCode::InvalidSetting,
+            Rejected::instructions_message(&checkpoint),
+        ),
     }
 }
 
@@ -178,6 +186,9 @@ pub fn apply(
         s.language = validate::language(b.languages, &l).map_err(refused)?;
     }
     if let Some(i) = u.instruct {
+        if let Some(m) = b.model {
+            validate::instructions(m, Some(&i)).map_err(refused)?;
+        }
         s.instruct = (!i.trim().is_empty()).then_some(i);
     }
     if let Some(r) = u.sample_rate {
@@ -336,6 +347,7 @@ mod tests {
             max_frames: 100,
             max_pending_chars: 1000,
             stored: None,
+            model: None,
         };
         apply(&initial(&v, 24000, 100), u, &b)
     }

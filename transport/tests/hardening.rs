@@ -400,23 +400,48 @@ async fn audio_acks_bound_holds_across_segments() -> Result<()> {
 
 // ------------------------------------ item 6: non-finite audio is refused
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn non_finite_codec_output_fails_the_context_instead_of_done() -> Result<()> {
-    let broken = BrokenCodec::new()?;
+/// What a context on a NaN-decoding codec delivered before it failed.
+struct FailedContext {
+    frames: usize,
+    samples: usize,
+    terminal: bool,
+}
+
+/// Speaks `text` as context `c` after `session` settings, expects it to
+/// fail naming non-finite audio, and checks the session answers a ping
+/// afterwards.
+async fn speak_into_nan(
+    model: std::path::PathBuf,
+    session: Value,
+    text: &str,
+) -> Result<FailedContext> {
     let mut cfg = config();
-    cfg.model_dir = broken.dir();
+    cfg.model_dir = model;
     let s = start(cfg).await?;
     let mut ws = connect(s.local_addr(), "", &[]).await?;
     send(
         &mut ws,
-        json!({"type": "context.append", "context_id": "c", "text": "Hello there."}),
+        json!({"type": "session.update", "session": session}),
+    )
+    .await?;
+    send(
+        &mut ws,
+        json!({"type": "context.append", "context_id": "c", "text": text}),
     )
     .await?;
     send(&mut ws, json!({"type": "context.end", "context_id": "c"})).await?;
-    let mut samples = 0;
+    let mut got = FailedContext {
+        frames: 0,
+        samples: 0,
+        terminal: false,
+    };
     let end = loop {
         match next(&mut ws).await? {
-            Got::Audio(_, n) => samples += n,
+            Got::Audio(h, n) => {
+                got.samples += n;
+                got.frames += 1;
+                got.terminal |= h.terminal;
+            }
             Got::Msg(
                 m @ (ServerMessage::ContextDone { .. } | ServerMessage::ContextFailed { .. }),
             ) => break m,
@@ -429,62 +454,6 @@ async fn non_finite_codec_output_fails_the_context_instead_of_done() -> Result<(
     };
     assert_eq!(*code, ErrorCode::SynthesisFailed);
     assert!(message.contains("non-finite audio"), "{message}");
-    assert_eq!(samples, 0, "no NaN sample was delivered");
-    stop(s).await
-}
-
-/// tiny-a's golden `en_ryan` case (greedy "Hello world.", ryan, English)
-/// first holds code 1021 in codebook 0 at frame 14: with that code's
-/// codebook row NaN, chunks 0–2 (frames 0–12 with the 1/4/8 schedule) are
-/// finite and chunk 3 is not.
-const LATE_CODE: usize = 1021;
-const FINITE_SAMPLES: usize = 13 * 1920;
-
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn non_finite_audio_mid_stream_fails_the_context_after_its_finite_audio() -> Result<()> {
-    let broken = BrokenCodec::at_code(LATE_CODE)?;
-    let mut cfg = config();
-    cfg.model_dir = broken.dir();
-    let s = start(cfg).await?;
-    let mut ws = connect(s.local_addr(), "", &[]).await?;
-    send(
-        &mut ws,
-        json!({"type": "session.update", "session": {"voice": "ryan", "language": "English", "greedy": true}}),
-    )
-    .await?;
-    send(
-        &mut ws,
-        json!({"type": "context.append", "context_id": "c", "text": "Hello world."}),
-    )
-    .await?;
-    send(&mut ws, json!({"type": "context.end", "context_id": "c"})).await?;
-    let (mut samples, mut frames, mut terminal) = (0, 0, false);
-    let end = loop {
-        match next(&mut ws).await? {
-            Got::Audio(h, n) => {
-                samples += n;
-                frames += 1;
-                terminal |= h.terminal;
-            }
-            Got::Msg(
-                m @ (ServerMessage::ContextDone { .. } | ServerMessage::ContextFailed { .. }),
-            ) => break m,
-            Got::Msg(_) => {}
-            Got::Closed(c) => bail!("closed ({c:?})"),
-        }
-    };
-    let ServerMessage::ContextFailed { code, message, .. } = &end else {
-        bail!("NaN mid-stream ended {end:?}");
-    };
-    assert_eq!(*code, ErrorCode::SynthesisFailed);
-    assert!(message.contains("non-finite audio"), "{message}");
-    // The finite chunks went out as they were decoded; nothing after.
-    assert_eq!(
-        (frames, samples),
-        (3, FINITE_SAMPLES),
-        "finite audio delivered"
-    );
-    assert!(!terminal, "no terminal frame: the context did not finish");
     // The session goes on.
     send(&mut ws, json!({"type": "ping", "id": "after"})).await?;
     loop {
@@ -497,7 +466,41 @@ async fn non_finite_audio_mid_stream_fails_the_context_after_its_finite_audio() 
             _ => {}
         }
     }
-    stop(s).await
+    stop(s).await?;
+    Ok(got)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_finite_codec_output_fails_the_context_instead_of_done() -> Result<()> {
+    let broken = BrokenCodec::new()?;
+    let got = speak_into_nan(broken.dir(), json!({}), "Hello there.").await?;
+    assert_eq!(got.samples, 0, "no NaN sample was delivered");
+    Ok(())
+}
+
+/// tiny-a's golden `en_ryan` case (greedy "Hello world.", ryan, English)
+/// first holds code 1021 in codebook 0 at frame 14: with that code's
+/// codebook row NaN, chunks 0–2 (frames 0–12 with the 1/4/8 schedule) are
+/// finite and chunk 3 is not.
+const LATE_CODE: usize = 1021;
+const FINITE_SAMPLES: usize = 13 * 1920;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn non_finite_audio_mid_stream_fails_the_context_after_its_finite_audio() -> Result<()> {
+    let broken = BrokenCodec::at_code(LATE_CODE)?;
+    let session = json!({"voice": "ryan", "language": "English", "greedy": true});
+    let got = speak_into_nan(broken.dir(), session, "Hello world.").await?;
+    // The finite chunks went out as they were decoded; nothing after.
+    assert_eq!(
+        (got.frames, got.samples),
+        (3, FINITE_SAMPLES),
+        "finite audio delivered"
+    );
+    assert!(
+        !got.terminal,
+        "no terminal frame: the context did not finish"
+    );
+    Ok(())
 }
 
 // ------------------------- item 3: pings, idle timeout, idle eviction

@@ -331,12 +331,23 @@ def main():
             f"p99 {pct(ms, 0.99):.0f}, max {max(ms) if ms else float('nan'):.0f} (n={len(ms)})"
         )
     ts = [s[0] for s in samples]
+    half = [s for s in samples if s[0] >= elapsed / 2]
     for label, idx, unit in (("RssAnon", 1, "kB"), ("open files", 2, "")):
+        u = unit and " " + unit
         first, last, slope = trend(ts, [s[idx] for s in samples])
         print(
-            f"{label}: first quarter {first:.0f}{unit and ' ' + unit}, last quarter {last:.0f}{unit and ' ' + unit}, "
-            f"slope {slope:+.1f}{unit and ' ' + unit}/min ({len(samples)} samples every {a.sample_s:g} s)"
+            f"{label}: first quarter {first:.0f}{u}, last quarter {last:.0f}{u}, "
+            f"slope {slope:+.1f}{u}/min ({len(samples)} samples every {a.sample_s:g} s)"
         )
+        # Warm-up (buffers growing to their working size) is in the first
+        # half; growth that goes on shows in the second.
+        if len(half) >= 4:
+            vs = [s[idx] for s in half]
+            _, _, slope2 = trend([s[0] for s in half], vs)
+            print(
+                f"{label}, second half: mean {sum(vs) / len(vs):.0f}{u}, "
+                f"range {min(vs):.0f}..{max(vs):.0f}{u}, slope {slope2:+.1f}{u}/min"
+            )
     return 0 if n > 0 else 1
 
 

@@ -6,7 +6,9 @@
 //! - [`server`]: [`ServeConfig`], [`Server`] (listen, load the model in the
 //!   background, routes, graceful drain), and [`run_blocking`] for the CLI.
 //! - `listener`: the accept loop — the connection cap and its 503, header
-//!   and body read timeouts, each connection's graceful close.
+//!   and body read timeouts, each connection's graceful close;
+//!   `write_timeout`: the socket wrapper that fails a write the peer takes
+//!   no bytes of for 10 s (a client that stopped reading).
 //! - `realtime/`: `/v1/realtime`, one `RealtimeConnection` task per
 //!   WebSocket — the loop and message routing (`connection`), settings
 //!   (`settings`), the context queue (`queue`), live contexts fed to one
@@ -24,7 +26,8 @@
 //!   checkpoint, made on a blocking thread; reference audio in JSON fields
 //!   (`audio_field`), and the HTTP status of each voice refusal.
 //! - `validate`: the request checks both of those share (voice, language,
-//!   rate, frame cap), each rendered in its surface's own words.
+//!   instructions, rate, frame cap), each rendered in its surface's own
+//!   words.
 //! - [`state`]: what every route and connection shares — [`AppState`](state::AppState)
 //!   (limits, counters, the token check), [`Drain`], [`Loaded`](state::Loaded).
 //! - `http_error`: OpenAI's JSON error body, for every HTTP refusal
@@ -71,6 +74,7 @@ mod validate;
 pub mod vendor;
 pub mod voices;
 pub mod web;
+mod write_timeout;
 
 pub use error::TransportError;
 pub use server::{run_blocking, ServeConfig, Server};

@@ -11,6 +11,10 @@
 //! - **Header read timeout**: a request head (and the wait for the next one
 //!   on a kept-alive connection) must arrive within `header_read_timeout`,
 //!   or hyper closes the connection: slow-header and idle sockets go away.
+//! - **Write stall timeout**: a write the peer takes no bytes of for
+//!   [`WRITE_STALL`] fails, which closes the connection and, through the
+//!   dropped response body, cancels the synthesis feeding it
+//!   ([`crate::write_timeout`]).
 //! - **Body read timeout**: a request body must arrive within
 //!   `body_read_timeout` of the handler's first read (see [`timed_body`]),
 //!   or the request is answered 408.
@@ -36,6 +40,7 @@ use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 
 use crate::http_error::error_response;
 use crate::state::Drain;
+use crate::write_timeout::{WriteTimeout, WRITE_STALL};
 
 /// Connections being refused at once (each for at most [`REFUSAL_TIME`]).
 pub const MAX_REFUSING: usize = 64;
@@ -111,7 +116,10 @@ async fn serve_connection(
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(keep_alive);
     let conn = b
-        .serve_connection(TokioIo::new(tcp), TowerToHyperService::new(app))
+        .serve_connection(
+            TokioIo::new(WriteTimeout::new(tcp, WRITE_STALL)),
+            TowerToHyperService::new(app),
+        )
         .with_upgrades();
     tokio::pin!(conn);
     // Accepted during the drain: one request, no keep-alive, so no

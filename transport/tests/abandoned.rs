@@ -179,3 +179,70 @@ async fn a_request_whose_client_left_stops_generating() -> Result<()> {
     }
     stop(s).await
 }
+
+/// A client that keeps its connection but stops reading a streamed body
+/// must not hold its engine slot forever: past the send timeout (10 s, as
+/// on the WebSocket) the request is dropped and the transfer aborted.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_streamed_body_nobody_reads_is_dropped_after_the_send_timeout() -> Result<()> {
+    let endless = EndlessTalker::new()?;
+    let mut cfg = common::config(Duration::from_secs(5));
+    cfg.model_dir = endless.dir();
+    cfg.max_frames = Some(60_000);
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let sock = tokio::net::TcpSocket::new_v4()?;
+    // A small window: the server's writes stall soon.
+    sock.set_recv_buffer_size(4096)?;
+    let mut c = sock.connect(addr).await?;
+    let body =
+        json!({"input": "A sentence that never ends.", "voice": "alloy", "response_format": "pcm"})
+            .to_string();
+    c.write_all(
+        format!(
+            "POST /v1/audio/speech HTTP/1.1\r\nHost: {addr}\r\nContent-Type: application/json\r\nContent-Length: {}\r\n\r\n{body}",
+            body.len()
+        )
+        .as_bytes(),
+    )
+    .await?;
+    let mut head = vec![0u8; 1024];
+    c.read_exact(&mut head).await?;
+    ensure!(
+        head.starts_with(b"HTTP/1.1 200"),
+        "{:?}",
+        String::from_utf8_lossy(&head)
+    );
+    // Now it stops reading, and keeps the connection open.
+    let t0 = Instant::now();
+    loop {
+        let (engine, streams) = active(addr).await?;
+        if engine == 0 && streams == 0 {
+            break;
+        }
+        ensure!(
+            t0.elapsed() < Duration::from_secs(30),
+            "a stalled reader still holds {engine} engine request(s) after {:?}",
+            t0.elapsed()
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    println!(
+        "stalled reader: dropped {:?} after it stopped reading",
+        t0.elapsed()
+    );
+    ensure!(
+        t0.elapsed() >= Duration::from_secs(5),
+        "dropped too early: {:?}",
+        t0.elapsed()
+    );
+    // What is left of the body ends cut, not as a whole file.
+    let mut rest = Vec::new();
+    let _ = tokio::time::timeout(Duration::from_secs(20), c.read_to_end(&mut rest)).await;
+    ensure!(
+        !rest.ends_with(b"0\r\n\r\n"),
+        "the stalled body ended as if complete"
+    );
+    drop(c);
+    stop(s).await
+}

@@ -16,6 +16,7 @@ use crate::protocol::{Chunking, ErrorCode, ProtocolError};
 use crate::record::Recorder;
 use crate::segment::Segmenter;
 
+use super::encode::FrameEncoder;
 use super::live::LiveCtx;
 use super::settings::CtxSettings;
 
@@ -45,6 +46,9 @@ pub struct Ctx {
     /// A live context (`chunking.mode: live`): its text and live requests
     /// instead of segments.
     pub live: Option<LiveCtx>,
+    /// The context's encoder, made when its first segment starts (one per
+    /// context, dropped with it: a cancelled context's codec state is gone).
+    pub enc: Option<FrameEncoder>,
 }
 
 /// A frame sent and not yet acknowledged (`audio_acks`).
@@ -77,6 +81,7 @@ impl Ctx {
             unacked_samples: 0,
             segments: 0,
             live: None,
+            enc: None,
         }
     }
 

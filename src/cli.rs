@@ -9,7 +9,8 @@
 //!   sampling and growth).
 //! - `serve`: the realtime WebSocket and OpenAI-compatible HTTP server
 //!   (`serve_config`: its `--config` TOML file); `client`: its counterpart
-//!   over the realtime WebSocket.
+//!   over the realtime WebSocket (`client_encoded`: `--format` names and
+//!   encoded formats written to `--out` as they arrive).
 //! - `logging`: the `tracing` subscriber (`RUST_LOG`, `--log-format`):
 //!   `serve` logs at info, the other commands show warnings only.
 //! - `play`: `--play` flags and live playback (shared by `speak` and
@@ -38,6 +39,7 @@ use crate::model_path;
 
 mod bench;
 mod client;
+mod client_encoded;
 mod decode;
 mod devices;
 mod fidelity;

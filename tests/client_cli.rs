@@ -400,3 +400,107 @@ fn client_without_out_or_play_refuses_instead_of_discarding() {
     );
     assert!(!err.contains("cannot connect"), "{err}");
 }
+
+#[test]
+fn client_writes_an_encoded_format_to_out_as_that_file() {
+    let s = server();
+    let url = format!("ws://{}/v1/realtime", s.addr);
+    let wav = dir().join("client_ref.wav");
+    let (o, err) = client(&url, &["--out", wav.to_str().unwrap()]);
+    assert!(o.status.success(), "client pcm16: {err}");
+    let (rate, pcm) = wav_i16(&wav);
+    for (format, ext, magic) in [
+        ("aac", "aac", &[0xFFu8, 0xF1][..]),
+        ("mp3", "mp3", &[0xFF][..]),
+        ("opus", "opus", &b"OggS"[..]),
+        ("flac", "flac", &b"fLaC"[..]),
+    ] {
+        // symphonia 0.5 has no Opus decoder; ADTS states no length (the
+        // strict reference reader takes its size estimate for one), so AAC
+        // is checked by walking its frames.
+        let decodes = format != "opus" && format != "aac";
+        let out = dir().join(format!("client.{ext}"));
+        let (o, err) = client(&url, &["--format", format, "--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "client {format}: {err}");
+        assert!(err.contains(&format!("{format} bytes")), "{err}");
+        let bytes = std::fs::read(&out).unwrap();
+        assert!(bytes.starts_with(magic), "{format}: {:?}", &bytes[..4]);
+        if format == "aac" {
+            let (mut pos, mut frames) = (0, 0usize);
+            while pos + 7 <= bytes.len() {
+                assert_eq!(bytes[pos], 0xFF, "ADTS sync at {pos}");
+                pos += ((bytes[pos + 3] as usize & 3) << 11)
+                    | ((bytes[pos + 4] as usize) << 3)
+                    | (bytes[pos + 5] as usize >> 5);
+                frames += 1;
+            }
+            assert_eq!(pos, bytes.len(), "whole ADTS frames");
+            // FDK's 2048-sample delay, then < 1 frame of padding.
+            let n = frames * 1024;
+            assert!(
+                n >= pcm.len() + 2048 && n < pcm.len() + 2048 + 1024,
+                "{n} for {}",
+                pcm.len()
+            );
+        }
+        if !decodes {
+            continue;
+        }
+        // The saved file decodes (symphonia, through the reference-audio
+        // reader) to about the pcm16 context's length.
+        let decoded =
+            tts_audio::ReferenceAudio::from_path(&out).unwrap_or_else(|e| panic!("{format}: {e}"));
+        let want = pcm.len() as f64 / rate as f64;
+        assert!(
+            (decoded.duration_secs - want).abs() < 0.15,
+            "{format}: {} s for {want} s",
+            decoded.duration_secs
+        );
+    }
+    // G.711: headerless, one byte per 8 kHz sample.
+    let out = dir().join("client.ulaw");
+    let (o, err) = client(&url, &["--format", "mulaw", "--out", out.to_str().unwrap()]);
+    assert!(o.status.success(), "client mulaw: {err}");
+    assert!(err.contains("8000 Hz"), "{err}");
+    let n = std::fs::read(&out).unwrap().len() as f64;
+    assert!(
+        (n / 8000.0 - pcm.len() as f64 / rate as f64).abs() < 0.01,
+        "{n} bytes"
+    );
+}
+
+#[test]
+fn client_refuses_encoded_formats_it_cannot_write_or_play_before_connecting() {
+    // Nothing listens at port 9: each refusal comes before any connection.
+    let never = dir().join("never.opus");
+    let never = never.to_str().unwrap();
+    let (o, err) = run(bin().args([
+        "client",
+        "127.0.0.1:9",
+        TEXT,
+        "--format",
+        "opus_packets",
+        "--out",
+        never,
+    ]));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("no container") && err.contains("--format opus"),
+        "{err}"
+    );
+    let (o, err) = run(bin().args(["client", "127.0.0.1:9", TEXT, "--format", "mp3", "--play"]));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(err.contains("--play needs"), "{err}");
+    let (o, err) = run(bin().args([
+        "client",
+        "127.0.0.1:9",
+        TEXT,
+        "--format",
+        "ogg",
+        "--out",
+        never,
+    ]));
+    assert_eq!(o.status.code(), Some(2), "{err}");
+    assert!(err.contains("opus_packets") && err.contains("aac"), "{err}");
+    assert!(!Path::new(never).exists());
+}

@@ -1,8 +1,8 @@
 //! Every output format decodes back to the PCM it was given, streamed in
 //! chunks of awkward sizes: FLAC and WAV bit-exactly (after 16-bit
-//! rounding), G.711, MP3 and Opus within a stated SNR (the figures in
-//! docs/architecture.md "Audio formats"). Decoders: symphonia for WAV, FLAC
-//! and MP3 (independent of the encoders), libopus's own decoder over Ogg
+//! rounding), G.711, MP3, Opus and AAC within a stated SNR (the figures in
+//! docs/architecture.md "Audio formats"). Decoders: symphonia for WAV, FLAC,
+//! MP3 and ADTS AAC (independent of the encoders), libopus's own decoder over Ogg
 //! pages read by the `ogg` crate for Opus, the G.711 tables for μ/A-law.
 
 use std::io::Cursor;
@@ -187,6 +187,59 @@ fn mp3_streamed_decodes_within_its_snr() {
     assert!(decoded.len() >= lag + x.len());
 }
 
+#[test]
+fn aac_adts_streamed_decodes_within_its_snr_and_its_length_is_the_input_plus_the_delay() {
+    let x = speechlike(RATE, 1.5);
+    let whole = encode_all(Format::Aac, RATE, &x).unwrap();
+    for chunk in CHUNKS {
+        let (bytes, header) = streamed(Format::Aac, RATE, &x, chunk);
+        assert!(header.is_none());
+        assert_eq!(bytes, whole, "chunk {chunk}");
+    }
+    let (decoded, rate, _) = symphonia_decode(whole.clone(), "aac");
+    assert_eq!(rate, RATE);
+    // FDK's delay (no ADTS field states it), found by correlation.
+    let lag = best_lag(&x, &decoded, 4096);
+    let snr = snr_db(&x, &decoded[lag..]);
+    eprintln!("aac: {} bytes, lag {lag}, SNR {snr:.1} dB", whole.len());
+    assert!(snr >= 20.0, "aac SNR {snr:.1} dB");
+    // Every input sample comes out, followed by less than one frame of the
+    // end's silence.
+    assert!(
+        decoded.len() >= lag + x.len(),
+        "{} < {lag} + {}",
+        decoded.len(),
+        x.len()
+    );
+    assert!(
+        decoded.len() < lag + x.len() + 1024,
+        "{} samples",
+        decoded.len()
+    );
+    let kbps = whole.len() as f64 * 8.0 / 1.5 / 1000.0;
+    assert!((50.0..80.0).contains(&kbps), "{kbps} kbit/s");
+}
+
+#[test]
+fn aac_encodes_at_every_rate_it_accepts() {
+    for rate in tts_audio::encode::AAC_RATES {
+        let x = speechlike(rate, 0.2);
+        let bytes = encode_all(Format::Aac, rate, &x).unwrap();
+        let (decoded, got, _) = symphonia_decode(bytes, "aac");
+        assert_eq!(got, rate);
+        assert!(
+            decoded.len() >= x.len(),
+            "{rate}: {} samples",
+            decoded.len()
+        );
+    }
+    let empty = encode_all(Format::Aac, RATE, &[]).unwrap();
+    assert!(
+        !empty.is_empty(),
+        "an empty stream is still a valid ADTS frame"
+    );
+}
+
 /// Reads an Ogg Opus stream: the pre-skip, and each page's packets with
 /// the page's granule position.
 fn ogg_opus(bytes: &[u8]) -> (u16, u32, Vec<(Vec<u8>, u64)>) {
@@ -256,6 +309,44 @@ fn opus_in_ogg_has_correct_pre_skip_and_granules_and_decodes_within_its_snr() {
         assert_eq!(data, want, "chunk {chunk}");
         assert_eq!(p.last().unwrap().1, end, "chunk {chunk}");
     }
+}
+
+#[test]
+fn raw_opus_packets_are_20_ms_each_and_decode_to_the_input_after_the_look_ahead() {
+    let x = speechlike(RATE, 1.5);
+    let mut whole: Option<Vec<Vec<u8>>> = None;
+    for chunk in CHUNKS {
+        let mut e = tts_audio::encode::OpusPacketEncoder::new(RATE).unwrap();
+        let mut packets = Vec::new();
+        for c in x.chunks(chunk.max(1)) {
+            e.push(c, &mut packets).unwrap();
+        }
+        e.finish(&mut packets).unwrap();
+        let la = e.lookahead();
+        assert_eq!(e.frame_samples(), 480);
+        // Every input sample leaves the look-ahead, with < 1 packet more.
+        let decoded_len = packets.len() * 480;
+        assert!(decoded_len >= x.len() + la && decoded_len < x.len() + la + 480);
+        let mut dec = opus::Decoder::new(RATE, opus::Channels::Mono).unwrap();
+        let mut decoded = Vec::new();
+        let mut buf = vec![0f32; 5760];
+        for p in &packets {
+            let n = dec.decode_float(p, &mut buf, false).unwrap();
+            assert_eq!(n, 480, "20 ms at 24 kHz");
+            decoded.extend_from_slice(&buf[..n]);
+        }
+        let snr = snr_db(&x, &decoded[la..]);
+        assert!(snr >= 20.0, "opus packets SNR {snr:.1} dB, chunk {chunk}");
+        match &whole {
+            None => whole = Some(packets),
+            Some(w) => assert_eq!(w, &packets, "chunk {chunk}"),
+        }
+    }
+    let mut e = tts_audio::encode::OpusPacketEncoder::new(RATE).unwrap();
+    let mut p = Vec::new();
+    e.finish(&mut p).unwrap();
+    assert!(e.push(&[0.0], &mut p).is_err(), "push after finish");
+    assert!(tts_audio::encode::OpusPacketEncoder::new(44100).is_err());
 }
 
 #[test]

@@ -27,6 +27,7 @@ use tts_transport::protocol::{
     ServerMessage, SessionSettings, SessionUpdate,
 };
 
+use super::client_encoded::{check_format, parse_format, BytesWriter};
 use super::io::{check_out, AudioWriter, Output};
 use super::play::{expected_speech, PlayArgs, Playback};
 
@@ -42,8 +43,9 @@ pub struct ClientArgs {
     text: Option<String>,
     #[command(flatten)]
     play: PlayArgs,
-    /// Also write the audio to this WAV file (`-`: stdout), in --format at
-    /// the session's rate.
+    /// Also write the audio to this file (`-`: stdout): a WAV in --format
+    /// pcm16 / f32, else the encoded stream itself (an .mp3, Ogg .opus,
+    /// .flac, ADTS .aac, or raw G.711 file), at the session's rate.
     #[arg(long)]
     out: Option<PathBuf>,
     /// Voice: a checkpoint speaker or an OpenAI voice name (alloy, ash, ...);
@@ -62,7 +64,9 @@ pub struct ClientArgs {
     /// Audio rate to ask the server for (8000-48000); default: the model's.
     #[arg(long)]
     sample_rate: Option<u32>,
-    /// Wire (and --out WAV) sample format: pcm16 or f32.
+    /// Wire format: pcm16 or f32 samples (played, or --out as WAV), or
+    /// encoded by the server: mp3, opus (Ogg), flac, aac (ADTS), mulaw or
+    /// alaw (8 kHz), opus_packets (raw packets: no --out, no --play).
     #[arg(long, default_value = "pcm16", value_parser = parse_format)]
     format: AudioFormat,
     /// Where the server cuts the text into synthesis requests: clause,
@@ -91,14 +95,6 @@ pub struct ClientArgs {
     /// stdout (on stderr, prefixed `metrics: `, when --out is `-`).
     #[arg(long)]
     json: bool,
-}
-
-fn parse_format(s: &str) -> std::result::Result<AudioFormat, String> {
-    match s {
-        "pcm16" => Ok(AudioFormat::Pcm16),
-        "f32" => Ok(AudioFormat::F32),
-        other => Err(format!("unknown format {other:?}; use pcm16 or f32")),
-    }
 }
 
 fn parse_text_mode(s: &str) -> std::result::Result<protocol::TextMode, String> {
@@ -173,7 +169,8 @@ struct Conn {
 /// One thing the server said.
 enum Incoming {
     Msg(Box<ServerMessage>),
-    Audio(AudioHeader, Vec<f32>),
+    /// A frame: its header and payload (samples or codec bytes).
+    Audio(AudioHeader, Vec<u8>),
     Closed(String),
 }
 
@@ -270,7 +267,7 @@ impl Conn {
                             format: *format,
                             terminal: *terminal,
                         };
-                        return Ok(Incoming::Audio(h, samples(&bytes, *format)));
+                        return Ok(Incoming::Audio(h, bytes));
                     }
                     Incoming::Msg(Box::new(msg))
                 }
@@ -278,7 +275,7 @@ impl Conn {
                     let (h, payload) = AudioHeader::parse(&b).map_err(|e| {
                         anyhow!("malformed audio frame from the server: {}", e.message)
                     })?;
-                    Incoming::Audio(h, samples(payload, h.format))
+                    Incoming::Audio(h, payload.to_vec())
                 }
                 Message::Close(f) => Incoming::Closed(match f {
                     Some(f) if !f.reason.is_empty() => {
@@ -303,7 +300,7 @@ impl Conn {
 
 /// Wire samples to f32. pcm16 maps through /32767, the inverse of
 /// `tts_audio::f32_to_i16`, so a pcm16 WAV written from them holds exactly
-/// the server's integers.
+/// the server's integers. An encoded payload has no samples.
 fn samples(bytes: &[u8], format: AudioFormat) -> Vec<f32> {
     match format {
         AudioFormat::Pcm16 => bytes
@@ -311,7 +308,14 @@ fn samples(bytes: &[u8], format: AudioFormat) -> Vec<f32> {
             .map(|b| i16::from_le_bytes([b[0], b[1]]) as f32 / 32767.0)
             .collect(),
         AudioFormat::F32 => protocol::decode_samples(bytes, AudioFormat::F32),
+        _ => Vec::new(),
     }
+}
+
+/// Where `--out` goes: a WAV of the samples, or the encoded bytes.
+enum Writer {
+    Wav(AudioWriter),
+    Bytes(BytesWriter),
 }
 
 /// A failed WebSocket handshake in words: the HTTP status the server gave,
@@ -383,6 +387,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
         a.timeout_s.is_finite() && a.timeout_s > 0.0,
         "--timeout-s must be a positive number of seconds"
     );
+    check_format(a.format, a.play.play, a.out.is_some())?;
     // Checked first, so an unusable path fails before any network work;
     // opened (staged) once the server accepted the settings, so a refusal
     // or a dead server leaves an existing file as it was.
@@ -441,17 +446,19 @@ pub fn client(a: ClientArgs) -> Result<()> {
         }
     };
     let rate = session.sample_rate;
-    let wav_format = match session.format {
-        AudioFormat::Pcm16 => WavFormat::Pcm16,
-        AudioFormat::F32 => WavFormat::F32,
+    let encoded = session.format.is_encoded();
+    let mut writer = match a.out.as_deref().map(Output::open).transpose()? {
+        None => None,
+        Some(o) if encoded => Some(Writer::Bytes(BytesWriter::open(o))),
+        Some(o) => {
+            let wav = if session.format == AudioFormat::F32 {
+                WavFormat::F32
+            } else {
+                WavFormat::Pcm16
+            };
+            Some(Writer::Wav(AudioWriter::open(o, rate, wav)?))
+        }
     };
-    let mut writer = a
-        .out
-        .as_deref()
-        .map(Output::open)
-        .transpose()?
-        .map(|o| AudioWriter::open(o, rate, wav_format))
-        .transpose()?;
     eprintln!(
         "session: voice {}, language {}, {} Hz {} (model {} Hz)",
         session.voice,
@@ -494,7 +501,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
                     }
                 }
             },
-            Incoming::Audio(h, s) => {
+            Incoming::Audio(h, payload) => {
                 if Some(h.stream_id) != stream_id {
                     bail!(
                         "audio for stream {} but this context is stream {stream_id:?}",
@@ -507,13 +514,23 @@ pub fn client(a: ClientArgs) -> Result<()> {
                 if h.sample_rate != rate {
                     bail!("audio at {} Hz in a session at {rate} Hz", h.sample_rate);
                 }
+                if h.format != session.format {
+                    bail!("{} audio in a {} session", h.format, session.format);
+                }
                 next_seq += 1;
-                if first_audio.is_none() && !s.is_empty() {
+                if first_audio.is_none() && !payload.is_empty() {
                     first_audio = Some(t_send.elapsed());
                 }
-                received += s.len() as u64;
-                if let Some(w) = &mut writer {
-                    w.write(&s)?;
+                let s = samples(&payload, h.format);
+                received += if encoded {
+                    payload.len() as u64
+                } else {
+                    s.len() as u64
+                };
+                match &mut writer {
+                    Some(Writer::Wav(w)) => w.write(&s)?,
+                    Some(Writer::Bytes(w)) => w.write(&payload)?,
+                    None => {}
                 }
                 if let Some(p) = &mut player {
                     p.write(&s)?;
@@ -526,12 +543,19 @@ pub fn client(a: ClientArgs) -> Result<()> {
     if let Some(p) = player {
         p.finish()?;
     }
-    if let Some(w) = writer {
-        w.finish()?;
+    match writer {
+        Some(Writer::Wav(w)) => w.finish()?,
+        Some(Writer::Bytes(w)) => w.finish()?,
+        None => {}
     }
+    let unit = if encoded {
+        format!("{} bytes", session.format)
+    } else {
+        "samples".to_string()
+    };
     eprintln!(
         "{}",
-        summary(&metrics, received, rate, next_seq, first_audio)
+        summary(&metrics, received, &unit, rate, next_seq, first_audio)
     );
     for w in warnings(&metrics) {
         eprintln!("{w}");
@@ -551,13 +575,14 @@ pub fn client(a: ClientArgs) -> Result<()> {
 fn summary(
     m: &ContextMetrics,
     received: u64,
+    unit: &str,
     rate: u32,
     messages: u32,
     first_audio: Option<Duration>,
 ) -> String {
     let ms = |v: Option<f64>| v.map_or("n/a".to_string(), |v| format!("{v:.0} ms"));
     format!(
-        "done: {:.2} s of audio ({received} samples at {rate} Hz in {messages} messages, {} segment(s)); server: ttfp {}, e2el {}, rtf {}; client: first audio after {}",
+        "done: {:.2} s of audio ({received} {unit} at {rate} Hz in {messages} messages, {} segment(s)); server: ttfp {}, e2el {}, rtf {}; client: first audio after {}",
         m.audio_s,
         m.segments,
         ms(m.ttfp_ms),

@@ -169,9 +169,9 @@ def test_errors_are_openai_shaped_and_name_the_problem(server, client):
     assert "nobody" in e.message and "alloy" in e.message
     assert e.body["param"] == "voice" and e.body["type"] == "invalid_request_error"
 
-    e = bad(response_format="aac")
+    e = bad(response_format="ogg")
     assert isinstance(e, openai.BadRequestError) and e.body["param"] == "response_format"
-    assert "mp3" in e.message and "wav" in e.message and "opus" in e.message
+    assert "mp3" in e.message and "wav" in e.message and "opus" in e.message and "aac" in e.message
 
     e = bad(speed=4.5)
     assert isinstance(e, openai.BadRequestError) and e.body["param"] == "speed"

@@ -1004,7 +1004,7 @@ async fn openai_speech_returns_the_engines_audio() -> Result<()> {
     // Refusals in OpenAI's error shape, naming what is supported.
     for (patch, param, needle) in [
         (
-            json!({"response_format": "aac"}),
+            json!({"response_format": "ogg"}),
             "response_format",
             "\"mp3\", \"opus\"",
         ),

@@ -19,7 +19,11 @@
 //!   `-sys` crate bundles (the reference MP3 encoder; no pure-Rust one).
 //! - `opus`: the system libopus through the `opus` crate (the reference
 //!   encoder, the only production-grade one), in Ogg pages written by the
-//!   pure-Rust `ogg` crate.
+//!   pure-Rust `ogg` crate; or as raw 20 ms packets
+//!   ([`OpusPacketEncoder`], for RTP/WebRTC and telephony bridges).
+//! - `aac`: Fraunhofer FDK AAC through the `fdk-aac` crate, built from the
+//!   C++ source its `-sys` crate bundles (no pure-Rust AAC encoder exists;
+//!   FDK is the encoder Android ships and ffmpeg's best), AAC-LC in ADTS.
 //!
 //! Encoders are plain values with no threads of their own: they run where
 //! the caller runs them (the HTTP task, never the engine's synthesis
@@ -27,6 +31,7 @@
 
 use std::fmt;
 
+mod aac;
 mod flac;
 mod g711;
 mod mp3;
@@ -35,6 +40,7 @@ mod pcm;
 mod wav;
 
 pub use g711::{alaw_to_linear, linear_to_alaw, linear_to_ulaw, ulaw_to_linear};
+pub use opus::OpusPacketEncoder;
 pub use wav::wav_header;
 
 /// An output audio format (OpenAI's `response_format` names).
@@ -54,6 +60,8 @@ pub enum Format {
     Mp3,
     /// Opus in Ogg, 20 ms frames.
     Opus,
+    /// AAC-LC in ADTS frames (1024 samples each), constant bit rate.
+    Aac,
 }
 
 /// G.711's only rate.
@@ -62,10 +70,15 @@ pub const G711_RATE: u32 = 8000;
 pub const MP3_RATES: [u32; 9] = [8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000];
 /// Rates libopus accepts as input.
 pub const OPUS_RATES: [u32; 5] = [8000, 12000, 16000, 24000, 48000];
+/// Rates AAC-LC has in ADTS (ISO/IEC 14496-3 sampling frequency indices;
+/// 7350 Hz, the one index FDK does not encode, left out).
+pub const AAC_RATES: [u32; 12] = [
+    8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200, 96000,
+];
 
 impl Format {
     /// Every format, in the order the docs list them.
-    pub const ALL: [Format; 7] = [
+    pub const ALL: [Format; 8] = [
         Format::Wav,
         Format::Pcm,
         Format::Mulaw,
@@ -73,6 +86,7 @@ impl Format {
         Format::Flac,
         Format::Mp3,
         Format::Opus,
+        Format::Aac,
     ];
 
     /// The name clients send (`response_format`).
@@ -85,6 +99,7 @@ impl Format {
             Format::Flac => "flac",
             Format::Mp3 => "mp3",
             Format::Opus => "opus",
+            Format::Aac => "aac",
         }
     }
 
@@ -99,13 +114,14 @@ impl Format {
             Format::Flac => "audio/flac",
             Format::Mp3 => "audio/mpeg",
             Format::Opus => "audio/ogg; codecs=opus",
+            Format::Aac => "audio/aac",
         }
     }
 
     /// The sample rate a stream in this format has when the client asked
     /// for `requested` (`None`: it did not ask, so `default` — the model's
-    /// rate — where the codec takes it). G.711 is always 8 kHz; MP3 and
-    /// Opus take only their codec's rates.
+    /// rate — where the codec takes it). G.711 is always 8 kHz; MP3, Opus
+    /// and AAC take only their codec's rates.
     pub fn output_rate(self, requested: Option<u32>, default: u32) -> Result<u32, EncodeError> {
         let rate = match (self, requested) {
             (Format::Mulaw | Format::Alaw, None) => G711_RATE,
@@ -121,6 +137,7 @@ impl Format {
             Format::Mulaw | Format::Alaw => rate == G711_RATE,
             Format::Mp3 => MP3_RATES.contains(&rate),
             Format::Opus => OPUS_RATES.contains(&rate),
+            Format::Aac => AAC_RATES.contains(&rate),
             Format::Wav | Format::Pcm | Format::Flac => (1..=655_350).contains(&rate),
         };
         if ok {
@@ -130,6 +147,9 @@ impl Format {
             Format::Mulaw | Format::Alaw => "8000",
             Format::Mp3 => "8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100 or 48000",
             Format::Opus => "8000, 12000, 16000, 24000 or 48000",
+            Format::Aac => {
+                "8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000, 64000, 88200 or 96000"
+            }
             Format::Wav | Format::Pcm | Format::Flac => "1..=655350",
         };
         Err(EncodeError::UnsupportedRate {
@@ -150,6 +170,7 @@ impl Format {
             Format::Flac => Box::new(flac::FlacEncoder::new(rate)?),
             Format::Mp3 => Box::new(mp3::Mp3Encoder::new(rate)?),
             Format::Opus => Box::new(opus::OpusEncoder::new(rate)?),
+            Format::Aac => Box::new(aac::AacEncoder::new(rate)?),
         })
     }
 }
@@ -174,7 +195,9 @@ impl std::str::FromStr for Format {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum EncodeError {
-    #[error("unknown audio format {name:?}; use one of: wav, pcm, mulaw, alaw, flac, mp3, opus")]
+    #[error(
+        "unknown audio format {name:?}; use one of: wav, pcm, mulaw, alaw, flac, mp3, opus, aac"
+    )]
     UnknownFormat { name: String },
     #[error("{format} cannot be encoded at {rate} Hz; use {supported}")]
     UnsupportedRate {
@@ -246,8 +269,9 @@ mod tests {
         for f in Format::ALL {
             assert_eq!(f.name().parse::<Format>().unwrap(), f);
         }
-        let e = "aac".parse::<Format>().unwrap_err();
-        assert!(e.to_string().contains("\"aac\""), "{e}");
+        let e = "ogg".parse::<Format>().unwrap_err();
+        assert!(e.to_string().contains("\"ogg\""), "{e}");
+        assert!(e.to_string().contains("aac"), "{e}");
     }
 
     #[test]
@@ -259,6 +283,9 @@ mod tests {
         assert!(e.to_string().contains("use 8000"), "{e}");
         assert!(Format::Opus.output_rate(Some(44100), 24000).is_err());
         assert!(Format::Mp3.encoder(9000).is_err());
+        let e = Format::Aac.output_rate(Some(20000), 24000).unwrap_err();
+        assert!(e.to_string().contains("96000"), "{e}");
+        assert_eq!(Format::Aac.output_rate(None, 24000).unwrap(), 24000);
     }
 
     #[test]

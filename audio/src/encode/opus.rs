@@ -208,3 +208,105 @@ impl Encoder for OpusEncoder {
         Ok(())
     }
 }
+
+/// Raw Opus packets, 20 ms each, no container: what an RTP/WebRTC or
+/// telephony bridge carries (one packet per RTP payload, RFC 7587). The
+/// same libopus settings as the Ogg stream; a receiver decodes each packet
+/// to 20 ms. With no container to state the encoder's look-ahead, the
+/// decoded stream is the input delayed by [`lookahead`](Self::lookahead)
+/// samples; [`finish`](Self::finish) pads with silence until every input
+/// sample has come out, so the packets decode to the input plus less than
+/// one packet after the look-ahead.
+pub struct OpusPacketEncoder {
+    enc: opus::Encoder,
+    rate: u32,
+    frame: usize,
+    lookahead: usize,
+    pending: Vec<i16>,
+    packet: Vec<u8>,
+    /// Input samples pushed.
+    input: u64,
+    /// Packets emitted.
+    packets: u64,
+    finished: bool,
+}
+
+impl OpusPacketEncoder {
+    /// An encoder for mono samples at `rate` (one of [`super::OPUS_RATES`]).
+    pub fn new(rate: u32) -> Result<Self, EncodeError> {
+        Format::Opus.check_rate(rate)?;
+        let mut enc = opus::Encoder::new(rate, opus::Channels::Mono, opus::Application::Audio)
+            .map_err(err)?;
+        enc.set_bitrate(opus::Bitrate::Bits(BITRATE)).map_err(err)?;
+        let lookahead = enc.get_lookahead().map_err(err)? as usize;
+        Ok(OpusPacketEncoder {
+            enc,
+            rate,
+            frame: (rate * FRAME_MS / 1000) as usize,
+            lookahead,
+            pending: Vec::new(),
+            packet: vec![0; MAX_PACKET],
+            input: 0,
+            packets: 0,
+            finished: false,
+        })
+    }
+
+    pub fn sample_rate(&self) -> u32 {
+        self.rate
+    }
+
+    /// Samples per packet (20 ms at the rate).
+    pub fn frame_samples(&self) -> usize {
+        self.frame
+    }
+
+    /// The encoder's look-ahead in samples at the rate: decoded sample
+    /// `k + lookahead` is input sample `k`.
+    pub fn lookahead(&self) -> usize {
+        self.lookahead
+    }
+
+    fn encode_pending(&mut self, packets: &mut Vec<Vec<u8>>) -> Result<(), EncodeError> {
+        while self.pending.len() >= self.frame {
+            let n = self
+                .enc
+                .encode(&self.pending[..self.frame], &mut self.packet)
+                .map_err(err)?;
+            self.pending.drain(..self.frame);
+            packets.push(self.packet[..n].to_vec());
+            self.packets += 1;
+        }
+        Ok(())
+    }
+
+    /// Encodes `samples` and appends each packet completed (a 20 ms frame
+    /// each; the remainder waits for the next push).
+    pub fn push(&mut self, samples: &[f32], packets: &mut Vec<Vec<u8>>) -> Result<(), EncodeError> {
+        if self.finished {
+            return Err(EncodeError::Finished {
+                format: Format::Opus,
+            });
+        }
+        to_i16(samples, &mut self.pending);
+        self.input += samples.len() as u64;
+        self.encode_pending(packets)
+    }
+
+    /// Pads with silence so the last input sample leaves the look-ahead,
+    /// and appends the last packets; pushing after this is an error.
+    pub fn finish(&mut self, packets: &mut Vec<Vec<u8>>) -> Result<(), EncodeError> {
+        if self.finished {
+            return Err(EncodeError::Finished {
+                format: Format::Opus,
+            });
+        }
+        self.finished = true;
+        let frame = self.frame as u64;
+        let total = (self.input + self.lookahead as u64).div_ceil(frame);
+        let more = total.saturating_sub(self.packets) as usize * self.frame;
+        let have = self.pending.len();
+        self.pending.resize(more.max(have), 0);
+        self.encode_pending(packets)
+    }
+}

@@ -57,14 +57,9 @@ pub(super) fn output(
                 .iter()
                 .map(|f| format!("{:?}", f.name()))
                 .collect();
-            let hint = if name == "aac" {
-                " (AAC is not encoded here: no maintained encoder builds cleanly)"
-            } else {
-                ""
-            };
             invalid(
                 format!(
-                    "response_format {name:?} is not supported{hint}; use one of {}",
+                    "response_format {name:?} is not supported; use one of {}",
                     names.join(", ")
                 ),
                 "response_format",
@@ -122,6 +117,7 @@ impl Output {
             Format::Flac => "flac; channels=1",
             Format::Mp3 => "mp3; channels=1",
             Format::Opus => "opus; container=ogg; channels=1",
+            Format::Aac => "aac; container=adts; channels=1",
         }
     }
 
@@ -259,12 +255,26 @@ mod tests {
 
     #[test]
     fn unknown_formats_name_the_supported_ones() {
-        let e = out(Some("aac"), None, None, None).err().unwrap();
+        let e = out(Some("ogg"), None, None, None).err().unwrap();
         assert_eq!(e.param, "response_format");
         for f in Format::ALL {
             assert!(e.message.contains(f.name()), "{}", e.message);
         }
-        assert!(e.message.contains("AAC is not encoded"), "{}", e.message);
+    }
+
+    #[test]
+    fn aac_is_adts_and_refuses_rates_aac_lc_lacks() {
+        let o = out(Some("aac"), None, None, None).ok().unwrap();
+        assert_eq!((o.format, o.rate, o.complete), (Format::Aac, 24000, false));
+        assert_eq!(o.content_type(), "audio/aac");
+        assert!(o.encoding().contains("adts"));
+        let e = out(Some("aac"), None, None, Some(20000)).err().unwrap();
+        assert_eq!(e.param, "sample_rate");
+        assert!(e.message.contains("22050"), "{}", e.message);
+        let mut e = o.body_encoder().unwrap();
+        let mut bytes = e.push(&[0.1; 3000]).unwrap();
+        bytes.extend(e.finish().unwrap());
+        assert_eq!(&bytes[..2], &[0xFF, 0xF1], "an ADTS frame, MPEG-4, no CRC");
     }
 
     #[test]

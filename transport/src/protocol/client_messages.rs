@@ -111,6 +111,14 @@ pub fn parse_client_text(text: &str) -> Result<ClientMessage, ProtocolError> {
         e.valid = Some(CLIENT_TYPES.iter().map(|s| s.to_string()).collect());
         return Err(e);
     }
-    serde_json::from_value(value)
-        .map_err(|e| ProtocolError::new(ErrorCode::InvalidMessage, format!("invalid {ty}: {e}")))
+    serde_json::from_value(value).map_err(|e| {
+        let msg = format!("invalid {ty}: {e}");
+        let mut err = ProtocolError::new(ErrorCode::InvalidMessage, msg);
+        // An unknown audio format: serde's message lists the variants; the
+        // `valid` field lists them for programs too.
+        if err.message.contains("unknown variant") && err.message.contains("`opus_packets`") {
+            err.valid = Some(AudioFormat::ALL.iter().map(|f| f.name().into()).collect());
+        }
+        err
+    })
 }

@@ -5,20 +5,95 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Sample encoding on the wire (always mono, little-endian).
+/// Audio encoding on the wire (always mono): raw samples (`pcm16`, `f32`,
+/// little-endian; the only input formats) or, for output, an encoded
+/// stream whose frames concatenate to a file of that format (`mp3`, `opus`
+/// in Ogg pages, `flac`, `aac` in ADTS, G.711 `mulaw`/`alaw` at 8 kHz), or
+/// `opus_packets`: one raw 20 ms Opus packet per audio message.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
+#[serde(rename_all = "snake_case")]
 pub enum AudioFormat {
     Pcm16,
     F32,
+    Mp3,
+    Opus,
+    OpusPackets,
+    Flac,
+    Aac,
+    Mulaw,
+    Alaw,
 }
 
 impl AudioFormat {
-    pub fn bytes_per_sample(self) -> usize {
+    /// Every format, in the order the docs list them.
+    pub const ALL: [AudioFormat; 9] = [
+        AudioFormat::Pcm16,
+        AudioFormat::F32,
+        AudioFormat::Mp3,
+        AudioFormat::Opus,
+        AudioFormat::OpusPackets,
+        AudioFormat::Flac,
+        AudioFormat::Aac,
+        AudioFormat::Mulaw,
+        AudioFormat::Alaw,
+    ];
+
+    /// The name on the wire.
+    pub fn name(self) -> &'static str {
         match self {
-            AudioFormat::Pcm16 => 2,
-            AudioFormat::F32 => 4,
+            AudioFormat::Pcm16 => "pcm16",
+            AudioFormat::F32 => "f32",
+            AudioFormat::Mp3 => "mp3",
+            AudioFormat::Opus => "opus",
+            AudioFormat::OpusPackets => "opus_packets",
+            AudioFormat::Flac => "flac",
+            AudioFormat::Aac => "aac",
+            AudioFormat::Mulaw => "mulaw",
+            AudioFormat::Alaw => "alaw",
         }
+    }
+
+    /// Bytes per sample of a raw sample format; `None` for an encoded one.
+    pub fn bytes_per_sample(self) -> Option<usize> {
+        match self {
+            AudioFormat::Pcm16 => Some(2),
+            AudioFormat::F32 => Some(4),
+            _ => None,
+        }
+    }
+
+    /// An encoded format (frames carry codec bytes, not samples).
+    pub fn is_encoded(self) -> bool {
+        self.bytes_per_sample().is_none()
+    }
+
+    /// The encoding byte of a binary frame's extended header (see
+    /// [`AudioHeader`](super::audio_frames::AudioHeader)); 0 for raw
+    /// samples, which keep the 16-byte header.
+    pub fn wire_code(self) -> u8 {
+        match self {
+            AudioFormat::Pcm16 | AudioFormat::F32 => 0,
+            AudioFormat::Mp3 => 1,
+            AudioFormat::Opus => 2,
+            AudioFormat::OpusPackets => 3,
+            AudioFormat::Flac => 4,
+            AudioFormat::Aac => 5,
+            AudioFormat::Mulaw => 6,
+            AudioFormat::Alaw => 7,
+        }
+    }
+
+    /// The encoded format of an encoding byte.
+    pub fn from_wire_code(code: u8) -> Option<AudioFormat> {
+        AudioFormat::ALL
+            .into_iter()
+            .find(|f| f.is_encoded() && f.wire_code() == code)
+    }
+}
+
+impl std::fmt::Display for AudioFormat {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
     }
 }
 

@@ -209,7 +209,7 @@ fn binary_audio_frames_round_trip() {
         let frame = audio_frame(&h, &x);
         assert_eq!(
             frame.len(),
-            AUDIO_HEADER_LEN + x.len() * format.bytes_per_sample()
+            AUDIO_HEADER_LEN + x.len() * format.bytes_per_sample().unwrap()
         );
         let (back, payload) = AudioHeader::parse(&frame).unwrap();
         assert_eq!(back, h);
@@ -229,6 +229,64 @@ fn binary_audio_frames_round_trip() {
     let mut b = Vec::new();
     h.write(&mut b);
     assert_eq!(b, [1, 1, 16, 0, 1, 2, 3, 4, 5, 0, 0, 0, 0xc0, 0x5d, 0, 0]);
+}
+
+#[test]
+fn encoded_audio_frames_round_trip_with_their_encoding_byte() {
+    for format in AudioFormat::ALL.into_iter().filter(|f| f.is_encoded()) {
+        let h = AudioHeader {
+            stream_id: 3,
+            seq: 9,
+            sample_rate: 8000,
+            format,
+            terminal: false,
+        };
+        let frame = audio_frame_bytes(&h, &[1, 2, 3]);
+        assert_eq!(frame.len(), ENCODED_HEADER_LEN + 3);
+        assert_eq!(frame[1], FLAG_ENCODED);
+        assert_eq!(&frame[2..4], &[20, 0]);
+        assert_eq!(frame[16], format.wire_code());
+        let (back, payload) = AudioHeader::parse(&frame).unwrap();
+        assert_eq!((back, payload), (h, &[1u8, 2, 3][..]), "{format}");
+        // Names round-trip through serde as the docs spell them.
+        let json = serde_json::to_string(&format).unwrap();
+        assert_eq!(json, format!("\"{}\"", format.name()));
+    }
+    // Unknown encoding byte; f32 with encoded; a short encoded header.
+    let mut f = audio_frame_bytes(
+        &AudioHeader {
+            stream_id: 0,
+            seq: 0,
+            sample_rate: 8000,
+            format: AudioFormat::Mp3,
+            terminal: false,
+        },
+        &[],
+    );
+    f[16] = 99;
+    assert!(AudioHeader::parse(&f).is_err());
+    f[16] = 1;
+    f[1] |= FLAG_F32;
+    assert!(AudioHeader::parse(&f).is_err());
+    f[1] = FLAG_ENCODED;
+    f[2] = 16;
+    assert!(AudioHeader::parse(&f).is_err());
+    // Microphone input is raw samples only.
+    f[2] = 20;
+    let e = parse_client_binary(&f).unwrap_err();
+    assert!(e.message.contains("pcm16 or f32"), "{}", e.message);
+    assert!(decode_input_audio("", 16000, AudioFormat::Aac).is_err());
+}
+
+#[test]
+fn an_unknown_format_is_refused_naming_the_valid_ones() {
+    let e =
+        parse_client_text(r#"{"type":"session.update","session":{"format":"ogg"}}"#).unwrap_err();
+    assert_eq!(e.code, ErrorCode::InvalidMessage);
+    assert!(e.message.contains("opus_packets"), "{}", e.message);
+    let valid = e.valid.expect("valid formats");
+    assert_eq!(valid.len(), AudioFormat::ALL.len());
+    assert!(valid.contains(&"aac".to_string()));
 }
 
 #[test]
@@ -406,7 +464,7 @@ mod fuzz {
             let frame = audio_frame(&h, &vec![0.25; n]);
             let (back, payload) = AudioHeader::parse(&frame).unwrap();
             prop_assert_eq!(back, h);
-            prop_assert_eq!(payload.len(), n * h.format.bytes_per_sample());
+            prop_assert_eq!(payload.len(), n * h.format.bytes_per_sample().unwrap());
         }
     }
 }

@@ -19,6 +19,7 @@ use crate::validate::engine_message;
 
 use super::barge_in;
 use super::connection::{Active, RealtimeConnection};
+use super::encode::FrameEncoder;
 use super::output::{audio_message, send, send_json, Res};
 use super::queue::{Ctx, Next, Unacked};
 use super::upgrade::Socket;
@@ -170,6 +171,16 @@ impl RealtimeConnection {
             let rate = c.s.rate;
             let format = c.s.format;
             let native = self.m.native_rate;
+            match FrameEncoder::new(format, rate) {
+                Ok(e) => c.enc = Some(e),
+                Err(e) => {
+                    // Rates were validated with the settings: a codec that
+                    // still refuses fails this context only.
+                    drop(stream); // cancels its request
+                    let msg = format!("cannot encode {format} at {rate} Hz: {e}");
+                    return self.fail_context(ws, id, ErrorCode::Internal, msg).await;
+                }
+            }
             match &mut self.resampler {
                 Some(r) if r.output_rate() == rate => r.reset(),
                 r => {
@@ -297,8 +308,18 @@ impl RealtimeConnection {
                 if let Some(l) = &mut c.live {
                     l.heard(samples);
                 }
-                if self.out.is_empty() {
-                    // Nothing to send: acknowledged with the frame before
+                let mut payloads = Vec::new();
+                let encoded = match &mut c.enc {
+                    Some(e) => e.push(&self.out, &mut payloads),
+                    None => Ok(()),
+                };
+                if let Err(e) = encoded {
+                    let msg = format!("the {} encoder failed: {e}", c.s.format);
+                    return self.fail_context(ws, &id, ErrorCode::Internal, msg).await;
+                }
+                if payloads.is_empty() {
+                    // Nothing to send (no samples yet, or a codec holding
+                    // a partial frame): acknowledged with the frame before
                     // it (or now, if that was acknowledged already).
                     let segment = c.segments;
                     match c.acks.back_mut() {
@@ -312,10 +333,15 @@ impl RealtimeConnection {
                     c.rec.chunk(Instant::now(), &chunk.samples, 0);
                     return Ok(());
                 }
-                let seq = c.seq;
-                let out = std::mem::take(&mut self.out);
-                let r = self.send_audio(ws, &id, &out, false).await;
-                self.out = out;
+                // The chunk is played once its last frame is.
+                let seq = c.seq + payloads.len() as u64 - 1;
+                let mut r = Ok(());
+                for p in &payloads {
+                    r = self.send_audio(ws, &id, p, false).await;
+                    if r.is_err() {
+                        break;
+                    }
+                }
                 r?;
                 let c = self.queue.get_mut(&id).expect("active context exists");
                 let now = Instant::now();
@@ -354,23 +380,24 @@ impl RealtimeConnection {
         }
     }
 
-    /// Sends one frame of context `id` (binary or base64) and advances its
-    /// sequence number.
+    /// Sends one frame of context `id` (binary or base64; `payload` in the
+    /// context's format) and advances its sequence number.
     pub(super) async fn send_audio(
         &mut self,
         ws: &mut Socket,
         id: &str,
-        samples: &[f32],
+        payload: &[u8],
         terminal: bool,
     ) -> Res {
         let c = self.queue.get_mut(id).expect("context exists");
         let seq = c.take_seq();
-        let msg = audio_message(id, c.stream_id, seq, &c.s, samples, terminal);
+        let msg = audio_message(id, c.stream_id, seq, &c.s, payload, terminal);
         send(ws, msg).await
     }
 
-    /// The head context is ended and all its audio is out: terminal frame
-    /// (with the resampler's tail), then `context.done`.
+    /// The head context is ended and all its audio is out: the resampler's
+    /// tail and the encoder's flush, the last frame terminal, then
+    /// `context.done`.
     pub(super) async fn finish_context(&mut self, ws: &mut Socket, id: &str) -> Res {
         let started = self.queue.get(id).is_some_and(|c| c.stream_id.is_some());
         if started {
@@ -378,7 +405,21 @@ impl RealtimeConnection {
             if let Some(r) = &mut self.resampler {
                 r.flush(&mut tail);
             }
-            self.send_audio(ws, id, &tail, true).await?;
+            let c = self.queue.get_mut(id).expect("head context exists");
+            let mut payloads = Vec::new();
+            let flushed = match &mut c.enc {
+                Some(e) => e.finish(&tail, &mut payloads),
+                None => FrameEncoder::new(c.s.format, c.s.rate)
+                    .and_then(|mut e| e.finish(&tail, &mut payloads)),
+            };
+            if let Err(e) = flushed {
+                let msg = format!("the {} encoder failed: {e}", c.s.format);
+                return self.fail_context(ws, id, ErrorCode::Internal, msg).await;
+            }
+            let last = payloads.len().saturating_sub(1);
+            for (i, p) in payloads.iter().enumerate() {
+                self.send_audio(ws, id, p, i == last).await?;
+            }
             if let Some(c) = self.queue.get_mut(id) {
                 c.rec.tail(tail.len());
             }

@@ -25,13 +25,17 @@
 //!   request takes when, and the long-context cut at a sentence end.
 //! - `barge_in`: the input clock that dates a speech onset, and whether it
 //!   interrupts.
-//! - `output`: frame encoding and sends bounded by a timeout.
+//! - `encode`: each context's encoder (`format`: pcm16/f32 samples, or
+//!   mp3, opus, opus_packets, flac, aac, mulaw, alaw bytes), fed chunk by
+//!   chunk on the session's task, its flush in the terminal frame.
+//! - `output`: frame headers and sends bounded by a timeout.
 //! - `liveness`: server pings, the pong deadline, the idle timeout.
 //! - `upgrade`: the WebSocket handshake, and the close (1009, 1007, ...)
 //!   that drains what the client still sends so the socket ends cleanly.
 
 mod barge_in;
 mod connection;
+mod encode;
 mod lifecycle;
 mod live;
 mod liveness;

@@ -39,13 +39,14 @@ pub async fn close(ws: &mut Socket, code: u16, reason: &str) -> Res {
     Err(Closed)
 }
 
-/// Frame `seq` of context `id` in the transport its settings chose.
+/// Frame `seq` of context `id` in the transport its settings chose;
+/// `payload` is already in the context's format (`realtime/encode.rs`).
 pub fn audio_message(
     id: &str,
     stream_id: Option<u32>,
     seq: u64,
     s: &CtxSettings,
-    samples: &[f32],
+    payload: &[u8],
     terminal: bool,
 ) -> Message {
     let header = AudioHeader {
@@ -56,24 +57,22 @@ pub fn audio_message(
         terminal,
     };
     match s.transport {
-        AudioTransport::Binary => Message::Binary(protocol::audio_frame(&header, samples).into()),
-        AudioTransport::Base64 => {
-            let mut bytes = Vec::new();
-            protocol::encode_samples(samples, header.format, &mut bytes);
-            Message::Text(
-                ServerMessage::Audio {
-                    context_id: id.to_string(),
-                    stream_id: header.stream_id,
-                    seq,
-                    terminal,
-                    sample_rate: header.sample_rate,
-                    format: header.format,
-                    audio: protocol::base64_encode(&bytes),
-                }
-                .to_json()
-                .into(),
-            )
+        AudioTransport::Binary => {
+            Message::Binary(protocol::audio_frame_bytes(&header, payload).into())
         }
+        AudioTransport::Base64 => Message::Text(
+            ServerMessage::Audio {
+                context_id: id.to_string(),
+                stream_id: header.stream_id,
+                seq,
+                terminal,
+                sample_rate: header.sample_rate,
+                format: header.format,
+                audio: protocol::base64_encode(payload),
+            }
+            .to_json()
+            .into(),
+        ),
     }
 }
 
@@ -89,7 +88,9 @@ mod tests {
     #[test]
     fn binary_frame_is_the_header_then_the_samples() {
         let s = settings(AudioTransport::Binary);
-        let Message::Binary(b) = audio_message("a", Some(7), 3, &s, &[0.5, -0.5], true) else {
+        let mut pcm = Vec::new();
+        protocol::encode_samples(&[0.5, -0.5], AudioFormat::Pcm16, &mut pcm);
+        let Message::Binary(b) = audio_message("a", Some(7), 3, &s, &pcm, true) else {
             panic!("binary");
         };
         let (h, payload) = AudioHeader::parse(&b).expect("parses");
@@ -104,6 +105,21 @@ mod tests {
             }
         );
         assert_eq!(payload.len(), 4);
+        assert_eq!(b.len(), 16 + 4, "the version-1 PCM header, unchanged");
+    }
+
+    #[test]
+    fn an_encoded_frame_names_its_encoding_in_the_extended_header() {
+        let mut s = settings(AudioTransport::Binary);
+        s.format = AudioFormat::Aac;
+        let Message::Binary(b) = audio_message("a", Some(1), 0, &s, &[0xFF, 0xF1, 9], false) else {
+            panic!("binary");
+        };
+        assert_eq!(b[1] & protocol::FLAG_ENCODED, protocol::FLAG_ENCODED);
+        assert_eq!(b[16], 5, "aac");
+        let (h, payload) = AudioHeader::parse(&b).expect("parses");
+        assert_eq!(h.format, AudioFormat::Aac);
+        assert_eq!(payload, &[0xFF, 0xF1, 9]);
     }
 
     #[test]
@@ -118,11 +134,11 @@ mod tests {
     #[test]
     fn base64_frame_is_an_audio_event_with_the_same_fields() {
         let s = settings(AudioTransport::Base64);
-        let Message::Text(t) = audio_message("ctx", Some(2), 9, &s, &[0.25], false) else {
-            panic!("text");
-        };
         let mut bytes = Vec::new();
         protocol::encode_samples(&[0.25], AudioFormat::Pcm16, &mut bytes);
+        let Message::Text(t) = audio_message("ctx", Some(2), 9, &s, &bytes, false) else {
+            panic!("text");
+        };
         assert_eq!(
             protocol::parse_server_text(t.as_str()).expect("parses"),
             ServerMessage::Audio {

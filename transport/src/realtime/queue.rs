@@ -16,6 +16,7 @@ use crate::protocol::{Chunking, ErrorCode, ProtocolError};
 use crate::record::Recorder;
 use crate::segment::Segmenter;
 
+use super::encode::FrameEncoder;
 use super::live::LiveCtx;
 use super::settings::CtxSettings;
 
@@ -47,6 +48,9 @@ pub struct Ctx {
     pub live: Option<LiveCtx>,
     /// Characters appended over the context's life (for its log line).
     pub text_chars: u64,
+    /// The context's encoder, made when its first segment starts (one per
+    /// context, dropped with it: a cancelled context's codec state is gone).
+    pub enc: Option<FrameEncoder>,
 }
 
 /// A frame sent and not yet acknowledged (`audio_acks`).
@@ -80,6 +84,7 @@ impl Ctx {
             segments: 0,
             live: None,
             text_chars: 0,
+            enc: None,
         }
     }
 

@@ -197,6 +197,20 @@ pub fn apply(
     if let Some(f) = u.format {
         s.format = f;
     }
+    if let Some(c) = super::encode::codec(s.format) {
+        // A codec takes only its rates: G.711 switches to 8 kHz unless a
+        // rate is asked for in the same update (as on HTTP); another rate
+        // the codec lacks is refused, naming those it takes.
+        let requested = u
+            .sample_rate
+            .or((u.format.is_none()).then_some(s.sample_rate));
+        s.sample_rate = c.output_rate(requested, s.sample_rate).map_err(|e| {
+            ProtocolError::new(
+                ErrorCode::InvalidSetting,
+                format!("format {}: {e}", s.format),
+            )
+        })?;
+    }
     if let Some(t) = u.audio_transport {
         s.audio_transport = t;
     }
@@ -369,6 +383,34 @@ mod tests {
         assert_eq!(s.audio_transport, AudioTransport::Binary);
         assert_eq!(s.max_frames, 100);
         assert!(!s.audio_acks && !s.greedy);
+    }
+
+    #[test]
+    fn encoded_formats_take_their_codec_rates_and_g711_switches_to_8_khz() {
+        let s = applied(SessionUpdate {
+            format: Some(AudioFormat::Mulaw),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!((s.format, s.sample_rate), (AudioFormat::Mulaw, 8000));
+        let msg = invalid_setting(SessionUpdate {
+            format: Some(AudioFormat::Alaw),
+            sample_rate: Some(16000),
+            ..Default::default()
+        });
+        assert!(msg.contains("alaw") && msg.contains("8000"), "{msg}");
+        let msg = invalid_setting(SessionUpdate {
+            format: Some(AudioFormat::OpusPackets),
+            sample_rate: Some(44100),
+            ..Default::default()
+        });
+        assert!(msg.contains("48000") && msg.contains("opus"), "{msg}");
+        let s = applied(SessionUpdate {
+            format: Some(AudioFormat::Aac),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!((s.format, s.sample_rate), (AudioFormat::Aac, 24000));
     }
 
     #[test]

@@ -3,6 +3,7 @@
 //! failure.
 #![allow(dead_code)] // each test binary uses a different subset
 
+pub mod audio;
 pub mod http;
 pub mod ws;
 

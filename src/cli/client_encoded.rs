@@ -1,0 +1,126 @@
+//! `tts-rt client --format` for encoded formats: which formats the client
+//! takes and what each allows, and the writer that puts a context's
+//! encoded frames into `--out` as one file of that format.
+//!
+//! The server's frames of an encoded context concatenate to a complete
+//! file (`mp3`, Ogg `opus`, `flac`, ADTS `aac`, headerless G.711 `mulaw` /
+//! `alaw`), so the writer appends each payload as it arrives: a file is
+//! staged beside the target and renamed over it once the context is done
+//! (a failed run leaves an existing file as it was); stdout gets the bytes
+//! at once. `opus_packets` (raw 20 ms packets, what an RTP bridge carries)
+//! has no container a file could hold, so `--out` refuses it.
+
+use std::fs::File;
+use std::io::{BufWriter, Write};
+
+use anyhow::{bail, Context, Result};
+use tts_transport::protocol::AudioFormat;
+
+use super::io::Output;
+use super::outfile::Staged;
+
+/// `--format`: any realtime format name.
+pub(crate) fn parse_format(s: &str) -> std::result::Result<AudioFormat, String> {
+    AudioFormat::ALL
+        .into_iter()
+        .find(|f| f.name() == s)
+        .ok_or_else(|| {
+            let names: Vec<&str> = AudioFormat::ALL.iter().map(|f| f.name()).collect();
+            format!("unknown format {s:?}; use one of {}", names.join(", "))
+        })
+}
+
+/// Refuses flag combinations an encoded format cannot serve, before any
+/// network work.
+pub(crate) fn check_format(format: AudioFormat, play: bool, out: bool) -> Result<()> {
+    if format.is_encoded() && play {
+        bail!(
+            "--play needs --format pcm16 or f32 (the player takes samples, not {format} bytes); \
+             write {format} to a file with --out, or play pcm16"
+        );
+    }
+    if format == AudioFormat::OpusPackets && out {
+        bail!(
+            "--format opus_packets sends raw Opus packets with no container, which a file cannot \
+             hold as they are; use --format opus for an Ogg Opus file"
+        );
+    }
+    Ok(())
+}
+
+/// `--out` for an encoded format: the payloads, appended as they arrive.
+pub(crate) enum BytesWriter {
+    File(Staged, BufWriter<File>),
+    Stdout,
+}
+
+impl BytesWriter {
+    pub(crate) fn open(out: Output) -> Self {
+        match out {
+            Output::File(staged, f) => BytesWriter::File(staged, BufWriter::new(f)),
+            Output::Stdout => BytesWriter::Stdout,
+        }
+    }
+
+    pub(crate) fn write(&mut self, bytes: &[u8]) -> Result<()> {
+        match self {
+            BytesWriter::File(staged, f) => f
+                .write_all(bytes)
+                .with_context(|| format!("writing {}", staged.target().display())),
+            BytesWriter::Stdout => {
+                let mut out = std::io::stdout().lock();
+                out.write_all(bytes)?;
+                out.flush()?;
+                Ok(())
+            }
+        }
+    }
+
+    /// The context is done: the file replaces the target.
+    pub(crate) fn finish(self) -> Result<()> {
+        if let BytesWriter::File(staged, mut f) = self {
+            f.flush()
+                .with_context(|| format!("writing {}", staged.target().display()))?;
+            drop(f);
+            staged.commit()?;
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_realtime_format_parses_and_an_unknown_one_lists_them() {
+        for f in AudioFormat::ALL {
+            assert_eq!(parse_format(f.name()), Ok(f));
+        }
+        let e = parse_format("ogg").unwrap_err();
+        assert!(e.contains("opus_packets") && e.contains("aac"), "{e}");
+    }
+
+    #[test]
+    fn encoded_formats_refuse_play_and_opus_packets_refuse_out() {
+        assert!(check_format(AudioFormat::Pcm16, true, true).is_ok());
+        assert!(check_format(AudioFormat::Mp3, false, true).is_ok());
+        let e = check_format(AudioFormat::Aac, true, false).unwrap_err();
+        assert!(e.to_string().contains("--play needs"), "{e}");
+        let e = check_format(AudioFormat::OpusPackets, false, true).unwrap_err();
+        assert!(e.to_string().contains("--format opus"), "{e}");
+    }
+
+    #[test]
+    fn out_file_holds_the_concatenated_payloads_only_once_finished() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.mp3");
+        std::fs::write(&path, b"old").unwrap();
+        let mut w = BytesWriter::open(Output::open(&path).unwrap());
+        w.write(&[1, 2]).unwrap();
+        w.write(&[3]).unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), b"old", "staged until done");
+        w.finish().unwrap();
+        assert_eq!(std::fs::read(&path).unwrap(), [1, 2, 3]);
+    }
+}

@@ -356,6 +356,32 @@ fn compressed_fixtures_decode_to_the_right_length_with_the_tone_intact() {
     }
 }
 
+/// A raw `.aac` (ADTS) clip, as `response_format: "aac"` writes one: its
+/// length is symphonia's estimate from the first frames, not a declared
+/// count, so a complete clip must not be refused as truncated.
+#[test]
+fn adts_aac_clip_is_read_whole_not_refused_as_truncated() {
+    let rate = 24000;
+    let x: Vec<f32> = (0..(2.5 * rate as f64) as usize)
+        .map(|i| (0.3 * (2.0 * PI * TONE_HZ * i as f64 / rate as f64).sin()) as f32)
+        .collect();
+    let mut enc = tts_audio::Format::Aac.encoder(rate).expect("aac encoder");
+    let mut bytes = Vec::new();
+    enc.push(&x, &mut bytes).unwrap();
+    enc.finish(&mut bytes).unwrap();
+    let r = ReferenceAudio::from_bytes(&bytes, Some("clip.aac"))
+        .unwrap_or_else(|e| panic!("a whole ADTS clip: {e}"));
+    // The encoder's delay and last-frame padding come along (ADTS states
+    // neither): at least the clip, at most ~0.2 s more.
+    assert!(
+        r.duration_secs >= 2.5 && r.duration_secs < 2.5 + 0.2,
+        "{} s",
+        r.duration_secs
+    );
+    let f = frequency(&r.samples, REFERENCE_RATE);
+    assert!((f - TONE_HZ).abs() < 0.5, "tone at {f} Hz");
+}
+
 #[test]
 fn lossless_fixture_matches_the_tone_sample_for_sample() {
     let r = ReferenceAudio::from_path(&fixture("tone440-44100-stereo.flac")).unwrap();

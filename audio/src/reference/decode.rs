@@ -226,9 +226,15 @@ pub(super) fn decode(
 /// sox: a data size of 0xFFFF_FFFF, the real length only known at the end);
 /// an MP3 length without a LAME tag, which symphonia estimates from the
 /// bitrate and the file size (a trailing ID3v1 tag alone would make a
-/// complete file look one frame short).
+/// complete file look one frame short); an ADTS (raw `.aac`) length, which
+/// symphonia also estimates from the first frames' sizes (told from MP4's
+/// AAC, whose length is exact, by its missing decoder config: ADTS carries
+/// that in every frame header, MP4 in the sample description).
 fn declared_frames(params: &CodecParameters) -> Option<u64> {
     let n = params.n_frames.filter(|&n| n > 0)?;
+    if params.codec == codecs::CODEC_TYPE_AAC && params.extra_data.is_none() {
+        return None;
+    }
     let mp3 = [
         codecs::CODEC_TYPE_MP3,
         codecs::CODEC_TYPE_MP2,

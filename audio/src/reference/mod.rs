@@ -30,7 +30,10 @@
 //!   FLAC, MP3 with a Xing/Info header (LAME and ffmpeg write one), OGG (its
 //!   last page; a file cut inside a page has none). M4A is refused whether
 //!   its index is at the end (ffmpeg's default: cut off with the tail) or
-//!   at the front (the audio atom's size then runs past the end). An MP3
+//!   at the front (the audio atom's size then runs past the end). A raw
+//!   `.aac` (ADTS) stream has no declared length (symphonia estimates one
+//!   from its first frames), so it decodes to the end like an MP3 without
+//!   a Xing header, keeping the encoder's delay at its start. An MP3
 //!   without a Xing/Info header, or an OGG file cut exactly at a page
 //!   boundary, looks complete and decodes to the audio that is there.
 //! - An MP3 without a LAME tag keeps the encoder's delay and padding (about

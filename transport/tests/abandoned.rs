@@ -82,15 +82,20 @@ async fn dropped(addr: SocketAddr, what: &str) -> Result<()> {
     }
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_request_whose_client_left_stops_generating() -> Result<()> {
+/// A server on the endless talker, with a frame cap far beyond what the
+/// tests wait for: only the client leaving can end their requests in time.
+async fn endless_server() -> Result<(EndlessTalker, tts_transport::Server)> {
     let endless = EndlessTalker::new()?;
     let mut cfg = common::config(Duration::from_secs(5));
     cfg.model_dir = endless.dir();
-    // A frame cap far beyond what the test waits for: only the client
-    // leaving can end these requests in time.
     cfg.max_frames = Some(60_000);
     let s = start(cfg).await?;
+    Ok((endless, s))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_whose_client_left_stops_generating() -> Result<()> {
+    let (_endless, s) = endless_server().await?;
     let addr = s.local_addr();
     let text = "A sentence that this talker will never finish speaking.";
     let cases = [
@@ -185,11 +190,7 @@ async fn a_request_whose_client_left_stops_generating() -> Result<()> {
 /// on the WebSocket) the request is dropped and the transfer aborted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_streamed_body_nobody_reads_is_dropped_after_the_send_timeout() -> Result<()> {
-    let endless = EndlessTalker::new()?;
-    let mut cfg = common::config(Duration::from_secs(5));
-    cfg.model_dir = endless.dir();
-    cfg.max_frames = Some(60_000);
-    let s = start(cfg).await?;
+    let (_endless, s) = endless_server().await?;
     let addr = s.local_addr();
     let sock = tokio::net::TcpSocket::new_v4()?;
     // A small window: the server's writes stall soon.

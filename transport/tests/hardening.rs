@@ -6,7 +6,7 @@
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use anyhow::{bail, ensure, Context, Result};
+use anyhow::{bail, Context, Result};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
@@ -21,101 +21,11 @@ use tts_transport::ServeConfig;
 
 mod common;
 
+use common::http::{parse as parse_response, request as http};
 use common::{start, stop, BrokenCodec, WAIT};
 
 fn config() -> ServeConfig {
     common::config(Duration::from_secs(5))
-}
-
-struct HttpResponse {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl HttpResponse {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-
-    /// The OpenAI error shape, or why not.
-    fn error(&self) -> Result<&str> {
-        let j = self.json();
-        ensure!(
-            self.header("content-type")
-                .is_some_and(|c| c.starts_with("application/json")),
-            "status {}: not JSON: {:?}",
-            self.status,
-            String::from_utf8_lossy(&self.body)
-        );
-        let msg = j["error"]["message"].as_str();
-        ensure!(
-            msg.is_some_and(|m| !m.is_empty()) && j["error"]["type"].is_string(),
-            "not the OpenAI error shape: {j}"
-        );
-        Ok(self.body_str())
-    }
-
-    fn body_str(&self) -> &str {
-        std::str::from_utf8(&self.body).unwrap_or("")
-    }
-}
-
-/// HTTP/1.1 over raw TCP (`Connection: close`; the body, if any, sent
-/// as is with its length; chunked answers are not decoded: error answers
-/// here are small and have a length).
-async fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: &[u8],
-) -> Result<HttpResponse> {
-    let mut s = TcpStream::connect(addr).await?;
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if !body.is_empty() {
-        req.push_str(&format!("Content-Length: {}\r\n", body.len()));
-    }
-    req.push_str("\r\n");
-    s.write_all(req.as_bytes()).await?;
-    // The server may answer (and close) before the whole body is in.
-    let _ = s.write_all(body).await;
-    let mut raw = Vec::new();
-    let _ = tokio::time::timeout(WAIT, s.read_to_end(&mut raw)).await?;
-    parse_response(&raw)
-}
-
-fn parse_response(raw: &[u8]) -> Result<HttpResponse> {
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .context("no end of headers")?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .context("no status line")?
-        .parse()?;
-    let headers = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    Ok(HttpResponse {
-        status,
-        headers,
-        body: raw[split + 4..].to_vec(),
-    })
 }
 
 type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
@@ -233,17 +143,21 @@ async fn not_found_and_method_not_allowed_have_json_bodies() -> Result<()> {
     let addr = s.local_addr();
     let r = http(addr, "GET", "/v1/nothing-here", &[], b"").await?;
     assert_eq!(r.status, 404);
-    assert!(r.error()?.contains("/v1/nothing-here"), "{}", r.body_str());
+    assert!(
+        r.error_message()?.contains("/v1/nothing-here"),
+        "{}",
+        r.body_str()
+    );
     let r = http(addr, "DELETE", "/v1/models", &[], b"").await?;
     assert_eq!(r.status, 405);
-    r.error()?;
+    r.error_message()?;
     let r = http(addr, "POST", "/", &[], b"").await?;
     assert_eq!(r.status, 405);
-    r.error()?;
+    r.error_message()?;
     // An unparsable query is axum's plain-text rejection underneath.
     let r = http(addr, "GET", "/v1/audio/voices/x?full=maybe", &[], b"").await?;
     assert_eq!(r.status, 400);
-    r.error()?;
+    r.error_message()?;
     stop(s).await
 }
 
@@ -257,7 +171,7 @@ async fn body_over_the_limit_is_a_json_413() -> Result<()> {
     let big = vec![b' '; 3 << 20];
     let r = http(addr, "POST", "/v1/audio/speech", &json_ct, &big).await?;
     assert_eq!(r.status, 413, "{}", r.body_str());
-    r.error()?;
+    r.error_message()?;
     assert_eq!(r.json()["error"]["type"], "invalid_request_error");
     stop(s).await
 }
@@ -278,7 +192,7 @@ async fn token_limit_error_reads_once_and_names_input() -> Result<()> {
     )
     .await?;
     assert_eq!(r.status, 400, "{}", r.body_str());
-    r.error()?;
+    r.error_message()?;
     let j = r.json();
     let msg = j["error"]["message"].as_str().unwrap_or_default();
     assert_eq!(msg.matches("invalid request").count(), 1, "{msg}");
@@ -313,7 +227,7 @@ async fn bearer_scheme_is_case_insensitive_and_401_names_it() -> Result<()> {
         "{:?}",
         r.headers
     );
-    r.error()?;
+    r.error_message()?;
     connect(addr, "", &[("Authorization", "bearer s3cret")]).await?;
     stop(s).await
 }
@@ -621,7 +535,7 @@ async fn connections_over_the_cap_get_a_503_and_health_still_answers() -> Result
     tokio::time::sleep(Duration::from_millis(100)).await;
     let r = http(addr, "GET", "/v1/models", &[], b"").await?;
     assert_eq!(r.status, 503);
-    r.error()?;
+    r.error_message()?;
     let t0 = Instant::now();
     let r = http(addr, "GET", "/health", &[], b"").await?;
     assert_eq!(r.status, 200);
@@ -654,7 +568,7 @@ async fn slow_body_is_answered_408() -> Result<()> {
     let c = raw(s.local_addr(), head.as_bytes()).await?;
     let r = parse_response(&read_all(c, Duration::from_secs(5)).await?)?;
     assert_eq!(r.status, 408, "{}", r.body_str());
-    r.error()?;
+    r.error_message()?;
     stop(s).await
 }
 

@@ -5,88 +5,17 @@
 //! overridable and listed, CORS only where configured, request ids in
 //! headers and error bodies, and the build-info metric.
 
-use std::net::SocketAddr;
 use std::time::Duration;
 
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpStream;
 
 mod common;
 
+use common::http::json_request as http;
+
 use common::{start, stop};
 use tts_transport::protocol::{ErrorCode, ServerMessage};
-
-struct Answer {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl Answer {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-/// One HTTP/1.1 request (`Connection: close`); the body is read to the end
-/// as sent (these tests read only unchunked JSON bodies).
-async fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&Value>,
-) -> Result<Answer> {
-    let go = async {
-        let mut s = TcpStream::connect(addr).await?;
-        let body = body.map(|b| b.to_string()).unwrap_or_default();
-        let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-        for (k, v) in headers {
-            req.push_str(&format!("{k}: {v}\r\n"));
-        }
-        if !body.is_empty() {
-            req.push_str(&format!(
-                "Content-Type: application/json\r\nContent-Length: {}\r\n",
-                body.len()
-            ));
-        }
-        req.push_str("\r\n");
-        req.push_str(&body);
-        s.write_all(req.as_bytes()).await?;
-        let mut raw = Vec::new();
-        s.read_to_end(&mut raw).await?;
-        let end = raw
-            .windows(4)
-            .position(|w| w == b"\r\n\r\n")
-            .context("no end of head")?;
-        let head = String::from_utf8_lossy(&raw[..end]).to_string();
-        let mut lines = head.split("\r\n");
-        let status = lines
-            .next()
-            .and_then(|l| l.split_whitespace().nth(1))
-            .and_then(|c| c.parse().ok())
-            .context("no status")?;
-        let headers = lines
-            .filter_map(|l| l.split_once(':'))
-            .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-            .collect();
-        anyhow::Ok(Answer {
-            status,
-            headers,
-            body: raw[end + 4..].to_vec(),
-        })
-    };
-    tokio::time::timeout(common::WAIT, go).await?
-}
 
 fn config() -> tts_transport::ServeConfig {
     common::config(Duration::from_secs(5))

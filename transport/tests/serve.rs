@@ -15,7 +15,6 @@ use std::time::Duration;
 use anyhow::{bail, ensure, Context, Result};
 use futures_util::{SinkExt, StreamExt};
 use serde_json::{json, Value};
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
@@ -28,6 +27,8 @@ use tts_transport::{ServeConfig, Server};
 
 mod common;
 
+use common::http::json_request as http;
+
 use common::{start, WAIT};
 
 fn config() -> ServeConfig {
@@ -35,97 +36,6 @@ fn config() -> ServeConfig {
 }
 
 // ---------------------------------------------------------------- HTTP ---
-
-struct HttpResponse {
-    status: u16,
-    headers: Vec<(String, String)>,
-    body: Vec<u8>,
-}
-
-impl HttpResponse {
-    fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
-    }
-
-    fn json(&self) -> Value {
-        serde_json::from_slice(&self.body).unwrap_or(Value::Null)
-    }
-}
-
-/// A minimal HTTP/1.1 client over raw TCP (`Connection: close`, chunked
-/// bodies decoded): what the server must speak, with nothing in between.
-async fn http(
-    addr: SocketAddr,
-    method: &str,
-    path: &str,
-    headers: &[(&str, &str)],
-    body: Option<&Value>,
-) -> Result<HttpResponse> {
-    let mut s = TcpStream::connect(addr).await?;
-    let body = body.map(|b| b.to_string()).unwrap_or_default();
-    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
-    for (k, v) in headers {
-        req.push_str(&format!("{k}: {v}\r\n"));
-    }
-    if !body.is_empty() {
-        req.push_str(&format!(
-            "Content-Type: application/json\r\nContent-Length: {}\r\n",
-            body.len()
-        ));
-    }
-    req.push_str("\r\n");
-    req.push_str(&body);
-    s.write_all(req.as_bytes()).await?;
-    let mut raw = Vec::new();
-    tokio::time::timeout(WAIT, s.read_to_end(&mut raw)).await??;
-    let split = raw
-        .windows(4)
-        .position(|w| w == b"\r\n\r\n")
-        .context("no end of headers")?;
-    let head = String::from_utf8_lossy(&raw[..split]).to_string();
-    let mut lines = head.split("\r\n");
-    let status: u16 = lines
-        .next()
-        .and_then(|l| l.split(' ').nth(1))
-        .context("no status line")?
-        .parse()?;
-    let headers: Vec<(String, String)> = lines
-        .filter_map(|l| l.split_once(':'))
-        .map(|(k, v)| (k.trim().to_string(), v.trim().to_string()))
-        .collect();
-    let mut rest = &raw[split + 4..];
-    let chunked = headers
-        .iter()
-        .any(|(k, v)| k.eq_ignore_ascii_case("transfer-encoding") && v.contains("chunked"));
-    let body = if chunked {
-        let mut out = Vec::new();
-        loop {
-            let eol = rest
-                .windows(2)
-                .position(|w| w == b"\r\n")
-                .context("truncated chunk")?;
-            let n = usize::from_str_radix(std::str::from_utf8(&rest[..eol])?.trim(), 16)?;
-            rest = &rest[eol + 2..];
-            if n == 0 {
-                break;
-            }
-            ensure!(rest.len() >= n + 2, "truncated chunk body");
-            out.extend_from_slice(&rest[..n]);
-            rest = &rest[n + 2..];
-        }
-        out
-    } else {
-        rest.to_vec()
-    };
-    Ok(HttpResponse {
-        status,
-        headers,
-        body,
-    })
-}
 
 // ----------------------------------------------------------- WebSocket ---
 

@@ -4,7 +4,7 @@
 
 use std::net::SocketAddr;
 
-use anyhow::{Context, Result};
+use anyhow::{ensure, Context, Result};
 use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -90,6 +90,26 @@ async fn read_until_closed(s: &mut TcpStream, raw: &mut Vec<u8>) {
         }
         raw.extend_from_slice(&buf[..n]);
     }
+}
+
+/// One request with an optional JSON body (its `Content-Type` set when
+/// given); a cut chunked body is an error, for callers that expect whole
+/// answers.
+pub async fn json_request(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: Option<&Value>,
+) -> Result<HttpResponse> {
+    let body = body.map(|b| b.to_string()).unwrap_or_default();
+    let mut h = headers.to_vec();
+    if !body.is_empty() {
+        h.push(("Content-Type", "application/json"));
+    }
+    let r = request(addr, method, path, &h, body.as_bytes()).await?;
+    ensure!(!r.cut, "{method} {path}: the chunked body was cut");
+    Ok(r)
 }
 
 /// A JSON POST.

@@ -15,20 +15,18 @@ use tokio_tungstenite::tungstenite::client::IntoClientRequest;
 use tokio_tungstenite::tungstenite::protocol::frame::coding::{Data, OpCode};
 use tokio_tungstenite::tungstenite::protocol::frame::Frame;
 use tokio_tungstenite::tungstenite::Message;
-use tokio_tungstenite::{MaybeTlsStream, WebSocketStream};
-use tts_transport::protocol::{self, AudioHeader, ErrorCode, ServerMessage};
+use tts_transport::protocol::{self, ErrorCode, ServerMessage};
 use tts_transport::ServeConfig;
 
 mod common;
 
 use common::http::{parse as parse_response, request as http};
+use common::ws::{close_code, next, Got, Ws};
 use common::{start, stop, BrokenCodec, WAIT};
 
 fn config() -> ServeConfig {
     common::config(Duration::from_secs(5))
 }
-
-type Ws = WebSocketStream<MaybeTlsStream<TcpStream>>;
 
 async fn connect(addr: SocketAddr, query: &str, headers: &[(&str, &str)]) -> Result<Ws> {
     let mut req = format!("ws://{addr}/v1/realtime{query}").into_client_request()?;
@@ -42,50 +40,6 @@ async fn connect(addr: SocketAddr, query: &str, headers: &[(&str, &str)]) -> Res
     match next(&mut ws).await? {
         Got::Msg(ServerMessage::SessionCreated { .. }) => Ok(ws),
         other => bail!("first message: {other:?}"),
-    }
-}
-
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-enum Got {
-    Msg(ServerMessage),
-    Audio(AudioHeader, usize),
-    Closed(Option<u16>),
-}
-
-async fn next(ws: &mut Ws) -> Result<Got> {
-    loop {
-        let m = tokio::time::timeout(WAIT, ws.next())
-            .await
-            .context("timed out waiting for the server")?;
-        return Ok(match m {
-            None => Got::Closed(None),
-            Some(Err(e)) => bail!("websocket error (not a close frame): {e}"),
-            Some(Ok(Message::Text(t))) => Got::Msg(
-                protocol::parse_server_text(t.as_str())
-                    .map_err(|e| anyhow::anyhow!("unparsable {t}: {e:?}"))?,
-            ),
-            Some(Ok(Message::Binary(b))) => {
-                let (h, payload) = AudioHeader::parse(&b).map_err(|e| anyhow::anyhow!("{e:?}"))?;
-                let bytes = if h.format == protocol::AudioFormat::F32 {
-                    4
-                } else {
-                    2
-                };
-                Got::Audio(h, payload.len() / bytes)
-            }
-            Some(Ok(Message::Close(f))) => Got::Closed(f.map(|f| u16::from(f.code))),
-            Some(Ok(_)) => continue,
-        });
-    }
-}
-
-/// Reads until the server's close frame and returns its code.
-async fn close_code(ws: &mut Ws) -> Result<Option<u16>> {
-    loop {
-        if let Got::Closed(code) = next(ws).await? {
-            return Ok(code);
-        }
     }
 }
 

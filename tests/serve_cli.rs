@@ -3,8 +3,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
-use std::net::SocketAddr;
+use std::io::Read;
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
@@ -28,17 +27,7 @@ fn serve_starts_reports_ready_and_drains_on_sigterm() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn tts-rt serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: SocketAddr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    assert!(addr.ip().is_loopback(), "loopback by default: {addr}");
+    let addr = common::listening_addr(&mut child);
     assert_eq!(get(addr, "/health").unwrap().0, 200);
     let t0 = Instant::now();
     loop {

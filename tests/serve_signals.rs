@@ -6,7 +6,7 @@
 
 mod common;
 
-use std::io::{BufRead, BufReader, Read};
+use std::io::Read;
 use std::net::{SocketAddr, TcpStream};
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
@@ -31,17 +31,7 @@ fn serve(model: &Path, extra: &[&str]) -> (Child, SocketAddr) {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn tts-rt serve");
-    let mut line = String::new();
-    BufReader::new(child.stdout.take().unwrap())
-        .read_line(&mut line)
-        .unwrap();
-    let addr: SocketAddr = line
-        .split("http://")
-        .nth(1)
-        .and_then(|r| r.split_whitespace().next())
-        .and_then(|a| a.parse().ok())
-        .unwrap_or_else(|| panic!("no address in {line:?}"));
-    assert!(addr.ip().is_loopback(), "{addr}");
+    let addr = common::listening_addr(&mut child);
     (child, addr)
 }
 

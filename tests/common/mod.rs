@@ -134,3 +134,21 @@ pub fn ids(v: &Value) -> Option<Vec<u32>> {
     v.as_array()
         .map(|a| a.iter().map(|x| x.as_u64().unwrap() as u32).collect())
 }
+
+/// The address a `tts-rt serve` child announces on its first stdout line
+/// (`listening on http://ADDR ...`); it must be loopback.
+pub fn listening_addr(child: &mut std::process::Child) -> std::net::SocketAddr {
+    use std::io::BufRead;
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().expect("stdout piped"))
+        .read_line(&mut line)
+        .expect("read the listening line");
+    let addr: std::net::SocketAddr = line
+        .split("http://")
+        .nth(1)
+        .and_then(|r| r.split_whitespace().next())
+        .and_then(|a| a.parse().ok())
+        .unwrap_or_else(|| panic!("no address in {line:?}"));
+    assert!(addr.ip().is_loopback(), "loopback: {addr}");
+    addr
+}

@@ -107,7 +107,7 @@ fn matmul(c: &mut Criterion) {
     // once warm, so these measure the kernels, not DRAM: see `streaming`.
     for (n, k) in [(1024, 1024), (3072, 1024), (1024, 3072), (2048, 2048)] {
         let w = Formats::new(n, k, 2);
-        for m in [1, 4, 16] {
+        for m in [1, 2, 3, 4, 16] {
             let x = data(m * k, 1);
             let mut out = vec![0f32; m * n];
             g.throughput(Throughput::Elements((m * n * k) as u64));
@@ -228,6 +228,24 @@ fn streaming(c: &mut Criterion) {
                 })
             });
         }
+        // Three sessions' batched decode step: the same bytes, three
+        // activation rows (int8, the `fast` preset's format).
+        let (m, fm) = (3, 2);
+        let x3 = data(m * k, 1);
+        let mut out3 = vec![0f32; m * n];
+        let bytes: usize = ws.iter().map(|w| w.mats()[fm].1.bytes()).sum();
+        g.throughput(Throughput::Bytes(bytes as u64));
+        let id = BenchmarkId::new(
+            format!("{}/{}", ks.isa().name(), ws[0].mats()[fm].0),
+            format!("{layers}x{n}x{k}_m{m}"),
+        );
+        g.bench_function(id, |b| {
+            b.iter(|| {
+                for w in &ws {
+                    ks.matmul(black_box(&x3), m, &w.mats()[fm].1, None, &mut out3);
+                }
+            })
+        });
     }
     g.finish();
 }
@@ -241,15 +259,7 @@ fn bandwidth(c: &mut Criterion) {
     g.sample_size(10);
     let buf: Vec<u64> = (0..(1usize << 30) / 8).map(|i| i as u64).collect();
     g.throughput(Throughput::Bytes((buf.len() * 8) as u64));
-    fn sum(b: &[u64]) -> u64 {
-        let mut acc = [0u64; 8];
-        for c in b.chunks_exact(8) {
-            for (a, v) in acc.iter_mut().zip(c) {
-                *a = a.wrapping_add(*v);
-            }
-        }
-        acc.iter().fold(0, |a, v| a.wrapping_add(*v))
-    }
+    use tts_kernels::probe::sum_u64 as sum;
     g.bench_function("read_1GiB/1thread", |b| b.iter(|| sum(black_box(&buf))));
     let threads = rayon::current_num_threads();
     g.bench_function(format!("read_1GiB/{threads}threads"), |b| {

@@ -1,9 +1,10 @@
 //! Decode matvec from DRAM, one format per process, for A/B runs of the
 //! kernels' environment switches (`TTS_RT_PREFETCH`, `TTS_RT_ISA`):
-//! `cargo run --release -p tts-kernels --example stream_ab -- FORMAT [REPS]`
+//! `cargo run --release -p tts-kernels --example stream_ab -- FORMAT [REPS [M]]`
 //! with FORMAT one of f32, bf16, q8, q4. Prints the median and best pass in
 //! GiB/s of weight bytes over 48 matrices of 1024x3072 (the criterion
-//! `streaming` bench's shape, far past the L3) at m = 1. Interleave the arms
+//! `streaming` bench's shape, far past the L3) at m = M activation rows
+//! (1, decode; 3, three sessions' batched step). Interleave the arms
 //! in a shell loop; one process per arm keeps the switches honest.
 
 use std::time::Instant;
@@ -36,6 +37,7 @@ fn main() {
         .unwrap_or("bf16")
         .to_string();
     let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(15);
+    let rows: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1);
     let (layers, n, k) = (48, 1024, 3072);
     let ws: Vec<W> = (0..layers)
         .map(|l| {
@@ -85,14 +87,24 @@ fn main() {
         .collect();
     let bytes: usize = mats.iter().map(|m| m.bytes()).sum();
     let ks = Kernels::selected();
-    let x = data(k, 1);
-    let mut out = vec![0f32; n];
+    let x = data(rows * k, 1);
+    let mut out = vec![0f32; rows * n];
     let mut rates = Vec::new();
+    // On a kernel team, as the engine runs its steps (`TTS_RT_TEAMS=off`:
+    // rayon's pool, one wake-up per region from this thread).
+    let team = tts_kernels::teams_enabled()
+        .then(|| tts_kernels::Team::new(rayon::current_num_threads(), "stream-ab").unwrap());
+    let run = |f: &mut dyn FnMut()| match &team {
+        Some(t) => t.install(f),
+        None => f(),
+    };
     for r in 0..reps + 2 {
         let t = Instant::now();
-        for m in &mats {
-            ks.matmul(&x, 1, m, None, &mut out);
-        }
+        run(&mut || {
+            for m in &mats {
+                ks.matmul(&x, rows, m, None, &mut out);
+            }
+        });
         let s = t.elapsed().as_secs_f64();
         if r >= 2 {
             rates.push(bytes as f64 / s / (1u64 << 30) as f64);
@@ -100,8 +112,10 @@ fn main() {
     }
     rates.sort_by(|a, b| a.total_cmp(b));
     println!(
-        "{fmt} isa={} median {:.2} GiB/s best {:.2} worst {:.2} (n={reps}, {:.0} MB)",
+        "{fmt} isa={} threads={} {} median {:.2} GiB/s best {:.2} worst {:.2} (n={reps}, {:.0} MB, m={rows})",
         ks.isa().name(),
+        rayon::current_num_threads(),
+        if team.is_some() { "team" } else { "rayon" },
         rates[rates.len() / 2],
         rates[rates.len() - 1],
         rates[0],

@@ -84,11 +84,13 @@ mod fast;
 pub mod group;
 pub mod iq4;
 mod mat;
+pub mod probe;
 pub mod q4;
 pub mod q6;
 pub mod reference;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod simd;
+mod team;
 
 pub use conv_bf16::ConvBf16;
 pub use dispatch::{isa, Isa};
@@ -98,6 +100,7 @@ pub use mat::{
     Q8_MAX,
 };
 pub use q4::{quantize_a8_row, quantize_q4_rows, Q4Rows};
+pub use team::{teams_enabled, Team};
 
 #[cfg(target_arch = "x86_64")]
 use simd::{avx2::Avx2, avx512::Avx512};
@@ -117,15 +120,25 @@ use simd::{avx2::Avx2, avx512::Avx512};
 /// or predictor step, a decode call), not around each kernel. A panic in
 /// `f` is re-raised on the calling thread.
 ///
-/// `TTS_RT_ON_POOL=off` runs `f` on the calling thread instead (for A/B
-/// measurements; read once).
+/// On a thread with a [`Team`] installed, `f` runs right here: the team is
+/// already where its regions go. `TTS_RT_ON_POOL=off` runs `f` on the
+/// calling thread too (for A/B measurements; read once).
 pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
     static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if *ON.get_or_init(|| std::env::var("TTS_RT_ON_POOL").as_deref() != Ok("off")) {
+    if !team::installed()
+        && *ON.get_or_init(|| std::env::var("TTS_RT_ON_POOL").as_deref() != Ok("off"))
+    {
         rayon::scope(|_| f())
     } else {
         f()
     }
+}
+
+/// Runs `task(0..n)` in parallel where this thread's kernels run: on its
+/// installed [`Team`], else on rayon's current pool; inline inside another
+/// task. For model code whose parallel loops are not kernels.
+pub fn parallel_for(n: usize, task: impl Fn(usize) + Sync + Send) {
+    team::for_each(n, task)
 }
 
 /// The kernels of one instruction-set path. `Copy` and free to build; the

@@ -426,7 +426,6 @@ const PACK_TASK: usize = 1 << 16;
 /// `x = [c_in, t_in]` packed for `K` with `pad` zero columns each side,
 /// vectorised and in parallel over pairs.
 fn pack<K: PairKernel>(k: K, x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<K::X> {
-    use rayon::prelude::*;
     let x_ps = K::ROWS * (t_in + 2 * pad);
     let pairs = c_in.div_ceil(2);
     let mut out = vec![K::X::default(); pairs * x_ps];
@@ -443,9 +442,16 @@ fn pack<K: PairKernel>(k: K, x: &[f32], c_in: usize, t_in: usize, pad: usize) ->
     if pairs <= per {
         run(0, &mut out);
     } else {
-        out.par_chunks_mut(per * x_ps)
-            .enumerate()
-            .for_each(|(i, o)| run(i, o));
+        let (len, chunk) = (out.len(), per * x_ps);
+        let o = SharedOut::new(&mut out);
+        crate::team::for_each(len.div_ceil(chunk), |i| {
+            // SAFETY: chunk i is `out[i * chunk..]` up to `len`; chunks are
+            // disjoint and `out` outlives the call.
+            let c = unsafe {
+                std::slice::from_raw_parts_mut(o.ptr().add(i * chunk), chunk.min(len - i * chunk))
+            };
+            run(i, c)
+        });
     }
     out
 }

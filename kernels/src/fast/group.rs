@@ -1,6 +1,6 @@
 //! What the group-wise integer formats (q4, iq4, q6: [`crate::GroupFormat`])
 //! share: the activations quantized to int8 and permuted into super-block
-//! order once per call ([`with_acts`]), the split of output rows over rayon
+//! order once per call ([`with_acts`]), the split of output rows over the executor
 //! ([`par_rows`]), the `MR x NR` register blocking of the SIMD row workers
 //! (`rows_fn!`), and one [`matmul`] driver that checks the shapes and picks a
 //! format's worker for the detected ISA. A format brings only its
@@ -14,7 +14,6 @@ use crate::q4::{
     Q4_SUPER,
 };
 use crate::GroupFormat;
-use rayon::prelude::*;
 
 /// Weight rows per task granule (a multiple of every path's block).
 const NR: usize = 8;
@@ -231,20 +230,15 @@ pub(crate) fn with_acts<R>(
 }
 
 /// Runs `rows(j0, j1)` over the `n` output features, split into tasks of
-/// whole `NR` granules on rayon when the `m * n * kp` work is worth it.
-pub(crate) fn par_rows(m: usize, n: usize, kp: usize, rows: impl Fn(usize, usize) + Sync) {
+/// whole `NR` granules on the current executor when the `m * n * kp` work is worth it.
+pub(crate) fn par_rows(m: usize, n: usize, kp: usize, rows: impl Fn(usize, usize) + Sync + Send) {
     let work = m * n * kp;
     if work < PAR_MIN_WORK || n <= NR {
         rows(0, n);
         return;
     }
-    let threads = rayon::current_num_threads().max(1);
     let min_rows = TASK_MIN_WORK.div_ceil(m * kp);
-    let per = n.div_ceil(4 * threads).max(min_rows).next_multiple_of(NR);
-    let tasks = n.div_ceil(per);
-    (0..tasks)
-        .into_par_iter()
-        .for_each(|t| rows(t * per, ((t + 1) * per).min(n)));
+    super::par_rows(n, NR, min_rows, rows);
 }
 
 /// `out[i][j] = tot as f32 * (sx[i] * d[j]) + b[j]`, as the reference.

@@ -11,7 +11,6 @@
 
 use super::{Prefetch, SharedOut, Simd, PAR_MIN_WORK, TASK_MIN_WORK};
 use crate::mat::{bf16_to_f32, Mat};
-use rayon::prelude::*;
 
 /// Weight element types the kernel reads.
 pub(crate) trait WElem: Copy + Send + Sync {
@@ -163,14 +162,8 @@ fn run<S: Simd, W: WElem>(
         rows(0, n);
         return;
     }
-    let threads = rayon::current_num_threads().max(1);
-    // ~4 tasks per thread for balance, each at least TASK_MIN_WORK.
     let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
-    let per = n.div_ceil(4 * threads).max(min_rows).next_multiple_of(NR);
-    let tasks = n.div_ceil(per);
-    (0..tasks)
-        .into_par_iter()
-        .for_each(|t| rows(t * per, ((t + 1) * per).min(n)));
+    super::par_rows(n, NR, min_rows, rows);
 }
 
 /// Output features `j0..j1` for all `m` rows.

@@ -21,8 +21,6 @@ pub(crate) mod q6;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q8;
 
-use rayon::prelude::*;
-
 #[allow(unused_imports)]
 pub(crate) use crate::simd::Simd;
 
@@ -42,16 +40,16 @@ where
     if out.is_empty() {
         return;
     }
-    let n_blocks = out.len().div_ceil(block);
-    if n_blocks == 1 || n_blocks.saturating_mul(work_per_block) < PAR_MIN_WORK {
-        out.chunks_mut(block).enumerate().for_each(|(i, b)| f(i, b));
-    } else {
-        let min_len = TASK_MIN_WORK.div_ceil(work_per_block.max(1));
-        out.par_chunks_mut(block)
-            .with_min_len(min_len)
-            .enumerate()
-            .for_each(|(i, b)| f(i, b));
-    }
+    let (len, n_blocks) = (out.len(), out.len().div_ceil(block));
+    let o = SharedOut::new(out);
+    run_tasks(n_blocks, work_per_block, |i| {
+        let start = i * block;
+        // SAFETY: block i is `out[start..min(start + block, len)]`; blocks
+        // are disjoint and `out` outlives the call.
+        let b =
+            unsafe { std::slice::from_raw_parts_mut(o.ptr().add(start), block.min(len - start)) };
+        f(i, b)
+    });
 }
 
 /// Software prefetch of the weight block a kernel will read next.
@@ -130,8 +128,9 @@ fn prefetch_mode() -> u8 {
 }
 
 /// Runs `task(0..n_tasks)`, in parallel when the total work is worth a
-/// fork-join (`task_work` multiply-adds each; same thresholds as
-/// [`for_blocks`]).
+/// fork-join (`task_work` multiply-adds each): on the installed
+/// [`crate::Team`], else rayon's pool (`crate::team::for_each`). Tasks
+/// lighter than [`TASK_MIN_WORK`] run in consecutive groups.
 pub(crate) fn run_tasks<F>(n_tasks: usize, task_work: usize, task: F)
 where
     F: Fn(usize) + Sync + Send,
@@ -139,31 +138,54 @@ where
     if n_tasks == 1 || n_tasks.saturating_mul(task_work) < PAR_MIN_WORK {
         (0..n_tasks).for_each(task);
     } else {
-        let min_len = TASK_MIN_WORK.div_ceil(task_work.max(1));
-        (0..n_tasks)
-            .into_par_iter()
-            .with_min_len(min_len)
-            .for_each(task);
+        let group = TASK_MIN_WORK.div_ceil(task_work.max(1));
+        crate::team::for_each(n_tasks.div_ceil(group), |g| {
+            (g * group..((g + 1) * group).min(n_tasks)).for_each(&task)
+        });
     }
 }
 
+/// Splits `n` output rows into tasks of whole `granule`s, about four per
+/// thread of the current executor and each at least `min_rows`, and runs
+/// `rows(j0, j1)` for each: the m = 1 matvecs' split.
+pub(crate) fn par_rows(
+    n: usize,
+    granule: usize,
+    min_rows: usize,
+    rows: impl Fn(usize, usize) + Sync + Send,
+) {
+    let threads = crate::team::threads();
+    let per = n
+        .div_ceil(4 * threads)
+        .max(min_rows)
+        .next_multiple_of(granule);
+    let tasks = n.div_ceil(per);
+    crate::team::for_each(tasks, |t| rows(t * per, ((t + 1) * per).min(n)));
+}
+
 /// A raw output pointer shared by tasks that write disjoint elements.
-#[derive(Clone, Copy)]
-pub(crate) struct SharedOut(*mut f32);
+pub(crate) struct SharedOut<T = f32>(*mut T);
+
+impl<T> Clone for SharedOut<T> {
+    fn clone(&self) -> Self {
+        *self
+    }
+}
+impl<T> Copy for SharedOut<T> {}
 
 // SAFETY: a `SharedOut` is only handed to tasks that write pairwise disjoint
-// elements of one live `&mut [f32]`, which outlives the parallel section.
-unsafe impl Send for SharedOut {}
+// elements of one live `&mut [T]`, which outlives the parallel section.
+unsafe impl<T: Send> Send for SharedOut<T> {}
 // SAFETY: as above; no task reads what another writes.
-unsafe impl Sync for SharedOut {}
+unsafe impl<T: Send> Sync for SharedOut<T> {}
 
-impl SharedOut {
-    pub(crate) fn new(out: &mut [f32]) -> Self {
+impl<T> SharedOut<T> {
+    pub(crate) fn new(out: &mut [T]) -> Self {
         SharedOut(out.as_mut_ptr())
     }
     /// A method, not a field access, so closures capture the `Sync` wrapper.
     #[inline(always)]
-    pub(crate) fn ptr(self) -> *mut f32 {
+    pub(crate) fn ptr(self) -> *mut T {
         self.0
     }
 }

@@ -215,7 +215,30 @@ pub fn run() -> Result<()> {
     if !matches!(cli.command, Command::Serve(_)) {
         logging::init(logging::LogFormat::Text, "warn", false)?;
     }
-    match cli.command {
+    // The offline paths (a whole utterance on this thread: `speak` without
+    // --stream, `decode`, `fidelity`) run their kernels on one team of
+    // --threads; the engine (`serve`, `bench`, `speak --stream`) builds its
+    // own.
+    let team = match &cli.command {
+        Command::Speak(_) | Command::Decode(_) | Command::Fidelity(_)
+            if tts_kernels::teams_enabled() =>
+        {
+            Some(
+                tts_kernels::Team::new(rayon::current_num_threads(), "tts-kernel")
+                    .context("starting the kernel threads")?,
+            )
+        }
+        _ => None,
+    };
+    let go = || run_command(cli.command);
+    match team {
+        Some(t) => t.install(go),
+        None => go(),
+    }
+}
+
+fn run_command(command: Command) -> Result<()> {
+    match command {
         Command::Speak(a) => speak::speak(a),
         Command::Decode(a) => decode::decode(a),
         Command::Voices(a) => voices::voices(a),

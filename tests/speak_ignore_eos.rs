@@ -1,5 +1,6 @@
 //! `tts-rt speak --ignore-eos`: a fixed frame count for benchmarks
-//! (benches/side_by_side.sh), and the `total_ms` field of `--timings`.
+//! (benches/side_by_side.sh), the `total_ms` field of `--timings`, and
+//! `--floor`.
 
 mod common;
 
@@ -99,4 +100,76 @@ fn ignore_eos_needs_max_frames() {
     let err = String::from_utf8_lossy(&o.stderr);
     assert!(!o.status.success());
     assert!(err.contains("--max-frames"), "{err}");
+}
+
+/// `--timings --floor`: the host's read bandwidth measured after the run,
+/// and each LM stage's floor per frame at it beside its measured time.
+#[test]
+fn floor_reports_each_lm_stage_against_the_measured_bandwidth() {
+    let tmp = tempfile::tempdir().unwrap();
+    let o = bin()
+        .args(["speak", "Hello there.", "--model"])
+        .arg(root().join("tiny-a"))
+        .args(["--greedy", "--max-frames", "6", "--ignore-eos"])
+        .args(["--timings", "--floor", "--out"])
+        .arg(tmp.path().join("a.wav"))
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr).to_string();
+    assert!(o.status.success(), "tts-rt failed: {err}");
+    let t: serde_json::Value = err
+        .lines()
+        .find(|l| l.starts_with('{'))
+        .map(|l| serde_json::from_str(l).unwrap())
+        .unwrap_or_else(|| panic!("no timings line: {err}"));
+    let f = &t["floor"];
+    let bw = f["read_gb_s"].as_f64().unwrap();
+    assert!(bw > 0.0, "{f}");
+    let (b, a) = (
+        f["read_gb_s_before"].as_f64().unwrap(),
+        f["read_gb_s_after"].as_f64().unwrap(),
+    );
+    assert!((bw - (a + b) / 2.0).abs() <= bw * 1e-9, "{f}");
+    assert_eq!(f["stable"], (a - b).abs() <= 0.15 * bw, "{f}");
+    assert_eq!(f["probe_passes"], 5);
+    for (stage, timed) in [
+        ("talker", "talker_ms_per_frame"),
+        ("code_predictor", "code_predictor_ms_per_frame"),
+    ] {
+        let s = &f[stage];
+        let bytes = s["bytes_per_frame"].as_f64().unwrap();
+        assert!(bytes > 0.0, "{stage}: {s}");
+        let floor = s["floor_ms_per_frame"].as_f64().unwrap();
+        let want = bytes / (bw * 1e9) * 1e3;
+        assert!(
+            (floor - want).abs() <= want * 1e-9,
+            "{stage}: {floor} vs {want}"
+        );
+        let ms = t[timed].as_f64().unwrap();
+        assert_eq!(s["ms_per_frame"].as_f64().unwrap(), ms, "{stage}");
+        let of = s["of_floor"].as_f64().unwrap();
+        assert!((of - floor / ms).abs() <= of * 1e-9, "{stage}: {s}");
+    }
+    // The code predictor streams its decoder once per predicted codebook.
+    assert!(
+        f["code_predictor"]["bytes_per_frame"].as_f64().unwrap()
+            > f["talker"]["bytes_per_frame"].as_f64().unwrap(),
+        "{f}"
+    );
+
+    // Only with --timings, and only offline.
+    for (extra, needle) in [
+        (&[][..], "--timings"),
+        (&["--timings", "--stream"][..], "--floor"),
+    ] {
+        let o = bin()
+            .args(["speak", "hi", "--floor", "--out", "/dev/null", "--model"])
+            .arg(root().join("tiny-a"))
+            .args(extra)
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{extra:?}");
+        assert!(err.contains(needle), "{extra:?}: {err}");
+    }
 }

@@ -32,24 +32,45 @@ impl ChunkSchedule {
 }
 
 impl Default for ChunkSchedule {
-    /// 1 frame (80 ms at 12.5 Hz) first, then 4, then 8 at a time.
+    /// 1 frame (80 ms at 12.5 Hz) first, then 2, 3, 4, 5, 6, then 8 at a
+    /// time: [`DEFAULT_CHUNK_FRAMES`].
     fn default() -> Self {
         ChunkSchedule {
-            frames: vec![1, 4, 8],
+            frames: DEFAULT_CHUNK_FRAMES.to_vec(),
         }
     }
 }
+
+/// The default chunk schedule. The first audio leaves after one frame;
+/// then chunks grow by about a frame at a time, no faster than a
+/// listener's buffer does while synthesis runs at 0.7-0.8 of real time, so
+/// a 200 ms prebuffer does not run dry on the way to 8-frame chunks. (With
+/// 1, 4, 8 the third chunk, due 12 frames after the first, arrived ~350 ms
+/// after the listener had played everything before it at 60 ms per frame:
+/// chunk `i` arrives `(F_i - 1) * tpot` after the first, when only
+/// `80 ms * F_(i-1)` has been delivered.) Measured in docs/benchmarks.md,
+/// "Chunk schedule".
+pub const DEFAULT_CHUNK_FRAMES: [usize; 7] = [1, 2, 3, 4, 5, 6, 8];
 
 /// A fault to inject (tests only).
 #[cfg(feature = "fault-injection")]
 #[derive(Clone, Debug, PartialEq)]
 pub struct Fault {
     pub stage: crate::contract::StageKind,
-    /// Fire on the stage's step number `after_steps` (0-based, counted over
-    /// all requests since the engine started). Fires once.
+    /// Fire on the stage's first step numbered `after_steps` or later
+    /// (0-based, counted over all requests since the engine started) that
+    /// serves at least `min_inputs` inputs. Fires once.
     pub after_steps: u64,
+    /// 1 fires at step `after_steps` itself; 2 or more waits for a batched
+    /// step (how many inputs a step gathers depends on timing).
+    pub min_inputs: usize,
     pub action: FaultAction,
 }
+
+/// How long [`FaultAction::StallInRegion`] keeps its region after the
+/// watchdog retired its stage.
+#[cfg(feature = "fault-injection")]
+pub const WEDGE_AFTER_RETIRE: Duration = Duration::from_secs(20);
 
 #[cfg(feature = "fault-injection")]
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -58,6 +79,11 @@ pub enum FaultAction {
     Panic,
     /// Block the stage until the watchdog retires it (at most 60 s).
     Stall,
+    /// Block the stage inside a kernel parallel region, holding its kernel
+    /// team, until the watchdog retires it and for
+    /// [`WEDGE_AFTER_RETIRE`] beyond: a kernel that does not
+    /// return, as the other stages sharing the team see it.
+    StallInRegion,
     /// Hold the step this long (below the deadline: a slow step, not a
     /// stall), so the inputs that arrive meanwhile form one batch.
     Delay(Duration),

@@ -17,7 +17,7 @@ use crate::flow::FlowGate;
 use crate::live::LiveFeed;
 use crate::metrics::{ChunkLog, EngineSide, MetricsInput, Outcome, RequestMetrics};
 use crate::router::{Cancel, CancelAck, Router, Shutdown, Submit, Wire};
-use crate::shared::Shared;
+use crate::shared::{Shared, Teams};
 
 /// What a [`Stream`] yields. Exactly one terminal event (`Done`,
 /// `Cancelled` or `Error`) ends every stream.
@@ -72,6 +72,9 @@ pub struct EngineStats {
     pub batched_inputs: [u64; 3],
     /// Largest batch one call served.
     pub max_batch: [usize; 3],
+    /// Times each stage woke to look at its work, with or without a step
+    /// to run; constant while nothing is to be done (no polling).
+    pub wakeups: [u64; 3],
     /// Data messages dropped because their request was no longer live.
     pub stale_epoch_dropped: u64,
     /// Data messages dropped because their sender's generation was retired.
@@ -116,7 +119,15 @@ impl Engine {
             #[cfg(feature = "fault-injection")]
             config.fault.clone(),
         );
-        if let Some(t) = config.stage_threads {
+        if tts_kernels::teams_enabled() {
+            let sizes = match config.stage_threads {
+                Some(t) => vec![t.lm, t.vocoder],
+                None => vec![rayon::current_num_threads().max(1)],
+            };
+            shared.teams = Some(Teams::start(sizes).map_err(|e| {
+                EngineError::Internal(format!("cannot start the kernel threads: {e}"))
+            })?);
+        } else if let Some(t) = config.stage_threads {
             let pool = |n: usize, name: &'static str| {
                 rayon::ThreadPoolBuilder::new()
                     .num_threads(n)
@@ -195,6 +206,7 @@ impl Engine {
             batched_inputs: StageKind::ALL
                 .map(|k| s.health(k).batched_inputs.load(Ordering::Acquire)),
             max_batch: StageKind::ALL.map(|k| s.health(k).max_batch.load(Ordering::Acquire)),
+            wakeups: StageKind::ALL.map(|k| s.health(k).wakeups.load(Ordering::Acquire)),
             stale_epoch_dropped: s.stale_epoch.load(Ordering::Acquire),
             stale_generation_dropped: s.stale_generation.load(Ordering::Acquire),
             reserved_bytes: s.reserved_bytes.load(Ordering::Acquire),

@@ -290,6 +290,22 @@ impl Router {
         h.restarts.fetch_add(1, Ordering::Relaxed);
         h.busy_since_us.store(0, Ordering::Release);
         h.held.store(0, Ordering::Relaxed);
+        // What was on its way to the old instance is never received.
+        h.inbound.store(0, Ordering::Release);
+        // The stuck step may hold its kernel team inside a region: every
+        // other stage would queue behind it. Retire the team; the stages
+        // take a fresh one at their next step.
+        if !self.shared.replace_team(stage) {
+            tracing::error!(stage = %stage, "cannot start fresh kernel threads; the stages run on their own threads");
+        }
+        // Steps that queued behind it get their full deadline from now.
+        let now_us = self.shared.now_us();
+        for other in StageKind::ALL {
+            if other != stage && self.shared.share_team(stage, other) {
+                let h = self.shared.health(other);
+                h.clock_reset_us.store(now_us, Ordering::Release);
+            }
+        }
         let (model, config, shared, dir) = (&self.model, &self.config, &self.shared, &self.dir);
         let arbiter = match stage {
             StageKind::Talker => {
@@ -366,8 +382,13 @@ impl Router {
                 .busy_since_us
                 .load(Ordering::Acquire);
             if busy != 0 {
-                let waited = Duration::from_micros(now_us.saturating_sub(busy));
-                if waited > self.config.stage_deadline {
+                let h = self.shared.health(stage);
+                let from = busy.max(h.clock_reset_us.load(Ordering::Acquire));
+                let waited = Duration::from_micros(now_us.saturating_sub(from));
+                // A step queued behind another stage's kernel region is not
+                // the stuck one: that stage is overdue too, and retiring it
+                // frees the team.
+                if waited > self.config.stage_deadline && !self.shared.waiting_on_team(stage) {
                     self.retire(stage, waited, ctx);
                 }
             }

@@ -1,6 +1,6 @@
 //! Figures every part of the engine shares: each stage's health (read by
 //! the router's watchdog and the engine's stats), the stale-message
-//! counters, the admission ledger's totals and the kernel pools. Atomics
+//! counters, the admission ledger's totals and the kernel teams (or pools). Atomics
 //! only on the hot paths, so any thread reads them without locks.
 
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -27,6 +27,24 @@ pub struct StageHealth {
     pub batched_inputs: AtomicU64,
     /// Largest batch one call served.
     pub max_batch: AtomicUsize,
+    /// Times the stage woke to look at its work (a round, or a wake from a
+    /// parked input's feed), with or without a step to run. A stage with
+    /// nothing to do does not wake: this stays put while the engine idles
+    /// or a live request waits for text.
+    pub wakeups: AtomicU64,
+    /// Data messages other stages have handed to this one that it has not
+    /// received yet. A sender counts all of a step's outputs before it
+    /// sends the first, so a stage gathering for its partner
+    /// (`StageActor::should_gather`) sees a batch's remaining messages on
+    /// their way and waits for them instead of stepping the first alone.
+    /// Reset when the stage is replaced (its old mailbox's messages are
+    /// never received).
+    pub inbound: AtomicU64,
+    /// When the watchdog last restarted this stage's deadline clock
+    /// (microseconds, as `busy_since_us`): a step that queued behind
+    /// another stage's stuck kernel region is timed from the moment that
+    /// team was replaced, not from its own start.
+    pub clock_reset_us: AtomicU64,
 }
 
 /// Engine-wide shared figures.
@@ -43,6 +61,51 @@ pub struct Shared {
     /// Kernel pools `[lm, vocoder]` when the config places stages
     /// (`EngineConfig::stage_threads`); `None`: the global rayon pool.
     pub pools: Option<[Arc<rayon::ThreadPool>; 2]>,
+    /// The kernel teams the stages' steps run on (see [`Teams`]); `None`
+    /// with `TTS_RT_TEAMS=off` (`tts_kernels::teams_enabled`; the pools
+    /// above instead).
+    pub teams: Option<Teams>,
+}
+
+/// The kernel teams of an engine ([`tts_kernels::Team`]): one that every
+/// stage shares (the default: its regions take turns on the cores), or
+/// `[lm, vocoder]` when the config places stages. A team is swapped for a
+/// fresh one when the watchdog retires a stage that used it, since a stuck
+/// step may be holding it ([`Shared::replace_team`]).
+#[derive(Debug)]
+pub struct Teams {
+    teams: std::sync::Mutex<Vec<Arc<tts_kernels::Team>>>,
+    sizes: Vec<usize>,
+}
+
+impl Teams {
+    /// One team of `sizes[0]` threads for every stage, or (two sizes) an LM
+    /// team and a vocoder team.
+    pub fn start(sizes: Vec<usize>) -> std::io::Result<Teams> {
+        let teams = (0..sizes.len())
+            .map(|i| Self::make(&sizes, i))
+            .collect::<std::io::Result<Vec<_>>>()?;
+        Ok(Teams {
+            teams: std::sync::Mutex::new(teams),
+            sizes,
+        })
+    }
+
+    fn make(sizes: &[usize], i: usize) -> std::io::Result<Arc<tts_kernels::Team>> {
+        let name = match (sizes.len(), i) {
+            (1, _) => "tts-kernel",
+            (_, 0) => "tts-lm",
+            _ => "tts-vocoder",
+        };
+        tts_kernels::Team::new(sizes[i], name).map(Arc::new)
+    }
+
+    fn index(&self, k: StageKind) -> usize {
+        match k {
+            StageKind::Code2Wav if self.sizes.len() > 1 => 1,
+            _ => 0,
+        }
+    }
 }
 
 impl Shared {
@@ -57,6 +120,52 @@ impl Shared {
             #[cfg(feature = "fault-injection")]
             fault: std::sync::Mutex::new(fault),
             pools: None,
+            teams: None,
+        }
+    }
+
+    /// Whether stage `k`'s step is queued behind another stage's kernel
+    /// region on their shared team (so a step that looks overdue is not
+    /// the one stuck).
+    pub fn waiting_on_team(&self, k: StageKind) -> bool {
+        self.team(k).is_some_and(|t| t.is_waiting(k.index() as u32))
+    }
+
+    /// Whether stages `a` and `b` run on the same team.
+    pub fn share_team(&self, a: StageKind, b: StageKind) -> bool {
+        self.teams
+            .as_ref()
+            .is_some_and(|t| t.index(a) == t.index(b))
+    }
+
+    /// The team a stage's step runs on (`None`: the pools).
+    pub fn team(&self, k: StageKind) -> Option<Arc<tts_kernels::Team>> {
+        let t = self.teams.as_ref()?;
+        let teams = t.teams.lock().unwrap_or_else(|e| e.into_inner());
+        Some(teams[t.index(k)].clone())
+    }
+
+    /// Retires the team stage `k` runs on and puts a fresh one in its
+    /// place: the watchdog's step when it replaces a stuck stage, whose
+    /// step may hold the team inside a region that never ends. Stages
+    /// waiting for that team run their current region on their own thread
+    /// and take the fresh team at their next step. Returns false when no
+    /// fresh team could be started (the stages then run on their own
+    /// threads, slower but correct).
+    pub fn replace_team(&self, k: StageKind) -> bool {
+        let Some(t) = self.teams.as_ref() else {
+            return true;
+        };
+        let i = t.index(k);
+        let fresh = Teams::make(&t.sizes, i);
+        let mut teams = t.teams.lock().unwrap_or_else(|e| e.into_inner());
+        teams[i].retire();
+        match fresh {
+            Ok(fresh) => {
+                teams[i] = fresh;
+                true
+            }
+            Err(_) => false,
         }
     }
 

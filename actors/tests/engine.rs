@@ -9,7 +9,7 @@
 use std::panic::AssertUnwindSafe;
 use std::path::Path;
 use std::sync::{Arc, OnceLock};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use tts_actors::{
     AudioChunk, ChunkSchedule, Engine, EngineConfig, ErrorKind, Event, Fault, FaultAction,
@@ -455,7 +455,7 @@ fn run_fault_placed(stage: StageKind, action: FaultAction, stage_threads: Option
         // A panic's hook (backtrace printing) can take longer than a tight
         // deadline; only the stall runs need the watchdog to fire. 1 s is
         // ~1000 tiny-fixture steps: no spurious retirement on a busy machine.
-        stage_deadline: Duration::from_millis(if action == FaultAction::Stall {
+        stage_deadline: Duration::from_millis(if action != FaultAction::Panic {
             1_000
         } else {
             20_000
@@ -463,6 +463,7 @@ fn run_fault_placed(stage: StageKind, action: FaultAction, stage_threads: Option
         fault: Some(Fault {
             stage,
             after_steps: 3,
+            min_inputs: 1,
             action,
         }),
         ..config()
@@ -475,7 +476,7 @@ fn run_fault_placed(stage: StageKind, action: FaultAction, stage_threads: Option
     let c = collect(&mut s, false);
     let want = match action {
         FaultAction::Panic => ErrorKind::StageFailed,
-        FaultAction::Stall => ErrorKind::StageStalled,
+        FaultAction::Stall | FaultAction::StallInRegion => ErrorKind::StageStalled,
         FaultAction::Delay(_) => unreachable!("a delay is not a fault"),
     };
     assert_eq!(c.error_kind(), want, "{stage} {action:?}: {:?}", c.terminal);
@@ -493,10 +494,18 @@ fn run_fault_placed(stage: StageKind, action: FaultAction, stage_threads: Option
     // The next request (same session) succeeds on the new generation.
     let req = request(&m, "And the next one is fine.", 14, true, 0);
     let want_audio = reference(&m, &req);
+    let t = Instant::now();
     let mut s = session.synthesize_blocking(req).unwrap();
     let c = collect(&mut s, false);
     assert_eq!(c.done().complete, Some(true));
     assert_matches(&m, &c, &want_audio, "after the fault");
+    // A stage wedged inside a kernel region still holds the threads it was
+    // given; the others must not queue behind it (fresh kernel team).
+    assert!(
+        t.elapsed() < tts_actors::config::WEDGE_AFTER_RETIRE / 2,
+        "{stage} {action:?}: the next request took {:?}",
+        t.elapsed()
+    );
     if stage == StageKind::Code2Wav {
         assert!(c.chunks.iter().all(|ch| ch.generation == 1));
     }
@@ -518,6 +527,15 @@ fn a_stalled_stage_is_retired_by_the_watchdog() {
     within(180, || {
         for stage in StageKind::ALL {
             run_fault(stage, FaultAction::Stall);
+        }
+    });
+}
+
+#[test]
+fn a_stage_wedged_inside_a_kernel_region_is_retired_with_its_team() {
+    within(180, || {
+        for stage in StageKind::ALL {
+            run_fault(stage, FaultAction::StallInRegion);
         }
     });
 }
@@ -670,23 +688,28 @@ fn run_concurrently(engine: &Engine, m: &Arc<Qwen3Tts>, reqs: Vec<Request>) {
     }
 }
 
+/// The engine config with the talker's first step held `ms` so the
+/// requests started meanwhile queue behind it and are prefilled in one
+/// batch (then run in lockstep).
+fn held_first_step(ms: u64) -> EngineConfig {
+    EngineConfig {
+        fault: Some(Fault {
+            stage: StageKind::Talker,
+            after_steps: 0,
+            min_inputs: 1,
+            action: FaultAction::Delay(Duration::from_millis(ms)),
+        }),
+        ..config()
+    }
+}
+
 #[test]
 fn batched_sessions_produce_what_each_produces_alone() {
     within(180, || {
         for fx in ["tiny-a", "tiny-b"] {
             let m = model(fx);
-            // The talker's first step is held 300 ms so the other requests'
-            // starts queue behind it: they are then prefilled in one batch
-            // and run in lockstep (greedy and sampled requests mixed).
-            let cfg = EngineConfig {
-                fault: Some(Fault {
-                    stage: StageKind::Talker,
-                    after_steps: 0,
-                    action: FaultAction::Delay(Duration::from_millis(300)),
-                }),
-                ..config()
-            };
-            let engine = Engine::start(m.clone(), cfg).unwrap();
+            // Greedy and sampled requests mixed, in lockstep.
+            let engine = Engine::start(m.clone(), held_first_step(300)).unwrap();
             run_concurrently(&engine, &m, mixed_requests(&m, 4, &[17, 11, 23, 6]));
             assert_idle(&engine);
             let st = engine.stats();
@@ -709,6 +732,40 @@ fn batched_sessions_produce_what_each_produces_alone() {
             assert_eq!(st.generations, [0, 0, 0]);
             engine.shutdown();
         }
+    });
+}
+
+/// Requests that start together stay together: a stage counts all of a
+/// step's outputs in the receiver's `inbound` before sending the first, and
+/// the receiver waits for the rest of a batch on its way instead of
+/// stepping the first alone. Without that, the first message of three
+/// raced ahead of the other two, and the two LMs settled into split
+/// steps (a mean batch of ~1.8 for three sessions on the full-size 0.6B).
+#[test]
+fn requests_started_together_step_together() {
+    within(180, || {
+        let m = model("tiny-b");
+        let cfg = held_first_step(300);
+        let engine = Engine::start(m.clone(), cfg).unwrap();
+        let reqs = mixed_requests(&m, 3, &[24]);
+        let longest = reqs.iter().map(|r| reference(&m, r).frames).max().unwrap() as u64;
+        run_concurrently(&engine, &m, reqs);
+        assert_idle(&engine);
+        let st = engine.stats();
+        eprintln!("longest {longest} frames; {st:?}");
+        // One predictor step per frame of the longest request (the
+        // delayed first talker step can leave one start behind: + 2).
+        assert!(
+            st.steps[1] <= longest + 2,
+            "the predictor split its batches: {} steps for {longest} frames: {st:?}",
+            st.steps[1]
+        );
+        assert!(
+            st.steps[0] <= longest + 3,
+            "the talker split its batches: {} steps for {longest} frames: {st:?}",
+            st.steps[0]
+        );
+        engine.shutdown();
     });
 }
 
@@ -800,14 +857,7 @@ fn collect_rest(s: &mut Stream) -> Collected {
 fn cancelling_one_request_of_a_batch_leaves_the_others_intact() {
     within(180, || {
         let m = model("tiny-a");
-        let cfg = EngineConfig {
-            fault: Some(Fault {
-                stage: StageKind::Talker,
-                after_steps: 0,
-                action: FaultAction::Delay(Duration::from_millis(200)),
-            }),
-            ..config()
-        };
+        let cfg = held_first_step(200);
         let engine = Engine::start(m.clone(), cfg).unwrap();
         let keep = mixed_requests(&m, 3, &[40, 33, 45]);
         let wants: Vec<Reference> = keep.iter().map(|r| reference(&m, r)).collect();
@@ -877,17 +927,18 @@ fn a_panic_in_a_batched_step_fails_the_batch_and_the_engine_recovers() {
                 stage_deadline: Duration::from_secs(20),
                 fault: Some(Fault {
                     stage,
-                    // Past the (batched) prefill: the requests are in
-                    // lockstep by then.
+                    // Past the prefill, on the first step that serves a
+                    // batch (code2wav gathers one only when frames of
+                    // several requests are waiting at once).
                     after_steps: 4,
+                    min_inputs: 2,
                     action: FaultAction::Panic,
                 }),
                 ..config()
             };
             let engine = Engine::start(m.clone(), cfg).unwrap();
             let mut reqs = mixed_requests(&m, 3, &[200]);
-            // Code2wav's steps are chunks (1, 4, 8, 8 ... frames): no
-            // request may end by EOS before its fifth.
+            // No request may end by EOS before the batched step.
             for r in &mut reqs {
                 r.options.ignore_eos = true;
             }
@@ -911,8 +962,7 @@ fn a_panic_in_a_batched_step_fails_the_batch_and_the_engine_recovers() {
             assert_idle(&engine);
             let st = engine.stats();
             assert_eq!(st.generation(stage), 1, "{stage}: {st:?}");
-            // The failed step was a batch (the requests were already
-            // sharing steps before it).
+            // The failed step was a batch (the fault waits for one).
             assert!(st.max_batch[stage.index()] >= 2, "{stage}: {st:?}");
             // The restarted stage batches again and its output is exact.
             run_concurrently(&engine, &m, mixed_requests(&m, 3, &[12, 7, 15]));

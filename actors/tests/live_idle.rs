@@ -1,8 +1,10 @@
 //! A live request held open with no text costs no CPU: the talker parks it
-//! and is woken by the next text, with no polling in between. Measured as
-//! the process's CPU time (`/proc/self/stat` utime + stime) over a minute
-//! of waiting, against the same engine idle; then the text comes and the
-//! rest of the audio is the whole text's.
+//! and is woken by the next text, with no polling in between. Shown two
+//! ways over a minute of waiting: no stage wakes or steps (the engine's own
+//! counters, exact), and the process's CPU time (`/proc/self/stat` utime +
+//! stime) stays near the idle engine's (a loose bound: a shared machine's
+//! noise is a few ms/s, a polling loop tens to hundreds). Then the text
+//! comes and the rest of the audio is the whole text's.
 //!
 //! Alone in its test binary so that no other test's work lands in the
 //! measured windows.
@@ -83,23 +85,38 @@ fn a_live_request_held_open_a_minute_without_text_costs_no_cpu_and_resumes() {
     // Let it speak what it has and park.
     std::thread::sleep(Duration::from_secs(2));
     assert_eq!(engine.stats().active_requests, 1, "held, not finished");
+    let before = engine.stats();
     let held = Duration::from_secs(60);
     let (c1, t1) = (cpu_time().unwrap(), Instant::now());
     std::thread::sleep(held);
     let held_cpu = cpu_time().unwrap() - c1;
     let held_rate = held_cpu.as_secs_f64() / t1.elapsed().as_secs_f64();
+    let after = engine.stats();
     eprintln!(
-        "cpu: idle {:.3} ms/s, held {:.3} ms/s ({:?} over {:?})",
+        "cpu: idle {:.3} ms/s, held {:.3} ms/s ({:?} over {:?}); wakeups {:?} -> {:?}",
         idle_rate * 1e3,
         held_rate * 1e3,
         held_cpu,
-        held
+        held,
+        before.wakeups,
+        after.wakeups
     );
-    // The bound: 2.5 ms of CPU per second above idle (0.25 % of a core),
-    // slack for a loaded machine. Rechecking the held request every 5 ms
-    // (before it was parked) measured +7.3 ms/s here; parked, +0.3 ms/s.
+    // Nothing polls the parked request: no stage woke, none stepped.
+    assert_eq!(
+        after.wakeups, before.wakeups,
+        "a stage woke while the request waited for text"
+    );
+    assert_eq!(
+        after.steps, before.steps,
+        "a stage stepped while the request waited"
+    );
+    // And the process as a whole: rechecking the held request every 5 ms
+    // (before it was parked) measured +7.3 ms/s in a debug build; parked,
+    // +0.3 ms/s on a quiet machine, but windows of the idle engine on a
+    // shared machine have differed by up to 5.7 ms/s. The exact check is
+    // the one above; this one catches a busy loop anywhere else.
     assert!(
-        held_rate <= idle_rate + 2.5e-3,
+        held_rate <= idle_rate + 30e-3,
         "holding the request costs CPU: idle {:.3} ms/s, held {:.3} ms/s",
         idle_rate * 1e3,
         held_rate * 1e3

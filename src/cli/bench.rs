@@ -115,7 +115,7 @@ pub struct BenchArgs {
     #[arg(long, default_value_t = 0)]
     seed: u64,
     /// Frames per chunk: first, second, ... (the last repeats).
-    #[arg(long, value_delimiter = ',', default_value = "1,4,8")]
+    #[arg(long, value_delimiter = ',', default_values_t = tts_actors::config::DEFAULT_CHUNK_FRAMES)]
     chunks: Vec<usize>,
     /// Playback prebuffer for the continuity figures (ms).
     #[arg(long, default_value_t = 200.0)]

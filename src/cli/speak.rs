@@ -120,6 +120,14 @@ pub(crate) struct SpeakArgs {
     /// when long text is split).
     #[arg(long)]
     timings: bool,
+    /// With --timings: also measure this host's memory read bandwidth
+    /// before and after the run (a 512 MiB buffer summed on the same
+    /// threads, 5 passes each; `stable` when the two agree within 15%) and
+    /// report each LM stage's bandwidth floor per frame (the weight bytes it
+    /// streams / their mean) and its time as a fraction of it. Offline runs
+    /// only.
+    #[arg(long, requires = "timings", conflicts_with_all = ["stream", "play"])]
+    floor: bool,
     /// Also write the generated codes as JSON (array of frames).
     #[arg(long)]
     codes_out: Option<PathBuf>,
@@ -271,7 +279,7 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
         } else {
             String::new()
         };
-        let (w, c) = speak_offline(&model, req, a.out.stream, a.timings, &label)?;
+        let (w, c) = speak_offline(&model, req, a.out.stream, a.timings, a.floor, &label)?;
         wav.extend_from_slice(&w);
         codes.extend_from_slice(&c);
     }
@@ -289,9 +297,12 @@ fn speak_offline(
     req: &Request,
     stream_decode: bool,
     timings: bool,
+    floor: bool,
     label: &str,
 ) -> Result<(Vec<f32>, Vec<u32>)> {
     let max_positions = model.config.talker.lm.max_position_embeddings;
+    // The host's bandwidth before the run; again after it (`floor_report`).
+    let bw_before = (timings && floor).then(probe_bandwidth);
     let t_total = Instant::now();
     let mut gen = model.start(req)?;
     let prompt_rows = gen.prompt().prefill_rows();
@@ -334,7 +345,7 @@ fn speak_offline(
                 (d.as_secs_f64() * 1e3 / k as f64).into()
             }
         };
-        let line = serde_json::json!({
+        let mut line = serde_json::json!({
             "frames": n,
             "frame_ms": 1000.0 / fps,
             "prompt_rows": prompt_rows,
@@ -348,9 +359,63 @@ fn speak_offline(
             "precision": model.precision.name(),
             "threads": rayon::current_num_threads(),
         });
+        if let Some(before) = bw_before {
+            line["floor"] = floor_report(
+                model,
+                before,
+                probe_bandwidth(),
+                line["talker_ms_per_frame"].as_f64(),
+                line["code_predictor_ms_per_frame"].as_f64(),
+            );
+        }
         eprintln!("{line}");
     }
     Ok((wav, codes))
+}
+
+/// The `--floor` probe: 512 MiB summed on the command's threads, 5 passes.
+fn probe_bandwidth() -> tts_kernels::probe::Bandwidth {
+    tts_kernels::probe::read_bandwidth(512 << 20, 5)
+}
+
+/// How far the bandwidth may move between the probes before and after a
+/// run for its floors to be called stable.
+const FLOOR_STABLE: f64 = 0.15;
+
+/// `--floor`: the host's read bandwidth, measured before and after the run
+/// (their mean is the bandwidth of the floors; a shared host's moves by a
+/// third from one minute to the next, and `stable` says whether it held
+/// still), and each LM stage's floor per frame at it (the weight bytes one
+/// frame streams / the bandwidth) beside its measured time. `of_floor` =
+/// floor / measured: 1.0 is a stage running at the memory bus's speed.
+fn floor_report(
+    model: &Qwen3Tts,
+    before: tts_kernels::probe::Bandwidth,
+    after: tts_kernels::probe::Bandwidth,
+    talker_ms: Option<f64>,
+    code_predictor_ms: Option<f64>,
+) -> serde_json::Value {
+    let bw = (before.median + after.median) / 2.0;
+    let stage = |bytes: usize, measured: Option<f64>| {
+        let floor_ms = bytes as f64 / bw * 1e3;
+        serde_json::json!({
+            "bytes_per_frame": bytes,
+            "floor_ms_per_frame": floor_ms,
+            "ms_per_frame": measured,
+            "of_floor": measured.map(|m| floor_ms / m),
+        })
+    };
+    serde_json::json!({
+        "read_gb_s": bw / 1e9,
+        "read_gb_s_before": before.median / 1e9,
+        "read_gb_s_after": after.median / 1e9,
+        "stable": (before.median - after.median).abs() <= FLOOR_STABLE * bw,
+        "probe_bytes": after.bytes,
+        "probe_passes": after.passes,
+        "threads": rayon::current_num_threads(),
+        "talker": stage(model.talker.bytes_per_frame(), talker_ms),
+        "code_predictor": stage(model.code_predictor.bytes_per_frame(), code_predictor_ms),
+    })
 }
 
 /// `speak --stream` / `--play`: the requests (the pieces of the text) run

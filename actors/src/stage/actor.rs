@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::wiring::{deliver, try_deliver, with_wiring, Directory, Output};
+use super::wiring::{deliver, try_deliver, with_wiring, Delivery, Directory, Output};
 use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::shared::{Shared, StageHealth};
@@ -85,7 +85,7 @@ impl StepCx<'_> {
         h.batched_inputs.fetch_add(inputs as u64, Ordering::Relaxed);
         h.max_batch.fetch_max(inputs, Ordering::Relaxed);
         #[cfg(feature = "fault-injection")]
-        crate::fault::maybe_fire(self.shared, stage, step, self.generation);
+        crate::fault::maybe_fire(self.shared, stage, step, inputs, self.generation);
         let _ = step;
         let t = Instant::now();
         let r = f();
@@ -254,12 +254,15 @@ impl<L: StageLogic> StageActor<L> {
             .held()
             .iter()
             .any(|k| !here.contains(k) && !self.logic.parked(k));
+        // The partner is mid-step, or has handed this stage outputs that
+        // are still on their way (the rest of its last step's batch).
         let partner_busy = self
             .shared
             .health(partner)
             .busy_since_us
             .load(Ordering::Acquire)
-            != 0;
+            != 0
+            || self.health().inbound.load(Ordering::Acquire) > 0;
         if !(missing && partner_busy) {
             self.gathering_since = None;
             return false;
@@ -294,6 +297,7 @@ impl<L: StageLogic> StageActor<L> {
         let shared = self.shared.clone();
         let generation = self.generation;
         let logic = &mut self.logic;
+        let team = shared.team(L::KIND);
         let waker = self.waker.as_ref();
         let result = catch_unwind(AssertUnwindSafe(|| {
             let mut cx = StepCx {
@@ -306,17 +310,30 @@ impl<L: StageLogic> StageActor<L> {
             // boundary below still catches it.
             //
             // The step deliberately runs here, not on a pool thread
-            // (`tts_kernels::on_pool`), although that measured faster: a
-            // worker waiting inside one stage's parallel region can pick up
-            // another stage's whole step, so a stuck step would hold the
-            // shared pool and stall every stage and session, even after the
-            // watchdog retired it (docs/performance.md, "Stepping inside
-            // the pool").
-            match shared.pool(L::KIND) {
-                Some(pool) => pool.install(|| logic.process(items, &mut cx)),
-                None => logic.process(items, &mut cx),
+            // (`tts_kernels::on_pool`): a worker waiting inside one stage's
+            // parallel region can pick up another stage's whole step, so a
+            // stuck step would hold the shared pool and stall every stage
+            // and session, even after the watchdog retired it
+            // (docs/performance.md, "Stepping inside the pool"). On a team
+            // this thread opens each region and takes part in it; the
+            // stages' regions take turns, and nothing but a region is
+            // shared.
+            match (team, shared.pool(L::KIND)) {
+                (Some(team), _) => {
+                    team.install_as(L::KIND.index() as u32, || logic.process(items, &mut cx))
+                }
+                (None, Some(pool)) => pool.install(|| logic.process(items, &mut cx)),
+                (None, None) => logic.process(items, &mut cx),
             }
         }));
+        tracing::trace!(
+            stage = %L::KIND,
+            inputs = keys.len(),
+            requests = ?keys,
+            start_us = started,
+            us = self.shared.now_us().saturating_sub(started),
+            "step"
+        );
         // Clear only our own mark: a retired instance waking up must not
         // hide its replacement's step from the watchdog.
         let _ = self.health().busy_since_us.compare_exchange(
@@ -393,24 +410,50 @@ impl<L: StageLogic> StageActor<L> {
     /// Hands outputs on in order: `try_send` while mailboxes have room;
     /// from the first full one on, the rest go in order through one waiting
     /// future that blocks this actor (backpressure) until delivered.
+    ///
+    /// Every output is counted in its receiver's `inbound` before the first
+    /// is sent: a receiver that takes the first message sees the rest on
+    /// their way (see [`StageHealth::inbound`](crate::shared::StageHealth)).
     fn dispatch(&mut self, out: Vec<Output>, ctx: &mut Context<Self>) -> bool {
+        for k in out.iter().filter_map(Output::stage) {
+            self.shared.health(k).inbound.fetch_add(1, Ordering::AcqRel);
+        }
         let mut it = out.into_iter();
         for o in it.by_ref() {
-            if let Err(o) = try_deliver(&self.dir, o) {
-                let dir = self.dir.clone();
-                let rest: Vec<Output> = std::iter::once(o).chain(it).collect();
-                ctx.wait(
-                    async move {
-                        for o in rest {
-                            deliver(&dir, o).await;
+            let stage = o.stage();
+            match try_deliver(&self.dir, o) {
+                Ok(Delivery::Sent) => {}
+                Ok(Delivery::Dropped) => uncount(&self.shared, stage),
+                Err(o) => {
+                    let (dir, shared) = (self.dir.clone(), self.shared.clone());
+                    let rest: Vec<Output> = std::iter::once(o).chain(it).collect();
+                    ctx.wait(
+                        async move {
+                            for o in rest {
+                                let stage = o.stage();
+                                if deliver(&dir, o).await == Delivery::Dropped {
+                                    uncount(&shared, stage);
+                                }
+                            }
                         }
-                    }
-                    .into_actor(self),
-                );
-                return false;
+                        .into_actor(self),
+                    );
+                    return false;
+                }
             }
         }
         true
+    }
+}
+
+/// One message counted in `stage`'s `inbound` that will never arrive (or
+/// just did). Saturating: a replaced stage's count starts again from 0.
+fn uncount(shared: &Shared, stage: Option<StageKind>) {
+    if let Some(k) = stage {
+        let _ = shared
+            .health(k)
+            .inbound
+            .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| n.checked_sub(1));
     }
 }
 
@@ -484,6 +527,7 @@ impl<L: StageLogic> Handler<Wake> for StageActor<L> {
         if self.retired {
             return;
         }
+        self.health().wakeups.fetch_add(1, Ordering::Relaxed);
         let back = self.logic.woken();
         if !back.is_empty() {
             self.ready.extend(back);
@@ -501,6 +545,11 @@ impl<L: StageLogic, M: Into<L::Input> + Send + 'static> Handler<Work<M>> for Sta
         let item: L::Input = item.into();
         let stamp = *L::stamp(&item);
         if let Some(from) = L::sender(&item) {
+            // Counted by the sending stage's `dispatch` (the router's
+            // starts are not).
+            if !self.retired {
+                uncount(&self.shared, Some(L::KIND));
+            }
             if !self.shared.sender_current(from, stamp.generation) {
                 return;
             }
@@ -515,7 +564,11 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
 
     fn handle(&mut self, _: Tick, ctx: &mut Context<Self>) {
         self.tick_pending = false;
-        if self.retired || self.should_gather(ctx) {
+        if self.retired {
+            return;
+        }
+        self.health().wakeups.fetch_add(1, Ordering::Relaxed);
+        if self.should_gather(ctx) {
             return;
         }
         // One round: every item ready now, in steps of up to `max_batch`

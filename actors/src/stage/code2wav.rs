@@ -46,8 +46,8 @@ pub struct Code2WavStage {
 
 /// Most frames the chunks of one code2wav step may add up to, which caps
 /// the stage's batch at `BATCH_FRAMES / largest chunk` (4 with the default
-/// 1, 4, 8 schedule). Without it a step of `max_batch` (16) requests' 8-frame
-/// chunks would be 128 frames — several seconds of CPU at f32, all of it
+/// schedule, whose largest chunk is 8). Without it a step of `max_batch`
+/// (16) requests' 8-frame chunks would be 128 frames — several seconds of CPU at f32, all of it
 /// one step for the watchdog (`stage_deadline`, 10 s) and one wait for the
 /// first request's audio — where one chunk per step was at most 8 frames.
 /// Batching saves nothing beyond a few frames per request (the vocoder's

@@ -54,6 +54,28 @@ pub enum Output {
     Audio(AudioOut),
 }
 
+impl Output {
+    /// The stage that receives it (`None`: the router).
+    pub(crate) fn stage(&self) -> Option<StageKind> {
+        match self {
+            Output::Token(_) => Some(StageKind::CodePredictor),
+            Output::Feedback(_) => Some(StageKind::Talker),
+            Output::Frame(_) => Some(StageKind::Code2Wav),
+            Output::Audio(_) => None,
+        }
+    }
+}
+
+/// What became of a message handed to [`try_deliver`] or [`deliver`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Delivery {
+    /// In the receiver's mailbox.
+    Sent,
+    /// The receiver's mailbox is closed (a stage being replaced): dropped,
+    /// and its request fails.
+    Dropped,
+}
+
 /// `try_send` of one message, handing it back (wrapped by `back`) when the
 /// mailbox is full; a closed mailbox (a stage being replaced) drops it.
 ///
@@ -63,13 +85,18 @@ pub enum Output {
 // The large `Err` is the message handed back unchanged; boxing it would
 // allocate on every hand-off to spare a rare full-mailbox path.
 #[allow(clippy::result_large_err)]
-fn try_send_to<M>(r: &Recipient<M>, m: M, back: impl FnOnce(M) -> Output) -> Result<(), Output>
+fn try_send_to<M>(
+    r: &Recipient<M>,
+    m: M,
+    back: impl FnOnce(M) -> Output,
+) -> Result<Delivery, Output>
 where
     M: Message + Send + 'static,
     M::Result: Send,
 {
     match r.try_send(m) {
-        Ok(()) | Err(SendError::Closed(_)) => Ok(()),
+        Ok(()) => Ok(Delivery::Sent),
+        Err(SendError::Closed(_)) => Ok(Delivery::Dropped),
         Err(SendError::Full(m)) => Err(back(m)),
     }
 }
@@ -77,7 +104,7 @@ where
 /// `Err` gives the output back when the receiver's mailbox is full. A closed
 /// mailbox (a stage being replaced) drops the message: its requests fail.
 #[allow(clippy::result_large_err)]
-pub(crate) fn try_deliver(dir: &Directory, o: Output) -> Result<(), Output> {
+pub(crate) fn try_deliver(dir: &Directory, o: Output) -> Result<Delivery, Output> {
     with_wiring(dir, |w| match o {
         Output::Token(m) => try_send_to(&w.token, Work(m), |Work(m)| Output::Token(m)),
         Output::Feedback(m) => try_send_to(&w.feedback, Work(m), |Work(m)| Output::Feedback(m)),
@@ -87,25 +114,30 @@ pub(crate) fn try_deliver(dir: &Directory, o: Output) -> Result<(), Output> {
 }
 
 /// Waits for room (bounded `send`), then delivers.
-pub(crate) async fn deliver(dir: &Directory, o: Output) {
+pub(crate) async fn deliver(dir: &Directory, o: Output) -> Delivery {
     // Clone the recipient out of the lock before awaiting.
-    match o {
+    let sent = match o {
         Output::Token(m) => {
             let r = with_wiring(dir, |w| w.token.clone());
-            let _ = r.send(Work(m)).await;
+            r.send(Work(m)).await.is_ok()
         }
         Output::Feedback(m) => {
             let r = with_wiring(dir, |w| w.feedback.clone());
-            let _ = r.send(Work(m)).await;
+            r.send(Work(m)).await.is_ok()
         }
         Output::Frame(m) => {
             let r = with_wiring(dir, |w| w.frame.clone());
-            let _ = r.send(Work(m)).await;
+            r.send(Work(m)).await.is_ok()
         }
         Output::Audio(m) => {
             let r = with_wiring(dir, |w| w.audio.clone());
-            let _ = r.send(m).await;
+            r.send(m).await.is_ok()
         }
+    };
+    if sent {
+        Delivery::Sent
+    } else {
+        Delivery::Dropped
     }
 }
 
@@ -186,13 +218,17 @@ mod tests {
             let mut ctx = Context::<Sink>::new();
             ctx.set_mailbox_capacity(1);
             let dir = directory(&ctx.address());
-            assert!(try_deliver(&dir, feedback(0)).is_ok(), "room for one");
+            assert_eq!(
+                try_deliver(&dir, feedback(0)).ok(),
+                Some(Delivery::Sent),
+                "room for one"
+            );
             match try_deliver(&dir, feedback(1)) {
                 Err(Output::Feedback(f)) => {
                     assert_eq!((f.frame_index, f.codes), (1, vec![7; 4]), "unchanged")
                 }
                 Err(_) => panic!("handed back as another message"),
-                Ok(()) => panic!("a full mailbox took the message"),
+                Ok(_) => panic!("a full mailbox took the message"),
             }
             drop(ctx);
         });
@@ -205,7 +241,7 @@ mod tests {
             let dir = directory(&ctx.address());
             // The stage being replaced: its mailbox is closed.
             drop(ctx);
-            assert!(try_deliver(&dir, feedback(0)).is_ok());
+            assert_eq!(try_deliver(&dir, feedback(0)).ok(), Some(Delivery::Dropped));
         });
     }
 }

@@ -285,8 +285,21 @@ pub struct BatchScratch {
     y: Vec<f32>,
 }
 
+/// Frames per forward pass when one stream decodes many frames at once
+/// (a whole utterance, a window of the official chunked decode, a priming
+/// clip). The result is the same for any split (every stage is causal; see
+/// the module documentation), so the split is chosen for speed: an 8-frame
+/// pass keeps each layer's activations in cache (the last vocoder block's
+/// are 96 channels x 15360 samples, 5.9 MB a buffer, where a 40-frame pass
+/// streamed 29 MB buffers through DRAM once per layer) and still reads the
+/// transformer's weights only once per 8 frames. Measured 0.68x the time
+/// of one pass over 100 frames (docs/performance.md, "code2wav in bf16").
+/// It also bounds the decoder's scratch memory by the pass, not the
+/// utterance.
+pub(crate) const PASS_FRAMES: usize = 8;
+
 /// Decodes `n` frames of validated `codes` (`[n, Q]`) and appends their
-/// `n * samples_per_frame` samples to `out`.
+/// `n * samples_per_frame` samples to `out` (see [`run_batch`]).
 pub(crate) fn step(
     w: &Weights,
     st: &mut DecoderState,
@@ -294,16 +307,48 @@ pub(crate) fn step(
     n: usize,
     out: &mut Vec<f32>,
 ) {
-    if n == 0 {
-        return;
-    }
     // One stream: `linear_batch` runs its matmuls in place, so the scratch
     // stays empty.
-    step_batch(
+    run_batch(
         w,
         &mut [Seg { st, codes, n, out }],
         &mut BatchScratch::default(),
     );
+}
+
+/// Decodes every stream's new frames in passes of at most [`PASS_FRAMES`]
+/// each (one [`step_batch`] per pass over the streams that still have
+/// frames), so a stream gets the same bits whether it steps alone or in a
+/// batch, whatever the step sizes.
+pub(crate) fn run_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
+    let q: Vec<usize> = segs
+        .iter()
+        .map(|s| s.codes.len().checked_div(s.n).unwrap_or(0))
+        .collect();
+    let mut done = vec![0usize; segs.len()];
+    loop {
+        let mut pass: Vec<Seg<'_>> = segs
+            .iter_mut()
+            .zip(&mut done)
+            .zip(&q)
+            .filter(|((s, at), _)| **at < s.n)
+            .map(|((s, at), &q)| {
+                let k = PASS_FRAMES.min(s.n - *at);
+                let seg = Seg {
+                    st: &mut *s.st,
+                    codes: &s.codes[*at * q..(*at + k) * q],
+                    n: k,
+                    out: &mut *s.out,
+                };
+                *at += k;
+                seg
+            })
+            .collect();
+        if pass.is_empty() {
+            return;
+        }
+        step_batch(w, &mut pass, bw);
+    }
 }
 
 /// Which buffers of a stream's [`Work`] a linear reads and writes.
@@ -347,7 +392,7 @@ fn linear_batch(lin: &Linear, segs: &mut [Seg<'_>], rows: &[usize], io: Io, bw: 
 /// operation is the one [`step`] runs alone, in the same order on the same
 /// shapes: the samples are bit-identical to decoding each stream by itself.
 /// Streams may differ in frame count and position.
-pub(crate) fn step_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
+fn step_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
     debug_assert!(segs.iter().all(|s| s.n > 0));
     if segs.is_empty() {
         return;

@@ -233,16 +233,16 @@ impl Code2Wav {
                 }
             })
             .collect();
-        forward::step_batch(&self.w, &mut segs, scratch);
+        forward::run_batch(&self.w, &mut segs, scratch);
         Ok(())
     }
 
     /// One whole-utterance forward (the official `decoder(codes)`):
-    /// `n_frames * samples_per_frame()` samples in [-1, 1]. Scratch memory
-    /// grows with the length: the last vocoder block holds 96 channels x
-    /// 1920 samples per frame in ~5 buffers, about 3.7 MB per frame (1.1 GB
-    /// for 300 frames) at the official size. A [`StreamingDecoder`] gives the
-    /// same samples with memory bounded by its step size.
+    /// `n_frames * samples_per_frame()` samples in [-1, 1]. Computed in
+    /// passes of a few frames (`forward::PASS_FRAMES`), which gives the same
+    /// samples faster and bounds the scratch memory (the last vocoder
+    /// block's ~5 buffers hold 3.7 MB per frame of a pass at the official
+    /// size).
     pub fn decode(&self, codes: &[u32], n_frames: usize) -> Result<Vec<f32>> {
         let mut out = Vec::new();
         self.decode_step(&mut self.new_state(), codes, n_frames, &mut out)?;

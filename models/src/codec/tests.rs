@@ -784,22 +784,33 @@ fn codec_time_full_size() {
             _ => f64::NAN,
         }
     };
+    // On a kernel team, as `speak` and the engine run (`TTS_RT_TEAMS=off`:
+    // rayon's pool).
+    let team = tts_kernels::teams_enabled()
+        .then(|| tts_kernels::Team::new(rayon::current_num_threads(), "tts-kernel").unwrap());
+    let on_team = |f: &mut dyn FnMut()| match &team {
+        Some(t) => t.install(f),
+        None => f(),
+    };
     for p in 0..passes {
         forward::profile::enable();
         let c0 = cpu_s();
         let t0 = std::time::Instant::now();
-        let wav = match step {
-            0 => m
-                .decode_chunked(
-                    &codes,
-                    n,
-                    OFFICIAL_CHUNK_FRAMES,
-                    OFFICIAL_LEFT_CONTEXT_FRAMES,
-                )
-                .unwrap(),
-            k if sessions == 1 && !batch => stream(&m, &codes, n, &[k]),
-            k => multi(k),
-        };
+        let mut wav = Vec::new();
+        on_team(&mut || {
+            wav = match step {
+                0 => m
+                    .decode_chunked(
+                        &codes,
+                        n,
+                        OFFICIAL_CHUNK_FRAMES,
+                        OFFICIAL_LEFT_CONTEXT_FRAMES,
+                    )
+                    .unwrap(),
+                k if sessions == 1 && !batch => stream(&m, &codes, n, &[k]),
+                k => multi(k),
+            }
+        });
         let n = n_all;
         let dt = t0.elapsed().as_secs_f64() * 1e3;
         assert_eq!(wav.len(), n * m.samples_per_frame());

@@ -195,3 +195,24 @@ def test_speed_changes_duration_within_2_percent_and_keeps_the_spectrum(client, 
         dec = ffmpeg_decode(data, NATIVE_RATE)
         # MP3 frames are 1152 samples: the decode may carry up to two more.
         assert abs(len(dec) - len(got)) <= 2 * 1152, (len(dec), len(got))
+
+
+@needs_ffmpeg
+@pytest.mark.parametrize("model", ["tts-1", ""])
+def test_open_webui_request_shape_gets_mp3(server, model):
+    """What Open WebUI's backend posts for its "OpenAI" TTS engine
+    (backend/open_webui/routers/audio.py): the page's `{input, voice}` plus
+    the configured model (empty when the admin left it blank), a bearer key,
+    no response_format; it saves the whole body as an .mp3 file."""
+    import urllib.request
+
+    body = json.dumps({"input": TEXT, "voice": "alloy", "model": model}).encode()
+    req = urllib.request.Request(
+        f"{server.http}/v1/audio/speech",
+        data=body,
+        headers={"Content-Type": "application/json", "Authorization": f"Bearer {server.token}"},
+    )
+    with urllib.request.urlopen(req, timeout=120) as r:
+        assert r.headers["content-type"] == "audio/mpeg"
+        data = r.read()
+    assert len(ffmpeg_decode(data, 24000)) > 0

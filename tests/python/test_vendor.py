@@ -13,6 +13,7 @@ contacted):
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import re
 import urllib.request
@@ -96,6 +97,21 @@ def tokens(text: str) -> list:
     )
 
 
+@contextlib.asynccontextmanager
+async def running(task: PipelineWorker):
+    """Runs a Pipecat pipeline worker for the body; then ends it with an
+    EndFrame (the body finished) or cancels it (the body failed)."""
+    run = asyncio.create_task(WorkerRunner(handle_sigint=False).run(task))
+    try:
+        yield
+        await task.queue_frame(EndFrame())
+        await asyncio.wait_for(run, TIMEOUT)
+    finally:
+        if not run.done():
+            await task.cancel()
+            await asyncio.wait_for(run, TIMEOUT)
+
+
 async def drive(tts, server) -> None:
     """One spoken turn, an interrupted turn (the server must cancel it),
     and a turn after it."""
@@ -106,9 +122,7 @@ async def drive(tts, server) -> None:
         params=PipelineParams(audio_out_sample_rate=RATE),
         enable_rtvi=False,
     )
-    runner = WorkerRunner(handle_sigint=False)
-    run = asyncio.create_task(runner.run(task))
-    try:
+    async with running(task):
         await task.queue_frames(tokens("Hello there, how are you today?"))
         await asyncio.wait_for(out.stopped.wait(), TIMEOUT)
         first = b"".join(out.audio)
@@ -134,23 +148,22 @@ async def drive(tts, server) -> None:
         assert b"".join(out.audio), "no audio after the interruption"
         assert not out.errors, out.errors
         assert cancelled_contexts(server) > cancelled, "the interrupted context was not cancelled"
-        await task.queue_frame(EndFrame())
-        await asyncio.wait_for(run, TIMEOUT)
-    finally:
-        if not run.done():
-            await task.cancel()
-            await asyncio.wait_for(run, TIMEOUT)
 
 
-def test_pipecat_elevenlabs_multi_stream(server):
-    tts = ElevenLabsTTSService(
+def pipecat_elevenlabs(server, rate: int = RATE) -> ElevenLabsTTSService:
+    """Pipecat's ElevenLabs service with only its base URL pointed at
+    tts-rt (multi-stream-input; output `pcm_<rate>`)."""
+    return ElevenLabsTTSService(
         api_key=server.token,
         voice_id="ryan",
         model="eleven_flash_v2_5",
         url=f"ws://{server.addr}",
-        sample_rate=RATE,
+        sample_rate=rate,
     )
-    asyncio.run(drive(tts, server))
+
+
+def test_pipecat_elevenlabs_multi_stream(server):
+    asyncio.run(drive(pipecat_elevenlabs(server), server))
 
 
 def test_pipecat_cartesia(server):

@@ -21,6 +21,12 @@
 //! - **Drain**: once shutdown starts, each connection finishes its request
 //!   and closes (hyper's graceful shutdown); new connections are still
 //!   accepted, one request each, so `/ready` can say "draining".
+//! - **TCP_NODELAY**: set on every accepted socket (see [`no_delay`]). The
+//!   environment variable `TTS_RT_NODELAY=off` leaves Nagle's algorithm on
+//!   instead: a measurement switch (`benches/nodelay.sh` compares both), not
+//!   a tuning knob. It is read once, when the server starts
+//!   ([`nodelay_from_env`]); `on` (or unset, or empty) is the default, and
+//!   any other value refuses to start with the accepted values named.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -53,6 +59,35 @@ pub const REFUSAL_TIME: Duration = Duration::from_millis(500);
 #[derive(Clone, Copy, Debug)]
 pub struct ConnLimits {
     pub header_read_timeout: Duration,
+    /// TCP_NODELAY on accepted sockets (true unless `TTS_RT_NODELAY=off`).
+    pub nodelay: bool,
+}
+
+/// The measurement switch: `TTS_RT_NODELAY=off` leaves Nagle on.
+pub const NODELAY_ENV: &str = "TTS_RT_NODELAY";
+
+/// Reads [`NODELAY_ENV`] (the one place it is read; the server calls this
+/// once at start and hands the result down in [`ConnLimits`]).
+pub fn nodelay_from_env() -> Result<bool, crate::TransportError> {
+    let v = std::env::var_os(NODELAY_ENV);
+    let v = v.as_deref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
+    parse_nodelay(v).map_err(|message| crate::TransportError::Config {
+        key: NODELAY_ENV,
+        message,
+    })
+}
+
+/// `None`, `""`, `on`, `1`, `true`, `yes` → TCP_NODELAY on; `off`, `0`,
+/// `false`, `no` → off (case-insensitive, surrounding blanks ignored).
+pub fn parse_nodelay(value: Option<&str>) -> Result<bool, String> {
+    let Some(v) = value else { return Ok(true) };
+    match v.trim().to_ascii_lowercase().as_str() {
+        "" | "on" | "1" | "true" | "yes" => Ok(true),
+        "off" | "0" | "false" | "no" => Ok(false),
+        _ => Err(format!(
+            "environment variable {NODELAY_ENV}={v:?} is not understood; use `on` (the default) or `off` (leaves Nagle's algorithm on, for measurements)"
+        )),
+    }
 }
 
 /// Accepts until `stop` is set; returns when it is. Connections already
@@ -80,7 +115,7 @@ pub async fn accept_loop(
                 continue;
             }
         };
-        no_delay(&tcp);
+        no_delay(&tcp, limits.nodelay);
         match open.clone().try_acquire_owned() {
             Ok(permit) => {
                 let keep_alive = *drain.borrow() == Drain::Running;
@@ -222,21 +257,62 @@ pub async fn timed_body(timeout: Duration, req: Request, next: Next) -> Response
 /// TCP_NODELAY on every accepted connection: audio leaves in small writes
 /// (a chunk, an SSE event, a WebSocket frame) that Nagle's algorithm would
 /// hold back until the peer's delayed ACK (~40 ms on Linux) releases them.
-fn no_delay(tcp: &tokio::net::TcpStream) {
-    // A socket that refuses the option still works, only slower to flush.
-    let _ = tcp.set_nodelay(true);
+/// `on = false` (`TTS_RT_NODELAY=off`) leaves the socket as accepted, Nagle
+/// on, for measuring what the option buys.
+fn no_delay(tcp: &tokio::net::TcpStream, on: bool) {
+    if on {
+        // A socket that refuses the option still works, only slower to flush.
+        let _ = tcp.set_nodelay(true);
+    }
 }
 
 #[cfg(test)]
 mod nodelay_tests {
+    use tokio::net::{TcpListener, TcpStream};
+
+    /// An accepted loopback connection and its client end.
+    async fn accepted() -> (TcpStream, TcpStream) {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let client = TcpStream::connect(l.local_addr().unwrap());
+        let ((tcp, _), c) = tokio::try_join!(l.accept(), client).unwrap();
+        (tcp, c)
+    }
+
     #[tokio::test]
     async fn accepted_connections_have_tcp_nodelay() {
-        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
-        let addr = l.local_addr().unwrap();
-        let client = tokio::net::TcpStream::connect(addr);
-        let ((tcp, _), _c) = tokio::try_join!(l.accept(), client).unwrap();
+        let (tcp, _c) = accepted().await;
         assert!(!tcp.nodelay().unwrap(), "the default is Nagle on");
-        super::no_delay(&tcp);
+        super::no_delay(&tcp, true);
         assert!(tcp.nodelay().unwrap());
+    }
+
+    #[tokio::test]
+    async fn the_switch_off_leaves_nagle_on() {
+        let (tcp, _c) = accepted().await;
+        super::no_delay(&tcp, false);
+        assert!(!tcp.nodelay().unwrap(), "off must leave Nagle on");
+    }
+
+    #[test]
+    fn the_switch_parses_on_off_and_refuses_the_rest() {
+        use super::parse_nodelay as p;
+        for v in [
+            None,
+            Some(""),
+            Some("on"),
+            Some(" ON "),
+            Some("1"),
+            Some("true"),
+            Some("yes"),
+        ] {
+            assert_eq!(p(v), Ok(true), "{v:?}");
+        }
+        for v in ["off", "Off", "0", "false", "no", " off\n"] {
+            assert_eq!(p(Some(v)), Ok(false), "{v:?}");
+        }
+        for v in ["maybe", "2", "nodelay", "\u{fffd}"] {
+            let e = p(Some(v)).unwrap_err();
+            assert!(e.contains("TTS_RT_NODELAY") && e.contains("`off`"), "{e}");
+        }
     }
 }

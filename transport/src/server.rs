@@ -214,6 +214,13 @@ impl Server {
     /// multi-threaded tokio runtime.
     pub async fn start(mut cfg: ServeConfig) -> Result<Server, TransportError> {
         cfg.validate()?;
+        let nodelay = listener::nodelay_from_env()?;
+        if !nodelay {
+            tracing::warn!(
+                "{}=off: TCP_NODELAY is not set on accepted sockets (a measurement switch; audio may wait ~40 ms for ACKs)",
+                listener::NODELAY_ENV
+            );
+        }
         let listener = tokio::net::TcpListener::bind(cfg.addr)
             .await
             .map_err(|source| TransportError::Bind {
@@ -261,6 +268,7 @@ impl Server {
         let app = router(state.clone(), cfg.body_read_timeout, cors);
         let limits = listener::ConnLimits {
             header_read_timeout: cfg.header_read_timeout,
+            nodelay,
         };
         let open = Arc::new(Semaphore::new(cfg.max_connections));
         let (stop, stop_rx) = watch::channel(false);

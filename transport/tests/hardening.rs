@@ -22,7 +22,7 @@ mod common;
 
 use common::http::{parse as parse_response, request as http};
 use common::ws::{close_code, next, Got, Ws};
-use common::{start, stop, BrokenCodec, WAIT};
+use common::{finite_prefix, start, stop, BrokenCodec, LATE_CODE, LATE_FRAME, WAIT};
 
 fn config() -> ServeConfig {
     common::config(Duration::from_secs(5))
@@ -346,13 +346,6 @@ async fn non_finite_codec_output_fails_the_context_instead_of_done() -> Result<(
     Ok(())
 }
 
-/// tiny-a's golden `en_ryan` case (greedy "Hello world.", ryan, English)
-/// first holds code 1021 in codebook 0 at frame 14: with that code's
-/// codebook row NaN, chunks 0–2 (frames 0–12 with the 1/4/8 schedule) are
-/// finite and chunk 3 is not.
-const LATE_CODE: usize = 1021;
-const FINITE_SAMPLES: usize = 13 * 1920;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_finite_audio_mid_stream_fails_the_context_after_its_finite_audio() -> Result<()> {
     let broken = BrokenCodec::at_code(LATE_CODE)?;
@@ -361,7 +354,7 @@ async fn non_finite_audio_mid_stream_fails_the_context_after_its_finite_audio() 
     // The finite chunks went out as they were decoded; nothing after.
     assert_eq!(
         (got.frames, got.samples),
-        (3, FINITE_SAMPLES),
+        finite_prefix(LATE_FRAME, 1920),
         "finite audio delivered"
     );
     assert!(

@@ -13,7 +13,7 @@ use serde_json::json;
 mod common;
 
 use common::http::{post_json, request};
-use common::{start, stop, BrokenCodec};
+use common::{finite_prefix, start, stop, BrokenCodec, LATE_CODE, LATE_FRAME};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_finite_audio_over_http_is_a_json_500_before_any_audio() -> Result<()> {
@@ -58,12 +58,10 @@ async fn non_finite_audio_over_http_is_a_json_500_before_any_audio() -> Result<(
     stop(s).await
 }
 
-/// tiny-a's golden `en_ryan` case (greedy "Hello world.", ryan, English)
-/// first holds code 1021 in codebook 0 at frame 14; with that code's
-/// codebook row NaN the first 13 frames decode finite (the 1/4/8 chunk
-/// schedule's first three chunks).
-const LATE_CODE: usize = 1021;
-const FINITE_PCM_BYTES: usize = 13 * 1920 * 2;
+/// pcm16 bytes of the chunks before the NaN frame ([`LATE_FRAME`]).
+fn finite_pcm_bytes() -> usize {
+    finite_prefix(LATE_FRAME, 1920).1 * 2
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn non_finite_audio_mid_stream_cuts_the_body_after_its_finite_audio() -> Result<()> {
@@ -94,9 +92,10 @@ async fn non_finite_audio_mid_stream_cuts_the_body_after_its_finite_audio() -> R
         r.body.len()
     );
     ensure!(
-        r.body.len() == FINITE_PCM_BYTES,
-        "streamed: {} bytes where the finite audio is {FINITE_PCM_BYTES}",
-        r.body.len()
+        r.body.len() == finite_pcm_bytes(),
+        "streamed: {} bytes where the finite audio is {}",
+        r.body.len(),
+        finite_pcm_bytes()
     );
     // SSE: the deltas, then an error event naming the cause, no done.
     let r = post_json(

@@ -398,3 +398,170 @@ async fn cartesia_continuations_flush_cancel_and_formats() -> Result<()> {
     ensure!(done["type"] == "done" && !audio.is_empty(), "{done}");
     stop(s).await
 }
+
+/// The vendors' one-shot HTTP calls (LiveKit Agents' `synthesize()`, the
+/// SDKs' convert): ElevenLabs `text-to-speech/{voice}[/stream]` and
+/// Cartesia `/tts/bytes`, with their key headers, formats and refusals.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vendor_http_routes_speak_and_refuse_clearly() -> Result<()> {
+    use common::http::request;
+    let mut cfg = config();
+    cfg.token = Some("sekrit".into());
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let el = json!({"text": "Hello there.", "model_id": "eleven_turbo_v2_5",
+                    "voice_settings": {"stability": 0.5, "similarity_boost": 0.7}});
+    let el = el.to_string();
+    let json_ct = ("Content-Type", "application/json");
+    // ElevenLabs, streamed PCM at 16 kHz, keyed as its clients key.
+    let r = request(
+        addr,
+        "POST",
+        "/v1/text-to-speech/ryan/stream?output_format=pcm_16000&enable_logging=true",
+        &[json_ct, ("xi-api-key", "sekrit")],
+        el.as_bytes(),
+    )
+    .await?;
+    ensure!(r.status == 200 && !r.cut, "{} {}", r.status, r.body_str());
+    ensure!(
+        r.header("content-type") == Some("audio/pcm"),
+        "{:?}",
+        r.headers
+    );
+    ensure!(
+        r.header("x-sample-rate") == Some("16000"),
+        "{:?}",
+        r.headers
+    );
+    ensure!(
+        r.body.len() > 3200 && r.body.len() % 2 == 0,
+        "{} bytes",
+        r.body.len()
+    );
+    // The non-streaming path, G.711 μ-law (one byte per 8 kHz sample).
+    let r = request(
+        addr,
+        "POST",
+        "/v1/text-to-speech/alloy?output_format=ulaw_8000",
+        &[json_ct, ("xi-api-key", "sekrit")],
+        el.as_bytes(),
+    )
+    .await?;
+    ensure!(
+        r.status == 200 && r.header("content-type") == Some("audio/basic"),
+        "{} {:?}",
+        r.status,
+        r.headers
+    );
+    ensure!(r.body.len() > 800, "{} bytes", r.body.len());
+    // No key, a wrong key: 401 before anything runs.
+    for h in [vec![json_ct], vec![json_ct, ("xi-api-key", "nope")]] {
+        let r = request(
+            addr,
+            "POST",
+            "/v1/text-to-speech/ryan/stream",
+            &h,
+            el.as_bytes(),
+        )
+        .await?;
+        ensure!(r.status == 401, "{}", r.status);
+    }
+    // Refusals name the field, in the JSON error shape.
+    for (path, body, param) in [
+        (
+            "/v1/text-to-speech/21m00Tcm4TlvDq8ikWAM/stream?output_format=pcm_16000",
+            el.clone(),
+            "voice",
+        ),
+        (
+            "/v1/text-to-speech/ryan/stream?output_format=opus_48000_64",
+            el.clone(),
+            "output_format",
+        ),
+        (
+            "/v1/text-to-speech/ryan/stream",
+            json!({"model_id": "m"}).to_string(),
+            "text",
+        ),
+        (
+            "/v1/text-to-speech/ryan/stream",
+            "{not json".to_string(),
+            "body",
+        ),
+    ] {
+        let r = request(
+            addr,
+            "POST",
+            path,
+            &[json_ct, ("xi-api-key", "sekrit")],
+            body.as_bytes(),
+        )
+        .await?;
+        ensure!(r.status == 400, "{path}: {} {}", r.status, r.body_str());
+        let msg = r.error_message()?;
+        ensure!(
+            r.json()["error"]["param"] == param,
+            "{path}: {}",
+            r.body_str()
+        );
+        if param == "voice" {
+            ensure!(msg.contains("21m00Tcm4TlvDq8ikWAM"), "{msg}");
+        }
+    }
+    // Cartesia /tts/bytes: raw PCM at 24 kHz, then a whole WAV file.
+    let ca = |container: &str, encoding: &str, rate: u32| {
+        json!({"model_id": "sonic-2", "transcript": "Hi there.", "language": null,
+               "voice": {"mode": "id", "id": "serena"},
+               "output_format": {"container": container, "encoding": encoding, "sample_rate": rate}})
+        .to_string()
+    };
+    let key = ("X-API-Key", "sekrit");
+    let ver = ("Cartesia-Version", "2025-04-16");
+    let r = request(
+        addr,
+        "POST",
+        "/tts/bytes",
+        &[json_ct, key, ver],
+        ca("raw", "pcm_s16le", 24000).as_bytes(),
+    )
+    .await?;
+    ensure!(
+        r.status == 200 && r.header("content-type") == Some("audio/pcm"),
+        "{} {}",
+        r.status,
+        r.body_str()
+    );
+    ensure!(
+        r.body.len() > 4800 && r.body.len() % 2 == 0,
+        "{} bytes",
+        r.body.len()
+    );
+    let r = request(
+        addr,
+        "POST",
+        "/tts/bytes",
+        &[json_ct, key],
+        ca("wav", "pcm_s16le", 16000).as_bytes(),
+    )
+    .await?;
+    ensure!(
+        r.status == 200 && r.body.starts_with(b"RIFF"),
+        "{} {:?}",
+        r.status,
+        r.headers
+    );
+    for (body, param) in [
+        (ca("raw", "pcm_f32le", 24000), "output_format"),
+        (ca("raw", "pcm_s24le", 24000), "output_format"),
+        (json!({"transcript": "x", "voice": {"mode": "embedding", "embedding": [0.1]},
+                "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}}).to_string(), "voice"),
+        (json!({"voice": {"mode": "id", "id": "ryan"},
+                "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}}).to_string(), "transcript"),
+    ] {
+        let r = request(addr, "POST", "/tts/bytes", &[json_ct, key], body.as_bytes()).await?;
+        ensure!(r.status == 400, "{body}: {} {}", r.status, r.body_str());
+        r.error_message()?;
+        ensure!(r.json()["error"]["param"] == param, "{body}: {}", r.body_str());
+    }
+    stop(s).await
+}

@@ -359,7 +359,16 @@ async fn upload_list_speak_show_delete_and_restart() -> Result<()> {
         .filter_map(|v| v["name"].as_str())
         .collect();
     assert_eq!(names, ["Alice", "bob"]);
-    assert!(list["voices"].is_array(), "today's list stays");
+    // The stored voices are also entries of `voices` (id + name, as
+    // voice pickers read them).
+    let stored: Vec<(&str, &str)> = list["voices"]
+        .as_array()
+        .context("voices")?
+        .iter()
+        .filter(|v| v["kind"] == "stored")
+        .filter_map(|v| Some((v["id"].as_str()?, v["name"].as_str()?)))
+        .collect();
+    assert_eq!(stored, [("Alice", "Alice"), ("bob", "bob")]);
 
     let show = http(addr, "GET", "/v1/audio/voices/alice", None, b"").await?;
     assert_eq!(show.status, 200);
@@ -632,6 +641,18 @@ async fn other_families_refuse_clones_and_voicedesign_needs_instructions() -> Re
         .await?
         .json();
     assert_eq!(list["uploaded_voices"], json!([]));
+    // Every entry has the `name` voice pickers show.
+    let entries = list["voices"].as_array().context("voices")?;
+    assert!(!entries.is_empty());
+    for e in entries {
+        assert!(e["name"].as_str().is_some_and(|n| !n.is_empty()), "{e}");
+    }
+    assert!(
+        entries
+            .iter()
+            .any(|e| e["id"] == "alloy" && e["kind"] == "openai"),
+        "{entries:?}"
+    );
     stop(cv).await?;
 
     let vd = start(config("tiny-vd", None)).await?;

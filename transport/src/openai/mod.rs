@@ -12,7 +12,7 @@
 
 use std::borrow::Cow;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::body::{Body, Bytes};
 use axum::extract::State;
@@ -343,7 +343,14 @@ pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
         st.metrics.refused("invalid_request");
         return library::audio_field::too_large("the request body", limit).into_response();
     };
-    let mut plan = match plan(&m, &body, st.max_upload_bytes) {
+    speak(st, m, &body).await
+}
+
+/// `POST /v1/audio/speech` past auth and readiness, for a body in its
+/// shape: the vendor HTTP routes (`crate::vendor`) translate their requests
+/// into one and are answered here.
+pub(crate) async fn speak(st: Arc<AppState>, m: Arc<Loaded>, body: &[u8]) -> Response {
+    let mut plan = match plan(&m, body, st.max_upload_bytes) {
         Ok(p) => p,
         Err(r) => {
             st.metrics.refused("invalid_request");
@@ -434,7 +441,14 @@ async fn body_response(
             None => None,
         };
         let rest = futures_util::stream::unfold(rx, |mut rx| async move {
-            rx.recv().await.map(|item| (item, rx))
+            let item = rx.recv().await?;
+            if item.is_err() {
+                // A failure cuts the body (the connection is aborted): let
+                // the server write what it already took first, or the
+                // finite audio before the failure dies in its buffer.
+                tokio::time::sleep(CUT_GRACE).await;
+            }
+            Some((item, rx))
         });
         Response::new(Body::from_stream(futures_util::StreamExt::chain(
             futures_util::stream::iter(first),
@@ -454,6 +468,11 @@ async fn body_response(
     h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
     resp
 }
+
+/// How long a streamed body that fails after some audio waits before it is
+/// cut, so the audio already handed to the connection reaches the socket:
+/// the connection is aborted at the cut, and what it still buffers is lost.
+const CUT_GRACE: Duration = Duration::from_millis(50);
 
 /// The answer for a request that failed before any audio left: 503 when
 /// the server is shutting down (`Interrupted`), else 500, with the cause.
@@ -720,7 +739,7 @@ pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         .voices
         .speakers()
         .iter()
-        .map(|s| serde_json::json!({"id": s, "speaker": s, "kind": "speaker"}))
+        .map(|s| serde_json::json!({"id": s, "name": s, "speaker": s, "kind": "speaker"}))
         .collect();
     voices.extend(m.voices.openai_mapping().into_iter().map(|(v, s)| {
         // `mapped`: the deployment's --voice-map, or the built-in table.
@@ -729,8 +748,23 @@ pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         } else {
             "default"
         };
-        serde_json::json!({"id": v, "speaker": s, "kind": "openai", "mapped": mapped})
+        serde_json::json!({
+            "id": v,
+            "name": format!("{v} ({s})"),
+            "speaker": s,
+            "kind": "openai",
+            "mapped": mapped,
+        })
     }));
+    // A Base checkpoint's stored voices, under the names a request gives.
+    // `name` on every entry is what pickers show (Open WebUI reads
+    // `{voices: [{id, name}]}` from a custom OpenAI endpoint).
+    voices.extend(
+        library::summaries(&m)
+            .into_iter()
+            .filter_map(|v| v["name"].as_str().map(str::to_owned))
+            .map(|n| serde_json::json!({"id": n, "name": n, "kind": "stored"})),
+    );
     Json(serde_json::json!({
         "voices": voices,
         // vllm-omni's list of stored voices (summaries).

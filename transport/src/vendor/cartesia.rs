@@ -37,6 +37,23 @@ pub struct CartesiaVoice {
     pub id: Option<String>,
 }
 
+impl CartesiaVoice {
+    /// The voice name of a `/tts/bytes` request: `{"mode": "id", "id"}`
+    /// (`mode` may be left out), or why it is refused.
+    pub fn id_for_http(&self) -> Result<String, VendorError> {
+        match (self.mode.as_deref().unwrap_or("id"), self.id.as_deref()) {
+            ("id", Some(id)) if !id.trim().is_empty() => Ok(id.to_string()),
+            ("id", _) => Err(VendorError::Invalid(
+                "voice.id is required: a checkpoint speaker or a stored voice's name".into(),
+            )),
+            (mode, _) => Err(VendorError::Unsupported(format!(
+                "voice mode {mode:?} is not supported; use {{\"mode\": \"id\", \"id\": \"<voice>\"}} \
+                 (embeddings are not supported)"
+            ))),
+        }
+    }
+}
+
 /// `output_format`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct OutputFormatSpec {

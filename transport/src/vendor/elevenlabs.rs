@@ -37,7 +37,7 @@ const SINGLE: &str = "stream";
 /// A `multi-stream-input` message without `context_id` speaks for this one.
 const DEFAULT_CONTEXT: &str = "default";
 /// ElevenLabs' default `output_format`.
-const DEFAULT_FORMAT: &str = "mp3_44100_128";
+pub(super) const DEFAULT_FORMAT: &str = "mp3_44100_128";
 
 /// A client message, as sent (every field optional).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]

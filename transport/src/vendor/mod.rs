@@ -22,10 +22,14 @@
 //!   the connection loop that routes between the two sockets.
 //! - `elevenlabs`, `cartesia`: each vendor's messages (parse ↔ serialize)
 //!   and translation.
+//! - `http`: the vendors' one-shot HTTP routes (ElevenLabs
+//!   `text-to-speech/{voice_id}[/stream]`, Cartesia `/tts/bytes`),
+//!   translated into `POST /v1/audio/speech` requests.
 
 mod bridge;
 mod cartesia;
 mod elevenlabs;
+mod http;
 mod sink;
 #[cfg(test)]
 mod tests;
@@ -33,10 +37,11 @@ mod tests;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+use axum::extract::DefaultBodyLimit;
 use axum::extract::{Path, Query, State};
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use axum::routing::get;
+use axum::routing::{get, post};
 use axum::Router;
 
 use crate::state::{AppState, Unauthorized};
@@ -69,6 +74,19 @@ pub fn router() -> Router<Arc<AppState>> {
             get(elevenlabs_multi),
         )
         .route("/tts/websocket", get(cartesia_socket))
+        // The one-shot HTTP calls of the same vendors (`http`).
+        .route(
+            "/v1/text-to-speech/{voice_id}",
+            post(http::elevenlabs_speech).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/v1/text-to-speech/{voice_id}/stream",
+            post(http::elevenlabs_speech).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/tts/bytes",
+            post(http::cartesia_bytes).layer(DefaultBodyLimit::disable()),
+        )
 }
 
 /// The server's `--token`, accepted in the vendors' own places as well as
@@ -80,21 +98,30 @@ fn authorize(
     headers: &HeaderMap,
     q: &HashMap<String, String>,
 ) -> Result<(), Unauthorized> {
-    let vendor = ["xi-api-key", "x-api-key"]
+    let query_key = ["api_key", "access_token", "xi_api_key"]
+        .iter()
+        .find_map(|k| q.get(*k).map(String::as_str));
+    st.authorize_upgrade(
+        &vendor_key_as_bearer(headers, query_key),
+        q.get("token").map(String::as_str),
+    )
+}
+
+/// `headers` with the vendor's key (the `xi-api-key` or `X-API-Key`
+/// header, else `query_key`) added as one more `Authorization: Bearer`
+/// credential, for the server's one token check.
+fn vendor_key_as_bearer(headers: &HeaderMap, query_key: Option<&str>) -> HeaderMap {
+    let key = ["xi-api-key", "x-api-key"]
         .iter()
         .find_map(|h| headers.get(*h).and_then(|v| v.to_str().ok()))
-        .or_else(|| {
-            ["api_key", "access_token", "xi_api_key"]
-                .iter()
-                .find_map(|k| q.get(*k).map(String::as_str))
-        });
+        .or(query_key)
+        .map(str::trim)
+        .filter(|k| !k.is_empty());
     let mut h = headers.clone();
-    if let Some(key) = vendor.filter(|k| !k.is_empty()) {
-        if let Ok(v) = HeaderValue::from_str(&format!("Bearer {}", key.trim())) {
-            h.append(header::AUTHORIZATION, v);
-        }
+    if let Some(v) = key.and_then(|k| HeaderValue::from_str(&format!("Bearer {k}")).ok()) {
+        h.append(header::AUTHORIZATION, v);
     }
-    st.authorize_upgrade(&h, q.get("token").map(String::as_str))
+    h
 }
 
 /// The upgrade every vendor route shares: auth, handshake, readiness, a

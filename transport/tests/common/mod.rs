@@ -89,6 +89,25 @@ impl Drop for PatchedFixture {
     }
 }
 
+/// tiny-a's golden `en_ryan` case (greedy "Hello world.", ryan, English)
+/// first holds code 1021 in codebook 0 at frame 14: with that code's
+/// codebook row NaN ([`BrokenCodec::at_code`]), the chunks that end before
+/// frame 14 decode finite and the one holding it does not.
+pub const LATE_CODE: usize = 1021;
+pub const LATE_FRAME: usize = 14;
+
+/// The chunks of the engine's default schedule that end before `frame`, and
+/// their samples (`spf` per frame).
+pub fn finite_prefix(frame: usize, spf: usize) -> (usize, usize) {
+    let schedule = tts_actors::ChunkSchedule::default();
+    let (mut chunks, mut frames) = (0, 0);
+    while frames + schedule.size(chunks as u64) <= frame {
+        frames += schedule.size(chunks as u64);
+        chunks += 1;
+    }
+    (chunks, frames * spf)
+}
+
 /// tiny-a with a codec that decodes NaN (its last convolution's bias).
 pub struct BrokenCodec(pub PatchedFixture);
 

@@ -1,0 +1,308 @@
+//! The vendors' one-shot HTTP routes, so their clients' non-streaming calls
+//! work as well as their sockets (LiveKit Agents' `synthesize()` posts to
+//! these; its `stream()` uses the sockets):
+//!
+//! - ElevenLabs `POST /v1/text-to-speech/{voice_id}` and
+//!   `POST /v1/text-to-speech/{voice_id}/stream`: a JSON body with `text`
+//!   (`model_id`, `voice_settings`, `language_code`, ... accepted and
+//!   ignored, as on the socket), `?output_format=` as on the socket
+//!   (`pcm_<rate>`, `ulaw_8000`, `alaw_8000`, `mp3_<rate>_<kbps>`; default
+//!   `mp3_44100_128`).
+//! - Cartesia `POST /tts/bytes`: a JSON body with `transcript`, `voice`
+//!   (`{"mode": "id", "id"}`) and `output_format` (`raw` with `pcm_s16le`,
+//!   `pcm_mulaw` or `pcm_alaw`; `mp3`; `wav` with `pcm_s16le`);
+//!   `model_id`, `language`, ... accepted and ignored.
+//!
+//! Each request is translated into a `POST /v1/audio/speech` body and
+//! answered by that route's own code ([`crate::openai::speak`]): the same
+//! voice names, validation, engine path, streamed body, metrics and log
+//! line. Errors are the server's JSON error shape with a 4xx status (the
+//! vendors' clients raise on the status; the message names the field).
+//! Auth (with `--token T`): `Authorization: Bearer T`, or the vendor's
+//! header (`xi-api-key: T`, `X-API-Key: T`); no query-string tokens.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use axum::body::Body;
+use axum::extract::{Path, Query, State};
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use serde_json::{json, Map, Value};
+
+use super::sink::Encoding;
+use super::{cartesia, elevenlabs, VendorError};
+use crate::http_error::error_response;
+use crate::state::AppState;
+
+/// Largest vendor request body (text and a few settings; the text itself
+/// is held to the speech route's limit).
+const MAX_BODY: usize = 256 * 1024;
+
+/// A refusal of the vendor request: the message and the field it is about.
+#[derive(Debug, PartialEq)]
+pub struct BadRequest {
+    pub message: String,
+    pub param: &'static str,
+}
+
+fn bad(message: impl Into<String>, param: &'static str) -> BadRequest {
+    BadRequest {
+        message: message.into(),
+        param,
+    }
+}
+
+/// The request as a JSON object, or why not.
+fn object(body: &[u8]) -> Result<Map<String, Value>, BadRequest> {
+    match serde_json::from_slice::<Value>(body) {
+        Ok(Value::Object(o)) => Ok(o),
+        Ok(v) => Err(bad(
+            format!("the body must be a JSON object, got {v}"),
+            "body",
+        )),
+        Err(e) => Err(bad(format!("invalid JSON body: {e}"), "body")),
+    }
+}
+
+/// A required, non-blank string field.
+fn text_field(o: &Map<String, Value>, name: &'static str) -> Result<String, BadRequest> {
+    match o.get(name) {
+        Some(Value::String(s)) if !s.trim().is_empty() => Ok(s.clone()),
+        Some(Value::String(_)) => Err(bad(format!("`{name}` is empty"), name)),
+        Some(v) => Err(bad(format!("`{name}` must be a string, got {v}"), name)),
+        None => Err(bad(format!("`{name}` is required"), name)),
+    }
+}
+
+/// The speech route's `response_format` and `sample_rate` for a vendor
+/// encoding at `rate`.
+fn speech_format(encoding: Encoding, rate: u32, param: &'static str) -> Result<Value, BadRequest> {
+    let name = match encoding {
+        Encoding::Pcm16 => "pcm",
+        Encoding::Mulaw => "mulaw",
+        Encoding::Alaw => "alaw",
+        Encoding::Mp3 => "mp3",
+        Encoding::F32 => {
+            return Err(bad(
+                "pcm_f32le is not offered over HTTP here; use pcm_s16le (or the WebSocket \
+                 /tts/websocket, which sends pcm_f32le)",
+                param,
+            ))
+        }
+    };
+    Ok(json!({"response_format": name, "sample_rate": rate}))
+}
+
+/// An ElevenLabs `text-to-speech` request as a speech-route body.
+pub fn elevenlabs_body(
+    voice: &str,
+    q: &HashMap<String, String>,
+    body: &[u8],
+) -> Result<Value, BadRequest> {
+    let o = object(body)?;
+    let text = text_field(&o, "text")?;
+    let format = q
+        .get("output_format")
+        .map_or(elevenlabs::DEFAULT_FORMAT, String::as_str);
+    let f = elevenlabs::output_format(format).map_err(|e| bad(e.to_string(), "output_format"))?;
+    let mut req = speech_format(f.encoding, f.sample_rate, "output_format")?;
+    req["input"] = json!(text);
+    req["voice"] = json!(voice);
+    Ok(req)
+}
+
+/// A Cartesia `/tts/bytes` request as a speech-route body.
+pub fn cartesia_body(body: &[u8]) -> Result<Value, BadRequest> {
+    let o = object(body)?;
+    let text = text_field(&o, "transcript")?;
+    let voice: cartesia::CartesiaVoice = match o.get("voice") {
+        Some(v) => {
+            serde_json::from_value(v.clone()).map_err(|e| bad(format!("`voice`: {e}"), "voice"))?
+        }
+        None => {
+            return Err(bad(
+                "`voice` is required ({\"mode\": \"id\", \"id\"})",
+                "voice",
+            ))
+        }
+    };
+    let voice = voice
+        .id_for_http()
+        .map_err(|e: VendorError| bad(e.to_string(), "voice"))?;
+    let spec: cartesia::OutputFormatSpec = match o.get("output_format") {
+        Some(v) => serde_json::from_value(v.clone())
+            .map_err(|e| bad(format!("`output_format`: {e}"), "output_format"))?,
+        None => {
+            return Err(bad(
+                "`output_format` is required (e.g. {\"container\": \"raw\", \"encoding\": \
+                 \"pcm_s16le\", \"sample_rate\": 24000})",
+                "output_format",
+            ))
+        }
+    };
+    let mut req = if spec.container == "wav" {
+        match spec.encoding.as_deref() {
+            None | Some("pcm_s16le") => {
+                json!({"response_format": "wav", "sample_rate": spec.sample_rate})
+            }
+            Some(e) => {
+                return Err(bad(
+                    format!(
+                        "output_format.encoding {e:?} is not offered in wav here; use pcm_s16le"
+                    ),
+                    "output_format",
+                ))
+            }
+        }
+    } else {
+        let f = spec
+            .resolve()
+            .map_err(|e| bad(e.to_string(), "output_format"))?;
+        speech_format(f.encoding, f.sample_rate, "output_format")?
+    };
+    req["input"] = json!(text);
+    req["voice"] = json!(voice);
+    Ok(req)
+}
+
+/// Auth, readiness, the body, the translation, then the speech route.
+async fn answer(
+    st: Arc<AppState>,
+    headers: HeaderMap,
+    body: Body,
+    translate: impl FnOnce(&[u8]) -> Result<Value, BadRequest>,
+) -> Response {
+    // `Authorization: Bearer`, or the vendor's key header (no query keys).
+    if let Err(r) = st.authorize(&super::vendor_key_as_bearer(&headers, None)) {
+        return r.into_response();
+    }
+    let m = match st.ready_for_work("the server is shutting down") {
+        Ok(m) => m,
+        Err(r) => return *r,
+    };
+    let Some(body) = crate::http_error::read_body(body, MAX_BODY).await else {
+        st.metrics.refused("invalid_request");
+        return error_response(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            &format!("the request body is over {MAX_BODY} bytes"),
+            "invalid_request_error",
+            Some("body"),
+        );
+    };
+    let req = match translate(&body) {
+        Ok(r) => r,
+        Err(b) => {
+            st.metrics.refused("invalid_request");
+            return error_response(
+                StatusCode::BAD_REQUEST,
+                &b.message,
+                "invalid_request_error",
+                Some(b.param),
+            );
+        }
+    };
+    crate::openai::speak(st, m, req.to_string().as_bytes()).await
+}
+
+pub(super) async fn elevenlabs_speech(
+    State(st): State<Arc<AppState>>,
+    Path(voice): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    answer(st, headers, body, |b| elevenlabs_body(&voice, &q, b)).await
+}
+
+pub(super) async fn cartesia_bytes(
+    State(st): State<Arc<AppState>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    answer(st, headers, body, cartesia_body).await
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn q(format: Option<&str>) -> HashMap<String, String> {
+        format
+            .map(|f| HashMap::from([("output_format".to_string(), f.to_string())]))
+            .unwrap_or_default()
+    }
+
+    #[test]
+    fn elevenlabs_requests_become_speech_bodies() {
+        let b = br#"{"text": "Hello.", "model_id": "eleven_turbo_v2_5", "voice_settings": {"stability": 0.5}}"#;
+        let r = elevenlabs_body("ryan", &q(Some("pcm_24000")), b).unwrap();
+        assert_eq!(
+            r,
+            json!({"input": "Hello.", "voice": "ryan", "response_format": "pcm", "sample_rate": 24000})
+        );
+        let r = elevenlabs_body("ryan", &q(None), b).unwrap();
+        assert_eq!(r["response_format"], "mp3");
+        assert_eq!(r["sample_rate"], 44100);
+        let r = elevenlabs_body("alloy", &q(Some("ulaw_8000")), b).unwrap();
+        assert_eq!(
+            (&r["response_format"], &r["sample_rate"]),
+            (&json!("mulaw"), &json!(8000))
+        );
+    }
+
+    #[test]
+    fn elevenlabs_bad_requests_name_the_field() {
+        let e =
+            elevenlabs_body("ryan", &q(Some("opus_48000_64")), br#"{"text": "x"}"#).unwrap_err();
+        assert_eq!(e.param, "output_format");
+        assert!(e.message.contains("opus_48000_64"), "{}", e.message);
+        for (body, param) in [
+            (&br#"{"model_id": "m"}"#[..], "text"),
+            (br#"{"text": "  "}"#, "text"),
+            (br#"{"text": 3}"#, "text"),
+            (br#"[1]"#, "body"),
+            (br#"{not json"#, "body"),
+            (b"", "body"),
+        ] {
+            let e = elevenlabs_body("ryan", &q(None), body).unwrap_err();
+            assert_eq!(e.param, param, "{}", e.message);
+        }
+    }
+
+    #[test]
+    fn cartesia_requests_become_speech_bodies() {
+        let b = br#"{"model_id": "sonic-2", "transcript": "Hi there.", "voice": {"mode": "id", "id": "serena"},
+            "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}, "language": null}"#;
+        assert_eq!(
+            cartesia_body(b).unwrap(),
+            json!({"input": "Hi there.", "voice": "serena", "response_format": "pcm", "sample_rate": 24000})
+        );
+        let b = br#"{"transcript": "Hi.", "voice": {"mode": "id", "id": "ryan"},
+            "output_format": {"container": "wav", "encoding": "pcm_s16le", "sample_rate": 16000}}"#;
+        assert_eq!(cartesia_body(b).unwrap()["response_format"], "wav");
+        let b = br#"{"transcript": "Hi.", "voice": {"mode": "id", "id": "ryan"},
+            "output_format": {"container": "mp3", "sample_rate": 22050, "bit_rate": 128000}}"#;
+        assert_eq!(cartesia_body(b).unwrap()["response_format"], "mp3");
+    }
+
+    #[test]
+    fn cartesia_bad_requests_name_the_field() {
+        let fmt = r#""output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}"#;
+        for (body, param) in [
+            (format!(r#"{{"voice": {{"mode": "id", "id": "ryan"}}, {fmt}}}"#), "transcript"),
+            (format!(r#"{{"transcript": "x", {fmt}}}"#), "voice"),
+            (format!(r#"{{"transcript": "x", "voice": {{"mode": "embedding", "embedding": [0.1]}}, {fmt}}}"#), "voice"),
+            (format!(r#"{{"transcript": "x", "voice": "ryan", {fmt}}}"#), "voice"),
+            (r#"{"transcript": "x", "voice": {"mode": "id", "id": "ryan"}}"#.to_string(), "output_format"),
+            (r#"{"transcript": "x", "voice": {"mode": "id", "id": "ryan"}, "output_format": {"container": "raw", "encoding": "pcm_f32le", "sample_rate": 24000}}"#.to_string(), "output_format"),
+            (r#"{"transcript": "x", "voice": {"mode": "id", "id": "ryan"}, "output_format": {"container": "ogg", "sample_rate": 24000}}"#.to_string(), "output_format"),
+            (r#"{"transcript": "x", "voice": {"mode": "id", "id": "ryan"}, "output_format": {"container": "wav", "encoding": "pcm_mulaw", "sample_rate": 8000}}"#.to_string(), "output_format"),
+            (r#"{"transcript": "x", "voice": {"mode": "id", "id": "ryan"}, "output_format": {"container": "raw"}}"#.to_string(), "output_format"),
+        ] {
+            let e = cartesia_body(body.as_bytes()).unwrap_err();
+            assert_eq!(e.param, param, "{body}: {}", e.message);
+            assert!(!e.message.is_empty());
+        }
+    }
+}

@@ -114,9 +114,11 @@ pub struct EngineConfig {
     /// Events buffered per request between the engine and the consumer.
     pub stream_capacity: usize,
     /// Router housekeeping period (watchdog, flushing held events, pause
-    /// checks); also the talker's re-check period for requests paused on
-    /// flow control (a live request waiting for text is woken by its text
-    /// instead).
+    /// checks) while something needs watching; also the talker's re-check
+    /// period for requests paused on flow control (a live request waiting
+    /// for text is woken by its text instead). While requests only wait the
+    /// router ticks every [`EngineConfig::idle_tick`]; with none, not at
+    /// all.
     pub tick: Duration,
     /// Consumers acknowledge chunks explicitly with `ack(seq)`; when false,
     /// receiving a chunk acknowledges it.
@@ -194,6 +196,14 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// The router's housekeeping period while every held request only
+    /// waits (e.g. a live request for its next text): 20 ticks (100 ms by
+    /// default), at most a quarter of the stage deadline so the watchdog
+    /// keeps its resolution.
+    pub fn idle_tick(&self) -> Duration {
+        (self.tick * 20).min(self.stage_deadline / 4).max(self.tick)
+    }
+
     pub fn validate(&self) -> Result<()> {
         let bad = |key: &'static str, message: String| Err(EngineError::Config { key, message });
         ChunkSchedule::new(self.chunks.frames.clone())?;

@@ -82,6 +82,9 @@ pub struct EngineStats {
     /// Bytes reserved in the admission ledger.
     pub reserved_bytes: u64,
     pub active_requests: usize,
+    /// Housekeeping ticks the router has run: they stop while the engine
+    /// is idle (no request held, no stage in a step).
+    pub router_ticks: u64,
     /// The talker's shared prompt prefixes (`tts_models::PrefixCache`):
     /// prefills that reused one, prefills that could not, and what is held.
     pub prefix_cache_hits: u64,
@@ -211,6 +214,7 @@ impl Engine {
             stale_generation_dropped: s.stale_generation.load(Ordering::Acquire),
             reserved_bytes: s.reserved_bytes.load(Ordering::Acquire),
             active_requests: s.active_requests.load(Ordering::Acquire),
+            router_ticks: s.router_ticks.load(Ordering::Acquire),
             prefix_cache_hits: prefix.hits,
             prefix_cache_misses: prefix.misses,
             prefix_cache_entries: prefix.entries,

@@ -116,6 +116,11 @@ pub struct Router {
     next_epoch: u64,
     shutting_down: bool,
     sample_rate: u32,
+    /// The next housekeeping tick and when it is due, while one is
+    /// scheduled: every `tick` while something needs watching closely, less
+    /// often while requests only wait, none while the engine is idle
+    /// (`Router::schedule_tick`).
+    ticking: Option<(SpawnHandle, Instant)>,
 }
 
 /// Points the directory's entries for a replaced stage's messages at its
@@ -181,8 +186,71 @@ impl Router {
                 active: HashMap::new(),
                 next_epoch: 1,
                 shutting_down: false,
+                ticking: None,
             }
         })
+    }
+
+    /// Makes the next housekeeping tick come within `tick`. Called by every
+    /// handler that may leave something to watch; after each tick the
+    /// router picks the next one's delay itself (`Router::next_tick`).
+    fn ensure_ticking(&mut self, ctx: &mut Context<Self>) {
+        self.schedule_tick(self.config.tick, ctx);
+    }
+
+    /// Schedules the next tick `after` from now, unless one is due sooner.
+    fn schedule_tick(&mut self, after: Duration, ctx: &mut Context<Self>) {
+        let due = Instant::now() + after;
+        if let Some((handle, at)) = self.ticking {
+            if at <= due {
+                return;
+            }
+            ctx.cancel_future(handle);
+        }
+        let handle = ctx.run_later(after, |act, ctx| {
+            act.ticking = None;
+            act.tick(ctx);
+            if let Some(next) = act.next_tick() {
+                act.schedule_tick(next, ctx);
+            }
+        });
+        self.ticking = Some((handle, due));
+    }
+
+    /// The delay to the tick after this one: `tick` while a stage is in a
+    /// step (the watchdog), events wait for room in a consumer's channel, a
+    /// consumer is behind, or a request is winding down; the slower
+    /// `idle_tick` while requests are held but only wait (a live request
+    /// waiting for text: nothing moves until a message comes, and every
+    /// message the router gets brings the fast tick back); none at all when
+    /// no request is held.
+    fn next_tick(&self) -> Option<Duration> {
+        if self.idle() {
+            return None;
+        }
+        let busy = StageKind::ALL
+            .iter()
+            .any(|&k| self.shared.health(k).busy_since_us.load(Ordering::Acquire) != 0);
+        let watch = busy
+            || self
+                .active
+                .values()
+                .any(|a| !a.held.is_empty() || !a.state.is_running() || a.gate.should_pause());
+        Some(if watch {
+            self.config.tick
+        } else {
+            self.config.idle_tick()
+        })
+    }
+
+    /// No request held and no stage in a step: nothing for the tick to
+    /// watch, flush or forget. (A step that outlives its request keeps the
+    /// tick going, so the watchdog still sees it.)
+    fn idle(&self) -> bool {
+        self.active.is_empty()
+            && StageKind::ALL
+                .iter()
+                .all(|&k| self.shared.health(k).busy_since_us.load(Ordering::Acquire) == 0)
     }
 
     fn generations(&self) -> [Generation; 3] {
@@ -372,6 +440,7 @@ impl Router {
     }
 
     fn tick(&mut self, ctx: &mut Context<Self>) {
+        self.shared.router_ticks.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         // Watchdog.
         let now_us = self.shared.now_us();
@@ -440,14 +509,15 @@ impl Actor for Router {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(4 * self.config.mailbox_capacity() + 64);
-        ctx.run_interval(self.config.tick, |act, ctx| act.tick(ctx));
+        self.ensure_ticking(ctx);
     }
 }
 
 impl Handler<Submit> for Router {
     type Result = ();
 
-    fn handle(&mut self, m: Submit, _ctx: &mut Context<Self>) {
+    fn handle(&mut self, m: Submit, ctx: &mut Context<Self>) {
+        self.ensure_ticking(ctx);
         let result = (|| {
             let in_flight = self.shared.active_requests.load(Ordering::Acquire) as u64;
             let limit = self.config.max_active_requests as u64;
@@ -514,6 +584,7 @@ impl Handler<AudioOut> for Router {
     type Result = ();
 
     fn handle(&mut self, m: AudioOut, ctx: &mut Context<Self>) {
+        self.ensure_ticking(ctx);
         let (key, generation) = m.origin();
         if !self.shared.sender_current(StageKind::Code2Wav, generation) {
             return;
@@ -579,6 +650,7 @@ impl Handler<StageFailed> for Router {
     type Result = ();
 
     fn handle(&mut self, m: StageFailed, ctx: &mut Context<Self>) {
+        self.ensure_ticking(ctx);
         // Every request in flight holds state in every stage, and messages
         // the dead generation sent are now dropped as stale: fail them all,
         // explicitly (m.requests lists those whose state was lost for sure).
@@ -598,6 +670,7 @@ impl Handler<Cancel> for Router {
     type Result = ();
 
     fn handle(&mut self, m: Cancel, ctx: &mut Context<Self>) {
+        self.ensure_ticking(ctx);
         let received = Instant::now();
         let key = m.key;
         let live = matches!(self.active.get(&key), Some(a) if a.state.is_running());

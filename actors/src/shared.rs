@@ -56,6 +56,9 @@ pub struct Shared {
     pub stale_generation: AtomicU64,
     pub reserved_bytes: AtomicU64,
     pub active_requests: AtomicUsize,
+    /// Housekeeping ticks the router has run (it ticks only while there is
+    /// something to keep: `Router::ensure_ticking`).
+    pub router_ticks: AtomicU64,
     #[cfg(feature = "fault-injection")]
     pub fault: std::sync::Mutex<Option<crate::config::Fault>>,
     /// Kernel pools `[lm, vocoder]` when the config places stages
@@ -117,6 +120,7 @@ impl Shared {
             stale_generation: AtomicU64::new(0),
             reserved_bytes: AtomicU64::new(0),
             active_requests: AtomicUsize::new(0),
+            router_ticks: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
             fault: std::sync::Mutex::new(fault),
             pools: None,

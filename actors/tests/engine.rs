@@ -271,6 +271,51 @@ fn streamed_audio_equals_offline_on_both_fixtures() {
     });
 }
 
+/// An idle engine sleeps: the router's housekeeping tick runs only while a
+/// request is held (or a stage is in a step), so a server with nobody
+/// speaking does not wake every few milliseconds. It starts again for the
+/// next request, which is served as the first was.
+#[test]
+fn an_idle_engine_stops_its_housekeeping_tick_and_restarts_it() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(m.clone(), config()).unwrap();
+        let session = engine.open_session();
+        let quiet = |engine: &Engine| {
+            // Idle within a few ticks of the last request; then no tick.
+            let mut last = engine.stats().router_ticks;
+            for _ in 0..200 {
+                std::thread::sleep(Duration::from_millis(20));
+                let now = engine.stats().router_ticks;
+                if now == last {
+                    break;
+                }
+                last = now;
+            }
+            std::thread::sleep(Duration::from_millis(300));
+            assert_eq!(
+                engine.stats().router_ticks,
+                last,
+                "the router ticked while the engine was idle"
+            );
+            last
+        };
+        let before = quiet(&engine);
+        for round in 0..2 {
+            let req = request(&m, "Wake up, then sleep again.", 9, true, 0);
+            let want = reference(&m, &req);
+            let mut s = session.synthesize_blocking(req).unwrap();
+            let c = collect(&mut s, false);
+            c.done();
+            assert_matches(&m, &c, &want, &format!("round {round}"));
+            assert_idle(&engine);
+            let after = quiet(&engine);
+            assert!(after > before, "the request was served without a tick");
+        }
+        engine.shutdown();
+    });
+}
+
 #[test]
 fn concurrent_sessions_each_get_their_own_audio() {
     within(120, || {

@@ -228,10 +228,7 @@ impl Router {
         if self.idle() {
             return None;
         }
-        let busy = StageKind::ALL
-            .iter()
-            .any(|&k| self.shared.health(k).busy_since_us.load(Ordering::Acquire) != 0);
-        let watch = busy
+        let watch = self.stage_busy()
             || self
                 .active
                 .values()
@@ -247,10 +244,14 @@ impl Router {
     /// watch, flush or forget. (A step that outlives its request keeps the
     /// tick going, so the watchdog still sees it.)
     fn idle(&self) -> bool {
-        self.active.is_empty()
-            && StageKind::ALL
-                .iter()
-                .all(|&k| self.shared.health(k).busy_since_us.load(Ordering::Acquire) == 0)
+        self.active.is_empty() && !self.stage_busy()
+    }
+
+    /// Whether any stage is in a step (the watchdog's concern).
+    fn stage_busy(&self) -> bool {
+        StageKind::ALL
+            .iter()
+            .any(|&k| self.shared.health(k).busy_since_us.load(Ordering::Acquire) != 0)
     }
 
     fn generations(&self) -> [Generation; 3] {

@@ -35,6 +35,7 @@
 //! avx512_bf16; the scalar path runs the reference.
 
 use crate::mat::bf16_to_f32;
+use std::sync::OnceLock;
 
 /// bf16 of `x`, round-to-nearest-even, subnormals flushed to (signed) zero
 /// (the instruction treats them as zero anyway), NaN kept NaN (quieted).
@@ -92,13 +93,28 @@ pub fn dp_step(acc: f32, a: f32, b: f32) -> f32 {
 }
 
 /// A convolution weight in bf16 channel pairs (see the module docs).
-#[derive(Clone, Debug, PartialEq)]
+///
+/// Two layouts of the same pairs: `[c_out][pairs][kernel]` for the
+/// `vdpbf16ps` tiles, the emulation and the reference, and AMX weight
+/// tiles `[kernel][co16][pairs16]` (output channels and pairs padded with
+/// zeros to multiples of 16). A weight is built in the layout this
+/// process's kernels read (AMX tiles where [`crate::Kernels::selected`]
+/// runs them), so it holds one copy; a path that reads the other builds
+/// it on first use (tests, benches comparing paths).
+#[derive(Clone, Debug)]
 pub struct ConvBf16 {
-    /// `[c_out][pairs][kernel]`.
-    pub(crate) w: Vec<u32>,
+    pairs: OnceLock<Vec<u32>>,
+    tiles: OnceLock<Vec<u32>>,
     pub c_in: usize,
     pub c_out: usize,
     pub kernel: usize,
+}
+
+impl PartialEq for ConvBf16 {
+    fn eq(&self, o: &Self) -> bool {
+        (self.c_in, self.c_out, self.kernel) == (o.c_in, o.c_out, o.kernel)
+            && self.pair_layout() == o.pair_layout()
+    }
 }
 
 impl ConvBf16 {
@@ -140,11 +156,21 @@ impl ConvBf16 {
                 }
             }
         }
-        ConvBf16 {
-            w,
+        let c = ConvBf16 {
+            pairs: OnceLock::from(w),
+            tiles: OnceLock::new(),
             c_in,
             c_out,
             kernel,
+        };
+        if crate::Kernels::selected().bf16_conv_path() == "amx_bf16" {
+            c.tile_layout();
+            ConvBf16 {
+                pairs: OnceLock::new(),
+                ..c
+            }
+        } else {
+            c
         }
     }
 
@@ -153,9 +179,57 @@ impl ConvBf16 {
         self.c_in.div_ceil(2)
     }
 
+    fn co16(&self) -> usize {
+        self.c_out.next_multiple_of(16)
+    }
+
+    fn pairs16(&self) -> usize {
+        self.pairs().next_multiple_of(16)
+    }
+
+    /// The `[c_out][pairs][kernel]` layout.
+    pub(crate) fn pair_layout(&self) -> &[u32] {
+        self.pairs.get_or_init(|| {
+            let t = self.tiles.get().expect("ConvBf16 holds one layout");
+            let (pairs, k, co16, p16) = (self.pairs(), self.kernel, self.co16(), self.pairs16());
+            let mut w = Vec::with_capacity(self.c_out * pairs * k);
+            for co in 0..self.c_out {
+                for p in 0..pairs {
+                    for kk in 0..k {
+                        w.push(t[(kk * co16 + co) * p16 + p]);
+                    }
+                }
+            }
+            w
+        })
+    }
+
+    /// The AMX layout `[kernel][co16][pairs16]`, with `co16` and `pairs16`.
+    pub(crate) fn tile_layout(&self) -> (&[u32], usize, usize) {
+        let (co16, p16) = (self.co16(), self.pairs16());
+        let t = self.tiles.get_or_init(|| {
+            let w = self.pairs.get().expect("ConvBf16 holds one layout");
+            let (pairs, k) = (self.pairs(), self.kernel);
+            let mut t = vec![0u32; k * co16 * p16];
+            for co in 0..self.c_out {
+                for p in 0..pairs {
+                    for kk in 0..k {
+                        t[(kk * co16 + co) * p16 + p] = w[(co * pairs + p) * k + kk];
+                    }
+                }
+            }
+            t
+        });
+        (t, co16, p16)
+    }
+
     /// The bf16 weight of (`co`, `ci`, `kk`) as f32.
     pub fn weight(&self, co: usize, ci: usize, kk: usize) -> f32 {
-        let p = self.w[(co * self.pairs() + ci / 2) * self.kernel + kk];
+        let p = match (self.pairs.get(), self.tiles.get()) {
+            (Some(w), _) => w[(co * self.pairs() + ci / 2) * self.kernel + kk],
+            (None, Some(t)) => t[(kk * self.co16() + co) * self.pairs16() + ci / 2],
+            (None, None) => unreachable!("ConvBf16 holds one layout"),
+        };
         if ci % 2 == 1 {
             pair_hi(p)
         } else {
@@ -163,9 +237,10 @@ impl ConvBf16 {
         }
     }
 
-    /// Heap bytes of the packed weight.
+    /// Heap bytes of the packed weight (both layouts, where a path has
+    /// asked for the second).
     pub fn bytes(&self) -> usize {
-        self.w.len() * 4
+        (self.pairs.get().map_or(0, Vec::len) + self.tiles.get().map_or(0, Vec::len)) * 4
     }
 }
 
@@ -296,6 +371,6 @@ mod tests {
             }
         }
         // The odd channel's partner is zero.
-        assert_eq!(pair_hi(a.w[2 * k]), 0.0);
+        assert_eq!(pair_hi(a.pair_layout()[2 * k]), 0.0);
     }
 }

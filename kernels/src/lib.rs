@@ -149,6 +149,9 @@ pub struct Kernels {
     /// bf16 convolutions on the f32-FMA emulation even where the CPU has
     /// avx512_bf16 ([`Kernels::with_emulated_bf16`]).
     emulate_bf16: bool,
+    /// bf16 convolutions on `vdpbf16ps` even where AMX is usable
+    /// ([`Kernels::without_amx`]).
+    no_amx: bool,
 }
 
 #[derive(Clone, Copy, Debug)]
@@ -188,6 +191,7 @@ impl Kernels {
         Some(Kernels {
             path,
             emulate_bf16: false,
+            no_amx: false,
         })
     }
 
@@ -198,6 +202,7 @@ impl Kernels {
             Kernels::new(isa()).unwrap_or(Kernels {
                 path: Path::Scalar,
                 emulate_bf16: false,
+                no_amx: false,
             })
         })
     }
@@ -391,11 +396,22 @@ impl Kernels {
         self
     }
 
-    /// How this path runs bf16 convolutions: `"avx512_bf16"`
-    /// (`vdpbf16ps`), `"f32-fma emulation"` or `"scalar reference"`.
+    /// These kernels with the bf16 convolutions on `vdpbf16ps` even where
+    /// AMX tiles are usable: the path whose bits equal the scalar reference
+    /// (the AMX path is within rounding of it, see `fast::conv_amx`).
+    pub fn without_amx(mut self) -> Kernels {
+        self.no_amx = true;
+        self
+    }
+
+    /// How this path runs bf16 convolutions: `"amx_bf16"` (`tdpbf16ps`
+    /// tiles), `"avx512_bf16"` (`vdpbf16ps`), `"f32-fma emulation"` or
+    /// `"scalar reference"`.
     pub fn bf16_conv_path(&self) -> &'static str {
         match self.path {
             Path::Scalar => "scalar reference",
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512(_) if !self.emulate_bf16 && !self.no_amx && amx().is_some() => "amx_bf16",
             #[cfg(target_arch = "x86_64")]
             Path::Avx512(_) if !self.emulate_bf16 && native_bf16().is_some() => "avx512_bf16",
             #[cfg(target_arch = "x86_64")]
@@ -408,6 +424,9 @@ impl Kernels {
     fn bf16_kernel<S>(&self, s: S) -> fast::conv_bf16::Bf16Kernel<S> {
         use fast::conv_bf16::Bf16Kernel;
         match (self.path, native_bf16()) {
+            (Path::Avx512(_), _) if !self.emulate_bf16 && !self.no_amx && amx().is_some() => {
+                Bf16Kernel::Amx(amx().expect("checked"))
+            }
             (Path::Avx512(_), Some(d)) if !self.emulate_bf16 => Bf16Kernel::Native(d),
             _ => Bf16Kernel::Emulated(s),
         }
@@ -526,6 +545,12 @@ pub fn gelu(x: &mut [f32]) {
 /// `inv_beta = 1 / (exp(log_beta) + 1e-9)` precomputed by the caller.
 pub fn snake_beta(x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
     Kernels::selected().snake_beta(x, t, alpha, inv_beta)
+}
+
+/// The AMX token (detected and permitted once, `TTS_RT_AMX=off` refuses).
+#[cfg(target_arch = "x86_64")]
+fn amx() -> Option<fast::conv_amx::Amx> {
+    fast::conv_amx::Amx::new()
 }
 
 /// The avx512_bf16 token, detected once.

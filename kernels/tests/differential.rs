@@ -1137,8 +1137,9 @@ fn q4_format_error_report() {
 /// Every path this CPU has, plus the emulation on AVX-512 where the CPU
 /// runs `vdpbf16ps` natively.
 fn bf16_paths() -> Vec<Kernels> {
-    let mut ks = paths();
-    if let Some(k) = Kernels::new(Isa::Avx512) {
+    // AMX tiles have bits of their own (`amx_bf16_paths`).
+    let mut ks: Vec<Kernels> = paths().into_iter().map(Kernels::without_amx).collect();
+    if let Some(k) = Kernels::new(Isa::Avx512).map(Kernels::without_amx) {
         if k.bf16_conv_path() == "avx512_bf16" {
             ks.push(k.with_emulated_bf16());
         } else {
@@ -1146,6 +1147,17 @@ fn bf16_paths() -> Vec<Kernels> {
         }
     }
     ks
+}
+
+/// The AMX path where this CPU and OS grant it (else none).
+fn amx_bf16_paths() -> Vec<Kernels> {
+    match Kernels::new(Isa::Avx512) {
+        Some(k) if k.bf16_conv_path() == "amx_bf16" => vec![k],
+        _ => {
+            eprintln!("this CPU or OS does not grant AMX: the AMX path is not tested");
+            vec![]
+        }
+    }
 }
 
 fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
@@ -1159,29 +1171,30 @@ fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
     }
 }
 
+/// (c_in, c_out, kernel, dilation, t_in)
+const CONV1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 15] = [
+    (1, 1, 1, 1, 1),
+    (1, 1, 1, 1, 0),
+    (3, 5, 3, 1, 20),
+    (4, 8, 7, 3, 50),
+    (5, 3, 7, 1, 6),   // t_out = 0
+    (17, 9, 7, 1, 23), // t_out = 17, odd c_in
+    (9, 4, 2, 1, 16),  // t_out = 15
+    (2, 4, 1, 1, 33),
+    (64, 36, 7, 3, 300),   // parallel
+    (131, 9, 3, 1, 75),    // 66 pairs: 3 chunks, odd c_in
+    (100, 64, 7, 1, 7),    // t_out = 1
+    (33, 13, 7, 9, 80),    // dilation 9, 26 outputs
+    (96, 1, 7, 1, 200),    // one output channel (conv_out)
+    (48, 24, 1, 1, 97),    // 1x1
+    (512, 12, 3, 2, 1100), // several time slabs (256 pairs), a partial one
+];
+
 #[test]
 fn conv1d_bf16_is_bit_exact_on_every_path() {
     let mut rng = Rng(21);
-    // (c_in, c_out, kernel, dilation, t_in)
-    let shapes: [(usize, usize, usize, usize, usize); 15] = [
-        (1, 1, 1, 1, 1),
-        (1, 1, 1, 1, 0),
-        (3, 5, 3, 1, 20),
-        (4, 8, 7, 3, 50),
-        (5, 3, 7, 1, 6),   // t_out = 0
-        (17, 9, 7, 1, 23), // t_out = 17, odd c_in
-        (9, 4, 2, 1, 16),  // t_out = 15
-        (2, 4, 1, 1, 33),
-        (64, 36, 7, 3, 300),   // parallel
-        (131, 9, 3, 1, 75),    // 66 pairs: 3 chunks, odd c_in
-        (100, 64, 7, 1, 7),    // t_out = 1
-        (33, 13, 7, 9, 80),    // dilation 9, 26 outputs
-        (96, 1, 7, 1, 200),    // one output channel (conv_out)
-        (48, 24, 1, 1, 97),    // 1x1
-        (512, 12, 3, 2, 1100), // several time slabs (256 pairs), a partial one
-    ];
     for ks in bf16_paths() {
-        for &(c_in, c_out, kernel, dilation, t_in) in &shapes {
+        for &(c_in, c_out, kernel, dilation, t_in) in &CONV1D_BF16_SHAPES {
             let t_out = t_in.saturating_sub((kernel - 1) * dilation);
             let x = unaligned(&rng.vec(c_in * t_in, 2.0));
             let w =
@@ -1203,28 +1216,29 @@ fn conv1d_bf16_is_bit_exact_on_every_path() {
     }
 }
 
+/// (c_in, c_out, kernel, stride, t_in)
+const CONV_TRANSPOSE1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 14] = [
+    (1, 1, 1, 1, 1),
+    (1, 1, 1, 1, 0),
+    (3, 5, 4, 2, 7),
+    (4, 4, 16, 8, 5),
+    (6, 5, 10, 5, 9),
+    (3, 2, 3, 5, 4), // kernel < stride: phases without taps
+    (2, 3, 5, 1, 10),
+    (5, 7, 6, 3, 17),
+    (64, 32, 8, 4, 100), // parallel
+    (131, 6, 10, 5, 9),  // 3 pair chunks, odd c_in
+    (70, 9, 16, 8, 3),
+    (33, 40, 10, 5, 1),
+    (24, 12, 2, 2, 40),   // kernel = stride (upsample)
+    (512, 6, 10, 5, 700), // two slabs of phase columns
+];
+
 #[test]
 fn conv_transpose1d_bf16_is_bit_exact_on_every_path() {
     let mut rng = Rng(22);
-    // (c_in, c_out, kernel, stride, t_in)
-    let shapes: [(usize, usize, usize, usize, usize); 14] = [
-        (1, 1, 1, 1, 1),
-        (1, 1, 1, 1, 0),
-        (3, 5, 4, 2, 7),
-        (4, 4, 16, 8, 5),
-        (6, 5, 10, 5, 9),
-        (3, 2, 3, 5, 4), // kernel < stride: phases without taps
-        (2, 3, 5, 1, 10),
-        (5, 7, 6, 3, 17),
-        (64, 32, 8, 4, 100), // parallel
-        (131, 6, 10, 5, 9),  // 3 pair chunks, odd c_in
-        (70, 9, 16, 8, 3),
-        (33, 40, 10, 5, 1),
-        (24, 12, 2, 2, 40),   // kernel = stride (upsample)
-        (512, 6, 10, 5, 700), // two slabs of phase columns
-    ];
     for ks in bf16_paths() {
-        for &(c_in, c_out, kernel, stride, t_in) in &shapes {
+        for &(c_in, c_out, kernel, stride, t_in) in &CONV_TRANSPOSE1D_BF16_SHAPES {
             let t_out = if t_in == 0 {
                 0
             } else {
@@ -1249,6 +1263,146 @@ fn conv_transpose1d_bf16_is_bit_exact_on_every_path() {
                     ks.bf16_conv_path()
                 );
                 assert_bits(&what, &got, &want);
+            }
+        }
+    }
+}
+
+/// The AMX path against the scalar reference: the same bf16 products in
+/// another order and with the instruction's own rounding, so within the
+/// f32 accumulation error of a sum of `n` terms, `n 2^-23 sum |x w|` (a
+/// wrong layout, pair, tap or phase is off by the size of the output).
+fn check_amx(what: &str, got: &[f32], want: &[f32], abs: &[f32], terms: usize) {
+    let rel = terms as f32 * (1.0 / (1u32 << 23) as f32);
+    check_close(what, got, want, |i| rel * abs[i] + 1e-30);
+}
+
+#[test]
+fn conv1d_bf16_amx_is_within_rounding_of_the_reference() {
+    let mut rng = Rng(21);
+    for ks in amx_bf16_paths() {
+        for &(c_in, c_out, kernel, dilation, t_in) in &CONV1D_BF16_SHAPES {
+            let t_out = t_in.saturating_sub((kernel - 1) * dilation);
+            let x = unaligned(&rng.vec(c_in * t_in, 2.0));
+            let wf = rng.vec(c_out * c_in * kernel, 0.5);
+            let w = ConvBf16::from_conv1d(&wf, c_out, c_in, kernel);
+            let wa = ConvBf16::from_conv1d(
+                &wf.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+                c_out,
+                c_in,
+                kernel,
+            );
+            let xa: Vec<f32> = x[1..].iter().map(|v| v.abs()).collect();
+            let bias = rng.vec(c_out, 1.0);
+            let bias_abs: Vec<f32> = bias.iter().map(|v| v.abs()).collect();
+            for (b, ba) in [(None, None), (Some(&bias[..]), Some(&bias_abs[..]))] {
+                let mut want = vec![0f32; c_out * t_out];
+                reference::conv1d_bf16(&x[1..], t_in, &w, b, dilation, &mut want);
+                let mut abs = vec![0f32; c_out * t_out];
+                reference::conv1d_bf16(&xa, t_in, &wa, ba, dilation, &mut abs);
+                let mut got = vec![f32::NAN; c_out * t_out];
+                ks.conv1d_bf16(&x[1..], t_in, &w, b, dilation, &mut got);
+                let what = format!(
+                    "amx conv1d_bf16 c_in={c_in} c_out={c_out} k={kernel} d={dilation} t_in={t_in}"
+                );
+                check_amx(&what, &got, &want, &abs, c_in * kernel + 1);
+            }
+        }
+    }
+}
+
+#[test]
+fn conv_transpose1d_bf16_amx_is_within_rounding_of_the_reference() {
+    let mut rng = Rng(22);
+    for ks in amx_bf16_paths() {
+        for &(c_in, c_out, kernel, stride, t_in) in &CONV_TRANSPOSE1D_BF16_SHAPES {
+            let t_out = if t_in == 0 {
+                0
+            } else {
+                (t_in - 1) * stride + kernel
+            };
+            let x = unaligned(&rng.vec(c_in * t_in, 2.0));
+            let wf = rng.vec(c_in * c_out * kernel, 0.5);
+            let w = ConvBf16::from_conv_transpose1d(&wf, c_in, c_out, kernel);
+            let wa = ConvBf16::from_conv_transpose1d(
+                &wf.iter().map(|v| v.abs()).collect::<Vec<_>>(),
+                c_in,
+                c_out,
+                kernel,
+            );
+            let xa: Vec<f32> = x[1..].iter().map(|v| v.abs()).collect();
+            let bias = rng.vec(c_out, 1.0);
+            let bias_abs: Vec<f32> = bias.iter().map(|v| v.abs()).collect();
+            for (b, ba) in [(None, None), (Some(&bias[..]), Some(&bias_abs[..]))] {
+                let mut want = vec![0f32; c_out * t_out];
+                reference::conv_transpose1d_bf16(&x[1..], t_in, &w, b, stride, &mut want);
+                let mut abs = vec![0f32; c_out * t_out];
+                reference::conv_transpose1d_bf16(&xa, t_in, &wa, ba, stride, &mut abs);
+                let mut got = vec![f32::NAN; c_out * t_out];
+                ks.conv_transpose1d_bf16(&x[1..], t_in, &w, b, stride, &mut got);
+                let what = format!(
+                    "amx conv_transpose1d_bf16 c_in={c_in} c_out={c_out} k={kernel} s={stride} t_in={t_in}"
+                );
+                check_amx(&what, &got, &want, &abs, c_in * kernel.div_ceil(stride) + 1);
+            }
+        }
+    }
+}
+
+/// Every AMX output is computed the same way wherever it falls in a tile
+/// or slab: a window of the input gives the bits of the same outputs of
+/// the whole input (what makes a streamed decode equal its one-shot one).
+#[test]
+fn conv_bf16_amx_output_bits_do_not_depend_on_the_window() {
+    let mut rng = Rng(27);
+    for ks in amx_bf16_paths() {
+        let (c_in, c_out, k, d, t_in) = (70, 40, 7, 3, 700);
+        let x = rng.vec(c_in * t_in, 1.0);
+        let w = ConvBf16::from_conv1d(&rng.vec(c_out * c_in * k, 0.5), c_out, c_in, k);
+        let bias = rng.vec(c_out, 1.0);
+        let t_out = t_in - (k - 1) * d;
+        let mut whole = vec![0f32; c_out * t_out];
+        ks.conv1d_bf16(&x, t_in, &w, Some(&bias), d, &mut whole);
+        for (s0, len) in [(0, 19), (5, 1), (37, 40), (250, 333), (600, 100)] {
+            let win: Vec<f32> = (0..c_in)
+                .flat_map(|c| x[c * t_in + s0..c * t_in + s0 + len].iter().copied())
+                .collect();
+            let n = len.saturating_sub((k - 1) * d);
+            let mut part = vec![0f32; c_out * n];
+            ks.conv1d_bf16(&win, len, &w, Some(&bias), d, &mut part);
+            for co in 0..c_out {
+                for t in 0..n {
+                    assert_eq!(
+                        part[co * n + t].to_bits(),
+                        whole[co * t_out + s0 + t].to_bits(),
+                        "window {s0}+{len}: channel {co}, column {t}"
+                    );
+                }
+            }
+        }
+        let (ci, co, kt, st, tt) = (50, 24, 10, 5, 90);
+        let xt = rng.vec(ci * tt, 1.0);
+        let wt = ConvBf16::from_conv_transpose1d(&rng.vec(ci * co * kt, 0.5), ci, co, kt);
+        let to = (tt - 1) * st + kt;
+        let mut whole = vec![0f32; co * to];
+        ks.conv_transpose1d_bf16(&xt, tt, &wt, None, st, &mut whole);
+        // The first `len` inputs alone: outputs before `len * stride` only
+        // see those inputs.
+        for len in [1, 7, 40] {
+            let win: Vec<f32> = (0..ci)
+                .flat_map(|c| xt[c * tt..c * tt + len].iter().copied())
+                .collect();
+            let n = (len - 1) * st + kt;
+            let mut part = vec![0f32; co * n];
+            ks.conv_transpose1d_bf16(&win, len, &wt, None, st, &mut part);
+            for c in 0..co {
+                for t in 0..len * st {
+                    assert_eq!(
+                        part[c * n + t].to_bits(),
+                        whole[c * to + t].to_bits(),
+                        "transposed, first {len} inputs: channel {c}, column {t}"
+                    );
+                }
             }
         }
     }
@@ -1290,7 +1444,7 @@ fn conv_bf16_is_deterministic_across_thread_counts() {
     let w = ConvBf16::from_conv1d(&wf, 36, 100, 7);
     let (xt, wtf) = (rng.vec(70 * 40, 1.0), rng.vec(70 * 24 * 10, 1.0));
     let wt = ConvBf16::from_conv_transpose1d(&wtf, 70, 24, 10);
-    for ks in bf16_paths() {
+    for ks in bf16_paths().into_iter().chain(amx_bf16_paths()) {
         let conv = || {
             let mut o = vec![0f32; 36 * 282];
             ks.conv1d_bf16(&x, 300, &w, None, 3, &mut o);
@@ -1420,11 +1574,14 @@ fn conv_bf16_cpu_rate_report() {
         };
         let f32r = rate(&mut || ks.conv1d(&x, t_in, &wf, None, sh, &mut out));
         let bf = rate(&mut || ks.conv1d_bf16(&x, t_in, &w, None, d, &mut out));
+        let na = ks.without_amx();
+        let nar = rate(&mut || na.conv1d_bf16(&x, t_in, &w, None, d, &mut out));
         let em = ks.with_emulated_bf16();
         let emr = rate(&mut || em.conv1d_bf16(&x, t_in, &w, None, d, &mut out));
         println!(
-            "{name}: G multiply-adds per CPU s: f32 {f32r:.1}, bf16 {} {bf:.1}, bf16 emulated {emr:.1}",
-            ks.bf16_conv_path()
+            "{name}: G multiply-adds per CPU s: f32 {f32r:.1}, bf16 {} {bf:.1}, bf16 {} {nar:.1}, bf16 emulated {emr:.1}",
+            ks.bf16_conv_path(),
+            na.bf16_conv_path()
         );
     }
     // Vocoder upsampling (blocks 1 and 3 at 40 frames).
@@ -1461,9 +1618,12 @@ fn conv_bf16_cpu_rate_report() {
             )
         });
         let bf = rate(&mut || ks.conv_transpose1d_bf16(&x, t_in, &w, None, st, &mut out));
+        let na = ks.without_amx();
+        let nar = rate(&mut || na.conv_transpose1d_bf16(&x, t_in, &w, None, st, &mut out));
         println!(
-            "transpose{ci}to{co}_k{k}s{st}_t{t_in}: G multiply-adds per CPU s: f32 {f32r:.1}, bf16 {} {bf:.1}",
-            ks.bf16_conv_path()
+            "transpose{ci}to{co}_k{k}s{st}_t{t_in}: G multiply-adds per CPU s: f32 {f32r:.1}, bf16 {} {bf:.1}, bf16 {} {nar:.1}",
+            ks.bf16_conv_path(),
+            na.bf16_conv_path()
         );
     }
 }

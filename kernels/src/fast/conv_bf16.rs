@@ -464,6 +464,9 @@ pub(crate) enum Bf16Kernel<S> {
     /// `vdpbf16ps`.
     #[cfg(target_arch = "x86_64")]
     Native(DpBf16),
+    /// AMX `tdpbf16ps` tiles ([`super::conv_amx`]).
+    #[cfg(target_arch = "x86_64")]
+    Amx(super::conv_amx::Amx),
 }
 
 /// `out = bias` per `t_len` row (bias flushed: DAZ on the accumulator).
@@ -489,6 +492,8 @@ pub(crate) fn conv1d<S: Simd>(
         Bf16Kernel::Emulated(s) => conv1d_with(Emu(s), x, t_in, w, bias, dilation, out),
         #[cfg(target_arch = "x86_64")]
         Bf16Kernel::Native(d) => conv1d_with(d, x, t_in, w, bias, dilation, out),
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Amx(a) => super::conv_amx::conv1d(a, x, t_in, w, bias, dilation, out),
     }
 }
 
@@ -550,7 +555,7 @@ fn conv1d_with<K: PairKernel>(
             x_cs: t_in,
             x_t0: 0,
             pairs,
-            w: &w.w[co0 * wpc..(co0 + nco) * wpc],
+            w: &w.pair_layout()[co0 * wpc..(co0 + nco) * wpc],
             w_co: wpc,
             w_ci: w.kernel,
             taps: &taps,
@@ -578,6 +583,8 @@ pub(crate) fn conv_transpose1d<S: Simd>(
         Bf16Kernel::Emulated(s) => conv_transpose1d_with(Emu(s), x, t_in, w, bias, stride, out),
         #[cfg(target_arch = "x86_64")]
         Bf16Kernel::Native(d) => conv_transpose1d_with(d, x, t_in, w, bias, stride, out),
+        #[cfg(target_arch = "x86_64")]
+        Bf16Kernel::Amx(a) => super::conv_amx::conv_transpose1d(a, x, t_in, w, bias, stride, out),
     }
 }
 
@@ -670,7 +677,7 @@ fn conv_transpose1d_with<K: PairKernel>(
                     x_cs,
                     x_t0: q0,
                     pairs,
-                    w: &w.w[co0 * wpc..(co0 + nco) * wpc],
+                    w: &w.pair_layout()[co0 * wpc..(co0 + nco) * wpc],
                     w_co: wpc,
                     w_ci: kernel,
                     taps,

@@ -10,6 +10,8 @@
 
 pub(crate) mod attention;
 pub(crate) mod conv;
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod conv_amx;
 pub(crate) mod conv_bf16;
 pub(crate) mod conv_strided;
 pub(crate) mod elementwise;

@@ -9,8 +9,9 @@
 //! - `main` (this file): maps the error chain to the exit code.
 //!
 //! The CLI reaches the kernels only through tts-models (for example
-//! `Code2Wav::decode_on_pool`), except `tts_kernels::isa()` for the
-//! instruction set it reports in `--timings` and `bench` provenance.
+//! `Code2Wav::decode_on_pool`), except `tts_kernels::isa()` and
+//! `tts_kernels::bf16_conv_path()` for the instruction set and convolution
+//! path it reports in `--timings` and `bench` provenance.
 
 mod cli;
 mod download;

@@ -395,7 +395,7 @@ fn conv_bf16(c: &mut Criterion) {
             g.bench_function(id, |b| {
                 b.iter(|| ks.conv1d(black_box(&x), t_in, &w, Some(&bias), sh, &mut out))
             });
-            for ks in [ks, ks.with_emulated_bf16()] {
+            for ks in bf16_variants(ks) {
                 let id = BenchmarkId::new(
                     format!("{} bf16 {}", ks.isa().name(), ks.bf16_conv_path()),
                     name,
@@ -403,9 +403,6 @@ fn conv_bf16(c: &mut Criterion) {
                 g.bench_function(id, |b| {
                     b.iter(|| ks.conv1d_bf16(black_box(&x), t_in, &wb, Some(&bias), d, &mut out))
                 });
-                if ks.bf16_conv_path() != "avx512_bf16" {
-                    break;
-                }
             }
         }
     }
@@ -427,7 +424,7 @@ fn conv_bf16(c: &mut Criterion) {
         g.bench_function(id, |b| {
             b.iter(|| ks.conv_transpose1d(black_box(&x), t_in, &w, None, sh, &mut out))
         });
-        for ks in [ks, ks.with_emulated_bf16()] {
+        for ks in bf16_variants(ks) {
             let id = BenchmarkId::new(
                 format!("{} bf16 {}", ks.isa().name(), ks.bf16_conv_path()),
                 &name,
@@ -435,9 +432,6 @@ fn conv_bf16(c: &mut Criterion) {
             g.bench_function(id, |b| {
                 b.iter(|| ks.conv_transpose1d_bf16(black_box(&x), t_in, &wb, None, s, &mut out))
             });
-            if ks.bf16_conv_path() != "avx512_bf16" {
-                break;
-            }
         }
     }
     g.finish();
@@ -536,3 +530,15 @@ criterion_group!(
     attention
 );
 criterion_main!(benches);
+
+/// The distinct bf16 convolution paths of `ks`: its own (AMX tiles where
+/// granted), `vdpbf16ps`, and the f32-FMA emulation.
+fn bf16_variants(ks: Kernels) -> Vec<Kernels> {
+    let mut v: Vec<Kernels> = Vec::new();
+    for k in [ks, ks.without_amx(), ks.with_emulated_bf16()] {
+        if v.iter().all(|o| o.bf16_conv_path() != k.bf16_conv_path()) {
+            v.push(k);
+        }
+    }
+    v
+}

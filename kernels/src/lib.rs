@@ -547,6 +547,12 @@ pub fn snake_beta(x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
     Kernels::selected().snake_beta(x, t, alpha, inv_beta)
 }
 
+/// How this process runs bf16 convolutions ([`Kernels::bf16_conv_path`]
+/// of [`Kernels::selected`]): reported beside [`isa()`].
+pub fn bf16_conv_path() -> &'static str {
+    Kernels::selected().bf16_conv_path()
+}
+
 /// The AMX token (detected and permitted once, `TTS_RT_AMX=off` refuses).
 #[cfg(target_arch = "x86_64")]
 fn amx() -> Option<fast::conv_amx::Amx> {

@@ -1272,9 +1272,33 @@ fn conv_transpose1d_bf16_is_bit_exact_on_every_path() {
 /// another order and with the instruction's own rounding, so within the
 /// f32 accumulation error of a sum of `n` terms, `n 2^-23 sum |x w|` (a
 /// wrong layout, pair, tap or phase is off by the size of the output).
-fn check_amx(what: &str, got: &[f32], want: &[f32], abs: &[f32], terms: usize) {
+/// `conv(kernels, x, w, bias, out)` runs the case (the reference for
+/// `None`); `w` is the weight and the same weight's absolute values.
+#[allow(clippy::type_complexity, reason = "one test helper's callback")]
+fn check_amx(
+    what: &str,
+    ks: &Kernels,
+    (x, w, wa): (&[f32], &ConvBf16, &ConvBf16),
+    bias: &[f32],
+    (n_out, terms): (usize, usize),
+    conv: &dyn Fn(Option<&Kernels>, &[f32], &ConvBf16, Option<&[f32]>, &mut [f32]),
+) {
+    let xa: Vec<f32> = x.iter().map(|v| v.abs()).collect();
+    let bias_abs: Vec<f32> = bias.iter().map(|v| v.abs()).collect();
     let rel = terms as f32 * (1.0 / (1u32 << 23) as f32);
-    check_close(what, got, want, |i| rel * abs[i] + 1e-30);
+    for (b, ba) in [(None, None), (Some(bias), Some(&bias_abs[..]))] {
+        let mut want = vec![0f32; n_out];
+        conv(None, x, w, b, &mut want);
+        let mut abs = vec![0f32; n_out];
+        conv(None, &xa, wa, ba, &mut abs);
+        let mut got = vec![f32::NAN; n_out];
+        conv(Some(ks), x, w, b, &mut got);
+        check_close(what, &got, &want, |i| rel * abs[i] + 1e-30);
+    }
+}
+
+fn abs_vec(v: &[f32]) -> Vec<f32> {
+    v.iter().map(|v| v.abs()).collect()
 }
 
 #[test]
@@ -1286,27 +1310,20 @@ fn conv1d_bf16_amx_is_within_rounding_of_the_reference() {
             let x = unaligned(&rng.vec(c_in * t_in, 2.0));
             let wf = rng.vec(c_out * c_in * kernel, 0.5);
             let w = ConvBf16::from_conv1d(&wf, c_out, c_in, kernel);
-            let wa = ConvBf16::from_conv1d(
-                &wf.iter().map(|v| v.abs()).collect::<Vec<_>>(),
-                c_out,
-                c_in,
-                kernel,
+            let wa = ConvBf16::from_conv1d(&abs_vec(&wf), c_out, c_in, kernel);
+            let conv =
+                |k: Option<&Kernels>, x: &[f32], w: &ConvBf16, b: Option<&[f32]>, o: &mut [f32]| {
+                    match k {
+                        Some(k) => k.conv1d_bf16(x, t_in, w, b, dilation, o),
+                        None => reference::conv1d_bf16(x, t_in, w, b, dilation, o),
+                    }
+                };
+            let what = format!(
+                "amx conv1d_bf16 c_in={c_in} c_out={c_out} k={kernel} d={dilation} t_in={t_in}"
             );
-            let xa: Vec<f32> = x[1..].iter().map(|v| v.abs()).collect();
             let bias = rng.vec(c_out, 1.0);
-            let bias_abs: Vec<f32> = bias.iter().map(|v| v.abs()).collect();
-            for (b, ba) in [(None, None), (Some(&bias[..]), Some(&bias_abs[..]))] {
-                let mut want = vec![0f32; c_out * t_out];
-                reference::conv1d_bf16(&x[1..], t_in, &w, b, dilation, &mut want);
-                let mut abs = vec![0f32; c_out * t_out];
-                reference::conv1d_bf16(&xa, t_in, &wa, ba, dilation, &mut abs);
-                let mut got = vec![f32::NAN; c_out * t_out];
-                ks.conv1d_bf16(&x[1..], t_in, &w, b, dilation, &mut got);
-                let what = format!(
-                    "amx conv1d_bf16 c_in={c_in} c_out={c_out} k={kernel} d={dilation} t_in={t_in}"
-                );
-                check_amx(&what, &got, &want, &abs, c_in * kernel + 1);
-            }
+            let sizes = (c_out * t_out, c_in * kernel + 1);
+            check_amx(&what, &ks, (&x[1..], &w, &wa), &bias, sizes, &conv);
         }
     }
 }
@@ -1324,27 +1341,20 @@ fn conv_transpose1d_bf16_amx_is_within_rounding_of_the_reference() {
             let x = unaligned(&rng.vec(c_in * t_in, 2.0));
             let wf = rng.vec(c_in * c_out * kernel, 0.5);
             let w = ConvBf16::from_conv_transpose1d(&wf, c_in, c_out, kernel);
-            let wa = ConvBf16::from_conv_transpose1d(
-                &wf.iter().map(|v| v.abs()).collect::<Vec<_>>(),
-                c_in,
-                c_out,
-                kernel,
+            let wa = ConvBf16::from_conv_transpose1d(&abs_vec(&wf), c_in, c_out, kernel);
+            let conv =
+                |k: Option<&Kernels>, x: &[f32], w: &ConvBf16, b: Option<&[f32]>, o: &mut [f32]| {
+                    match k {
+                        Some(k) => k.conv_transpose1d_bf16(x, t_in, w, b, stride, o),
+                        None => reference::conv_transpose1d_bf16(x, t_in, w, b, stride, o),
+                    }
+                };
+            let what = format!(
+                "amx conv_transpose1d_bf16 c_in={c_in} c_out={c_out} k={kernel} s={stride} t_in={t_in}"
             );
-            let xa: Vec<f32> = x[1..].iter().map(|v| v.abs()).collect();
             let bias = rng.vec(c_out, 1.0);
-            let bias_abs: Vec<f32> = bias.iter().map(|v| v.abs()).collect();
-            for (b, ba) in [(None, None), (Some(&bias[..]), Some(&bias_abs[..]))] {
-                let mut want = vec![0f32; c_out * t_out];
-                reference::conv_transpose1d_bf16(&x[1..], t_in, &w, b, stride, &mut want);
-                let mut abs = vec![0f32; c_out * t_out];
-                reference::conv_transpose1d_bf16(&xa, t_in, &wa, ba, stride, &mut abs);
-                let mut got = vec![f32::NAN; c_out * t_out];
-                ks.conv_transpose1d_bf16(&x[1..], t_in, &w, b, stride, &mut got);
-                let what = format!(
-                    "amx conv_transpose1d_bf16 c_in={c_in} c_out={c_out} k={kernel} s={stride} t_in={t_in}"
-                );
-                check_amx(&what, &got, &want, &abs, c_in * kernel.div_ceil(stride) + 1);
-            }
+            let sizes = (c_out * t_out, c_in * kernel.div_ceil(stride) + 1);
+            check_amx(&what, &ks, (&x[1..], &w, &wa), &bias, sizes, &conv);
         }
     }
 }

@@ -146,6 +146,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "git_commit": git_commit(),
         "cpu_model": cpu_model(),
         "isa": tts_kernels::isa().name(),
+        "bf16_conv": tts_kernels::bf16_conv_path(),
         "threads": rayon::current_num_threads(),
         "stage_threads": a.stage_threads,
         "cores_online": std::thread::available_parallelism().ok().map(|n| n.get()),
@@ -155,6 +156,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "prefix_cache_bytes": model.prefix_cache.budget(),
         "env": {
             "TTS_RT_ISA": std::env::var("TTS_RT_ISA").ok(),
+            "TTS_RT_AMX": std::env::var("TTS_RT_AMX").ok(),
             "RAYON_NUM_THREADS": std::env::var("RAYON_NUM_THREADS").ok(),
         },
         "model": {

@@ -207,6 +207,7 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
         "max_frames": a.max_frames,
         "threads": rayon::current_num_threads(),
         "isa": tts_kernels::isa().name(),
+        "bf16_conv": tts_kernels::bf16_conv_path(),
         "reference": arm_json(&reference_arm, ref_frames),
         "arms": arms.iter().map(|x| {
             let mut v = arm_json(x, ref_frames);

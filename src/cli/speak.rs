@@ -356,6 +356,7 @@ fn speak_offline(
             "total_ms": total.as_secs_f64() * 1e3,
             "decode": if stream_decode { "streaming" } else { "chunked-300/25" },
             "isa": tts_kernels::isa().name(),
+            "bf16_conv": tts_kernels::bf16_conv_path(),
             "precision": model.precision.name(),
             "threads": rayon::current_num_threads(),
         });
@@ -501,6 +502,7 @@ fn speak_streamed(
                 line["pieces"] = n_reqs.into();
             }
             line["isa"] = tts_kernels::isa().name().into();
+            line["bf16_conv"] = tts_kernels::bf16_conv_path().into();
             line["threads"] = rayon::current_num_threads().into();
             eprintln!("{line}");
         }

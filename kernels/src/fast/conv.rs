@@ -31,9 +31,98 @@ const CO: usize = 8;
 /// One kernel tap: `x` is read at time offset `x_off`, the weight at element
 /// offset `w_off` within a `(c_out, c_in)` pair.
 #[derive(Clone, Copy, Debug)]
-struct Tap {
-    x_off: usize,
-    w_off: usize,
+pub(crate) struct Tap {
+    pub(crate) x_off: usize,
+    pub(crate) w_off: usize,
+}
+
+/// A transposed convolution split into `stride` phases: phase `r` computes
+/// outputs `q * stride + r` from the taps `kk = r + jp * stride`, which
+/// read `x[q - jp]`, i.e. column `q + pad - jp` of an input padded by
+/// `pad = ceil(kernel / stride) - 1` zero columns each side. Shared by the
+/// f32, bf16 and AMX transposed convolutions.
+pub(crate) struct Phases {
+    pub(crate) t_out: usize,
+    pub(crate) pad: usize,
+    /// Per phase: its output count and its taps.
+    pub(crate) phases: Vec<(usize, Vec<Tap>)>,
+}
+
+impl Phases {
+    pub(crate) fn split(t_in: usize, kernel: usize, stride: usize) -> Phases {
+        let t_out = if t_in == 0 {
+            0
+        } else {
+            (t_in - 1) * stride + kernel
+        };
+        let j = kernel.div_ceil(stride);
+        let pad = j - 1;
+        let phases = (0..stride)
+            .map(|r| {
+                let n_r = if r >= t_out {
+                    0
+                } else {
+                    (t_out - r).div_ceil(stride)
+                };
+                let taps = (0..j)
+                    .map(|jp| (jp, r + jp * stride))
+                    .filter(|&(_, kk)| kk < kernel)
+                    .map(|(jp, kk)| Tap {
+                        x_off: pad - jp,
+                        w_off: kk,
+                    })
+                    .collect();
+                (n_r, taps)
+            })
+            .collect();
+        Phases { t_out, pad, phases }
+    }
+
+    /// Runs the convolution as tasks of (slab of `slab` phase columns,
+    /// block of `co_block` of the `c_out` output channels), slab-major, so
+    /// a slab of the input stays in L2 while every channel block and phase
+    /// reads it. `compute(q0, co0, nco, y, lens)` adds a task's phases into
+    /// its local `[nco, lens[r]]` buffers `y[r]` (filled with the bias);
+    /// they are then scattered to `out[co, q * stride + r]`.
+    pub(crate) fn run(
+        &self,
+        c_out: usize,
+        bias: Option<&[f32]>,
+        out: &mut [f32],
+        (co_block, slab, task_work): (usize, usize, usize),
+        compute: impl Fn(usize, usize, usize, &mut [Vec<f32>], &[usize]) + Sync + Send,
+    ) {
+        let stride = self.phases.len();
+        let n_q = self.t_out.div_ceil(stride); // columns of phase 0, the longest
+        let (n_slabs, n_cb) = (n_q.div_ceil(slab), c_out.div_ceil(co_block));
+        let o = SharedOut::new(out);
+        let task = |i: usize| {
+            let (si, cb) = (i / n_cb, i % n_cb);
+            let q0 = si * slab;
+            let co0 = cb * co_block;
+            let nco = co_block.min(c_out - co0);
+            let bias = bias.map(|b| &b[co0..co0 + nco]);
+            let lens: Vec<usize> = self
+                .phases
+                .iter()
+                .map(|(n_r, _)| (*n_r).min(q0 + slab).saturating_sub(q0))
+                .collect();
+            let mut y: Vec<Vec<f32>> = lens
+                .iter()
+                .map(|&len| {
+                    let mut v = vec![0f32; nco * len];
+                    fill_bias(&mut v, len, bias);
+                    v
+                })
+                .collect();
+            compute(q0, co0, nco, &mut y, &lens);
+            // SAFETY: task i alone writes rows co0..co0 + nco at columns
+            // q * stride + r for q in q0..q0 + len (< t_out by the phase
+            // length), inside `out` ([c_out, t_out], alive for the call).
+            unsafe { scatter_phases(o, &y, &lens, co0, q0, stride, self.t_out) };
+        };
+        run_tasks(n_slabs * n_cb, task_work, task);
+    }
 }
 
 /// A block of output channels sharing one input slice.
@@ -537,8 +626,8 @@ pub(crate) fn conv_transpose1d<S: Simd>(
     if t_in <= 4 && c_out * kernel >= 64 {
         return short_transpose(s, x, t_in, w, bias, sh, out);
     }
-    let j = kernel.div_ceil(stride);
-    let pad = j - 1;
+    let ph = Phases::split(t_in, kernel, stride);
+    let pad = ph.pad;
     let x_cs = t_in + 2 * pad;
     let xp_owned;
     let xp: &[f32] = if pad == 0 {
@@ -551,35 +640,13 @@ pub(crate) fn conv_transpose1d<S: Simd>(
         xp_owned = v;
         &xp_owned
     };
-    // Phase r: taps kk = r + jp * stride read x[q - jp] = xp[q + pad - jp].
-    let phases: Vec<(usize, Vec<Tap>)> = (0..stride)
-        .map(|r| {
-            let n_r = if r >= t_out {
-                0
-            } else {
-                (t_out - r).div_ceil(stride)
-            };
-            let taps = (0..j)
-                .map(|jp| (jp, r + jp * stride))
-                .filter(|&(_, kk)| kk < kernel)
-                .map(|(jp, kk)| Tap {
-                    x_off: pad - jp,
-                    w_off: kk,
-                })
-                .collect();
-            (n_r, taps)
-        })
-        .collect();
     // Tasks are (slab of phase columns q, block of CO output channels),
-    // slab-major as in `conv1d`, so a slab of the input stays in L2 while
-    // every channel block and phase reads it (the vocoder's last upsampling
-    // reads 192 x 25.6k samples at 40 frames: 13-31 G multiply-adds per CPU
-    // second without slabs). Each task computes its phases into local
-    // bias-initialised [stride][nco, len] buffers, input-channel chunk by
-    // chunk across all phases (a chunk's weights are reused from cache by
-    // every phase), then scatters them to `out[co, q * stride + r]`. Per
-    // output the order is unchanged: bias, then input channels and the
-    // phase's taps in order.
+    // slab-major as in `conv1d` (`Phases::run`; the vocoder's last
+    // upsampling reads 192 x 25.6k samples at 40 frames: 13-31 G
+    // multiply-adds per CPU second without slabs). Each task computes its
+    // phases input-channel chunk by chunk across all phases (a chunk's
+    // weights are reused from cache by every phase). Per output the order
+    // is unchanged: bias, then input channels and the phase's taps in order.
     let n_q = t_out.div_ceil(stride); // columns of phase 0, the longest
     let tile = if S::LANES >= 16 {
         3 * S::LANES
@@ -587,50 +654,31 @@ pub(crate) fn conv_transpose1d<S: Simd>(
         2 * S::LANES
     };
     let slab = slab_len(c_in, tile, n_q);
-    let (n_slabs, n_cb) = (n_q.div_ceil(slab), c_out.div_ceil(CO));
-    let n_tasks = n_slabs * n_cb;
-    let task_work = CO * c_in * j * slab * stride;
-    let o = SharedOut::new(out);
-    let task = |i: usize| {
-        let (si, cb) = (i / n_cb, i % n_cb);
-        let q0 = si * slab;
-        let co0 = cb * CO;
-        let nco = CO.min(c_out - co0);
-        let bias = bias.map(|b| &b[co0..co0 + nco]);
-        let lens: Vec<usize> = phases
-            .iter()
-            .map(|(n_r, _)| (*n_r).min(q0 + slab).saturating_sub(q0))
-            .collect();
-        let mut y: Vec<Vec<f32>> = lens
-            .iter()
-            .map(|&len| {
-                let mut v = vec![0f32; nco * len];
-                fill_bias(&mut v, len, bias);
-                v
-            })
-            .collect();
-        for ci0 in (0..c_in).step_by(CI_CHUNK) {
-            let ci1 = (ci0 + CI_CHUNK).min(c_in);
-            for ((_, taps), (yr, &len)) in phases.iter().zip(y.iter_mut().zip(&lens)) {
-                let blk = Block {
-                    x: xp,
-                    x_cs,
-                    x_t0: q0,
-                    cin: c_in,
-                    w: &w[co0 * kernel..],
-                    w_co: kernel,
-                    w_ci: c_out * kernel,
-                    taps,
-                };
-                blk.accumulate(s, yr, len, ci0, ci1);
+    let task_work = CO * c_in * (pad + 1) * slab * stride;
+    ph.run(
+        c_out,
+        bias,
+        out,
+        (CO, slab, task_work),
+        |q0, co0, _, y, lens| {
+            for ci0 in (0..c_in).step_by(CI_CHUNK) {
+                let ci1 = (ci0 + CI_CHUNK).min(c_in);
+                for ((_, taps), (yr, &len)) in ph.phases.iter().zip(y.iter_mut().zip(lens)) {
+                    let blk = Block {
+                        x: xp,
+                        x_cs,
+                        x_t0: q0,
+                        cin: c_in,
+                        w: &w[co0 * kernel..],
+                        w_co: kernel,
+                        w_ci: c_out * kernel,
+                        taps,
+                    };
+                    blk.accumulate(s, yr, len, ci0, ci1);
+                }
             }
-        }
-        // SAFETY: task i alone writes rows co0..co0 + nco at columns
-        // q * stride + r for q in q0..q0 + len (< t_out by the phase
-        // length), inside `out` ([c_out, t_out], alive for the call).
-        unsafe { scatter_phases(o, &y, &lens, co0, q0, stride, t_out) };
-    };
-    run_tasks(n_tasks, task_work, task);
+        },
+    );
 }
 
 /// Columns of `[c_out * kernel]` per task in `short_transpose`.

@@ -29,9 +29,10 @@
 //! and Linux's per-process permission (`arch_prctl(ARCH_REQ_XCOMP_PERM)`),
 //! asked once. `TTS_RT_AMX=off` keeps the process on `vdpbf16ps`.
 
-use super::conv::{scatter_phases, slab_len};
+use super::conv::{slab_len, Tap};
+use super::conv_bf16::{conv1d_setup, fill_bias, flushed, transposed_setup};
 use super::{run_tasks, SharedOut};
-use crate::conv_bf16::{flush, pack_pairs, ConvBf16};
+use crate::conv_bf16::{pack_pairs, ConvBf16};
 use core::arch::asm;
 
 /// Output channels per tile.
@@ -164,13 +165,6 @@ macro_rules! tdp {
     };
 }
 
-/// A tap: input column offset and kernel index.
-#[derive(Clone, Copy, Debug)]
-struct Tap {
-    x_off: usize,
-    kk: usize,
-}
-
 /// One packed input and weight, as the tiles read them.
 struct Src<'a> {
     /// `[pairs16][x_cs]` pairs, plus `TC` slack (edge tiles read past a
@@ -222,7 +216,7 @@ impl Src<'_> {
             return;
         }
         let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
-        let max_k = self.taps.iter().map(|t| t.kk).max().unwrap_or(0);
+        let max_k = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
         assert!(
             self.x_t0 + t1 + max_x <= self.x_cs,
             "conv_amx: x row too short"
@@ -325,7 +319,7 @@ impl Src<'_> {
         for pb in (0..self.pairs16).step_by(TK) {
             let xb = x.add(pb * self.x_cs + self.x_t0 + t);
             for tap in self.taps {
-                let a0 = w.add((tap.kk * self.co16 + co) * self.pairs16 + pb);
+                let a0 = w.add((tap.w_off * self.co16 + co) * self.pairs16 + pb);
                 let b0 = xb.add(tap.x_off);
                 tload!("4", a0, ws);
                 tload!("6", b0, xs);
@@ -389,15 +383,6 @@ fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize, pairs16: usize) -> Vec<
     out
 }
 
-fn fill_bias(out: &mut [f32], t_len: usize, bias: Option<&[f32]>) {
-    if t_len == 0 {
-        return;
-    }
-    for (c, row) in out.chunks_mut(t_len).enumerate() {
-        row.fill(bias.map_or(0.0, |b| flush(b[c])));
-    }
-}
-
 pub(crate) fn conv1d(
     amx: Amx,
     x: &[f32],
@@ -407,27 +392,11 @@ pub(crate) fn conv1d(
     dilation: usize,
     out: &mut [f32],
 ) {
-    assert_eq!(x.len(), w.c_in * t_in, "conv1d_bf16: x is not [c_in, t_in]");
-    if let Some(b) = bias {
-        assert_eq!(b.len(), w.c_out, "conv1d_bf16: bias is not [c_out]");
-    }
-    let t_out = t_in.saturating_sub((w.kernel - 1) * dilation);
-    assert_eq!(
-        out.len(),
-        w.c_out * t_out,
-        "conv1d_bf16: out is not [c_out, t_out]"
-    );
-    if t_out == 0 || w.c_out == 0 {
+    let Some((taps, t_out)) = conv1d_setup(x, t_in, w, bias, dilation, out) else {
         return;
-    }
+    };
     let (tiles, co16, pairs16) = w.tile_layout();
     let xp = pack(x, w.c_in, t_in, 0, pairs16);
-    let taps: Vec<Tap> = (0..w.kernel)
-        .map(|kk| Tap {
-            x_off: kk * dilation,
-            kk,
-        })
-        .collect();
     fill_bias(out, t_out, bias);
     let slab = slab_len(pairs16, 2 * TC, t_out);
     let (n_slabs, n_cb) = (t_out.div_ceil(slab), w.c_out.div_ceil(CO));
@@ -465,98 +434,35 @@ pub(crate) fn conv_transpose1d(
     stride: usize,
     out: &mut [f32],
 ) {
-    assert!(stride > 0, "conv_transpose1d_bf16: stride must be >= 1");
-    assert_eq!(
-        x.len(),
-        w.c_in * t_in,
-        "conv_transpose1d_bf16: x is not [c_in, t_in]"
-    );
-    if let Some(b) = bias {
-        assert_eq!(
-            b.len(),
-            w.c_out,
-            "conv_transpose1d_bf16: bias is not [c_out]"
-        );
-    }
-    let kernel = w.kernel;
-    let t_out = if t_in == 0 {
-        0
-    } else {
-        (t_in - 1) * stride + kernel
-    };
-    assert_eq!(
-        out.len(),
-        w.c_out * t_out,
-        "conv_transpose1d_bf16: out is not [c_out, t_out]"
-    );
-    if t_out == 0 || w.c_out == 0 {
+    let Some(ph) = transposed_setup(x, t_in, w, bias, stride, out) else {
         return;
-    }
-    let j = kernel.div_ceil(stride);
-    let pad = j - 1;
-    let x_cs = t_in + 2 * pad;
-    let (tiles, co16, pairs16) = w.tile_layout();
-    let xp = pack(x, w.c_in, t_in, pad, pairs16);
-    let phases: Vec<(usize, Vec<Tap>)> = (0..stride)
-        .map(|r| {
-            let n_r = if r >= t_out {
-                0
-            } else {
-                (t_out - r).div_ceil(stride)
-            };
-            let taps = (0..j)
-                .map(|jp| (jp, r + jp * stride))
-                .filter(|&(_, kk)| kk < kernel)
-                .map(|(jp, kk)| Tap {
-                    x_off: pad - jp,
-                    kk,
-                })
-                .collect();
-            (n_r, taps)
-        })
-        .collect();
-    let n_q = t_out.div_ceil(stride);
-    let slab = slab_len(pairs16, 2 * TC, n_q);
-    let (n_slabs, n_cb) = (n_q.div_ceil(slab), w.c_out.div_ceil(CO));
-    let task_work = CO * 2 * pairs16 * j * slab * stride;
-    let o = SharedOut::new(out);
-    let task = |i: usize| {
-        let (si, cb) = (i / n_cb, i % n_cb);
-        let q0 = si * slab;
-        let co0 = cb * CO;
-        let nco = CO.min(w.c_out - co0);
-        let bias = bias.map(|b| &b[co0..co0 + nco]);
-        let lens: Vec<usize> = phases
-            .iter()
-            .map(|(n_r, _)| n_r.min(&(q0 + slab)).saturating_sub(q0))
-            .collect();
-        let mut y: Vec<Vec<f32>> = lens
-            .iter()
-            .map(|&len| {
-                let mut v = vec![0f32; nco * len];
-                fill_bias(&mut v, len, bias);
-                v
-            })
-            .collect();
-        with_tiles(amx, || {
-            for ((_, taps), (yr, &len)) in phases.iter().zip(y.iter_mut().zip(&lens)) {
-                let src = Src {
-                    x: &xp,
-                    x_cs,
-                    x_t0: q0,
-                    pairs16,
-                    w: tiles,
-                    co16,
-                    taps,
-                };
-                // SAFETY: `yr` is this task's own `[nco, len]` buffer.
-                unsafe { src.accumulate(yr.as_mut_ptr(), len, co0, nco, 0, len) }
-            }
-        });
-        // SAFETY: task i alone writes rows co0..co0 + nco at columns
-        // q * stride + r for q in q0..q0 + len (< t_out by the phase
-        // length), inside `out` ([c_out, t_out], alive for the call).
-        unsafe { scatter_phases(o, &y, &lens, co0, q0, stride, t_out) };
     };
-    run_tasks(n_slabs * n_cb, task_work, task);
+    let x_cs = t_in + 2 * ph.pad;
+    let (tiles, co16, pairs16) = w.tile_layout();
+    let xp = pack(x, w.c_in, t_in, ph.pad, pairs16);
+    let n_q = ph.t_out.div_ceil(stride);
+    let slab = slab_len(pairs16, 2 * TC, n_q);
+    ph.run(
+        w.c_out,
+        flushed(bias).as_deref(),
+        out,
+        (CO, slab, CO * 2 * pairs16 * (ph.pad + 1) * slab * stride),
+        |q0, co0, nco, y, lens| {
+            with_tiles(amx, || {
+                for ((_, taps), (yr, &len)) in ph.phases.iter().zip(y.iter_mut().zip(lens)) {
+                    let src = Src {
+                        x: &xp,
+                        x_cs,
+                        x_t0: q0,
+                        pairs16,
+                        w: tiles,
+                        co16,
+                        taps,
+                    };
+                    // SAFETY: `yr` is this task's own `[nco, len]` buffer.
+                    unsafe { src.accumulate(yr.as_mut_ptr(), len, co0, nco, 0, len) }
+                }
+            })
+        },
+    );
 }

@@ -14,7 +14,7 @@
 //! Channel blocks, the pair chunking that keeps a block's weights in L1
 //! and the transposed convolution's phase split are as in `conv.rs`.
 
-use super::conv::{scatter_phases, slab_len};
+use super::conv::{slab_len, Phases, Tap};
 use super::{run_tasks, SharedOut, Simd};
 use crate::conv_bf16::{flush, pack_planes, pair_hi, pair_lo, ConvBf16};
 
@@ -23,12 +23,6 @@ const CO: usize = 8;
 /// Channel pairs per pass: 8 ch x 32 pairs x 16 taps x 4 B = 16 KB of
 /// weights at most, reused from L1 by every time tile and phase.
 const P_CHUNK: usize = 32;
-
-#[derive(Clone, Copy, Debug)]
-struct Tap {
-    x_off: usize,
-    w_off: usize,
-}
 
 /// A block of output channels over one packed input.
 struct Block<'a, X> {
@@ -470,7 +464,7 @@ pub(crate) enum Bf16Kernel<S> {
 }
 
 /// `out = bias` per `t_len` row (bias flushed: DAZ on the accumulator).
-fn fill_bias(out: &mut [f32], t_len: usize, bias: Option<&[f32]>) {
+pub(super) fn fill_bias(out: &mut [f32], t_len: usize, bias: Option<&[f32]>) {
     if t_len == 0 {
         return;
     }
@@ -504,6 +498,62 @@ fn check_common(x: &[f32], t_in: usize, w: &ConvBf16, bias: Option<&[f32]>, what
     }
 }
 
+/// Checks a `conv1d_bf16` call and returns its taps and `t_out`, or `None`
+/// when there is nothing to compute.
+pub(super) fn conv1d_setup(
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    dilation: usize,
+    out: &[f32],
+) -> Option<(Vec<Tap>, usize)> {
+    check_common(x, t_in, w, bias, "conv1d_bf16");
+    let t_out = t_in.saturating_sub((w.kernel - 1) * dilation);
+    assert_eq!(
+        out.len(),
+        w.c_out * t_out,
+        "conv1d_bf16: out is not [c_out, t_out]"
+    );
+    if t_out == 0 || w.c_out == 0 {
+        return None;
+    }
+    let taps = (0..w.kernel)
+        .map(|kk| Tap {
+            x_off: kk * dilation,
+            w_off: kk,
+        })
+        .collect();
+    Some((taps, t_out))
+}
+
+/// The bias with subnormals flushed (DAZ on the accumulator), for
+/// [`Phases::run`]'s fill.
+pub(super) fn flushed(bias: Option<&[f32]>) -> Option<Vec<f32>> {
+    bias.map(|b| b.iter().map(|&v| flush(v)).collect())
+}
+
+/// Checks a `conv_transpose1d_bf16` call and splits it into phases;
+/// `None` when there is nothing to compute.
+pub(super) fn transposed_setup(
+    x: &[f32],
+    t_in: usize,
+    w: &ConvBf16,
+    bias: Option<&[f32]>,
+    stride: usize,
+    out: &[f32],
+) -> Option<Phases> {
+    assert!(stride > 0, "conv_transpose1d_bf16: stride must be >= 1");
+    check_common(x, t_in, w, bias, "conv_transpose1d_bf16");
+    let ph = Phases::split(t_in, w.kernel, stride);
+    assert_eq!(
+        out.len(),
+        w.c_out * ph.t_out,
+        "conv_transpose1d_bf16: out is not [c_out, t_out]"
+    );
+    (ph.t_out > 0 && w.c_out > 0).then_some(ph)
+}
+
 fn conv1d_with<K: PairKernel>(
     k: K,
     x: &[f32],
@@ -513,25 +563,12 @@ fn conv1d_with<K: PairKernel>(
     dilation: usize,
     out: &mut [f32],
 ) {
-    check_common(x, t_in, w, bias, "conv1d_bf16");
-    let t_out = t_in.saturating_sub((w.kernel - 1) * dilation);
-    assert_eq!(
-        out.len(),
-        w.c_out * t_out,
-        "conv1d_bf16: out is not [c_out, t_out]"
-    );
-    if t_out == 0 || w.c_out == 0 {
+    let Some((taps, t_out)) = conv1d_setup(x, t_in, w, bias, dilation, out) else {
         return;
-    }
+    };
     let xp = pack(k, x, w.c_in, t_in, 0);
     let pairs = w.pairs();
     let x_ps = xp.len() / pairs.max(1);
-    let taps: Vec<Tap> = (0..w.kernel)
-        .map(|kk| Tap {
-            x_off: kk * dilation,
-            w_off: kk,
-        })
-        .collect();
     let wpc = pairs * w.kernel;
     fill_bias(out, t_out, bias);
     // Tasks are (time slab, block of CO output channels), slab-major, so
@@ -597,98 +634,40 @@ fn conv_transpose1d_with<K: PairKernel>(
     stride: usize,
     out: &mut [f32],
 ) {
-    assert!(stride > 0, "conv_transpose1d_bf16: stride must be >= 1");
-    check_common(x, t_in, w, bias, "conv_transpose1d_bf16");
-    let kernel = w.kernel;
-    let t_out = if t_in == 0 {
-        0
-    } else {
-        (t_in - 1) * stride + kernel
-    };
-    assert_eq!(
-        out.len(),
-        w.c_out * t_out,
-        "conv_transpose1d_bf16: out is not [c_out, t_out]"
-    );
-    if t_out == 0 || w.c_out == 0 {
+    let Some(ph) = transposed_setup(x, t_in, w, bias, stride, out) else {
         return;
-    }
-    let j = kernel.div_ceil(stride);
-    let pad = j - 1;
-    let x_cs = t_in + 2 * pad;
-    let xp = pack(k, x, w.c_in, t_in, pad);
+    };
+    let kernel = w.kernel;
+    let x_cs = t_in + 2 * ph.pad;
+    let xp = pack(k, x, w.c_in, t_in, ph.pad);
     let pairs = w.pairs();
     let x_ps = xp.len() / pairs.max(1);
-    // Phase r: taps kk = r + jp * stride read x[q - jp] = xp[q + pad - jp].
-    let phases: Vec<(usize, Vec<Tap>)> = (0..stride)
-        .map(|r| {
-            let n_r = if r >= t_out {
-                0
-            } else {
-                (t_out - r).div_ceil(stride)
-            };
-            let taps = (0..j)
-                .map(|jp| (jp, r + jp * stride))
-                .filter(|&(_, kk)| kk < kernel)
-                .map(|(jp, kk)| Tap {
-                    x_off: pad - jp,
-                    w_off: kk,
-                })
-                .collect();
-            (n_r, taps)
-        })
-        .collect();
     let wpc = pairs * kernel;
-    // Tasks are (slab of phase columns q, block of CO output channels),
-    // slab-major as in `conv1d_with`: a slab's packed input stays in L2
-    // while every channel block and phase reads it. Each task computes its
-    // phases into a local [stride][nco, len] buffer (bias first) and
-    // scatters them to `out[co, q * stride + r]`.
-    let n_q = t_out.div_ceil(stride); // columns of phase 0, the longest
+    let n_q = ph.t_out.div_ceil(stride);
     let slab = slab_len(K::ROWS * pairs, K::LANES * K::C8_TV, n_q);
-    let (n_slabs, n_cb) = (n_q.div_ceil(slab), w.c_out.div_ceil(CO));
-    let n_tasks = n_slabs * n_cb;
-    let task_work = CO * 2 * pairs * j * slab * stride;
-    let o = SharedOut::new(out);
-    let task = |i: usize| {
-        let (si, cb) = (i / n_cb, i % n_cb);
-        let q0 = si * slab;
-        let co0 = cb * CO;
-        let nco = CO.min(w.c_out - co0);
-        let bias = bias.map(|b| &b[co0..co0 + nco]);
-        let lens: Vec<usize> = phases
-            .iter()
-            .map(|(n_r, _)| n_r.min(&(q0 + slab)).saturating_sub(q0))
-            .collect();
-        let mut y: Vec<Vec<f32>> = lens
-            .iter()
-            .map(|&len| {
-                let mut v = vec![0f32; nco * len];
-                fill_bias(&mut v, len, bias);
-                v
-            })
-            .collect();
-        for p0 in (0..pairs).step_by(P_CHUNK) {
-            let p1 = (p0 + P_CHUNK).min(pairs);
-            for ((_, taps), (yr, &len)) in phases.iter().zip(y.iter_mut().zip(&lens)) {
-                let blk = Block {
-                    x: &xp,
-                    x_ps,
-                    x_cs,
-                    x_t0: q0,
-                    pairs,
-                    w: &w.pair_layout()[co0 * wpc..(co0 + nco) * wpc],
-                    w_co: wpc,
-                    w_ci: kernel,
-                    taps,
-                };
-                blk.accumulate(k, yr, len, p0, p1);
+    ph.run(
+        w.c_out,
+        flushed(bias).as_deref(),
+        out,
+        (CO, slab, CO * 2 * pairs * (ph.pad + 1) * slab * stride),
+        |q0, co0, nco, y, lens| {
+            for p0 in (0..pairs).step_by(P_CHUNK) {
+                let p1 = (p0 + P_CHUNK).min(pairs);
+                for ((_, taps), (yr, &len)) in ph.phases.iter().zip(y.iter_mut().zip(lens)) {
+                    let blk = Block {
+                        x: &xp,
+                        x_ps,
+                        x_cs,
+                        x_t0: q0,
+                        pairs,
+                        w: &w.pair_layout()[co0 * wpc..(co0 + nco) * wpc],
+                        w_co: wpc,
+                        w_ci: kernel,
+                        taps,
+                    };
+                    blk.accumulate(k, yr, len, p0, p1);
+                }
             }
-        }
-        // SAFETY: task i alone writes rows co0..co0 + nco at columns
-        // q * stride + r for q in q0..q0 + len (< t_out by the phase
-        // length), inside `out` ([c_out, t_out], alive for the call).
-        unsafe { scatter_phases(o, &y, &lens, co0, q0, stride, t_out) };
-    };
-    run_tasks(n_tasks, task_work, task);
+        },
+    );
 }

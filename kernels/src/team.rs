@@ -188,6 +188,9 @@ enum Mode {
 
 thread_local! {
     static MODE: Cell<Mode> = const { Cell::new(Mode::Pool) };
+    /// The team whose gate this thread holds for a whole step
+    /// ([`Team::install_held_as`]): its regions skip the gate.
+    static HELD: Cell<*const Inner> = const { Cell::new(core::ptr::null()) };
 }
 
 /// Restores the thread's mode when dropped (also on unwind).
@@ -274,6 +277,33 @@ impl Team {
         f()
     }
 
+    /// [`Self::install_as`], holding the gate for all of `f`: `f`'s regions
+    /// run back to back, and other installers' regions wait until `f` ends
+    /// (one turn for a whole step instead of one per region). For a step
+    /// of long compute-bound regions beside steps of many short ones: per
+    /// region, each hand-off between them is a sleeping thread woken at
+    /// the gate, and each side evicts the other's cache. On a retired team
+    /// the rest of `f`'s regions run on this thread alone.
+    pub fn install_held_as<R>(&self, who: u32, f: impl FnOnce() -> R) -> R {
+        let tag = if who < 64 { who } else { NO_TAG };
+        let inner = &*self.inner;
+        if !inner.gate.enter(tag) {
+            let _g = set_mode(Mode::Inline);
+            return f();
+        }
+        let _turn = Turn(&inner.gate);
+        let prev = HELD.with(|h| h.replace(inner as *const Inner));
+        struct Restore(*const Inner);
+        impl Drop for Restore {
+            fn drop(&mut self) {
+                HELD.with(|h| h.set(self.0));
+            }
+        }
+        let _r = Restore(prev);
+        let _g = set_mode(Mode::Team(Arc::as_ptr(&self.inner), self.size, tag));
+        f()
+    }
+
     /// Whether installer `who` is waiting at the gate for another region
     /// to end.
     pub fn is_waiting(&self, who: u32) -> bool {
@@ -341,11 +371,16 @@ impl Inner {
     /// The caller's side of one region: take a turn, publish, take part,
     /// wait, close. On a retired team the caller runs every task itself.
     fn run(&self, n: usize, tag: u32, task: TaskRef<'_>) {
-        if !self.gate.enter(tag) {
+        let held = std::ptr::eq(HELD.with(Cell::get), self);
+        if held && self.quit.load(Ordering::Acquire) {
             let _g = set_mode(Mode::Inline);
             return (0..n).for_each(task);
         }
-        let _turn = Turn(&self.gate);
+        if !held && !self.gate.enter(tag) {
+            let _g = set_mode(Mode::Inline);
+            return (0..n).for_each(task);
+        }
+        let _turn = (!held).then(|| Turn(&self.gate));
         let slot: *const TaskRef<'_> = &task;
         self.task.store(slot as *mut (), Ordering::Relaxed);
         self.n.store(n, Ordering::Relaxed);
@@ -613,6 +648,53 @@ mod tests {
             release.store(true, Ordering::SeqCst);
         });
         assert!(team.is_retired());
+    }
+
+    #[test]
+    fn a_held_turn_keeps_other_regions_out_until_it_ends() {
+        let team = Team::new(2, "test-team").unwrap();
+        let log = Mutex::new(Vec::new());
+        let held = AtomicBool::new(false);
+        std::thread::scope(|sc| {
+            sc.spawn(|| {
+                team.install_held_as(2, || {
+                    held.store(true, Ordering::SeqCst);
+                    for r in 0..20 {
+                        for_each(4, |_| {});
+                        log.lock().unwrap().push(('h', r));
+                        std::thread::sleep(Duration::from_millis(1));
+                    }
+                })
+            });
+            while !held.load(Ordering::SeqCst) {
+                std::thread::yield_now();
+            }
+            sc.spawn(|| {
+                team.install_as(0, || {
+                    for r in 0..5 {
+                        for_each(4, |_| {});
+                        log.lock().unwrap().push(('o', r));
+                    }
+                })
+            });
+        });
+        let log = log.into_inner().unwrap();
+        let first_other = log.iter().position(|e| e.0 == 'o').unwrap();
+        assert_eq!(
+            first_other, 20,
+            "no other region between the held ones: {log:?}"
+        );
+    }
+
+    #[test]
+    fn a_held_turn_on_a_retired_team_runs_alone() {
+        let team = Team::new(2, "test-team").unwrap();
+        let me = std::thread::current().id();
+        team.install_held_as(1, || {
+            for_each(4, |_| {});
+            team.retire();
+            for_each(8, |_| assert_eq!(std::thread::current().id(), me));
+        });
     }
 
     #[test]

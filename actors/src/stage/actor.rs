@@ -319,6 +319,9 @@ impl<L: StageLogic> StageActor<L> {
             // stages' regions take turns, and nothing but a region is
             // shared.
             match (team, shared.pool(L::KIND)) {
+                (Some(team), _) if held_turn(L::KIND) => {
+                    team.install_held_as(L::KIND.index() as u32, || logic.process(items, &mut cx))
+                }
                 (Some(team), _) => {
                     team.install_as(L::KIND.index() as u32, || logic.process(items, &mut cx))
                 }
@@ -644,6 +647,24 @@ impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
         self.schedule_tick(ctx);
         had
     }
+}
+
+/// Whether a step of stage `kind` holds the shared team's gate for the
+/// whole step (`Team::install_held_as`) instead of taking a turn per
+/// region. code2wav does: its regions are long compute-bound convolutions,
+/// and interleaving them one by one with the LMs' hundreds of short
+/// memory-bound matmuls cost both a wake-up per hand-off and each other's
+/// cache (docs/performance.md, "code2wav holds the team for its step").
+/// `TTS_RT_TEAM_HOLD=off|c2w|all` (default `c2w`) is the A/B switch for
+/// measurements, read once.
+fn held_turn(kind: StageKind) -> bool {
+    static H: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
+    let h = *H.get_or_init(|| match std::env::var("TTS_RT_TEAM_HOLD").as_deref() {
+        Ok("off") => 0,
+        Ok("all") => 2,
+        _ => 1,
+    });
+    h == 2 || (h == 1 && kind == StageKind::Code2Wav)
 }
 
 #[cfg(test)]

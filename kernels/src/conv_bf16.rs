@@ -163,7 +163,7 @@ impl ConvBf16 {
             c_out,
             kernel,
         };
-        if crate::Kernels::selected().bf16_conv_path() == "amx_bf16" {
+        if crate::Kernels::selected().bf16_on_amx() {
             c.tile_layout();
             ConvBf16 {
                 pairs: OnceLock::new(),

@@ -411,7 +411,7 @@ impl Kernels {
         match self.path {
             Path::Scalar => "scalar reference",
             #[cfg(target_arch = "x86_64")]
-            Path::Avx512(_) if !self.emulate_bf16 && !self.no_amx && amx().is_some() => "amx_bf16",
+            Path::Avx512(_) if self.amx_tiles().is_some() => "amx_bf16",
             #[cfg(target_arch = "x86_64")]
             Path::Avx512(_) if !self.emulate_bf16 && native_bf16().is_some() => "avx512_bf16",
             #[cfg(target_arch = "x86_64")]
@@ -419,14 +419,32 @@ impl Kernels {
         }
     }
 
+    /// The AMX token where this path runs bf16 convolutions on AMX tiles.
+    #[cfg(target_arch = "x86_64")]
+    fn amx_tiles(&self) -> Option<fast::conv_amx::Amx> {
+        match self.path {
+            Path::Avx512(_) if !self.emulate_bf16 && !self.no_amx => amx(),
+            _ => None,
+        }
+    }
+
+    /// Whether bf16 convolution weights are read as AMX tiles on this path
+    /// (`ConvBf16` is built in that layout).
+    pub(crate) fn bf16_on_amx(&self) -> bool {
+        #[cfg(target_arch = "x86_64")]
+        return self.amx_tiles().is_some();
+        #[cfg(not(target_arch = "x86_64"))]
+        false
+    }
+
     /// The bf16 tile for the token `s` of this path.
     #[cfg(target_arch = "x86_64")]
     fn bf16_kernel<S>(&self, s: S) -> fast::conv_bf16::Bf16Kernel<S> {
         use fast::conv_bf16::Bf16Kernel;
+        if let Some(a) = self.amx_tiles() {
+            return Bf16Kernel::Amx(a);
+        }
         match (self.path, native_bf16()) {
-            (Path::Avx512(_), _) if !self.emulate_bf16 && !self.no_amx && amx().is_some() => {
-                Bf16Kernel::Amx(amx().expect("checked"))
-            }
             (Path::Avx512(_), Some(d)) if !self.emulate_bf16 => Bf16Kernel::Native(d),
             _ => Bf16Kernel::Emulated(s),
         }

@@ -107,6 +107,11 @@ pub trait StageLogic: Sized + Send + Unpin + 'static {
     /// The stage whose outputs come back to this one (the talker ↔
     /// predictor cycle), if any: see [`StageActor`]'s gathering.
     const PARTNER: Option<StageKind> = None;
+    /// Whether a step holds the shared kernel team for all its regions
+    /// (`Team::install_held_as`) instead of taking a turn per region: for
+    /// steps of a few long compute-bound regions beside stages of many
+    /// short ones (`TTS_RT_TEAM_HOLD` overrides it for measurements).
+    const HOLDS_TEAM: bool = false;
     /// Most inputs one step may take (1: one at a time).
     fn max_batch(&self) -> usize;
     /// Processes the inputs of one step — at most [`Self::max_batch`], each
@@ -319,7 +324,7 @@ impl<L: StageLogic> StageActor<L> {
             // stages' regions take turns, and nothing but a region is
             // shared.
             match (team, shared.pool(L::KIND)) {
-                (Some(team), _) if held_turn(L::KIND) => {
+                (Some(team), _) if held_turn(L::HOLDS_TEAM) => {
                     team.install_held_as(L::KIND.index() as u32, || logic.process(items, &mut cx))
                 }
                 (Some(team), _) => {
@@ -649,22 +654,21 @@ impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
     }
 }
 
-/// Whether a step of stage `kind` holds the shared team's gate for the
-/// whole step (`Team::install_held_as`) instead of taking a turn per
-/// region. code2wav does: its regions are long compute-bound convolutions,
-/// and interleaving them one by one with the LMs' hundreds of short
-/// memory-bound matmuls cost both a wake-up per hand-off and each other's
-/// cache (docs/performance.md, "code2wav holds the team for its step").
-/// `TTS_RT_TEAM_HOLD=off|c2w|all` (default `c2w`) is the A/B switch for
-/// measurements, read once.
-fn held_turn(kind: StageKind) -> bool {
-    static H: std::sync::OnceLock<u8> = std::sync::OnceLock::new();
-    let h = *H.get_or_init(|| match std::env::var("TTS_RT_TEAM_HOLD").as_deref() {
-        Ok("off") => 0,
-        Ok("all") => 2,
-        _ => 1,
+/// Whether a step holds the team, given its stage's
+/// [`StageLogic::HOLDS_TEAM`] (code2wav's: interleaving its long
+/// convolutions one by one with the LMs' hundreds of short memory-bound
+/// matmuls cost a wake-up per hand-off and each other's cache;
+/// docs/performance.md, "code2wav holds the team for its step").
+/// `TTS_RT_TEAM_HOLD=off|all` overrides it for every stage, an A/B switch
+/// for measurements read once (`c2w`, the default, keeps each stage's own).
+fn held_turn(holds: bool) -> bool {
+    static H: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+    let forced = *H.get_or_init(|| match std::env::var("TTS_RT_TEAM_HOLD").as_deref() {
+        Ok("off") => Some(false),
+        Ok("all") => Some(true),
+        _ => None,
     });
-    h == 2 || (h == 1 && kind == StageKind::Code2Wav)
+    forced.unwrap_or(holds)
 }
 
 #[cfg(test)]

@@ -86,6 +86,7 @@ struct DecodeJob {
 
 impl StageLogic for Code2WavStage {
     const KIND: StageKind = StageKind::Code2Wav;
+    const HOLDS_TEAM: bool = true;
     type Input = FrameForDecode;
     type State = DecodeReq;
 

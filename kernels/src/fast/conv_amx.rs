@@ -30,7 +30,7 @@
 //! asked once. `TTS_RT_AMX=off` keeps the process on `vdpbf16ps`.
 
 use super::conv::{slab_len, Tap};
-use super::conv_bf16::{conv1d_setup, fill_bias, flushed, transposed_setup};
+use super::conv_bf16::{conv1d_setup, fill_bias, flushed, pack_par, transposed_setup};
 use super::{run_tasks, SharedOut};
 use crate::conv_bf16::{pack_pairs, ConvBf16};
 use core::arch::asm;
@@ -350,36 +350,15 @@ impl Src<'_> {
     }
 }
 
-/// Elements per packing task.
-const PACK_TASK: usize = 1 << 16;
-
 /// `x = [c_in, t_in]` as bf16 pairs `[pairs16][pad + t_in + pad]` (zero
 /// rows past the last pair, zero padding columns) plus `TC` slack.
 fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize, pairs16: usize) -> Vec<u32> {
     let x_cs = t_in + 2 * pad;
-    let pairs = c_in.div_ceil(2);
     let mut out = vec![0u32; pairs16 * x_cs + TC];
-    let used = pairs * x_cs;
-    if used == 0 {
-        return out;
-    }
-    let per = PACK_TASK.div_ceil(x_cs).max(1);
-    let chunk = per * x_cs;
-    let o = SharedOut::new(&mut out[..used]);
-    let n = used.div_ceil(chunk);
-    let run = |i: usize| {
-        // SAFETY: chunk i is `out[i * chunk..]` up to `used`; chunks are
-        // disjoint and `out` outlives the call.
-        let c = unsafe {
-            std::slice::from_raw_parts_mut(o.ptr().add(i * chunk), chunk.min(used - i * chunk))
-        };
-        pack_pairs(x, c_in, t_in, pad, i * per, c)
-    };
-    if n == 1 {
-        run(0)
-    } else {
-        crate::team::for_each(n, run)
-    }
+    let used = c_in.div_ceil(2) * x_cs;
+    pack_par(&mut out[..used], x_cs, |p0, o| {
+        pack_pairs(x, c_in, t_in, pad, p0, o)
+    });
     out
 }
 

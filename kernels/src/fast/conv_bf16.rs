@@ -421,33 +421,40 @@ const PACK_TASK: usize = 1 << 16;
 /// vectorised and in parallel over pairs.
 fn pack<K: PairKernel>(k: K, x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<K::X> {
     let x_ps = K::ROWS * (t_in + 2 * pad);
-    let pairs = c_in.div_ceil(2);
-    let mut out = vec![K::X::default(); pairs * x_ps];
-    if out.is_empty() {
-        return out;
-    }
-    let per = PACK_TASK.div_ceil(x_ps).max(1);
-    let run = |i: usize, o: &mut [K::X]| {
+    let mut out = vec![K::X::default(); c_in.div_ceil(2) * x_ps];
+    pack_par(&mut out, x_ps, |p0, o| {
         k.vectorize(
             #[inline(always)]
-            || K::pack_rows(x, c_in, t_in, pad, i * per, o),
+            || K::pack_rows(x, c_in, t_in, pad, p0, o),
         )
-    };
-    if pairs <= per {
-        run(0, &mut out);
-    } else {
-        let (len, chunk) = (out.len(), per * x_ps);
-        let o = SharedOut::new(&mut out);
-        crate::team::for_each(len.div_ceil(chunk), |i| {
-            // SAFETY: chunk i is `out[i * chunk..]` up to `len`; chunks are
-            // disjoint and `out` outlives the call.
-            let c = unsafe {
-                std::slice::from_raw_parts_mut(o.ptr().add(i * chunk), chunk.min(len - i * chunk))
-            };
-            run(i, c)
-        });
-    }
+    });
     out
+}
+
+/// Fills `out` (whole pairs of `x_ps` elements) by `fill(first pair,
+/// its chunk)`, in parallel chunks of about [`PACK_TASK`] elements.
+pub(super) fn pack_par<X: Send>(
+    out: &mut [X],
+    x_ps: usize,
+    fill: impl Fn(usize, &mut [X]) + Sync + Send,
+) {
+    if out.is_empty() {
+        return;
+    }
+    let per = PACK_TASK.div_ceil(x_ps).max(1);
+    let (len, chunk) = (out.len(), per * x_ps);
+    if len <= chunk {
+        return fill(0, out);
+    }
+    let o = SharedOut::new(out);
+    crate::team::for_each(len.div_ceil(chunk), |i| {
+        // SAFETY: chunk i is `out[i * chunk..]` up to `len`; chunks are
+        // disjoint and `out` outlives the call.
+        let c = unsafe {
+            std::slice::from_raw_parts_mut(o.ptr().add(i * chunk), chunk.min(len - i * chunk))
+        };
+        fill(i * per, c)
+    });
 }
 
 /// Which tile computes a bf16 convolution.

@@ -1,8 +1,8 @@
 //! Decode matvec from DRAM, one format per process, for A/B runs of the
 //! kernels' environment switches (`TTS_RT_PREFETCH`, `TTS_RT_ISA`):
-//! `cargo run --release -p tts-kernels --example stream_ab -- FORMAT [REPS [M]]`
+//! `cargo run --release -p tts-kernels --example stream_ab -- FORMAT [REPS [M [LAYERS]]]`
 //! with FORMAT one of f32, bf16, q8, q4. Prints the median and best pass in
-//! GiB/s of weight bytes over 48 matrices of 1024x3072 (the criterion
+//! GiB/s of weight bytes over LAYERS (48) matrices of 1024x3072 (the criterion
 //! `streaming` bench's shape, far past the L3) at m = M activation rows
 //! (1, decode; 3, three sessions' batched step). Interleave the arms
 //! in a shell loop; one process per arm keeps the switches honest.
@@ -38,7 +38,10 @@ fn main() {
         .to_string();
     let reps: usize = args.get(2).and_then(|s| s.parse().ok()).unwrap_or(15);
     let rows: usize = args.get(3).and_then(|s| s.parse().ok()).unwrap_or(1);
-    let (layers, n, k) = (48, 1024, 3072);
+    // LAYERS (4th argument): 48 is 151 MB of int8, past a 32 MB L3; a
+    // host with a larger L3 needs more (400: 1.26 GB).
+    let layers: usize = args.get(4).and_then(|s| s.parse().ok()).unwrap_or(48);
+    let (n, k) = (1024, 3072);
     let ws: Vec<W> = (0..layers)
         .map(|l| {
             let f = data(n * k, 100 + l as u32);

@@ -179,6 +179,11 @@ fn matmul_q8() {
         (1, 9, 4096 + 33),
         (2, 5, 3 * 4096),
         (20, 6, 300),
+        // The one-row stream (m = 1): 64-weight steps, a 32-step and a
+        // masked tail, blocks of 4096 with a tail block, many tasks.
+        (1, 37, 191),
+        (1, 21, 4096 + 100),
+        (1, 600, 2048),
     ]);
     for ks in paths() {
         for &(m, n, k) in &shapes {

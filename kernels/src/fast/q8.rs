@@ -27,6 +27,8 @@ use core::arch::x86_64::*;
 const KB: usize = 4096;
 /// Weight rows per block.
 const NR: usize = 4;
+/// How far ahead of its read position [`rows_vnni_stream`] prefetches.
+const STREAM_AHEAD: usize = 8192;
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Q8Path {
@@ -112,6 +114,9 @@ pub(crate) fn matmul(
         // only from an `Avx2`/`Avx512` token or `for_avx512`).
         unsafe {
             match path {
+                Q8Path::Avx512Vnni if m == 1 => {
+                    rows_vnni_stream(xq, sx, w, scales, k, bias, j0, j1, dst)
+                }
                 Q8Path::Avx512Vnni => rows_vnni(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
                 Q8Path::Avx2 => rows_avx2(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
             }
@@ -285,6 +290,95 @@ rows_fn!(
 );
 rows_fn!(rows_avx2, block_avx2, "avx2", 2);
 
+/// Output features `j0..j1` of a one-row decode step (m = 1), one weight
+/// row after the other: a task reads its rows `j0..j1` (contiguous bytes)
+/// as a single forward stream, and prefetches `STREAM_AHEAD` bytes ahead
+/// of where it reads.
+///
+/// Why not the `MR x NR` blocks of [`rows_vnni`]: a block of 4 weight rows
+/// is 4 streams `k` bytes apart, and at m = 1 the loop is bound by how fast
+/// one core pulls weights from DRAM, not by its arithmetic; one stream with
+/// a fixed look-ahead keeps more line fills in flight (docs/performance.md,
+/// "One stream per task": +17% from DRAM on two threads). At m = 2..4 the
+/// blocks were as fast or faster, so they keep those. The sums are the same
+/// exact integers: the bits are the blocked kernel's.
+///
+/// # Safety
+/// As [`rows_vnni`]'s, with `m == 1`.
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the same column-range worker signature as `rows_vnni`"
+)]
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+unsafe fn rows_vnni_stream(
+    xq: &[i16],
+    sx: &[f32],
+    w: &[i8],
+    scales: &[f32],
+    k: usize,
+    bias: Option<&[f32]>,
+    j0: usize,
+    j1: usize,
+    dst: SharedOut,
+) {
+    let out = dst.ptr();
+    let (xp, wp) = (xq.as_ptr(), w.as_ptr());
+    let pf = Prefetch::new(
+        wp.wrapping_add(j0 * k + STREAM_AHEAD) as *const u8,
+        ((j1 - j0) * k).saturating_sub(STREAM_AHEAD),
+    );
+    for j in j0..j1 {
+        let t = row_vnni(xp, wp.add(j * k), k, pf, (j - j0) * k);
+        *out.add(j) = t as f32 * (sx[0] * scales[j]) + bias.map_or(0.0, |b| b[j]);
+    }
+}
+
+/// Exact `sum_p x[p] * w[p]` over one activation row and one weight row;
+/// `pf` is the task's look-ahead window, `at` this row's offset in it.
+///
+/// # Safety
+/// avx512f, avx512bw, avx512vl and avx512vnni present; `x` valid for `k`
+/// i16 reads, `w` for `k` i8 reads.
+#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+unsafe fn row_vnni(x: *const i16, w: *const i8, k: usize, pf: Prefetch, at: usize) -> i64 {
+    let mut tot = 0i64;
+    let mut p0 = 0;
+    while p0 < k {
+        let p1 = (p0 + KB).min(k);
+        // Two accumulators: the two halves of each 64 weights.
+        let (mut a0, mut a1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
+        let mut p = p0;
+        while p + 64 <= p1 {
+            pf.line(at + p);
+            let w0 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(w.add(p) as *const __m256i));
+            let w1 = _mm512_cvtepi8_epi16(_mm256_loadu_si256(w.add(p + 32) as *const __m256i));
+            a0 = _mm512_dpwssd_epi32(a0, _mm512_loadu_si512(x.add(p) as *const __m512i), w0);
+            a1 = _mm512_dpwssd_epi32(a1, _mm512_loadu_si512(x.add(p + 32) as *const __m512i), w1);
+            p += 64;
+        }
+        while p < p1 {
+            // Tail in steps of up to 32: masked loads read only the
+            // remaining elements; the zeroed lanes add nothing.
+            let len = (p1 - p).min(32);
+            let mask = if len == 32 { u32::MAX } else { (1u32 << len) - 1 };
+            let wv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, w.add(p)));
+            let xv = _mm512_maskz_loadu_epi16(mask, x.add(p));
+            a0 = _mm512_dpwssd_epi32(a0, xv, wv);
+            p += len;
+        }
+        // A lane gains at most 2 * 32767 * 127 per instruction and takes
+        // at most KB / 64 + 2 instructions per block: < 2^31.
+        for v in [a0, a1] {
+            let lo = _mm512_cvtepi32_epi64(_mm512_castsi512_si256(v));
+            let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v));
+            tot += _mm512_reduce_add_epi64(_mm512_add_epi64(lo, hi));
+        }
+        p0 = p1;
+    }
+    tot
+}
+
 /// Exact `t[i][j] = sum_p x[i*k + p] * w[j*k + p]` over `MR` activation rows
 /// and `NR` weight rows.
 ///
@@ -451,6 +545,44 @@ mod tests {
                 sa.to_bits() == sb.to_bits() || (sa.is_nan() && sb.is_nan()),
                 "scale {sa} vs {sb}"
             );
+        }
+    }
+
+    /// Worst-case magnitudes (every product +-32767 * 127, all of one
+    /// sign, past one accumulation block): the streamed and the blocked
+    /// VNNI kernels give the exact integer sum, so the same bits as the
+    /// reference.
+    #[test]
+    fn extreme_sums_stay_exact_on_both_vnni_kernels() {
+        if !matches!(Q8Path::for_avx512(), Q8Path::Avx512Vnni) {
+            return;
+        }
+        let (n, k) = (6, 2 * KB + 70);
+        let w: Vec<i8> = (0..n * k)
+            .map(|i| if (i / k) % 2 == 0 { 127 } else { -127 })
+            .collect();
+        let scales = vec![1.0f32; n];
+        for m in [1, 3, 4, 5, 8] {
+            let x: Vec<f32> = (0..m * k)
+                .map(|i| if (i / k) % 2 == 0 { 1.0 } else { -1.0 })
+                .collect();
+            let mat = crate::Mat::Q8 {
+                data: &w,
+                scales: &scales,
+                rows: n,
+                cols: k,
+            };
+            let mut want = vec![0f32; m * n];
+            crate::reference::matmul(&x, m, &mat, None, &mut want);
+            let mut got = vec![f32::NAN; m * n];
+            matmul(Q8Path::Avx512Vnni, &x, m, &w, &scales, n, k, None, &mut got);
+            assert_eq!(
+                got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                "m={m}"
+            );
+            let exact = (k as f32) * (1.0 / crate::mat::A16_MAX) * 32767.0 * 127.0;
+            assert!((got[0] - exact).abs() <= exact * 1e-6, "m={m}: {} vs {exact}", got[0]);
         }
     }
 }

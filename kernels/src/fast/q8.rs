@@ -361,7 +361,11 @@ unsafe fn row_vnni(x: *const i16, w: *const i8, k: usize, pf: Prefetch, at: usiz
             // Tail in steps of up to 32: masked loads read only the
             // remaining elements; the zeroed lanes add nothing.
             let len = (p1 - p).min(32);
-            let mask = if len == 32 { u32::MAX } else { (1u32 << len) - 1 };
+            let mask = if len == 32 {
+                u32::MAX
+            } else {
+                (1u32 << len) - 1
+            };
             let wv = _mm512_cvtepi8_epi16(_mm256_maskz_loadu_epi8(mask, w.add(p)));
             let xv = _mm512_maskz_loadu_epi16(mask, x.add(p));
             a0 = _mm512_dpwssd_epi32(a0, xv, wv);
@@ -582,7 +586,11 @@ mod tests {
                 "m={m}"
             );
             let exact = (k as f32) * (1.0 / crate::mat::A16_MAX) * 32767.0 * 127.0;
-            assert!((got[0] - exact).abs() <= exact * 1e-6, "m={m}: {} vs {exact}", got[0]);
+            assert!(
+                (got[0] - exact).abs() <= exact * 1e-6,
+                "m={m}: {} vs {exact}",
+                got[0]
+            );
         }
     }
 }

@@ -93,20 +93,8 @@ impl Prefetch {
     /// Hints the one line at `off` of the span, if `off` is inside it.
     #[inline(always)]
     pub(crate) fn line(self, off: usize) {
-        if off >= self.bytes {
-            return;
-        }
-        #[cfg(target_arch = "x86_64")]
-        // SAFETY: as in `touch`: a hint that never faults, at an address
-        // computed with wrapping arithmetic and never dereferenced.
-        unsafe {
-            use core::arch::x86_64::*;
-            let a = self.base.wrapping_add(off) as *const i8;
-            if self.t1 {
-                _mm_prefetch::<_MM_HINT_T1>(a);
-            } else {
-                _mm_prefetch::<_MM_HINT_T0>(a);
-            }
+        if off < self.bytes {
+            self.hint(off);
         }
     }
 
@@ -119,20 +107,28 @@ impl Prefetch {
         let end = (off + len).min(self.bytes);
         let mut o = off & !63;
         while o < end {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: prefetch is a hint that never faults; the address is
-            // computed with wrapping arithmetic and never dereferenced.
-            unsafe {
-                use core::arch::x86_64::*;
-                let a = self.base.wrapping_add(o) as *const i8;
-                if self.t1 {
-                    _mm_prefetch::<_MM_HINT_T1>(a);
-                } else {
-                    _mm_prefetch::<_MM_HINT_T0>(a);
-                }
-            }
+            self.hint(o);
             o += 64;
         }
+    }
+
+    /// One prefetch of the line holding byte `o` of the span.
+    #[inline(always)]
+    fn hint(self, o: usize) {
+        #[cfg(target_arch = "x86_64")]
+        // SAFETY: prefetch is a hint that never faults; the address is
+        // computed with wrapping arithmetic and never dereferenced.
+        unsafe {
+            use core::arch::x86_64::*;
+            let a = self.base.wrapping_add(o) as *const i8;
+            if self.t1 {
+                _mm_prefetch::<_MM_HINT_T1>(a);
+            } else {
+                _mm_prefetch::<_MM_HINT_T0>(a);
+            }
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        let _ = o;
     }
 }
 

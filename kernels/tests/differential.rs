@@ -152,6 +152,66 @@ fn matmul_f32_and_bf16() {
     }
 }
 
+/// A decode step (m = 1, read as one stream per task) gives each output the
+/// bits the same row gets inside a batch (m = 5, blocked): batching sessions
+/// must not change what any of them hears. f32, bf16 and int8 weights, a
+/// parallel shape with a k that is no lane multiple.
+#[test]
+fn one_row_equals_its_row_in_a_batch() {
+    let mut rng = Rng(5);
+    let (m, n, k) = (5, 301, 1024 + 3);
+    let x = rng.vec(m * k, 1.0);
+    let wf = rng.vec(n * k, 0.5);
+    let wb: Vec<u16> = wf.iter().map(|&v| f32_to_bf16(v)).collect();
+    let (q, sc) = quantize_q8_rows(&wf, n, k);
+    let mats = [
+        (
+            "f32",
+            Mat::F32 {
+                data: &wf,
+                rows: n,
+                cols: k,
+            },
+        ),
+        (
+            "bf16",
+            Mat::Bf16 {
+                data: &wb,
+                rows: n,
+                cols: k,
+            },
+        ),
+        (
+            "int8",
+            Mat::Q8 {
+                data: &q,
+                scales: &sc,
+                rows: n,
+                cols: k,
+            },
+        ),
+    ];
+    for ks in paths() {
+        for (label, w) in &mats {
+            let mut batch = vec![0f32; m * n];
+            ks.matmul(&x, m, w, None, &mut batch);
+            for i in 0..m {
+                let mut one = vec![0f32; n];
+                ks.matmul(&x[i * k..(i + 1) * k], 1, w, None, &mut one);
+                assert_eq!(
+                    one.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    batch[i * n..(i + 1) * n]
+                        .iter()
+                        .map(|v| v.to_bits())
+                        .collect::<Vec<_>>(),
+                    "{} {label}: row {i}",
+                    ks.isa().name()
+                );
+            }
+        }
+    }
+}
+
 /// Int8 weights with per-row scales. `matmul` (int16 activations, exact
 /// integer sums) must equal the reference bit for bit on every path, any k
 /// (including k > 4096, where lanes are flushed to i64 blocks);

@@ -54,6 +54,10 @@ where
     });
 }
 
+/// How far ahead of its read position a one-stream decode matvec prefetches
+/// ([`Prefetch::ahead`]; docs/performance.md, "One stream per task").
+pub(crate) const STREAM_AHEAD: usize = 8192;
+
 /// Software prefetch of the weight block a kernel will read next.
 ///
 /// A decode matvec walks its weight rows in blocks of a few rows; each row is
@@ -88,6 +92,17 @@ impl Prefetch {
                 t1: m == 2,
             },
         }
+    }
+
+    /// The look-ahead window of a task that reads the `bytes` from `p` as one
+    /// forward stream: hinting offset `o` fetches the byte `STREAM_AHEAD`
+    /// past it, never past the task's end.
+    #[inline(always)]
+    pub(crate) fn ahead(p: *const u8, bytes: usize) -> Prefetch {
+        Prefetch::new(
+            p.wrapping_add(STREAM_AHEAD),
+            bytes.saturating_sub(STREAM_AHEAD),
+        )
     }
 
     /// Hints the one line at `off` of the span, if `off` is inside it.

@@ -27,8 +27,6 @@ use core::arch::x86_64::*;
 const KB: usize = 4096;
 /// Weight rows per block.
 const NR: usize = 4;
-/// How far ahead of its read position [`rows_vnni_stream`] prefetches.
-const STREAM_AHEAD: usize = 8192;
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Q8Path {
@@ -323,10 +321,7 @@ unsafe fn rows_vnni_stream(
 ) {
     let out = dst.ptr();
     let (xp, wp) = (xq.as_ptr(), w.as_ptr());
-    let pf = Prefetch::new(
-        wp.wrapping_add(j0 * k + STREAM_AHEAD) as *const u8,
-        ((j1 - j0) * k).saturating_sub(STREAM_AHEAD),
-    );
+    let pf = Prefetch::ahead(wp.wrapping_add(j0 * k) as *const u8, (j1 - j0) * k);
     for j in j0..j1 {
         let t = row_vnni(xp, wp.add(j * k), k, pf, (j - j0) * k);
         *out.add(j) = t as f32 * (sx[0] * scales[j]) + bias.map_or(0.0, |b| b[j]);

@@ -3,7 +3,7 @@
 //! `cargo run --release -p tts-kernels --example stream_ab -- FORMAT [REPS [M [LAYERS]]]`
 //! with FORMAT one of f32, bf16, q8, q4. Prints the median and best pass in
 //! GiB/s of weight bytes over LAYERS (48) matrices of 1024x3072 (the criterion
-//! `streaming` bench's shape, far past the L3) at m = M activation rows
+//! `streaming` bench's shape; 48 is far past a 32 MB L3, 400 past 480 MB) at m = M activation rows
 //! (1, decode; 3, three sessions' batched step). Interleave the arms
 //! in a shell loop; one process per arm keeps the switches honest.
 

@@ -152,8 +152,9 @@ fn matmul_f32_and_bf16() {
     }
 }
 
-/// A decode step (m = 1, read as one stream per task) gives each output the
-/// bits the same row gets inside a batch (m = 5, blocked): batching sessions
+/// A decode step (m = 1: one stream per task for int8 on VNNI, 1 x 4 blocks
+/// otherwise) gives each output the bits the same row gets inside a batch
+/// (m = 5, blocked): batching sessions
 /// must not change what any of them hears. f32, bf16 and int8 weights, a
 /// parallel shape with a k that is no lane multiple.
 #[test]

@@ -297,7 +297,7 @@ rows_fn!(rows_avx2, block_avx2, "avx2", 2);
 /// is 4 streams `k` bytes apart, and at m = 1 the loop is bound by how fast
 /// one core pulls weights from DRAM, not by its arithmetic; one stream with
 /// a fixed look-ahead keeps more line fills in flight (docs/performance.md,
-/// "One stream per task": +17% from DRAM on two threads). At m = 2..4 the
+/// "One stream per task": 5-17% more from DRAM on two threads). At m = 2..4 the
 /// blocks were as fast or faster, so they keep those. The sums are the same
 /// exact integers: the bits are the blocked kernel's.
 ///

@@ -220,33 +220,17 @@ impl Kernels {
     /// See [`matmul`].
     pub fn matmul(&self, x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if let Mat::Q8 {
-            data,
-            scales,
-            rows,
-            cols,
-        } = *w
+        if let (
+            Mat::Q8 {
+                data,
+                scales,
+                rows,
+                cols,
+            },
+            Some(path),
+        ) = (*w, self.q8_path())
         {
-            use fast::q8::{matmul as q8, Q8Path};
-            match self.path {
-                Path::Scalar => {}
-                Path::Avx2(_) => {
-                    return q8(Q8Path::Avx2, x, m, data, scales, rows, cols, bias, out)
-                }
-                Path::Avx512(_) => {
-                    return q8(
-                        Q8Path::for_avx512(),
-                        x,
-                        m,
-                        data,
-                        scales,
-                        rows,
-                        cols,
-                        bias,
-                        out,
-                    )
-                }
-            }
+            return fast::q8::matmul(path, x, m, data, scales, rows, cols, bias, out);
         }
         if let Some((format, data, group_scales, scales)) = w.group_parts() {
             use fast::group::GroupPath;
@@ -277,6 +261,48 @@ impl Kernels {
         dispatch!(self, reference::matmul(x, m, w, bias, out), |s| {
             fast::matmul::matmul(s, x, m, w, bias, out)
         })
+    }
+
+    /// The int8 kernels' path, where the ISA has one (the scalar path runs
+    /// the reference).
+    #[cfg(target_arch = "x86_64")]
+    fn q8_path(&self) -> Option<fast::q8::Q8Path> {
+        use fast::q8::Q8Path;
+        match self.path {
+            Path::Scalar => None,
+            Path::Avx2(_) => Some(Q8Path::Avx2),
+            Path::Avx512(_) => Some(Q8Path::for_avx512()),
+        }
+    }
+
+    /// See [`matmul_shared`].
+    pub fn matmul_shared(&self, x: &[f32], m: usize, parts: &mut [(&Mat<'_>, &mut [f32])]) {
+        #[cfg(target_arch = "x86_64")]
+        if let (Some(path), Some(k)) = (self.q8_path(), parts.first().map(|p| p.0.cols())) {
+            let q8: Option<Vec<fast::q8::Part<'_>>> = parts
+                .iter_mut()
+                .map(|(w, out)| match **w {
+                    Mat::Q8 {
+                        data,
+                        scales,
+                        rows,
+                        cols,
+                    } if cols == k => Some(fast::q8::Part {
+                        w: data,
+                        scales,
+                        rows,
+                        out,
+                    }),
+                    _ => None,
+                })
+                .collect();
+            if let Some(mut q8) = q8 {
+                return fast::q8::matmul_shared(path, x, m, k, &mut q8);
+            }
+        }
+        for (w, out) in parts.iter_mut() {
+            self.matmul(x, m, w, None, out);
+        }
     }
 
     /// [`matmul`] on a [`Mat::Q8`] weight with f32 activations: int8 widened
@@ -529,6 +555,20 @@ impl Kernels {
 /// Accumulation is f32 whatever the weight storage.
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
     Kernels::selected().matmul(x, m, w, bias, out)
+}
+
+/// [`matmul`] (no bias) of one `x = [m, k]` against several weights that
+/// all read it, each into its own `[m, n_i]` output: a decoder layer's
+/// q, k and v projections, its MLP gate and up. Every output has the bits
+/// a separate [`matmul`] gives it. Int8 weights run as one parallel region
+/// over all their rows, with the activations quantized once (one fork-join
+/// and one tail per step instead of one per weight); other formats, or a
+/// mix, run one [`matmul`] per weight.
+///
+/// # Panics
+/// On shapes that do not match, as [`matmul`].
+pub fn matmul_shared(x: &[f32], m: usize, parts: &mut [(&Mat<'_>, &mut [f32])]) {
+    Kernels::selected().matmul_shared(x, m, parts)
 }
 
 /// Row-wise RMSNorm over rows of `weight.len()` features:

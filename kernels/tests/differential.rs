@@ -213,6 +213,68 @@ fn one_row_equals_its_row_in_a_batch() {
     }
 }
 
+/// `matmul_shared` (several weights that read one `x`, one parallel
+/// region for int8) gives every output the bits of its own `matmul`, on
+/// every ISA path, at m = 1 (decode), 3 (three sessions) and 5: int8 parts
+/// whose row counts split tasks across weights at no block boundary, and
+/// a mix with a bf16 weight (one `matmul` per weight).
+#[test]
+fn shared_matmul_equals_one_matmul_per_weight() {
+    let mut rng = Rng(11);
+    let k = 1024 + 3;
+    let rows = [37usize, 5, 301];
+    let wf: Vec<Vec<f32>> = rows.iter().map(|&n| rng.vec(n * k, 0.5)).collect();
+    let q: Vec<(Vec<i8>, Vec<f32>)> = wf
+        .iter()
+        .zip(rows)
+        .map(|(w, n)| quantize_q8_rows(w, n, k))
+        .collect();
+    let wb: Vec<u16> = wf[1].iter().map(|&v| f32_to_bf16(v)).collect();
+    let int8: Vec<Mat<'_>> = q
+        .iter()
+        .zip(rows)
+        .map(|((d, s), n)| Mat::Q8 {
+            data: d,
+            scales: s,
+            rows: n,
+            cols: k,
+        })
+        .collect();
+    let mixed = vec![
+        int8[0],
+        Mat::Bf16 {
+            data: &wb,
+            rows: rows[1],
+            cols: k,
+        },
+        int8[2],
+    ];
+    for m in [1, 3, 5] {
+        let x = rng.vec(m * k, 1.0);
+        for ks in paths() {
+            for (label, mats) in [("int8", &int8), ("mixed", &mixed)] {
+                let mut outs: Vec<Vec<f32>> = rows.iter().map(|&n| vec![f32::NAN; m * n]).collect();
+                let mut parts: Vec<(&Mat<'_>, &mut [f32])> = mats
+                    .iter()
+                    .zip(outs.iter_mut())
+                    .map(|(w, o)| (w, &mut o[..]))
+                    .collect();
+                ks.matmul_shared(&x, m, &mut parts);
+                for (i, (w, got)) in mats.iter().zip(&outs).enumerate() {
+                    let mut want = vec![0f32; m * rows[i]];
+                    ks.matmul(&x, m, w, None, &mut want);
+                    assert_eq!(
+                        got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                        "{} {label} m = {m}: weight {i}",
+                        ks.isa().name()
+                    );
+                }
+            }
+        }
+    }
+}
+
 /// Int8 weights with per-row scales. `matmul` (int16 activations, exact
 /// integer sums) must equal the reference bit for bit on every path, any k
 /// (including k > 4096, where lanes are flushed to i64 blocks);

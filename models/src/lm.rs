@@ -8,7 +8,7 @@
 //! [`Qwen3Lm::forward_batch`] steps several sequences (each with its own
 //! cache and positions) in one pass over the weights.
 
-use tts_kernels::{attention, matmul, rms_norm, rope, silu_mul, AttnShape, KvRows};
+use tts_kernels::{attention, matmul, matmul_shared, rms_norm, rope, silu_mul, AttnShape, KvRows};
 
 use crate::checkpoint::TensorStore;
 use crate::config::LmConfig;
@@ -464,9 +464,15 @@ impl Qwen3Lm {
         } = sc;
         for (li, l) in self.layers.iter().enumerate() {
             rms_norm(x, &l.input_norm, c.rms_norm_eps, hn);
-            matmul(hn, n, &l.q.mat(), None, q);
-            matmul(hn, n, &l.k.mat(), None, k);
-            matmul(hn, n, &l.v.mat(), None, v);
+            matmul_shared(
+                hn,
+                n,
+                &mut [
+                    (&l.q.mat(), &mut q[..]),
+                    (&l.k.mat(), &mut k[..]),
+                    (&l.v.mat(), &mut v[..]),
+                ],
+            );
             for i in 0..n {
                 let (cos, sin) = (
                     &cos[i * half..(i + 1) * half],
@@ -513,8 +519,11 @@ impl Qwen3Lm {
             x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b);
 
             rms_norm(x, &l.post_norm, c.rms_norm_eps, hn);
-            matmul(hn, n, &l.gate.mat(), None, gate);
-            matmul(hn, n, &l.up.mat(), None, up);
+            matmul_shared(
+                hn,
+                n,
+                &mut [(&l.gate.mat(), &mut gate[..]), (&l.up.mat(), &mut up[..])],
+            );
             silu_mul(gate, up, act);
             matmul(act, n, &l.down.mat(), None, proj);
             x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b);

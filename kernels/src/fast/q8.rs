@@ -93,32 +93,14 @@ pub(crate) fn matmul(
         sx_heap.resize(m, 0.0);
         &mut sx_heap
     };
-    for i in 0..m {
-        let (xr, qr) = (&x[i * k..(i + 1) * k], &mut xq[i * k..(i + 1) * k]);
-        sx[i] = match path {
-            // SAFETY: the VNNI path is chosen only when avx512f/bw/vl
-            // are detected (`Q8Path::for_avx512`).
-            Q8Path::Avx512Vnni => unsafe { quantize_row_avx512(xr, qr) },
-            Q8Path::Avx2 => quantize_a16_row(xr, qr),
-        };
-    }
+    quantize_rows(path, x, k, xq, sx);
     let (xq, sx) = (&*xq, &*sx);
     let dst = SharedOut::new(out);
     let rows = |j0: usize, j1: usize| {
         // SAFETY: the asserts above give xq = [m, k], w >= [n, k],
         // scales >= [n], out = [m, n], and j0 <= j1 <= n; tasks get
-        // disjoint row ranges, so their writes to `dst` are disjoint. The
-        // path was chosen by detection of its features (`Q8Path`, built
-        // only from an `Avx2`/`Avx512` token or `for_avx512`).
-        unsafe {
-            match path {
-                Q8Path::Avx512Vnni if m == 1 => {
-                    rows_vnni_stream(xq, sx, w, scales, k, bias, j0, j1, dst)
-                }
-                Q8Path::Avx512Vnni => rows_vnni(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
-                Q8Path::Avx2 => rows_avx2(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
-            }
-        }
+        // disjoint row ranges, so their writes to `dst` are disjoint.
+        unsafe { part_rows(path, xq, sx, m, w, scales, n, k, bias, j0, j1, dst) }
     };
     let work = m * n * k;
     if work < PAR_MIN_WORK || n <= NR {
@@ -127,6 +109,120 @@ pub(crate) fn matmul(
     }
     let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
     super::par_rows(n, NR, min_rows, rows);
+}
+
+/// One weight of a [`matmul_shared`] call: its int8 rows and row scales,
+/// and its `[m, rows]` output.
+pub(crate) struct Part<'a> {
+    pub(crate) w: &'a [i8],
+    pub(crate) scales: &'a [f32],
+    pub(crate) rows: usize,
+    pub(crate) out: &'a mut [f32],
+}
+
+/// [`matmul`] of one `x = [m, k]` against several int8 weights of `k`
+/// inputs at once (no bias), each into its own output: the activations
+/// are quantized once and every part's rows are split among the tasks of
+/// one parallel region, so the step pays one fork-join and one tail where
+/// separate calls pay one per weight. Each output has the bits a separate
+/// [`matmul`] gives it: the same quantized activations and exact sums.
+///
+/// # Panics
+/// On shapes that do not match (`x = [m, k]`, each `w >= [rows, k]`,
+/// `scales >= [rows]`, `out = [m, rows]`).
+pub(crate) fn matmul_shared(path: Q8Path, x: &[f32], m: usize, k: usize, parts: &mut [Part<'_>]) {
+    assert_eq!(x.len(), m * k, "matmul_shared: x is not [m, k]");
+    for p in parts.iter() {
+        assert_eq!(p.out.len(), m * p.rows, "matmul_shared: out is not [m, n]");
+        assert!(
+            p.w.len() >= p.rows * k,
+            "matmul_shared: weight data shorter than [n, k]"
+        );
+        assert!(
+            p.scales.len() >= p.rows,
+            "matmul_shared: fewer scales than rows"
+        );
+    }
+    let total: usize = parts.iter().map(|p| p.rows).sum();
+    if m == 0 || total == 0 {
+        return;
+    }
+    let mut xq = vec![0i16; m * k];
+    let mut sx = vec![0f32; m];
+    quantize_rows(path, x, k, &mut xq, &mut sx);
+    let (xq, sx) = (&xq[..], &sx[..]);
+    // (first global row, weight, scales, rows, output) per part.
+    let mut starts = Vec::with_capacity(parts.len());
+    let mut row0 = 0;
+    for p in parts.iter_mut() {
+        starts.push((row0, p.w, p.scales, p.rows, SharedOut::new(p.out)));
+        row0 += p.rows;
+    }
+    let starts = &starts[..];
+    let rows = |j0: usize, j1: usize| {
+        for &(r0, w, scales, n, dst) in starts {
+            let (a, b) = (j0.max(r0), j1.min(r0 + n));
+            if a < b {
+                // SAFETY: the asserts above give each part's shapes;
+                // `a - r0 < b - r0 <= n`; tasks get disjoint global row
+                // ranges, so their writes to each part's output are
+                // disjoint.
+                unsafe { part_rows(path, xq, sx, m, w, scales, n, k, None, a - r0, b - r0, dst) }
+            }
+        }
+    };
+    if m * total * k < PAR_MIN_WORK || total <= NR {
+        rows(0, total);
+        return;
+    }
+    let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
+    super::par_rows(total, NR, min_rows, rows);
+}
+
+/// Quantizes the rows of `x = [m, k]` to int16 (`xq`) with one scale each
+/// (`sx`).
+fn quantize_rows(path: Q8Path, x: &[f32], k: usize, xq: &mut [i16], sx: &mut [f32]) {
+    for (i, s) in sx.iter_mut().enumerate() {
+        let (xr, qr) = (&x[i * k..(i + 1) * k], &mut xq[i * k..(i + 1) * k]);
+        *s = match path {
+            // SAFETY: the VNNI path is chosen only when avx512f/bw/vl
+            // are detected (`Q8Path::for_avx512`).
+            Q8Path::Avx512Vnni => unsafe { quantize_row_avx512(xr, qr) },
+            Q8Path::Avx2 => quantize_a16_row(xr, qr),
+        };
+    }
+}
+
+/// Output features `j0..j1` of one weight on `path`'s kernel.
+///
+/// # Safety
+/// As the kernels': `xq = [m, k]`, `w >= [n, k]`, `scales >= [n]`, `dst` a
+/// live `[m, n]` buffer of which this call alone writes columns `j0..j1 <=
+/// n`. The path was chosen by detection of its features (`Q8Path`, built
+/// only from an `Avx2`/`Avx512` token or `for_avx512`).
+#[allow(
+    clippy::too_many_arguments,
+    reason = "the column-range workers' signature, which it dispatches to"
+)]
+unsafe fn part_rows(
+    path: Q8Path,
+    xq: &[i16],
+    sx: &[f32],
+    m: usize,
+    w: &[i8],
+    scales: &[f32],
+    n: usize,
+    k: usize,
+    bias: Option<&[f32]>,
+    j0: usize,
+    j1: usize,
+    dst: SharedOut,
+) {
+    match path {
+        Q8Path::Avx512Vnni if m == 1 => rows_vnni_stream(xq, sx, w, scales, k, bias, j0, j1, dst),
+        Q8Path::Avx512Vnni => rows_vnni(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
+        Q8Path::Avx2 => rows_avx2(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
+    }
 }
 
 /// [`quantize_a16_row`] on AVX-512, bit for bit: the same IEEE

@@ -10,17 +10,9 @@ use tts_kernels::{
     GroupFormat, Isa, Kernels, KvRows, Mat, Q4Rows, StridedConv1dShape,
 };
 
-fn data(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        })
-        .collect()
-}
+#[path = "../examples/common/mod.rs"]
+mod common;
+use common::data;
 
 fn paths() -> Vec<Kernels> {
     Isa::available()

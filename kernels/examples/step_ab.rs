@@ -14,17 +14,8 @@
 use std::time::Instant;
 use tts_kernels::{quantize_q8_rows, Kernels, Mat, Team};
 
-fn data(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        })
-        .collect()
-}
+mod common;
+use common::data;
 
 fn env(name: &str, default: usize) -> usize {
     std::env::var(name)

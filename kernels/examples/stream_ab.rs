@@ -10,17 +10,8 @@
 use std::time::Instant;
 use tts_kernels::{f32_to_bf16, quantize_q4_rows, quantize_q8_rows, Kernels, Mat, Q4Rows};
 
-fn data(n: usize, seed: u32) -> Vec<f32> {
-    let mut s = seed.wrapping_mul(2_654_435_761).max(1);
-    (0..n)
-        .map(|_| {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 - 1.0
-        })
-        .collect()
-}
+mod common;
+use common::data;
 
 enum W {
     F32(Vec<f32>),

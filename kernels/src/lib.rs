@@ -233,20 +233,10 @@ impl Kernels {
             return fast::q8::matmul(path, x, m, data, scales, rows, cols, bias, out);
         }
         if let Some((format, data, group_scales, scales)) = w.group_parts() {
-            use fast::group::GroupPath;
-            let path = match self.path {
-                // Exact integers: the portable kernels have the reference's
-                // bits, so the scalar path may run them (multi-threaded).
-                Path::Scalar => GroupPath::Portable,
-                #[cfg(target_arch = "x86_64")]
-                Path::Avx2(_) => GroupPath::Avx2,
-                #[cfg(target_arch = "x86_64")]
-                Path::Avx512(_) => GroupPath::for_avx512(),
-            };
             let (rows, cols) = (w.rows(), w.cols());
             return fast::group::matmul(
                 format,
-                path,
+                self.group_path(),
                 x,
                 m,
                 data,
@@ -275,6 +265,20 @@ impl Kernels {
         }
     }
 
+    /// The group-wise formats' kernel path.
+    fn group_path(&self) -> fast::group::GroupPath {
+        use fast::group::GroupPath;
+        match self.path {
+            // Exact integers: the portable kernels have the reference's
+            // bits, so the scalar path may run them (multi-threaded).
+            Path::Scalar => GroupPath::Portable,
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2(_) => GroupPath::Avx2,
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512(_) => GroupPath::for_avx512(),
+        }
+    }
+
     /// See [`matmul_shared`].
     pub fn matmul_shared(&self, x: &[f32], m: usize, parts: &mut [(&Mat<'_>, &mut [f32])]) {
         #[cfg(target_arch = "x86_64")]
@@ -300,8 +304,85 @@ impl Kernels {
                 return fast::q8::matmul_shared(path, x, m, k, &mut q8);
             }
         }
+        // f32 or bf16 weights, one format for all.
+        let k = parts.first().map_or(0, |p| p.0.cols());
+        // One group format for all.
+        let format = parts.first().and_then(|p| p.0.group_parts()).map(|g| g.0);
+        if let Some(format) = format {
+            let group: Option<Vec<_>> = parts
+                .iter_mut()
+                .map(|(w, out)| match w.group_parts() {
+                    Some((f, data, group_scales, scales)) if f == format && w.cols() == k => {
+                        Some(fast::group::Part {
+                            data,
+                            group_scales,
+                            scales,
+                            rows: w.rows(),
+                            out,
+                        })
+                    }
+                    _ => None,
+                })
+                .collect();
+            if let Some(mut p) = group {
+                return fast::group::matmul_shared(format, self.group_path(), x, m, k, &mut p);
+            }
+        }
+        let bf16: Option<Vec<_>> = parts
+            .iter_mut()
+            .map(|(w, out)| match **w {
+                Mat::Bf16 { data, rows, cols } if cols == k => {
+                    Some(fast::matmul::Part { w: data, rows, out })
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(mut p) = bf16 {
+            if self.matmul_shared_float(x, m, k, &mut p) {
+                return;
+            }
+        }
+        let f32s: Option<Vec<_>> = parts
+            .iter_mut()
+            .map(|(w, out)| match **w {
+                Mat::F32 { data, rows, cols } if cols == k => {
+                    Some(fast::matmul::Part { w: data, rows, out })
+                }
+                _ => None,
+            })
+            .collect();
+        if let Some(mut p) = f32s {
+            if self.matmul_shared_float(x, m, k, &mut p) {
+                return;
+            }
+        }
         for (w, out) in parts.iter_mut() {
             self.matmul(x, m, w, None, out);
+        }
+    }
+
+    /// [`matmul_shared`] of f32 or bf16 weights on a SIMD path; false on
+    /// the scalar path (the caller then runs one reference `matmul` per
+    /// weight).
+    fn matmul_shared_float<W: fast::matmul::WElem>(
+        &self,
+        x: &[f32],
+        m: usize,
+        k: usize,
+        parts: &mut [fast::matmul::Part<'_, W>],
+    ) -> bool {
+        match self.path {
+            Path::Scalar => false,
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx2(s) => {
+                fast::matmul::matmul_shared(s, x, m, k, parts);
+                true
+            }
+            #[cfg(target_arch = "x86_64")]
+            Path::Avx512(s) => {
+                fast::matmul::matmul_shared(s, x, m, k, parts);
+                true
+            }
         }
     }
 
@@ -562,8 +643,10 @@ pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut 
 /// q, k and v projections, its MLP gate and up. Every output has the bits
 /// a separate [`matmul`] gives it. Int8 weights run as one parallel region
 /// over all their rows, with the activations quantized once (one fork-join
-/// and one tail per step instead of one per weight); other formats, or a
-/// mix, run one [`matmul`] per weight.
+/// and one tail per step instead of one per weight); so do all-bf16 and
+/// all-f32 weights on the SIMD paths, and weights of one group format. A
+/// mix of formats, and f32/bf16/int8 on the scalar path, run one
+/// [`matmul`] per weight.
 ///
 /// # Panics
 /// On shapes that do not match, as [`matmul`].

@@ -23,7 +23,8 @@
 use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
     f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnShape,
-    Conv1dShape, ConvBf16, ConvTranspose1dShape, Isa, Kernels, KvRows, Mat, StridedConv1dShape,
+    Conv1dShape, ConvBf16, ConvTranspose1dShape, GroupFormat, Isa, Kernels, KvRows, Mat, Q4Rows,
+    StridedConv1dShape,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -215,9 +216,9 @@ fn one_row_equals_its_row_in_a_batch() {
 
 /// `matmul_shared` (several weights that read one `x`, one parallel
 /// region for int8) gives every output the bits of its own `matmul`, on
-/// every ISA path, at m = 1 (decode), 3 (three sessions) and 5: int8 parts
-/// whose row counts split tasks across weights at no block boundary, and
-/// a mix with a bf16 weight (one `matmul` per weight).
+/// every ISA path, at m = 1 (decode), 3 (three sessions) and 5: int8, bf16,
+/// f32, q4, iq4 and q6 parts whose row counts split tasks across weights at
+/// no block boundary, and a mix of int8 and bf16 (one `matmul` per weight).
 #[test]
 fn shared_matmul_equals_one_matmul_per_weight() {
     let mut rng = Rng(11);
@@ -229,7 +230,28 @@ fn shared_matmul_equals_one_matmul_per_weight() {
         .zip(rows)
         .map(|(w, n)| quantize_q8_rows(w, n, k))
         .collect();
-    let wb: Vec<u16> = wf[1].iter().map(|&v| f32_to_bf16(v)).collect();
+    let wbs: Vec<Vec<u16>> = wf
+        .iter()
+        .map(|w| w.iter().map(|&v| f32_to_bf16(v)).collect())
+        .collect();
+    let bf16: Vec<Mat<'_>> = wbs
+        .iter()
+        .zip(rows)
+        .map(|(d, n)| Mat::Bf16 {
+            data: d,
+            rows: n,
+            cols: k,
+        })
+        .collect();
+    let f32s: Vec<Mat<'_>> = wf
+        .iter()
+        .zip(rows)
+        .map(|(d, n)| Mat::F32 {
+            data: d,
+            rows: n,
+            cols: k,
+        })
+        .collect();
     let int8: Vec<Mat<'_>> = q
         .iter()
         .zip(rows)
@@ -240,19 +262,39 @@ fn shared_matmul_equals_one_matmul_per_weight() {
             cols: k,
         })
         .collect();
-    let mixed = vec![
-        int8[0],
-        Mat::Bf16 {
-            data: &wb,
-            rows: rows[1],
-            cols: k,
-        },
-        int8[2],
-    ];
+    let grouped: Vec<(GroupFormat, Vec<Q4Rows>)> = GroupFormat::ALL
+        .iter()
+        .map(|&f| {
+            let parts = wf
+                .iter()
+                .zip(rows)
+                .map(|(w, n)| f.quantize_rows(w, n, k))
+                .collect();
+            (f, parts)
+        })
+        .collect();
+    let groups: Vec<(&str, Vec<Mat<'_>>)> = grouped
+        .iter()
+        .map(|(f, parts)| {
+            let mats = parts
+                .iter()
+                .zip(rows)
+                .map(|(q, n)| f.mat(&q.data, &q.group_scales, &q.scales, n, k))
+                .collect();
+            (f.name(), mats)
+        })
+        .collect();
+    let mixed = vec![int8[0], bf16[1], int8[2]];
     for m in [1, 3, 5] {
         let x = rng.vec(m * k, 1.0);
         for ks in paths() {
-            for (label, mats) in [("int8", &int8), ("mixed", &mixed)] {
+            let sets = [
+                ("int8", &int8),
+                ("bf16", &bf16),
+                ("f32", &f32s),
+                ("mixed", &mixed),
+            ];
+            for (label, mats) in sets.into_iter().chain(groups.iter().map(|(l, v)| (*l, v))) {
                 let mut outs: Vec<Vec<f32>> = rows.iter().map(|&n| vec![f32::NAN; m * n]).collect();
                 let mut parts: Vec<(&Mat<'_>, &mut [f32])> = mats
                     .iter()

@@ -168,6 +168,78 @@ pub(crate) fn matmul(
     });
 }
 
+/// One weight of a [`matmul_shared`] call (all in one format): its stored
+/// parts and its `[m, rows]` output.
+pub(crate) struct Part<'a> {
+    pub(crate) data: &'a [u8],
+    pub(crate) group_scales: &'a [u8],
+    pub(crate) scales: &'a [f32],
+    pub(crate) rows: usize,
+    pub(crate) out: &'a mut [f32],
+}
+
+/// [`matmul`] (no bias) of one `x = [m, k]` against several weights of one
+/// group format, in one parallel region over all their rows with the
+/// activations quantized once (`crate::matmul_shared`); every output has
+/// the bits of its own `matmul` (the same activations and exact sums).
+///
+/// # Panics
+/// On shapes that do not match, as [`matmul`].
+pub(crate) fn matmul_shared(
+    format: GroupFormat,
+    path: GroupPath,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    parts: &mut [Part<'_>],
+) {
+    let kn = kernels(format);
+    let (rb, rg) = ((kn.row_bytes)(k), q4_row_groups(k));
+    assert_eq!(x.len(), m * k, "matmul_shared: x is not [m, k]");
+    for p in parts.iter() {
+        assert_eq!(p.out.len(), m * p.rows, "matmul_shared: out is not [m, n]");
+        assert!(
+            p.data.len() >= p.rows * rb,
+            "matmul_shared: {} data shorter than [n, k]",
+            kn.name
+        );
+        assert!(
+            p.group_scales.len() >= p.rows * rg,
+            "matmul_shared: fewer {} group scales than [n, groups]",
+            kn.name
+        );
+        assert!(
+            p.scales.len() >= p.rows,
+            "matmul_shared: fewer scales than rows"
+        );
+    }
+    if m == 0 {
+        return;
+    }
+    let worker: RowsFn = match path {
+        GroupPath::Portable => kn.portable,
+        #[cfg(target_arch = "x86_64")]
+        GroupPath::Avx2 => kn.avx2,
+        #[cfg(target_arch = "x86_64")]
+        GroupPath::Avx512Vnni => kn.vnni,
+    };
+    let rows: Vec<usize> = parts.iter().map(|p| p.rows).collect();
+    let views: Vec<_> = parts
+        .iter_mut()
+        .map(|p| (p.data, p.group_scales, p.scales, SharedOut::new(p.out)))
+        .collect();
+    with_acts(x, m, k, kn.offset, |a| {
+        super::par_parts(&rows, NR, m * a.kp, |i, j0, j1| {
+            let (data, group_scales, scales, dst) = views[i];
+            // SAFETY: as in `matmul`, for each part: the asserts above give
+            // its shapes, `j0 <= j1 <= rows[i]`, and tasks get disjoint row
+            // ranges of each part, so their writes to its output are
+            // disjoint.
+            unsafe { worker(a, m, data, group_scales, scales, rows[i], None, j0, j1, dst) }
+        });
+    });
+}
+
 /// Quantizes the `m` activation rows of `x` (`[m, k]`) to int8, permutes
 /// them into super-block order and computes their per-group sums times
 /// `offset` (the correction of an offset weight encoding, see

@@ -166,6 +166,64 @@ fn run<S: Simd, W: WElem>(
     super::par_rows(n, NR, min_rows, rows);
 }
 
+/// One weight of a [`matmul_shared`] call and its `[m, rows]` output.
+pub(crate) struct Part<'a, W> {
+    pub(crate) w: &'a [W],
+    pub(crate) rows: usize,
+    pub(crate) out: &'a mut [f32],
+}
+
+/// [`matmul`] (no bias) of one `x = [m, k]` against several f32 or bf16
+/// weights of `k` inputs, in one parallel region over all their rows
+/// (`crate::matmul_shared`); every output has the bits of its own
+/// `matmul`, whose kernel and per-row sums it runs.
+///
+/// # Panics
+/// On shapes that do not match (`x = [m, k]`, each `w >= [rows, k]`,
+/// `out = [m, rows]`).
+pub(crate) fn matmul_shared<S: Simd, W: WElem>(
+    s: S,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    parts: &mut [Part<'_, W>],
+) {
+    assert_eq!(x.len(), m * k, "matmul_shared: x is not [m, k]");
+    for p in parts.iter() {
+        assert_eq!(p.out.len(), m * p.rows, "matmul_shared: out is not [m, n]");
+        assert!(
+            p.w.len() >= p.rows * k,
+            "matmul_shared: weight data shorter than [n, k]"
+        );
+    }
+    if m == 0 {
+        return;
+    }
+    let rows: Vec<usize> = parts.iter().map(|p| p.rows).collect();
+    let views: Vec<_> = parts
+        .iter_mut()
+        .map(|p| (p.w, SharedOut::new(p.out)))
+        .collect();
+    super::par_parts(&rows, NR, m * k, |i, j0, j1| {
+        let ((w, dst), n) = (views[i], rows[i]);
+        s.vectorize(
+            #[inline(always)]
+            || {
+                // SAFETY: the asserts above give x = [m, k], w >= [n, k],
+                // out = [m, n], and j0 <= j1 <= n; tasks get disjoint row
+                // ranges of each part, so their writes are disjoint.
+                unsafe {
+                    if S::LANES >= 16 {
+                        rows_kernel::<S, W, 6>(s, x, m, w, None, n, k, None, j0, j1, dst)
+                    } else {
+                        rows_kernel::<S, W, 2>(s, x, m, w, None, n, k, None, j0, j1, dst)
+                    }
+                }
+            },
+        )
+    });
+}
+
 /// Output features `j0..j1` for all `m` rows.
 ///
 /// # Safety

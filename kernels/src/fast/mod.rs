@@ -196,6 +196,40 @@ pub(crate) fn par_rows(
     crate::team::for_each(tasks, |t| rows(t * per, ((t + 1) * per).min(n)));
 }
 
+/// [`par_rows`] over the rows of several weights read as one: part `i`
+/// has `rows[i]` output rows, the parts follow each other in one row range
+/// that is split into tasks as one weight's would be, and `f(i, j0, j1)`
+/// runs part `i`'s rows `j0..j1` of each task (a task may end one part and
+/// start the next). `row_work` is the multiply-adds of one row (`m * k`);
+/// too little work runs inline.
+pub(crate) fn par_parts(
+    rows: &[usize],
+    granule: usize,
+    row_work: usize,
+    f: impl Fn(usize, usize, usize) + Sync + Send,
+) {
+    let total: usize = rows.iter().sum();
+    let each = |j0: usize, j1: usize| {
+        let mut r0 = 0;
+        for (i, &n) in rows.iter().enumerate() {
+            let (a, b) = (j0.max(r0), j1.min(r0 + n));
+            if a < b {
+                f(i, a - r0, b - r0);
+            }
+            r0 += n;
+        }
+    };
+    if total.saturating_mul(row_work) < PAR_MIN_WORK || total <= granule {
+        return each(0, total);
+    }
+    par_rows(
+        total,
+        granule,
+        TASK_MIN_WORK.div_ceil(row_work.max(1)),
+        each,
+    );
+}
+
 /// A raw output pointer shared by tasks that write disjoint elements.
 pub(crate) struct SharedOut<T = f32>(*mut T);
 

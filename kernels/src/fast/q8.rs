@@ -143,40 +143,25 @@ pub(crate) fn matmul_shared(path: Q8Path, x: &[f32], m: usize, k: usize, parts: 
             "matmul_shared: fewer scales than rows"
         );
     }
-    let total: usize = parts.iter().map(|p| p.rows).sum();
-    if m == 0 || total == 0 {
+    if m == 0 || parts.iter().all(|p| p.rows == 0) {
         return;
     }
     let mut xq = vec![0i16; m * k];
     let mut sx = vec![0f32; m];
     quantize_rows(path, x, k, &mut xq, &mut sx);
     let (xq, sx) = (&xq[..], &sx[..]);
-    // (first global row, weight, scales, rows, output) per part.
-    let mut starts = Vec::with_capacity(parts.len());
-    let mut row0 = 0;
-    for p in parts.iter_mut() {
-        starts.push((row0, p.w, p.scales, p.rows, SharedOut::new(p.out)));
-        row0 += p.rows;
-    }
-    let starts = &starts[..];
-    let rows = |j0: usize, j1: usize| {
-        for &(r0, w, scales, n, dst) in starts {
-            let (a, b) = (j0.max(r0), j1.min(r0 + n));
-            if a < b {
-                // SAFETY: the asserts above give each part's shapes;
-                // `a - r0 < b - r0 <= n`; tasks get disjoint global row
-                // ranges, so their writes to each part's output are
-                // disjoint.
-                unsafe { part_rows(path, xq, sx, m, w, scales, n, k, None, a - r0, b - r0, dst) }
-            }
-        }
-    };
-    if m * total * k < PAR_MIN_WORK || total <= NR {
-        rows(0, total);
-        return;
-    }
-    let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
-    super::par_rows(total, NR, min_rows, rows);
+    let rows: Vec<usize> = parts.iter().map(|p| p.rows).collect();
+    let views: Vec<_> = parts
+        .iter_mut()
+        .map(|p| (p.w, p.scales, SharedOut::new(p.out)))
+        .collect();
+    super::par_parts(&rows, NR, m * k, |i, j0, j1| {
+        let (w, scales, dst) = views[i];
+        // SAFETY: the asserts above give each part's shapes; `j0 <= j1 <=
+        // rows[i]`, and tasks get disjoint row ranges of each part, so
+        // their writes to its output are disjoint.
+        unsafe { part_rows(path, xq, sx, m, w, scales, rows[i], k, None, j0, j1, dst) }
+    });
 }
 
 /// Quantizes the rows of `x = [m, k]` to int16 (`xq`) with one scale each

@@ -328,30 +328,18 @@ impl Kernels {
                 return fast::group::matmul_shared(format, self.group_path(), x, m, k, &mut p);
             }
         }
-        let bf16: Option<Vec<_>> = parts
-            .iter_mut()
-            .map(|(w, out)| match **w {
-                Mat::Bf16 { data, rows, cols } if cols == k => {
-                    Some(fast::matmul::Part { w: data, rows, out })
-                }
-                _ => None,
-            })
-            .collect();
-        if let Some(mut p) = bf16 {
+        if let Some(mut p) = float_parts(parts, k, |w| match *w {
+            Mat::Bf16 { data, .. } => Some(data),
+            _ => None,
+        }) {
             if self.matmul_shared_float(x, m, k, &mut p) {
                 return;
             }
         }
-        let f32s: Option<Vec<_>> = parts
-            .iter_mut()
-            .map(|(w, out)| match **w {
-                Mat::F32 { data, rows, cols } if cols == k => {
-                    Some(fast::matmul::Part { w: data, rows, out })
-                }
-                _ => None,
-            })
-            .collect();
-        if let Some(mut p) = f32s {
+        if let Some(mut p) = float_parts(parts, k, |w| match *w {
+            Mat::F32 { data, .. } => Some(data),
+            _ => None,
+        }) {
             if self.matmul_shared_float(x, m, k, &mut p) {
                 return;
             }
@@ -636,6 +624,26 @@ impl Kernels {
 /// Accumulation is f32 whatever the weight storage.
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
     Kernels::selected().matmul(x, m, w, bias, out)
+}
+
+/// The parts of a [`matmul_shared`] call as the float kernel's, when every
+/// weight is the one format `data` views (f32 or bf16) with `k` inputs.
+fn float_parts<'p, 'w, W>(
+    parts: &'p mut [(&Mat<'w>, &mut [f32])],
+    k: usize,
+    data: fn(&Mat<'w>) -> Option<&'w [W]>,
+) -> Option<Vec<fast::matmul::Part<'p, W>>> {
+    parts
+        .iter_mut()
+        .map(|(w, out)| {
+            let d = data(w).filter(|_| w.cols() == k)?;
+            Some(fast::matmul::Part {
+                w: d,
+                rows: w.rows(),
+                out,
+            })
+        })
+        .collect()
 }
 
 /// [`matmul`] (no bias) of one `x = [m, k]` against several weights that

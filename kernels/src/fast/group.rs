@@ -92,6 +92,19 @@ pub(crate) struct GroupKernels {
     pub(crate) vnni: RowsFn,
 }
 
+impl GroupKernels {
+    /// The column-range worker of `path`.
+    fn worker(&self, path: GroupPath) -> RowsFn {
+        match path {
+            GroupPath::Portable => self.portable,
+            #[cfg(target_arch = "x86_64")]
+            GroupPath::Avx2 => self.avx2,
+            #[cfg(target_arch = "x86_64")]
+            GroupPath::Avx512Vnni => self.vnni,
+        }
+    }
+}
+
 /// The kernels of `format`.
 pub(crate) fn kernels(format: GroupFormat) -> &'static GroupKernels {
     match format {
@@ -145,13 +158,7 @@ pub(crate) fn matmul(
     if m == 0 || n == 0 {
         return;
     }
-    let worker: RowsFn = match path {
-        GroupPath::Portable => kn.portable,
-        #[cfg(target_arch = "x86_64")]
-        GroupPath::Avx2 => kn.avx2,
-        #[cfg(target_arch = "x86_64")]
-        GroupPath::Avx512Vnni => kn.vnni,
-    };
+    let worker = kn.worker(path);
     with_acts(x, m, k, kn.offset, |a| {
         let dst = SharedOut::new(out);
         let rows = |j0: usize, j1: usize| {
@@ -216,13 +223,7 @@ pub(crate) fn matmul_shared(
     if m == 0 {
         return;
     }
-    let worker: RowsFn = match path {
-        GroupPath::Portable => kn.portable,
-        #[cfg(target_arch = "x86_64")]
-        GroupPath::Avx2 => kn.avx2,
-        #[cfg(target_arch = "x86_64")]
-        GroupPath::Avx512Vnni => kn.vnni,
-    };
+    let worker = kn.worker(path);
     let rows: Vec<usize> = parts.iter().map(|p| p.rows).collect();
     let views: Vec<_> = parts
         .iter_mut()

@@ -281,8 +281,12 @@ impl Kernels {
 
     /// See [`matmul_shared`].
     pub fn matmul_shared(&self, x: &[f32], m: usize, parts: &mut [(&Mat<'_>, &mut [f32])]) {
+        let Some(k) = parts.first().map(|p| p.0.cols()) else {
+            return;
+        };
+        // Int8, on the ISAs with an int8 kernel.
         #[cfg(target_arch = "x86_64")]
-        if let (Some(path), Some(k)) = (self.q8_path(), parts.first().map(|p| p.0.cols())) {
+        if let Some(path) = self.q8_path() {
             let q8: Option<Vec<fast::q8::Part<'_>>> = parts
                 .iter_mut()
                 .map(|(w, out)| match **w {
@@ -304,8 +308,6 @@ impl Kernels {
                 return fast::q8::matmul_shared(path, x, m, k, &mut q8);
             }
         }
-        // f32 or bf16 weights, one format for all.
-        let k = parts.first().map_or(0, |p| p.0.cols());
         // One group format for all.
         let format = parts.first().and_then(|p| p.0.group_parts()).map(|g| g.0);
         if let Some(format) = format {
@@ -328,6 +330,7 @@ impl Kernels {
                 return fast::group::matmul_shared(format, self.group_path(), x, m, k, &mut p);
             }
         }
+        // All bf16, or all f32, on a SIMD path.
         if let Some(mut p) = float_parts(parts, k, |w| match *w {
             Mat::Bf16 { data, .. } => Some(data),
             _ => None,

@@ -76,39 +76,20 @@ pub(crate) fn matmul(
     if m == 0 || n == 0 {
         return;
     }
-    // Decode (m = 1, k <= 4096) quantizes into the stack.
-    let mut xq_stack = [0i16; 4096];
-    let mut xq_heap = Vec::new();
-    let xq: &mut [i16] = if m * k <= xq_stack.len() {
-        &mut xq_stack[..m * k]
-    } else {
-        xq_heap.resize(m * k, 0);
-        &mut xq_heap
-    };
-    let mut sx_stack = [0f32; 16];
-    let mut sx_heap = Vec::new();
-    let sx: &mut [f32] = if m <= sx_stack.len() {
-        &mut sx_stack[..m]
-    } else {
-        sx_heap.resize(m, 0.0);
-        &mut sx_heap
-    };
-    quantize_rows(path, x, k, xq, sx);
-    let (xq, sx) = (&*xq, &*sx);
-    let dst = SharedOut::new(out);
-    let rows = |j0: usize, j1: usize| {
-        // SAFETY: the asserts above give xq = [m, k], w >= [n, k],
-        // scales >= [n], out = [m, n], and j0 <= j1 <= n; tasks get
-        // disjoint row ranges, so their writes to `dst` are disjoint.
-        unsafe { part_rows(path, xq, sx, m, w, scales, n, k, bias, j0, j1, dst) }
-    };
-    let work = m * n * k;
-    if work < PAR_MIN_WORK || n <= NR {
-        rows(0, n);
-        return;
-    }
-    let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
-    super::par_rows(n, NR, min_rows, rows);
+    with_quantized(path, x, m, k, |xq, sx| {
+        let dst = SharedOut::new(out);
+        let rows = |j0: usize, j1: usize| {
+            // SAFETY: the asserts above give xq = [m, k], w >= [n, k],
+            // scales >= [n], out = [m, n], and j0 <= j1 <= n; tasks get
+            // disjoint row ranges, so their writes to `dst` are disjoint.
+            unsafe { part_rows(path, xq, sx, m, w, scales, n, k, bias, j0, j1, dst) }
+        };
+        if m * n * k < PAR_MIN_WORK || n <= NR {
+            return rows(0, n);
+        }
+        let min_rows = TASK_MIN_WORK.div_ceil(m * k.max(1));
+        super::par_rows(n, NR, min_rows, rows);
+    })
 }
 
 /// One weight of a [`matmul_shared`] call: its int8 rows and row scales,
@@ -146,27 +127,48 @@ pub(crate) fn matmul_shared(path: Q8Path, x: &[f32], m: usize, k: usize, parts: 
     if m == 0 || parts.iter().all(|p| p.rows == 0) {
         return;
     }
-    let mut xq = vec![0i16; m * k];
-    let mut sx = vec![0f32; m];
-    quantize_rows(path, x, k, &mut xq, &mut sx);
-    let (xq, sx) = (&xq[..], &sx[..]);
     let rows: Vec<usize> = parts.iter().map(|p| p.rows).collect();
     let views: Vec<_> = parts
         .iter_mut()
         .map(|p| (p.w, p.scales, SharedOut::new(p.out)))
         .collect();
-    super::par_parts(&rows, NR, m * k, |i, j0, j1| {
-        let (w, scales, dst) = views[i];
-        // SAFETY: the asserts above give each part's shapes; `j0 <= j1 <=
-        // rows[i]`, and tasks get disjoint row ranges of each part, so
-        // their writes to its output are disjoint.
-        unsafe { part_rows(path, xq, sx, m, w, scales, rows[i], k, None, j0, j1, dst) }
+    with_quantized(path, x, m, k, |xq, sx| {
+        super::par_parts(&rows, NR, m * k, |i, j0, j1| {
+            let (w, scales, dst) = views[i];
+            // SAFETY: the asserts above give each part's shapes; `j0 <= j1
+            // <= rows[i]`, and tasks get disjoint row ranges of each part,
+            // so their writes to its output are disjoint.
+            unsafe { part_rows(path, xq, sx, m, w, scales, rows[i], k, None, j0, j1, dst) }
+        })
     });
 }
 
-/// Quantizes the rows of `x = [m, k]` to int16 (`xq`) with one scale each
-/// (`sx`).
-fn quantize_rows(path: Q8Path, x: &[f32], k: usize, xq: &mut [i16], sx: &mut [f32]) {
+/// Runs `f` on the rows of `x = [m, k]` quantized to int16 (`xq`, `[m,
+/// k]`) and their scales (`sx`, `[m]`). Decode (m * k <= 4096) quantizes
+/// into the stack.
+fn with_quantized<R>(
+    path: Q8Path,
+    x: &[f32],
+    m: usize,
+    k: usize,
+    f: impl FnOnce(&[i16], &[f32]) -> R,
+) -> R {
+    let mut xq_stack = [0i16; 4096];
+    let mut xq_heap = Vec::new();
+    let xq: &mut [i16] = if m * k <= xq_stack.len() {
+        &mut xq_stack[..m * k]
+    } else {
+        xq_heap.resize(m * k, 0);
+        &mut xq_heap
+    };
+    let mut sx_stack = [0f32; 16];
+    let mut sx_heap = Vec::new();
+    let sx: &mut [f32] = if m <= sx_stack.len() {
+        &mut sx_stack[..m]
+    } else {
+        sx_heap.resize(m, 0.0);
+        &mut sx_heap
+    };
     for (i, s) in sx.iter_mut().enumerate() {
         let (xr, qr) = (&x[i * k..(i + 1) * k], &mut xq[i * k..(i + 1) * k]);
         *s = match path {
@@ -176,6 +178,7 @@ fn quantize_rows(path: Q8Path, x: &[f32], k: usize, xq: &mut [i16], sx: &mut [f3
             Q8Path::Avx2 => quantize_a16_row(xr, qr),
         };
     }
+    f(xq, sx)
 }
 
 /// Output features `j0..j1` of one weight on `path`'s kernel.

@@ -94,7 +94,39 @@ struct Inner {
     threads: Vec<Thread>,
     /// Whose turn it is to open a region.
     gate: Gate,
+    /// Steps running on a lent core ([`Team::install_lent_as`]): while
+    /// non-zero, every region opened through the gate runs on its
+    /// opener's thread alone and the workers stay parked.
+    lent: AtomicUsize,
+    /// Installers inside a step (`install_as` / `install_held_as`).
+    stepping: AtomicUsize,
+    /// When the last of them ended, in microseconds since `base`.
+    last_step_end_us: AtomicU64,
+    base: Instant,
 }
+
+/// Counts an installer's step in `Inner::stepping` while alive.
+struct Stepping<'a>(&'a Inner);
+
+impl<'a> Stepping<'a> {
+    fn enter(inner: &'a Inner) -> Self {
+        inner.stepping.fetch_add(1, Ordering::SeqCst);
+        Stepping(inner)
+    }
+}
+
+impl Drop for Stepping<'_> {
+    fn drop(&mut self) {
+        let us = self.0.base.elapsed().as_micros() as u64;
+        self.0.last_step_end_us.store(us, Ordering::Release);
+        self.0.stepping.fetch_sub(1, Ordering::SeqCst);
+    }
+}
+
+/// How recently another installer must have stepped for
+/// [`Team::install_lent_as`] to take it as busy: an LM stage's steps follow
+/// each other within a message hand-off (tens of microseconds).
+const BUSY_GAP_US: u64 = 2_000;
 
 /// A first-come-first-served turn for opening regions: a ticket per
 /// arrival, served in order; a thread that must wait sleeps (it would only
@@ -273,7 +305,38 @@ impl Team {
     /// how a watchdog tells a step that is stuck from one queued behind it.
     pub fn install_as<R>(&self, who: u32, f: impl FnOnce() -> R) -> R {
         let tag = if who < 64 { who } else { NO_TAG };
+        let _s = Stepping::enter(&self.inner);
         let _g = set_mode(Mode::Team(Arc::as_ptr(&self.inner), self.size, tag));
+        f()
+    }
+
+    /// For a step of long compute-bound regions (the vocoder's) beside
+    /// steps of short memory-bound ones (the LMs'): while another
+    /// installer is stepping (or stepped within [`BUSY_GAP_US`]), `f` runs
+    /// on this thread alone, and the team's own regions run on their
+    /// openers' threads alone until `f` ends: one core each, the two steps
+    /// side by side instead of one after the other. A memory-bound step
+    /// loses little of its speed on one core; the compute-bound one gets a
+    /// whole core without a hand-off per region. When nobody else is
+    /// stepping, `f` holds the whole team ([`Self::install_held_as`]).
+    pub fn install_lent_as<R>(&self, who: u32, f: impl FnOnce() -> R) -> R {
+        let inner = &*self.inner;
+        let recent = || {
+            let now = inner.base.elapsed().as_micros() as u64;
+            now.saturating_sub(inner.last_step_end_us.load(Ordering::Acquire)) < BUSY_GAP_US
+        };
+        if self.size < 2 || (inner.stepping.load(Ordering::SeqCst) == 0 && !recent()) {
+            return self.held(who, false, f);
+        }
+        struct Unlend<'a>(&'a Inner);
+        impl Drop for Unlend<'_> {
+            fn drop(&mut self) {
+                self.0.lent.fetch_sub(1, Ordering::SeqCst);
+            }
+        }
+        inner.lent.fetch_add(1, Ordering::SeqCst);
+        let _u = Unlend(inner);
+        let _g = set_mode(Mode::Inline);
         f()
     }
 
@@ -285,6 +348,13 @@ impl Team {
     /// the gate, and each side evicts the other's cache. On a retired team
     /// the rest of `f`'s regions run on this thread alone.
     pub fn install_held_as<R>(&self, who: u32, f: impl FnOnce() -> R) -> R {
+        self.held(who, true, f)
+    }
+
+    /// [`Self::install_held_as`]; `counted`: whether the step counts as
+    /// another installer's for [`Self::install_lent_as`] (a lender's own
+    /// held steps do not).
+    fn held<R>(&self, who: u32, counted: bool, f: impl FnOnce() -> R) -> R {
         let tag = if who < 64 { who } else { NO_TAG };
         let inner = &*self.inner;
         if !inner.gate.enter(tag) {
@@ -292,6 +362,7 @@ impl Team {
             return f();
         }
         let _turn = Turn(&inner.gate);
+        let _s = counted.then(|| Stepping::enter(inner));
         let prev = HELD.with(|h| h.replace(inner as *const Inner));
         struct Restore(*const Inner);
         impl Drop for Restore {
@@ -350,6 +421,10 @@ impl Inner {
             panicked: AtomicBool::new(false),
             threads,
             gate: Gate::default(),
+            lent: AtomicUsize::new(0),
+            stepping: AtomicUsize::new(0),
+            last_step_end_us: AtomicU64::new(0),
+            base: Instant::now(),
         }
     }
 
@@ -381,6 +456,12 @@ impl Inner {
             return (0..n).for_each(task);
         }
         let _turn = (!held).then(|| Turn(&self.gate));
+        if self.lent.load(Ordering::SeqCst) > 0 {
+            // A core is lent (`Team::install_lent_as`): this region keeps
+            // to its opener's thread, and the workers park.
+            let _g = set_mode(Mode::Inline);
+            return (0..n).for_each(task);
+        }
         let slot: *const TaskRef<'_> = &task;
         self.task.store(slot as *mut (), Ordering::Relaxed);
         self.n.store(n, Ordering::Relaxed);
@@ -695,6 +776,69 @@ mod tests {
             team.retire();
             for_each(8, |_| assert_eq!(std::thread::current().id(), me));
         });
+    }
+
+    #[test]
+    fn a_lent_step_runs_beside_a_stepping_installer_each_on_its_own_thread() {
+        let team = Arc::new(Team::new(2, "test-team").unwrap());
+        let lent = Arc::new(AtomicBool::new(false));
+        let seen_lent = Arc::new(AtomicU32::new(0));
+        let done = Arc::new(AtomicBool::new(false));
+        let stepper = {
+            let (team, lent, seen_lent, done) =
+                (team.clone(), lent.clone(), seen_lent.clone(), done.clone());
+            std::thread::spawn(move || {
+                let me = std::thread::current().id();
+                team.install_as(0, || {
+                    while !done.load(Ordering::Acquire) {
+                        // A region opened while the core is lent keeps to
+                        // this thread.
+                        let during = lent.load(Ordering::Acquire);
+                        for_each(16, |_| {
+                            if during {
+                                assert_eq!(std::thread::current().id(), me);
+                            }
+                        });
+                        if during {
+                            seen_lent.fetch_add(1, Ordering::AcqRel);
+                        }
+                    }
+                })
+            })
+        };
+        // Wait until the stepper is inside its step.
+        while team.inner.stepping.load(Ordering::Acquire) == 0 {
+            std::thread::yield_now();
+        }
+        let me = std::thread::current().id();
+        team.install_lent_as(2, || {
+            assert_eq!(threads(), 1);
+            lent.store(true, Ordering::Release);
+            for_each(64, |_| assert_eq!(std::thread::current().id(), me));
+            while seen_lent.load(Ordering::Acquire) < 20 && !stepper.is_finished() {
+                std::thread::yield_now();
+            }
+            lent.store(false, Ordering::Release);
+        });
+        done.store(true, Ordering::Release);
+        stepper.join().unwrap();
+        assert_eq!(team.inner.lent.load(Ordering::Acquire), 0);
+    }
+
+    #[test]
+    fn a_lent_step_with_nobody_else_stepping_holds_the_whole_team() {
+        let team = Team::new(2, "test-team").unwrap();
+        // Past the busy gap of the team's start.
+        std::thread::sleep(Duration::from_micros(BUSY_GAP_US * 2));
+        team.install_lent_as(2, || {
+            assert_eq!(threads(), 2);
+            let hits: Vec<AtomicU32> = (0..256).map(|_| AtomicU32::new(0)).collect();
+            for_each(hits.len(), |i| {
+                hits[i].fetch_add(1, Ordering::Relaxed);
+            });
+            assert!(hits.iter().all(|h| h.load(Ordering::Relaxed) == 1));
+        });
+        assert_eq!(team.inner.stepping.load(Ordering::Acquire), 0);
     }
 
     #[test]

@@ -323,13 +323,13 @@ impl<L: StageLogic> StageActor<L> {
             // this thread opens each region and takes part in it; the
             // stages' regions take turns, and nothing but a region is
             // shared.
+            let who = L::KIND.index() as u32;
             match (team, shared.pool(L::KIND)) {
-                (Some(team), _) if held_turn(L::HOLDS_TEAM) => {
-                    team.install_held_as(L::KIND.index() as u32, || logic.process(items, &mut cx))
-                }
-                (Some(team), _) => {
-                    team.install_as(L::KIND.index() as u32, || logic.process(items, &mut cx))
-                }
+                (Some(team), _) => match turns(L::HOLDS_TEAM) {
+                    Turns::Held => team.install_held_as(who, || logic.process(items, &mut cx)),
+                    Turns::Lent => team.install_lent_as(who, || logic.process(items, &mut cx)),
+                    Turns::PerRegion => team.install_as(who, || logic.process(items, &mut cx)),
+                },
                 (None, Some(pool)) => pool.install(|| logic.process(items, &mut cx)),
                 (None, None) => logic.process(items, &mut cx),
             }
@@ -654,22 +654,45 @@ impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
     }
 }
 
-/// Whether a step holds the team, given its stage's
+/// How a step takes the team's cores.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Turns {
+    /// A turn per kernel region (`Team::install_as`).
+    PerRegion,
+    /// One turn for the whole step (`Team::install_held_as`).
+    Held,
+    /// The whole step on its own thread beside the other stages' steps,
+    /// each on one core, while they step; held when they do not
+    /// (`Team::install_lent_as`).
+    Lent,
+}
+
+/// How a step takes the team, given its stage's
 /// [`StageLogic::HOLDS_TEAM`] (code2wav's: interleaving its long
 /// convolutions one by one with the LMs' hundreds of short memory-bound
 /// matmuls cost a wake-up per hand-off and each other's cache;
 /// docs/performance.md, "code2wav holds the team for its step").
-/// `TTS_RT_TEAM_HOLD=off|all` overrides it for every stage, an A/B switch
-/// for measurements read once (`c2w`, the default, keeps each stage's own).
-fn held_turn(holds: bool) -> bool {
-    static H: std::sync::OnceLock<Option<bool>> = std::sync::OnceLock::new();
+/// `TTS_RT_TEAM_HOLD=off|all|lend` overrides it, an A/B switch for
+/// measurements read once: `off` a turn per region for every stage, `all`
+/// every stage holds, `lend` the holding stages run beside the others on
+/// one core while those step (`c2w`, the default, keeps each stage's own).
+fn turns(holds: bool) -> Turns {
+    static H: std::sync::OnceLock<Option<Turns>> = std::sync::OnceLock::new();
     let forced = *H.get_or_init(|| match std::env::var("TTS_RT_TEAM_HOLD").as_deref() {
-        Ok("off") => Some(false),
-        Ok("all") => Some(true),
+        Ok("off") => Some(Turns::PerRegion),
+        Ok("all") => Some(Turns::Held),
         _ => None,
     });
-    forced.unwrap_or(holds)
+    let lend = *LEND.get_or_init(|| std::env::var("TTS_RT_TEAM_HOLD").as_deref() == Ok("lend"));
+    match (forced, holds) {
+        (Some(t), _) => t,
+        (None, true) if lend => Turns::Lent,
+        (None, true) => Turns::Held,
+        (None, false) => Turns::PerRegion,
+    }
 }
+
+static LEND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 #[cfg(test)]
 mod tests {

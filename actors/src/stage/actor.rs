@@ -677,13 +677,15 @@ enum Turns {
 /// every stage holds, `lend` the holding stages run beside the others on
 /// one core while those step (`c2w`, the default, keeps each stage's own).
 fn turns(holds: bool) -> Turns {
-    static H: std::sync::OnceLock<Option<Turns>> = std::sync::OnceLock::new();
-    let forced = *H.get_or_init(|| match std::env::var("TTS_RT_TEAM_HOLD").as_deref() {
-        Ok("off") => Some(Turns::PerRegion),
-        Ok("all") => Some(Turns::Held),
-        _ => None,
+    // `Some(t)`: every stage takes the team as `t`; `None` (`c2w`): by
+    // its own `HOLDS_TEAM`, with `lend` for the holding stages.
+    static H: std::sync::OnceLock<(Option<Turns>, bool)> = std::sync::OnceLock::new();
+    let (forced, lend) = *H.get_or_init(|| match std::env::var("TTS_RT_TEAM_HOLD").as_deref() {
+        Ok("off") => (Some(Turns::PerRegion), false),
+        Ok("all") => (Some(Turns::Held), false),
+        Ok("lend") => (None, true),
+        _ => (None, false),
     });
-    let lend = *LEND.get_or_init(|| std::env::var("TTS_RT_TEAM_HOLD").as_deref() == Ok("lend"));
     match (forced, holds) {
         (Some(t), _) => t,
         (None, true) if lend => Turns::Lent,
@@ -691,8 +693,6 @@ fn turns(holds: bool) -> Turns {
         (None, false) => Turns::PerRegion,
     }
 }
-
-static LEND: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
 
 #[cfg(test)]
 mod tests {

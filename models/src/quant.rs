@@ -127,8 +127,11 @@ impl std::str::FromStr for Precision {
 /// load, rounds activations to bf16 as they enter the dot product and
 /// accumulates in f32 (`tts_kernels::conv_bf16`: `vdpbf16ps` on CPUs with
 /// avx512_bf16, a bit-identical f32-FMA emulation elsewhere). The
-/// transformer, the ConvNeXt blocks (depthwise conv and pointwise MLP),
-/// SnakeBeta and the dequantizer stay f32. Fidelity gate:
+/// transformer's linears and the ConvNeXt pointwise MLPs get bf16 weights
+/// too (rounded once at load; f32 activations and accumulation, the LMs'
+/// bf16 matmul): at a streaming step of one frame they are read for one
+/// row each, so their bytes, not their multiply-adds, are their cost. The
+/// depthwise conv, norms, SnakeBeta and the dequantizer stay f32. Fidelity gate:
 /// tests/precision_codec.rs; speed: docs/performance.md.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Code2WavPrecision {

@@ -249,6 +249,19 @@ impl Weight {
             data: WeightData::OwnedGroup(format, q),
         }
     }
+    /// This weight with bf16 elements (round to nearest even, as PyTorch's
+    /// `.to(torch.bfloat16)`): f32 (and any f16 widened to f32) is rounded
+    /// into an owned copy; bf16 is returned as it is. Quantized weights are
+    /// not float and are returned unchanged.
+    pub fn to_bf16(self) -> Self {
+        let data = match self.mat() {
+            Mat::F32 { data, .. } => {
+                WeightData::OwnedBf16(data.iter().map(|&v| tts_kernels::f32_to_bf16(v)).collect())
+            }
+            _ => return self,
+        };
+        Weight { data, ..self }
+    }
     /// An owned f32 weight (tests, generated checkpoints).
     pub fn from_f32(rows: usize, cols: usize, data: Vec<f32>) -> Self {
         assert_eq!(data.len(), rows * cols);

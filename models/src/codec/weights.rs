@@ -223,7 +223,9 @@ impl Snake {
     }
 }
 
-/// A bias-carrying Linear.
+/// A bias-carrying Linear: the stored weight (mapped, zero copy) at
+/// [`Code2WavPrecision::F32`], an owned bf16 copy at
+/// [`Code2WavPrecision::Bf16`].
 pub(crate) struct Linear {
     pub w: Weight,
     pub bias: Option<Vec<f32>>,
@@ -236,8 +238,12 @@ impl Linear {
         d_in: usize,
         d_out: usize,
         bias: bool,
+        precision: Code2WavPrecision,
     ) -> Result<Self> {
-        let w = store.weight(&format!("{prefix}.weight"), &[d_out, d_in])?;
+        let mut w = store.weight(&format!("{prefix}.weight"), &[d_out, d_in])?;
+        if precision == Code2WavPrecision::Bf16 {
+            w = w.to_bf16();
+        }
         let bias = if bias {
             Some(store.vector(&format!("{prefix}.bias"), &[d_out])?)
         } else {
@@ -420,6 +426,7 @@ impl Weights {
                     hs,
                     qd,
                     t.attention_bias,
+                    precision,
                 )?,
                 k: Linear::load(
                     store,
@@ -427,6 +434,7 @@ impl Weights {
                     hs,
                     kvd,
                     t.attention_bias,
+                    precision,
                 )?,
                 v: Linear::load(
                     store,
@@ -434,6 +442,7 @@ impl Weights {
                     hs,
                     kvd,
                     t.attention_bias,
+                    precision,
                 )?,
                 o: Linear::load(
                     store,
@@ -441,6 +450,7 @@ impl Weights {
                     qd,
                     hs,
                     t.attention_bias,
+                    precision,
                 )?,
                 attn_scale: store.vector(&format!("{lp}.self_attn_layer_scale.scale"), &[hs])?,
                 post_norm: store.vector(&format!("{lp}.post_attention_layernorm.weight"), &[hs])?,
@@ -450,6 +460,7 @@ impl Weights {
                     hs,
                     t.intermediate_size,
                     false,
+                    precision,
                 )?,
                 up: Linear::load(
                     store,
@@ -457,6 +468,7 @@ impl Weights {
                     hs,
                     t.intermediate_size,
                     false,
+                    precision,
                 )?,
                 down: Linear::load(
                     store,
@@ -464,6 +476,7 @@ impl Weights {
                     t.intermediate_size,
                     hs,
                     false,
+                    precision,
                 )?,
                 mlp_scale: store.vector(&format!("{lp}.mlp_layer_scale.scale"), &[hs])?,
             });
@@ -477,7 +490,7 @@ impl Weights {
             })
             .collect();
         let transformer = Transformer {
-            input_proj: Linear::load(store, &format!("{tp}.input_proj"), cfg.latent_dim, hs, true)?,
+            input_proj: Linear::load(store, &format!("{tp}.input_proj"), cfg.latent_dim, hs, true, precision)?,
             layers,
             norm: store.vector(&format!("{tp}.norm.weight"), &[hs])?,
             output_proj: Linear::load(
@@ -486,7 +499,8 @@ impl Weights {
                 hs,
                 cfg.latent_dim,
                 true,
-            )?,
+                    precision,
+                )?,
             attn: AttnShape {
                 n_heads: t.num_heads,
                 n_kv_heads: t.num_kv_heads,
@@ -529,8 +543,8 @@ impl Weights {
                     )?,
                     norm_w: store.vector(&format!("{up}.1.norm.weight"), &[ld])?,
                     norm_b: store.vector(&format!("{up}.1.norm.bias"), &[ld])?,
-                    pw1: Linear::load(store, &format!("{up}.1.pwconv1"), ld, 4 * ld, true)?,
-                    pw2: Linear::load(store, &format!("{up}.1.pwconv2"), 4 * ld, ld, true)?,
+                    pw1: Linear::load(store, &format!("{up}.1.pwconv1"), ld, 4 * ld, true, precision)?,
+                    pw2: Linear::load(store, &format!("{up}.1.pwconv2"), 4 * ld, ld, true, precision)?,
                     gamma: store.vector(&format!("{up}.1.gamma"), &[ld])?,
                 },
             });

@@ -5,13 +5,17 @@
 //! # Format
 //! [`ConvBf16`] holds a convolution weight converted once (at model load)
 //! to bf16, round-to-nearest-even, with **pairs of adjacent input channels
-//! interleaved**: the `u32` at `[co][p][kk]` holds `bf16(w[co, 2p, kk])` in
-//! its low half and `bf16(w[co, 2p + 1, kk])` in its high half (0 past an
-//! odd `c_in`). Both `conv1d` (`[c_out, c_in, k]`) and transposed
-//! (`[c_in, c_out, k]`) weights are repacked into this one `[c_out, pairs,
-//! k]` order, so one kernel serves both. Activations are rounded to bf16
-//! (RNE) in the same pairing as they enter the dot product: time is the
-//! vector axis, and one 32-bit lane holds `(x[2p, t], x[2p + 1, t])`.
+//! interleaved**: the `u32` of (`co`, `p`, `kk`) holds `bf16(w[co, 2p, kk])`
+//! in its low half and `bf16(w[co, 2p + 1, kk])` in its high half (0 past
+//! an odd `c_in`). The pairs are stored `[c_out / 16][pairs][k][16]`: in
+//! groups of 16 output channels (the last group padded with zero
+//! channels), the 16 channels of one (pair, tap) side by side. The time
+//! tiles broadcast one channel's pair at a time (8 neighbours in one cache
+//! line); the channel tiles of short outputs load all 16 as one vector.
+//! Both `conv1d` (`[c_out, c_in, k]`) and transposed (`[c_in, c_out, k]`)
+//! weights are repacked into this one order, so one kernel serves both.
+//! Activations are rounded to bf16 (RNE) in the same pairing as they enter
+//! the dot product; one 32-bit lane holds `(x[2p, t], x[2p + 1, t])`.
 //!
 //! # Arithmetic (what every path computes)
 //! Per output element, from `acc = bias` (0 without one): for each channel
@@ -94,8 +98,9 @@ pub fn dp_step(acc: f32, a: f32, b: f32) -> f32 {
 
 /// A convolution weight in bf16 channel pairs (see the module docs).
 ///
-/// Two layouts of the same pairs: `[c_out][pairs][kernel]` for the
-/// `vdpbf16ps` tiles, the emulation and the reference, and AMX weight
+/// Two layouts of the same pairs: `[c_out / 16][pairs][kernel][16]`
+/// ([`ConvBf16::pair_index`]) for the `vdpbf16ps` tiles, the emulation and
+/// the reference, and AMX weight
 /// tiles `[kernel][co16][pairs16]` (output channels and pairs padded with
 /// zeros to multiples of 16). A weight is built in the layout this
 /// process's kernels read (AMX tiles where [`crate::Kernels::selected`]
@@ -142,7 +147,14 @@ impl ConvBf16 {
     ) -> Self {
         assert!(kernel > 0, "ConvBf16: kernel must be >= 1");
         let pairs = c_in.div_ceil(2);
-        let mut w = Vec::with_capacity(c_out * pairs * kernel);
+        let mut c = ConvBf16 {
+            pairs: OnceLock::new(),
+            tiles: OnceLock::new(),
+            c_in,
+            c_out,
+            kernel,
+        };
+        let mut w = vec![0u32; c.co16() * pairs * kernel];
         for co in 0..c_out {
             for p in 0..pairs {
                 for kk in 0..kernel {
@@ -152,17 +164,11 @@ impl ConvBf16 {
                     } else {
                         0
                     };
-                    w.push(pair(lo, hi));
+                    w[c.pair_index(co, p, kk)] = pair(lo, hi);
                 }
             }
         }
-        let c = ConvBf16 {
-            pairs: OnceLock::from(w),
-            tiles: OnceLock::new(),
-            c_in,
-            c_out,
-            kernel,
-        };
+        c.pairs = OnceLock::from(w);
         if crate::Kernels::selected().bf16_on_amx() {
             c.tile_layout();
             ConvBf16 {
@@ -183,20 +189,33 @@ impl ConvBf16 {
         self.c_out.next_multiple_of(16)
     }
 
+    /// Index of (`co`, pair `p`, tap `kk`) in [`ConvBf16::pair_layout`]:
+    /// `[c_out / 16][pairs][kernel][16]`.
+    #[inline(always)]
+    pub(crate) fn pair_index(&self, co: usize, p: usize, kk: usize) -> usize {
+        (((co / 16) * self.pairs() + p) * self.kernel + kk) * 16 + co % 16
+    }
+
+    /// Elements between two groups of 16 output channels in
+    /// [`ConvBf16::pair_layout`].
+    pub(crate) fn group_stride(&self) -> usize {
+        self.pairs() * self.kernel * 16
+    }
+
     fn pairs16(&self) -> usize {
         self.pairs().next_multiple_of(16)
     }
 
-    /// The `[c_out][pairs][kernel]` layout.
+    /// The `[c_out / 16][pairs][kernel][16]` layout (zero past `c_out`).
     pub(crate) fn pair_layout(&self) -> &[u32] {
         self.pairs.get_or_init(|| {
             let t = self.tiles.get().expect("ConvBf16 holds one layout");
             let (pairs, k, co16, p16) = (self.pairs(), self.kernel, self.co16(), self.pairs16());
-            let mut w = Vec::with_capacity(self.c_out * pairs * k);
+            let mut w = vec![0u32; co16 * pairs * k];
             for co in 0..self.c_out {
                 for p in 0..pairs {
                     for kk in 0..k {
-                        w.push(t[(kk * co16 + co) * p16 + p]);
+                        w[self.pair_index(co, p, kk)] = t[(kk * co16 + co) * p16 + p];
                     }
                 }
             }
@@ -214,7 +233,7 @@ impl ConvBf16 {
             for co in 0..self.c_out {
                 for p in 0..pairs {
                     for kk in 0..k {
-                        t[(kk * co16 + co) * p16 + p] = w[(co * pairs + p) * k + kk];
+                        t[(kk * co16 + co) * p16 + p] = w[self.pair_index(co, p, kk)];
                     }
                 }
             }
@@ -226,7 +245,7 @@ impl ConvBf16 {
     /// The bf16 weight of (`co`, `ci`, `kk`) as f32.
     pub fn weight(&self, co: usize, ci: usize, kk: usize) -> f32 {
         let p = match (self.pairs.get(), self.tiles.get()) {
-            (Some(w), _) => w[(co * self.pairs() + ci / 2) * self.kernel + kk],
+            (Some(w), _) => w[self.pair_index(co, ci / 2, kk)],
             (None, Some(t)) => t[(kk * self.co16() + co) * self.pairs16() + ci / 2],
             (None, None) => unreachable!("ConvBf16 holds one layout"),
         };
@@ -371,6 +390,34 @@ mod tests {
             }
         }
         // The odd channel's partner is zero.
-        assert_eq!(pair_hi(a.pair_layout()[2 * k]), 0.0);
+        assert_eq!(pair_hi(a.pair_layout()[a.pair_index(0, 2, 0)]), 0.0);
+    }
+
+    #[test]
+    fn the_amx_tiles_and_the_channel_groups_convert_both_ways() {
+        // 37 output channels: three groups of 16, the last one padded.
+        let (c_out, c_in, k) = (37, 9, 3);
+        let w: Vec<f32> = (0..c_out * c_in * k)
+            .map(|i| (i as f32 * 0.731).sin())
+            .collect();
+        let a = ConvBf16::from_conv1d(&w, c_out, c_in, k);
+        let (tiles, co16, p16) = a.tile_layout();
+        let pairs = a.pair_layout().to_vec();
+        assert_eq!(pairs.len(), 48 * a.pairs() * k);
+        for co in 0..c_out {
+            for p in 0..a.pairs() {
+                for kk in 0..k {
+                    assert_eq!(tiles[(kk * co16 + co) * p16 + p], pairs[a.pair_index(co, p, kk)]);
+                }
+            }
+        }
+        // Built from the tiles alone (as on an AMX host), the pairs come back.
+        let b = ConvBf16 {
+            pairs: OnceLock::new(),
+            tiles: OnceLock::from(tiles.to_vec()),
+            ..a.clone()
+        };
+        assert_eq!(b.pair_layout(), &pairs[..]);
+        assert_eq!(a, b);
     }
 }

@@ -1342,7 +1342,7 @@ fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
 }
 
 /// (c_in, c_out, kernel, dilation, t_in)
-const CONV1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 15] = [
+const CONV1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 19] = [
     (1, 1, 1, 1, 1),
     (1, 1, 1, 1, 0),
     (3, 5, 3, 1, 20),
@@ -1358,6 +1358,12 @@ const CONV1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 15] = [
     (96, 1, 7, 1, 200),    // one output channel (conv_out)
     (48, 24, 1, 1, 97),    // 1x1
     (512, 12, 3, 2, 1100), // several time slabs (256 pairs), a partial one
+    // Channel tiles (t_out <= 16): a full and a partial pair of 16-channel
+    // groups, a group of 8, and 9 outputs (8 + 1 columns).
+    (64, 40, 7, 1, 10), // t_out = 4: 32 + 8 channels
+    (33, 50, 3, 2, 9),  // t_out = 5: 32 + 18 channels, odd c_in
+    (70, 17, 1, 1, 9),  // t_out = 9: tiles of 8 and 1 columns
+    (40, 20, 3, 1, 19), // t_out = 17: time tiles, just past the threshold
 ];
 
 #[test]
@@ -1387,7 +1393,7 @@ fn conv1d_bf16_is_bit_exact_on_every_path() {
 }
 
 /// (c_in, c_out, kernel, stride, t_in)
-const CONV_TRANSPOSE1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 14] = [
+const CONV_TRANSPOSE1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 18] = [
     (1, 1, 1, 1, 1),
     (1, 1, 1, 1, 0),
     (3, 5, 4, 2, 7),
@@ -1402,6 +1408,10 @@ const CONV_TRANSPOSE1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 14] = 
     (33, 40, 10, 5, 1),
     (24, 12, 2, 2, 40),   // kernel = stride (upsample)
     (512, 6, 10, 5, 700), // two slabs of phase columns
+    (48, 50, 16, 8, 5),   // 6 per phase: channel tiles, 32 + 18 channels
+    (40, 33, 2, 2, 8),    // 8 per phase (kernel = stride), 32 + 1 channels
+    (24, 20, 4, 2, 16),   // 17 per phase: time tiles, just past the threshold
+    (130, 24, 16, 8, 12), // 13 per phase: channel tiles of 8 + 5 columns, 3 pair chunks
 ];
 
 #[test]

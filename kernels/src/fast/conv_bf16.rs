@@ -13,16 +13,42 @@
 //!
 //! Channel blocks, the pair chunking that keeps a block's weights in L1
 //! and the transposed convolution's phase split are as in `conv.rs`.
+//!
+//! Short outputs (at most [`CHANNEL_T_MAX`] per phase: a streaming step
+//! of one frame gives `decoder.0` 4 columns) run on **channel tiles**
+//! instead where the kernel has them (AVX-512 BF16): 16 output channels
+//! per vector, up to 8 columns, one weight vector load per (pair, tap)
+//! serving every column, the activation pair broadcast. The weight layout
+//! (`[c_out / 16][pairs][k][16]`, [`ConvBf16`]) makes both tiles read
+//! whole cache lines. Per output the operations and their order are the
+//! time tiles', so the bits do not depend on which tile ran.
 
 use super::conv::{slab_len, Phases, Tap};
 use super::{run_tasks, SharedOut, Simd};
 use crate::conv_bf16::{flush, pack_planes, pair_hi, pair_lo, ConvBf16};
 
-/// Output channels per task block.
-const CO: usize = 8;
-/// Channel pairs per pass: 8 ch x 32 pairs x 16 taps x 4 B = 16 KB of
-/// weights at most, reused from L1 by every time tile and phase.
+/// Output channels per task block of the time tiles: one group of 16 in
+/// the weight layout, so a task reads whole cache lines of weights.
+const CO: usize = 16;
+/// Columns of one channel tile (its accumulators: 2 x 8 vectors).
+const SHORT_T: usize = 8;
+/// Outputs (per phase) at or under which a kernel with channel tiles
+/// ([`PairKernel::CHANNEL_TILES`]) vectorises over output channels instead
+/// of time: a streaming step of one frame gives `decoder.0` 4 outputs and
+/// block 0's transposed conv 6 per phase, where a 16-lane time vector
+/// would be a quarter full; at 16 (`decoder.0` in 4-frame steps) each
+/// weight vector still serves 8 columns, where the time tiles' weight
+/// broadcasts serve one vector each.
+const CHANNEL_T_MAX: usize = 16;
+/// Output channels per task block of the channel tiles (two vectors).
+const SHORT_CO: usize = 32;
+/// Channel pairs per pass: 16 ch x 32 pairs x 7 taps x 4 B = 14 KB of
+/// weights for the vocoder's k7 convs (32 KB at kernel 16, whose phases
+/// each read two taps of it), reused from L1 by every time tile and phase.
 const P_CHUNK: usize = 32;
+/// Channel pairs per pass of the channel tiles: 32 ch x 32 pairs x 16
+/// taps x 4 B = 64 KB at most, reused from L2 by every phase.
+const P_CHUNK_SHORT: usize = 32;
 
 /// A block of output channels over one packed input.
 struct Block<'a, X> {
@@ -37,11 +63,50 @@ struct Block<'a, X> {
     x_t0: usize,
     pairs: usize,
     /// Weight pair of (block channel `c`, pair `p`, tap) at
-    /// `c * w_co + p * w_ci + tap.w_off`.
+    /// `c * w_co + p * w_ci + tap.w_off`: in the `[c_out / 16][pairs][k][16]`
+    /// layout, from the block's first channel (a block never crosses a
+    /// group of 16), `w_co = 1`, `w_ci = 16 k` and `w_off = 16 kk`.
     w: &'a [u32],
     w_co: usize,
     w_ci: usize,
     taps: &'a [Tap],
+}
+
+/// Accumulators of the channel tiles: `[groups][t_len][16]`, output
+/// channel `16 g + c` at lane `c` of group `g` (zero lanes past the last
+/// channel). Filled from and written back to `[nco, t_len]` rows once per
+/// output, so the pair chunks in between load and store whole vectors.
+struct Lanes {
+    buf: Vec<f32>,
+    groups: usize,
+    t_len: usize,
+}
+
+impl Lanes {
+    /// From `nco` rows of `t_len` (row `c` at `rows[c * row_stride..]`,
+    /// columns `t0..t0 + t_len`).
+    fn gather(rows: &[f32], row_stride: usize, nco: usize, t0: usize, t_len: usize) -> Lanes {
+        let groups = nco.div_ceil(16);
+        let mut buf = vec![0f32; groups * t_len * 16];
+        for c in 0..nco {
+            let row = &rows[c * row_stride + t0..c * row_stride + t0 + t_len];
+            for (t, &v) in row.iter().enumerate() {
+                buf[((c / 16) * t_len + t) * 16 + c % 16] = v;
+            }
+        }
+        Lanes { buf, groups, t_len }
+    }
+
+    /// Back into the rows [`Lanes::gather`] read.
+    fn scatter(&self, rows: &mut [f32], row_stride: usize, nco: usize, t0: usize) {
+        let t_len = self.t_len;
+        for c in 0..nco {
+            let row = &mut rows[c * row_stride + t0..c * row_stride + t0 + t_len];
+            for (t, v) in row.iter_mut().enumerate() {
+                *v = self.buf[((c / 16) * t_len + t) * 16 + c % 16];
+            }
+        }
+    }
 }
 
 /// One way of computing a register tile.
@@ -77,6 +142,36 @@ trait PairKernel: Copy + Send + Sync {
         p0: usize,
         p1: usize,
     );
+    /// Whether [`PairKernel::channel_tile`] is implemented.
+    const CHANNEL_TILES: bool = false;
+    /// Output columns `t0..t0 + T` of `V` groups of 16 output channels
+    /// (group `v`'s weights at `w + v * w_grp`), pairs `p0..p1`, added to
+    /// the lane-major accumulators `acc` (`[V][t_len][16]`, column `t` of
+    /// group `v` at `acc + (v * t_len + t) * 16`): the vector axis is the
+    /// output channel, and each weight vector serves `T` columns. Per
+    /// output the same operations in the same order as
+    /// [`PairKernel::tile`].
+    ///
+    /// # Safety
+    /// As for `tile`; `w` is valid for the whole `V` groups of 16 and
+    /// `acc` for `V * t_len * 16` elements.
+    #[allow(
+        clippy::too_many_arguments,
+        reason = "an `#[inline(always)]` inner-loop step, as `tile`"
+    )]
+    unsafe fn channel_tile<const V: usize, const T: usize>(
+        self,
+        _blk: &Block<'_, Self::X>,
+        _w: *const u32,
+        _w_grp: usize,
+        _acc: *mut f32,
+        _t_len: usize,
+        _t0: usize,
+        _p0: usize,
+        _p1: usize,
+    ) {
+        unreachable!("channel tiles are not implemented for this kernel")
+    }
 }
 
 impl<X: Copy> Block<'_, X> {
@@ -161,6 +256,77 @@ impl<X: Copy> Block<'_, X> {
                         }
                     }
                     c0 += c;
+                }
+            },
+        )
+    }
+
+    /// Adds pairs `p0..p1` into the lane-major accumulators `acc` of
+    /// `nco` channels (`[nco / 16 groups][t_len][16]`, see
+    /// [`Lanes`]) on the channel tiles. `self.w` starts at a group of 16
+    /// channels; groups are `w_grp` apart.
+    fn channel_accumulate<K: PairKernel<X = X>>(
+        &self,
+        k: K,
+        acc: &mut Lanes,
+        (p0, p1): (usize, usize),
+        w_grp: usize,
+    ) {
+        let (t_len, groups) = (acc.t_len, acc.groups);
+        if t_len == 0 || p0 >= p1 || self.taps.is_empty() || groups == 0 {
+            return;
+        }
+        let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
+        let max_w = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
+        assert!(K::CHANNEL_TILES && p1 <= self.pairs);
+        assert_eq!(acc.buf.len(), groups * t_len * 16);
+        assert!(
+            self.x_t0 + t_len + max_x <= self.x_cs,
+            "conv_bf16: x row too short"
+        );
+        assert!(
+            (p1 - 1) * self.x_ps + (self.x_ps - self.x_cs) + self.x_cs <= self.x.len(),
+            "conv_bf16: x too short"
+        );
+        assert!(
+            (groups - 1) * w_grp + (p1 - 1) * self.w_ci + max_w + 16 <= self.w.len(),
+            "conv_bf16: w too short"
+        );
+        let a = acc.buf.as_mut_ptr();
+        k.vectorize(
+            #[inline(always)]
+            || {
+                let mut g = 0;
+                while g < groups {
+                    let v = (groups - g).min(2);
+                    let mut t = 0;
+                    while t < t_len {
+                        let n = (t_len - t).min(SHORT_T);
+                        // SAFETY: the asserts above bound every x and w
+                        // access (whole groups of 16 exist in the layout)
+                        // and `acc`'s groups g..g + v.
+                        unsafe {
+                            let w = self.w.as_ptr().add(g * w_grp);
+                            let a = a.add(g * t_len * 16);
+                            macro_rules! go {
+                                ($v:literal, $($t:literal)*) => {
+                                    match n {
+                                        $($t => k.channel_tile::<$v, $t>(
+                                            self, w, w_grp, a, t_len, t, p0, p1,
+                                        ),)*
+                                        _ => unreachable!(),
+                                    }
+                                };
+                            }
+                            if v == 2 {
+                                go!(2, 1 2 3 4 5 6 7 8)
+                            } else {
+                                go!(1, 1 2 3 4 5 6 7 8)
+                            }
+                        }
+                        t += n;
+                    }
+                    g += v;
                 }
             },
         )
@@ -387,6 +553,51 @@ mod dp {
                 }
             }
         }
+
+        const CHANNEL_TILES: bool = true;
+
+        #[inline(always)]
+        unsafe fn channel_tile<const V: usize, const T: usize>(
+            self,
+            blk: &Block<'_, u32>,
+            w: *const u32,
+            w_grp: usize,
+            acc: *mut f32,
+            t_len: usize,
+            t0: usize,
+            p0: usize,
+            p1: usize,
+        ) {
+            let at = |v: usize, t: usize| acc.add((v * t_len + t0 + t) * 16);
+            let mut a = [[_mm512_setzero_ps(); T]; V];
+            for (v, av) in a.iter_mut().enumerate() {
+                for (t, a) in av.iter_mut().enumerate() {
+                    *a = _mm512_loadu_ps(at(v, t));
+                }
+            }
+            let x = blk.x.as_ptr();
+            for p in p0..p1 {
+                let xr = x.add(p * blk.x_ps + blk.x_t0 + t0);
+                let wr = w.add(p * blk.w_ci);
+                for tap in blk.taps {
+                    let mut wv = [bh(_mm512_setzero_si512()); V];
+                    for (v, wv) in wv.iter_mut().enumerate() {
+                        *wv = bh(_mm512_loadu_si512(wr.add(v * w_grp + tap.w_off) as *const _));
+                    }
+                    for t in 0..T {
+                        let xv = bh(_mm512_set1_epi32(*xr.add(tap.x_off + t) as i32));
+                        for (av, &wv) in a.iter_mut().zip(&wv) {
+                            av[t] = _mm512_dpbf16_ps(av[t], xv, wv);
+                        }
+                    }
+                }
+            }
+            for (v, av) in a.iter().enumerate() {
+                for (t, &a) in av.iter().enumerate() {
+                    _mm512_storeu_ps(at(v, t), a);
+                }
+            }
+        }
     }
 
     /// `vdpbf16ps` on single lanes, for the test that pins the scalar
@@ -468,6 +679,47 @@ pub(crate) enum Bf16Kernel<S> {
     /// AMX `tdpbf16ps` tiles ([`super::conv_amx`]).
     #[cfg(target_arch = "x86_64")]
     Amx(super::conv_amx::Amx),
+}
+
+/// Asks for pairs `p0..p1` of weight groups `g0..g0 + groups` in L2
+/// before a transposed convolution's phases read them: each phase reads
+/// only its own taps, every `16 k` elements (1 KB at kernel 16), a stride
+/// the hardware prefetchers do not follow, so without this the first
+/// phase over a chunk waits on memory once per line (block 0's 38 MB
+/// transposed conv: 1.7 against 2.7 ms in 4-frame steps, 0.7 against 1.2
+/// in 1-frame steps).
+fn prefetch_pairs(
+    layout: &[u32],
+    grp: usize,
+    g0: usize,
+    groups: usize,
+    (p0, p1): (usize, usize),
+    kernel: usize,
+) {
+    for g in g0..g0 + groups {
+        let lines = &layout[g * grp + p0 * 16 * kernel..g * grp + p1 * 16 * kernel];
+        for line in lines.chunks(16) {
+            #[cfg(target_arch = "x86_64")]
+            // SAFETY: a prefetch is a hint; the address is inside `layout`.
+            unsafe {
+                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
+                _mm_prefetch::<_MM_HINT_T1>(line.as_ptr() as *const i8)
+            };
+            #[cfg(not(target_arch = "x86_64"))]
+            let _ = line;
+        }
+    }
+}
+
+/// `taps` with their weight offsets in the `[c_out / 16][pairs][k][16]`
+/// layout (16 elements per tap).
+fn group_taps(taps: &[Tap]) -> Vec<Tap> {
+    taps.iter()
+        .map(|t| Tap {
+            x_off: t.x_off,
+            w_off: 16 * t.w_off,
+        })
+        .collect()
 }
 
 /// `out = bias` per `t_len` row (bias flushed: DAZ on the accumulator).
@@ -577,6 +829,9 @@ fn conv1d_with<K: PairKernel>(
     let pairs = w.pairs();
     let x_ps = xp.len() / pairs.max(1);
     let wpc = pairs * w.kernel;
+    let (layout, grp, taps) = (w.pair_layout(), w.group_stride(), group_taps(&taps));
+    let short = K::CHANNEL_TILES && t_out <= CHANNEL_T_MAX;
+    let co_blk = if short { SHORT_CO } else { CO };
     fill_bias(out, t_out, bias);
     // Tasks are (time slab, block of CO output channels), slab-major, so
     // each thread works through a contiguous run of slabs and every
@@ -584,26 +839,36 @@ fn conv1d_with<K: PairKernel>(
     // row of the last vocoder block is 96 pairs x 77k samples = 29 MB at
     // 40 frames; sweeping it once per channel block went to DRAM).
     let slab = slab_len(K::ROWS * pairs, K::LANES * K::C8_TV, t_out);
-    let (n_slabs, n_cb) = (t_out.div_ceil(slab), w.c_out.div_ceil(CO));
+    let (n_slabs, n_cb) = (t_out.div_ceil(slab), w.c_out.div_ceil(co_blk));
     let n_tasks = n_slabs * n_cb;
-    let task_work = CO * 2 * wpc * slab;
+    let task_work = co_blk * 2 * wpc * slab;
     let o = SharedOut::new(out);
     let task = |i: usize| {
         let (si, cb) = (i / n_cb, i % n_cb);
         let (t0, t1) = (si * slab, ((si + 1) * slab).min(t_out));
-        let co0 = cb * CO;
-        let nco = CO.min(w.c_out - co0);
+        let co0 = cb * co_blk;
+        let nco = co_blk.min(w.c_out - co0);
         let blk = Block {
             x: &xp,
             x_ps,
             x_cs: t_in,
             x_t0: 0,
             pairs,
-            w: &w.pair_layout()[co0 * wpc..(co0 + nco) * wpc],
-            w_co: wpc,
-            w_ci: w.kernel,
+            w: &layout[co0 / 16 * grp + co0 % 16..],
+            w_co: 1,
+            w_ci: 16 * w.kernel,
             taps: &taps,
         };
+        if short {
+            // SAFETY: task i alone writes rows co0..co0 + nco of `out`
+            // ([c_out, t_out], alive for the whole call); t_out is one slab.
+            let rows = unsafe {
+                std::slice::from_raw_parts_mut(o.ptr().add(co0 * t_out), nco * t_out)
+            };
+            let mut lanes = Lanes::gather(rows, t_out, nco, t0, t1 - t0);
+            Block { x_t0: t0, ..blk }.channel_accumulate(k, &mut lanes, (0, pairs), grp);
+            return lanes.scatter(rows, t_out, nco, t0);
+        }
         for p0 in (0..pairs).step_by(P_CHUNK) {
             let p1 = (p0 + P_CHUNK).min(pairs);
             // SAFETY: task i alone writes rows co0..co0 + nco, columns
@@ -649,30 +914,54 @@ fn conv_transpose1d_with<K: PairKernel>(
     let xp = pack(k, x, w.c_in, t_in, ph.pad);
     let pairs = w.pairs();
     let x_ps = xp.len() / pairs.max(1);
-    let wpc = pairs * kernel;
     let n_q = ph.t_out.div_ceil(stride);
+    let (layout, grp) = (w.pair_layout(), w.group_stride());
+    let phase_taps: Vec<Vec<Tap>> = ph.phases.iter().map(|(_, t)| group_taps(t)).collect();
+    let short = K::CHANNEL_TILES && n_q <= CHANNEL_T_MAX;
+    let co_blk = if short { SHORT_CO } else { CO };
     let slab = slab_len(K::ROWS * pairs, K::LANES * K::C8_TV, n_q);
     ph.run(
         w.c_out,
         flushed(bias).as_deref(),
         out,
-        (CO, slab, CO * 2 * pairs * (ph.pad + 1) * slab * stride),
+        (co_blk, slab, co_blk * 2 * pairs * (ph.pad + 1) * slab * stride),
         |q0, co0, nco, y, lens| {
+            let blk = |taps| Block {
+                x: &xp,
+                x_ps,
+                x_cs,
+                x_t0: q0,
+                pairs,
+                w: &layout[co0 / 16 * grp + co0 % 16..],
+                w_co: 1,
+                w_ci: 16 * kernel,
+                taps,
+            };
+            if short {
+                // Pair chunks outside the phases: a chunk's weights (every
+                // tap) are read once from memory and serve all phases.
+                let mut lanes: Vec<Lanes> = y
+                    .iter()
+                    .zip(lens)
+                    .map(|(yr, &len)| Lanes::gather(yr, len, nco, 0, len))
+                    .collect();
+                for p0 in (0..pairs).step_by(P_CHUNK_SHORT) {
+                    let p1 = (p0 + P_CHUNK_SHORT).min(pairs);
+                    prefetch_pairs(layout, grp, co0 / 16, nco.div_ceil(16), (p0, p1), kernel);
+                    for (taps, l) in phase_taps.iter().zip(&mut lanes) {
+                        blk(taps).channel_accumulate(k, l, (p0, p1), grp);
+                    }
+                }
+                for ((l, yr), &len) in lanes.iter().zip(y.iter_mut()).zip(lens) {
+                    l.scatter(yr, len, nco, 0);
+                }
+                return;
+            }
             for p0 in (0..pairs).step_by(P_CHUNK) {
                 let p1 = (p0 + P_CHUNK).min(pairs);
-                for ((_, taps), (yr, &len)) in ph.phases.iter().zip(y.iter_mut().zip(lens)) {
-                    let blk = Block {
-                        x: &xp,
-                        x_ps,
-                        x_cs,
-                        x_t0: q0,
-                        pairs,
-                        w: &w.pair_layout()[co0 * wpc..(co0 + nco) * wpc],
-                        w_co: wpc,
-                        w_ci: kernel,
-                        taps,
-                    };
-                    blk.accumulate(k, yr, len, p0, p1);
+                prefetch_pairs(layout, grp, co0 / 16, 1, (p0, p1), kernel);
+                for (taps, (yr, &len)) in phase_taps.iter().zip(y.iter_mut().zip(lens)) {
+                    blk(taps).accumulate(k, yr, len, p0, p1);
                 }
             }
         },

@@ -791,15 +791,20 @@ mod tests {
                 let me = std::thread::current().id();
                 team.install_as(0, || {
                     while !done.load(Ordering::Acquire) {
-                        // A region opened while the core is lent keeps to
-                        // this thread.
-                        let during = lent.load(Ordering::Acquire);
+                        // A region that runs wholly inside the lent step
+                        // keeps to this thread. The flag is set after the
+                        // lent step began and cleared before it ends, so
+                        // set both before and after the region means the
+                        // whole region ran while the core was lent.
+                        let before = lent.load(Ordering::Acquire);
+                        let away = AtomicU32::new(0);
                         for_each(16, |_| {
-                            if during {
-                                assert_eq!(std::thread::current().id(), me);
+                            if std::thread::current().id() != me {
+                                away.fetch_add(1, Ordering::Relaxed);
                             }
                         });
-                        if during {
+                        if before && lent.load(Ordering::Acquire) {
+                            assert_eq!(away.load(Ordering::Relaxed), 0);
                             seen_lent.fetch_add(1, Ordering::AcqRel);
                         }
                     }

@@ -407,7 +407,10 @@ mod tests {
         for co in 0..c_out {
             for p in 0..a.pairs() {
                 for kk in 0..k {
-                    assert_eq!(tiles[(kk * co16 + co) * p16 + p], pairs[a.pair_index(co, p, kk)]);
+                    assert_eq!(
+                        tiles[(kk * co16 + co) * p16 + p],
+                        pairs[a.pair_index(co, p, kk)]
+                    );
                 }
             }
         }

@@ -862,9 +862,8 @@ fn conv1d_with<K: PairKernel>(
         if short {
             // SAFETY: task i alone writes rows co0..co0 + nco of `out`
             // ([c_out, t_out], alive for the whole call); t_out is one slab.
-            let rows = unsafe {
-                std::slice::from_raw_parts_mut(o.ptr().add(co0 * t_out), nco * t_out)
-            };
+            let rows =
+                unsafe { std::slice::from_raw_parts_mut(o.ptr().add(co0 * t_out), nco * t_out) };
             let mut lanes = Lanes::gather(rows, t_out, nco, t0, t1 - t0);
             Block { x_t0: t0, ..blk }.channel_accumulate(k, &mut lanes, (0, pairs), grp);
             return lanes.scatter(rows, t_out, nco, t0);
@@ -924,7 +923,11 @@ fn conv_transpose1d_with<K: PairKernel>(
         w.c_out,
         flushed(bias).as_deref(),
         out,
-        (co_blk, slab, co_blk * 2 * pairs * (ph.pad + 1) * slab * stride),
+        (
+            co_blk,
+            slab,
+            co_blk * 2 * pairs * (ph.pad + 1) * slab * stride,
+        ),
         |q0, co0, nco, y, lens| {
             let blk = |taps| Block {
                 x: &xp,

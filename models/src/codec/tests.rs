@@ -356,7 +356,10 @@ fn codec_bf16_streams_like_one_shot_and_stays_near_f32() {
     let t = &m.w.transformer;
     assert!(bf16(&t.layers[0].q.w) && bf16(&t.layers[0].down.w) && bf16(&t.output_proj.w));
     assert!(bf16(&m.w.upsample[0].convnext.pw1.w) && bf16(&m.w.upsample[0].convnext.pw2.w));
-    assert!(!bf16(&f.w.transformer.layers[0].q.w), "f32 keeps the stored weights");
+    assert!(
+        !bf16(&f.w.transformer.layers[0].q.w),
+        "f32 keeps the stored weights"
+    );
     let n = 41;
     let codes = random_codes(&m, n, 7);
     let whole = m.decode(&codes, n).unwrap();

@@ -490,7 +490,14 @@ impl Weights {
             })
             .collect();
         let transformer = Transformer {
-            input_proj: Linear::load(store, &format!("{tp}.input_proj"), cfg.latent_dim, hs, true, precision)?,
+            input_proj: Linear::load(
+                store,
+                &format!("{tp}.input_proj"),
+                cfg.latent_dim,
+                hs,
+                true,
+                precision,
+            )?,
             layers,
             norm: store.vector(&format!("{tp}.norm.weight"), &[hs])?,
             output_proj: Linear::load(
@@ -499,8 +506,8 @@ impl Weights {
                 hs,
                 cfg.latent_dim,
                 true,
-                    precision,
-                )?,
+                precision,
+            )?,
             attn: AttnShape {
                 n_heads: t.num_heads,
                 n_kv_heads: t.num_kv_heads,
@@ -543,8 +550,22 @@ impl Weights {
                     )?,
                     norm_w: store.vector(&format!("{up}.1.norm.weight"), &[ld])?,
                     norm_b: store.vector(&format!("{up}.1.norm.bias"), &[ld])?,
-                    pw1: Linear::load(store, &format!("{up}.1.pwconv1"), ld, 4 * ld, true, precision)?,
-                    pw2: Linear::load(store, &format!("{up}.1.pwconv2"), 4 * ld, ld, true, precision)?,
+                    pw1: Linear::load(
+                        store,
+                        &format!("{up}.1.pwconv1"),
+                        ld,
+                        4 * ld,
+                        true,
+                        precision,
+                    )?,
+                    pw2: Linear::load(
+                        store,
+                        &format!("{up}.1.pwconv2"),
+                        4 * ld,
+                        ld,
+                        true,
+                        precision,
+                    )?,
                     gamma: store.vector(&format!("{up}.1.gamma"), &[ld])?,
                 },
             });

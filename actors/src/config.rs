@@ -141,6 +141,17 @@ pub struct EngineConfig {
     /// steps. The pools are sized exactly; nothing else spawns kernel
     /// threads, so `lm + vocoder` threads is the whole engine's compute.
     pub stage_threads: Option<StageThreads>,
+    /// code2wav lends a core: a vocoder step that starts while an LM stage
+    /// is stepping runs on its own thread beside it, and the LM stages keep
+    /// to one core until it ends, instead of the step taking the whole
+    /// kernel team for its duration. While any request waits for its first
+    /// audio chunk nothing is lent (its prefill, frames and first chunk
+    /// get every core). Pays on hosts where
+    /// one core nearly saturates the memory bus, and loses where one core
+    /// reads about half of what two do (docs/performance.md, "A Zen 5
+    /// host: the vocoder beside the LMs"); off by default. Only with the
+    /// shared team (`stage_threads` unset). `TTS_RT_TEAM_HOLD` overrides it.
+    pub lend_core: bool,
     #[cfg(feature = "fault-injection")]
     pub fault: Option<Fault>,
 }
@@ -189,6 +200,7 @@ impl Default for EngineConfig {
             max_batch: 16,
             batch_gather: Duration::from_millis(200),
             stage_threads: None,
+            lend_core: false,
             #[cfg(feature = "fault-injection")]
             fault: None,
         }

@@ -82,6 +82,9 @@ pub struct EngineStats {
     /// Bytes reserved in the admission ledger.
     pub reserved_bytes: u64,
     pub active_requests: usize,
+    /// Admitted requests whose first audio chunk has not been sent yet
+    /// (while any waits, code2wav does not lend a core: `lend_core`).
+    pub awaiting_first_packet: usize,
     /// Housekeeping ticks the router has run: they stop while the engine
     /// is idle (no request held, no stage in a step).
     pub router_ticks: u64,
@@ -143,6 +146,7 @@ impl Engine {
             };
             shared.pools = Some([pool(t.lm, "lm")?, pool(t.vocoder, "vocoder")?]);
         }
+        shared.lend_core = config.lend_core;
         let shared = Arc::new(shared);
         let dir = Arc::new(RwLock::new(None));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -214,6 +218,7 @@ impl Engine {
             stale_generation_dropped: s.stale_generation.load(Ordering::Acquire),
             reserved_bytes: s.reserved_bytes.load(Ordering::Acquire),
             active_requests: s.active_requests.load(Ordering::Acquire),
+            awaiting_first_packet: s.awaiting_first_packet.load(Ordering::Acquire),
             router_ticks: s.router_ticks.load(Ordering::Acquire),
             prefix_cache_hits: prefix.hits,
             prefix_cache_misses: prefix.misses,

@@ -103,6 +103,8 @@ struct ActiveReq {
     reserved: u64,
     state: Lifecycle,
     paused_since: Option<Instant>,
+    /// Counted in `Shared::awaiting_first_packet` until its first chunk.
+    awaiting_first: bool,
 }
 
 pub struct Router {
@@ -300,6 +302,11 @@ impl Router {
                     .reserved_bytes
                     .fetch_sub(a.reserved, Ordering::AcqRel);
                 self.shared.active_requests.fetch_sub(1, Ordering::AcqRel);
+                if std::mem::take(&mut a.awaiting_first) {
+                    self.shared
+                        .awaiting_first_packet
+                        .fetch_sub(1, Ordering::AcqRel);
+                }
             }
         }
         if self.sessions.get(&key.session) == Some(&key) {
@@ -558,6 +565,9 @@ impl Handler<Submit> for Router {
             self.next_epoch += 1;
             self.shared.reserved_bytes.fetch_add(cost, Ordering::AcqRel);
             self.shared.active_requests.fetch_add(1, Ordering::AcqRel);
+            self.shared
+                .awaiting_first_packet
+                .fetch_add(1, Ordering::AcqRel);
             self.sessions.insert(m.session, key);
             self.active.insert(
                 key,
@@ -569,6 +579,7 @@ impl Handler<Submit> for Router {
                     reserved: cost,
                     state: Lifecycle::Running,
                     paused_since: None,
+                    awaiting_first: true,
                 },
             );
             Ok(key)
@@ -610,6 +621,11 @@ impl Handler<AudioOut> for Router {
                     return;
                 }
                 a.next_seq += 1;
+                if std::mem::take(&mut a.awaiting_first) {
+                    self.shared
+                        .awaiting_first_packet
+                        .fetch_sub(1, Ordering::AcqRel);
+                }
                 a.gate.produced(seq, chunk.samples.len() as u64);
                 self.push(key, Wire::Audio(chunk));
             }

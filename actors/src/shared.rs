@@ -56,6 +56,10 @@ pub struct Shared {
     pub stale_generation: AtomicU64,
     pub reserved_bytes: AtomicU64,
     pub active_requests: AtomicUsize,
+    /// Admitted requests whose first audio chunk has not reached the router
+    /// yet (a lent core is not lent while any waits: see
+    /// [`crate::EngineConfig::lend_core`]).
+    pub awaiting_first_packet: AtomicUsize,
     /// Housekeeping ticks the router has run (it ticks only while there is
     /// something to keep: `Router::ensure_ticking`).
     pub router_ticks: AtomicU64,
@@ -68,6 +72,8 @@ pub struct Shared {
     /// with `TTS_RT_TEAMS=off` (`tts_kernels::teams_enabled`; the pools
     /// above instead).
     pub teams: Option<Teams>,
+    /// [`crate::EngineConfig::lend_core`].
+    pub lend_core: bool,
 }
 
 /// The kernel teams of an engine ([`tts_kernels::Team`]): one that every
@@ -120,11 +126,13 @@ impl Shared {
             stale_generation: AtomicU64::new(0),
             reserved_bytes: AtomicU64::new(0),
             active_requests: AtomicUsize::new(0),
+            awaiting_first_packet: AtomicUsize::new(0),
             router_ticks: AtomicU64::new(0),
             #[cfg(feature = "fault-injection")]
             fault: std::sync::Mutex::new(fault),
             pools: None,
             teams: None,
+            lend_core: false,
         }
     }
 

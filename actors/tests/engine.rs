@@ -203,7 +203,11 @@ fn assert_idle(engine: &Engine) {
     // terminal event; wait for them.
     for _ in 0..2000 {
         let s = engine.stats();
-        if s.held_states == [0, 0, 0] && s.reserved_bytes == 0 && s.active_requests == 0 {
+        if s.held_states == [0, 0, 0]
+            && s.reserved_bytes == 0
+            && s.active_requests == 0
+            && s.awaiting_first_packet == 0
+        {
             return;
         }
         std::thread::sleep(Duration::from_millis(2));
@@ -342,6 +346,25 @@ fn concurrent_sessions_each_get_their_own_audio() {
             h.join().unwrap();
         }
         assert_idle(&engine);
+    });
+}
+
+/// With code2wav lending a core (`lend_core`), every session still gets
+/// exactly its offline audio: lending moves regions between threads, never
+/// their bits.
+#[test]
+fn sessions_with_a_lent_core_get_their_own_audio() {
+    within(180, || {
+        for fx in ["tiny-a", "tiny-b"] {
+            let m = model(fx);
+            let cfg = EngineConfig {
+                lend_core: true,
+                ..config()
+            };
+            let engine = Engine::start(m.clone(), cfg).unwrap();
+            run_concurrently(&engine, &m, mixed_requests(&m, 3, &[13, 21, 9]));
+            assert_idle(&engine);
+        }
     });
 }
 

@@ -83,6 +83,10 @@ pub struct BenchArgs {
     /// them). Default: all stages share the global pool (--threads).
     #[arg(long)]
     stage_threads: Option<StageThreads>,
+    /// code2wav decodes on one core beside the LM stages while they step
+    /// (see `serve --lend-core`).
+    #[arg(long)]
+    lend_core: bool,
     /// Concurrent sessions per round (comma-separated levels).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     concurrency: Vec<usize>,
@@ -149,6 +153,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "bf16_conv": tts_kernels::bf16_conv_path(),
         "threads": rayon::current_num_threads(),
         "stage_threads": a.stage_threads,
+        "lend_core": a.lend_core,
         "cores_online": std::thread::available_parallelism().ok().map(|n| n.get()),
         "load_avg_1m_at_start": load_avg_1m(),
         "precision": format!("f32 compute; talker weights {}, code predictor weights {} (f32 = as stored, BF16 in hub checkpoints); code2wav {}", model.precision.talker.name(), model.precision.code_predictor.name(), model.precision.code2wav.name()),
@@ -157,6 +162,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "env": {
             "TTS_RT_ISA": std::env::var("TTS_RT_ISA").ok(),
             "TTS_RT_AMX": std::env::var("TTS_RT_AMX").ok(),
+            "TTS_RT_TEAM_HOLD": std::env::var("TTS_RT_TEAM_HOLD").ok(),
             "RAYON_NUM_THREADS": std::env::var("RAYON_NUM_THREADS").ok(),
         },
         "model": {
@@ -324,6 +330,7 @@ fn load_and_start(a: &BenchArgs, sampler: &RssSampler) -> Result<Started> {
         prebuffer_ms: a.prebuffer_ms,
         max_active_requests: max_conc.max(1),
         stage_threads: a.stage_threads,
+        lend_core: a.lend_core,
         ..EngineConfig::default()
     };
     let t_engine = Instant::now();

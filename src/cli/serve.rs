@@ -84,6 +84,13 @@ pub struct ServeArgs {
     /// docs/performance.md). Default: all stages share the global pool.
     #[arg(long)]
     stage_threads: Option<StageThreads>,
+    /// code2wav decodes on one core beside the LM stages while they step,
+    /// instead of taking every core for its step (not while a request
+    /// waits for its first packet). Pays where one core nearly saturates the
+    /// memory bus; compare with `tts-rt bench --lend-core` on your host
+    /// (docs/performance.md). Default off.
+    #[arg(long)]
+    lend_core: bool,
     /// Seconds in-flight streams get to finish after SIGTERM / ctrl-c.
     /// Default 10.
     #[arg(long)]
@@ -207,6 +214,7 @@ fn config(a: ServeArgs, f: ServeFile) -> Result<ServeConfig> {
     cfg.engine = EngineConfig {
         max_active_requests: a.max_requests.or(f.max_requests).unwrap_or(16),
         stage_threads,
+        lend_core: a.lend_core || f.lend_core.unwrap_or(false),
         ..EngineConfig::default()
     };
     let drain_timeout_s = a.drain_timeout_s.or(f.drain_timeout_s).unwrap_or(10.0);

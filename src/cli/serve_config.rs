@@ -34,6 +34,7 @@ pub(crate) struct ServeFile {
     pub max_requests: Option<usize>,
     pub max_frames: Option<usize>,
     pub stage_threads: Option<String>,
+    pub lend_core: Option<bool>,
     pub drain_timeout_s: Option<f64>,
     pub idle_timeout_s: Option<f64>,
     pub ping_interval_s: Option<f64>,

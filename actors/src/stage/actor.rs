@@ -301,6 +301,15 @@ impl<L: StageLogic> StageActor<L> {
             .store(started, Ordering::Release);
         let shared = self.shared.clone();
         let generation = self.generation;
+        // While a request waits for its first packet (prefill, its first
+        // frames, its first chunk) the team is not lent: one core for the
+        // LMs would delay that packet.
+        let turns = match turns(L::HOLDS_TEAM, self.shared.lend_core) {
+            Turns::Lent if self.shared.awaiting_first_packet.load(Ordering::Acquire) > 0 => {
+                Turns::Held
+            }
+            t => t,
+        };
         let logic = &mut self.logic;
         let team = shared.team(L::KIND);
         let waker = self.waker.as_ref();
@@ -325,7 +334,7 @@ impl<L: StageLogic> StageActor<L> {
             // shared.
             let who = L::KIND.index() as u32;
             match (team, shared.pool(L::KIND)) {
-                (Some(team), _) => match turns(L::HOLDS_TEAM) {
+                (Some(team), _) => match turns {
                     Turns::Held => team.install_held_as(who, || logic.process(items, &mut cx)),
                     Turns::Lent => team.install_lent_as(who, || logic.process(items, &mut cx)),
                     Turns::PerRegion => team.install_as(who, || logic.process(items, &mut cx)),
@@ -672,23 +681,26 @@ enum Turns {
 /// convolutions one by one with the LMs' hundreds of short memory-bound
 /// matmuls cost a wake-up per hand-off and each other's cache;
 /// docs/performance.md, "code2wav holds the team for its step").
-/// `TTS_RT_TEAM_HOLD=off|all|lend` overrides it, an A/B switch for
+/// The holding stages are lent a core instead where the engine's
+/// `lend_core` says so ([`crate::EngineConfig::lend_core`]).
+/// `TTS_RT_TEAM_HOLD=off|all|c2w|lend` overrides both, an A/B switch for
 /// measurements read once: `off` a turn per region for every stage, `all`
-/// every stage holds, `lend` the holding stages run beside the others on
-/// one core while those step (`c2w`, the default, keeps each stage's own).
-fn turns(holds: bool) -> Turns {
-    // `Some(t)`: every stage takes the team as `t`; `None` (`c2w`): by
-    // its own `HOLDS_TEAM`, with `lend` for the holding stages.
-    static H: std::sync::OnceLock<(Option<Turns>, bool)> = std::sync::OnceLock::new();
+/// every stage holds, `c2w` each stage by its own (no lending), `lend` the
+/// holding stages run beside the others on one core while those step.
+fn turns(holds: bool, lend_core: bool) -> Turns {
+    // `Some(t)`: every stage takes the team as `t`; `None`: by its own
+    // `HOLDS_TEAM`, lending where the second element (if any) says so.
+    static H: std::sync::OnceLock<(Option<Turns>, Option<bool>)> = std::sync::OnceLock::new();
     let (forced, lend) = *H.get_or_init(|| match std::env::var("TTS_RT_TEAM_HOLD").as_deref() {
-        Ok("off") => (Some(Turns::PerRegion), false),
-        Ok("all") => (Some(Turns::Held), false),
-        Ok("lend") => (None, true),
-        _ => (None, false),
+        Ok("off") => (Some(Turns::PerRegion), None),
+        Ok("all") => (Some(Turns::Held), None),
+        Ok("c2w") => (None, Some(false)),
+        Ok("lend") => (None, Some(true)),
+        _ => (None, None),
     });
     match (forced, holds) {
         (Some(t), _) => t,
-        (None, true) if lend => Turns::Lent,
+        (None, true) if lend.unwrap_or(lend_core) => Turns::Lent,
         (None, true) => Turns::Held,
         (None, false) => Turns::PerRegion,
     }

@@ -175,6 +175,23 @@ trait PairKernel: Copy + Send + Sync {
 }
 
 impl<X: Copy> Block<'_, X> {
+    /// Asserts that pairs `..p1` and output columns `..t_end` (from
+    /// `x_t0`) read inside `x` at every tap; returns the taps' largest
+    /// weight offset.
+    fn check_x(&self, t_end: usize, p1: usize) -> usize {
+        let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
+        assert!(p1 <= self.pairs);
+        assert!(
+            self.x_t0 + t_end + max_x <= self.x_cs,
+            "conv_bf16: x row too short"
+        );
+        assert!(
+            (p1 - 1) * self.x_ps + (self.x_ps - self.x_cs) + self.x_cs <= self.x.len(),
+            "conv_bf16: x too short"
+        );
+        self.taps.iter().map(|t| t.w_off).max().unwrap_or(0)
+    }
+
     /// Adds pairs `p0..p1` into `out = [nco, t_len]`.
     fn accumulate<K: PairKernel<X = X>>(
         &self,
@@ -217,17 +234,8 @@ impl<X: Copy> Block<'_, X> {
         if t0 >= t1 || p0 >= p1 || self.taps.is_empty() || nco == 0 {
             return;
         }
-        let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
-        let max_w = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
-        assert!(p1 <= self.pairs && t1 <= out_cs);
-        assert!(
-            self.x_t0 + t1 + max_x <= self.x_cs,
-            "conv_bf16: x row too short"
-        );
-        assert!(
-            (p1 - 1) * self.x_ps + (self.x_ps - self.x_cs) + self.x_cs <= self.x.len(),
-            "conv_bf16: x too short"
-        );
+        let max_w = self.check_x(t1, p1);
+        assert!(t1 <= out_cs);
         assert!(
             (nco - 1) * self.w_co + (p1 - 1) * self.w_ci + max_w < self.w.len(),
             "conv_bf16: w too short"
@@ -276,18 +284,9 @@ impl<X: Copy> Block<'_, X> {
         if t_len == 0 || p0 >= p1 || self.taps.is_empty() || groups == 0 {
             return;
         }
-        let max_x = self.taps.iter().map(|t| t.x_off).max().unwrap_or(0);
-        let max_w = self.taps.iter().map(|t| t.w_off).max().unwrap_or(0);
-        assert!(K::CHANNEL_TILES && p1 <= self.pairs);
+        let max_w = self.check_x(t_len, p1);
+        assert!(K::CHANNEL_TILES);
         assert_eq!(acc.buf.len(), groups * t_len * 16);
-        assert!(
-            self.x_t0 + t_len + max_x <= self.x_cs,
-            "conv_bf16: x row too short"
-        );
-        assert!(
-            (p1 - 1) * self.x_ps + (self.x_ps - self.x_cs) + self.x_cs <= self.x.len(),
-            "conv_bf16: x too short"
-        );
         assert!(
             (groups - 1) * w_grp + (p1 - 1) * self.w_ci + max_w + 16 <= self.w.len(),
             "conv_bf16: w too short"

@@ -11,7 +11,21 @@ VENV="${TTS_RT_CLIENT_VENV:-target/client-venv}"
 if [ ! -x "$VENV/bin/python" ]; then
   python3 -m venv "$VENV"
 fi
-"$VENV/bin/pip" install -q --disable-pip-version-check -r tests/python/requirements.txt
+# A download that arrives damaged (pip names it by a hash mismatch against the
+# index) or a dropped connection is retried with a fresh download, up to three
+# attempts; a requirement that cannot be met fails all three and stops here.
+for attempt in 1 2 3; do
+  if "$VENV/bin/pip" install -q --disable-pip-version-check --retries 5 \
+      $([ "$attempt" -gt 1 ] && echo --no-cache-dir) -r tests/python/requirements.txt; then
+    break
+  fi
+  if [ "$attempt" -eq 3 ]; then
+    echo "client-interop: pip could not install tests/python/requirements.txt (3 attempts)" >&2
+    exit 1
+  fi
+  echo "client-interop: pip install failed (attempt $attempt of 3); retrying with a fresh download" >&2
+  sleep 5
+done
 # The binary under test: $TTS_RT_BIN as given, else this tree's debug build.
 # In CI, `cargo test --workspace` has just built it from this very tree (a
 # `cargo build --bin` could rebuild it with other dependency features);

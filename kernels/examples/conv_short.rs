@@ -14,7 +14,7 @@ mod common;
 use common::data;
 
 /// (name, transposed, c_in, c_out, kernel, stride or dilation, t_in)
-const SHAPES: [(&str, bool, usize, usize, usize, usize, usize); 8] = [
+const SHAPES: [(&str, bool, usize, usize, usize, usize, usize); 16] = [
     ("block0_trans_1f", true, 1536, 768, 16, 8, 5),
     ("block0_trans_4f", true, 1536, 768, 16, 8, 17),
     ("decoder0_1f", false, 1024, 1536, 7, 1, 10),
@@ -23,6 +23,14 @@ const SHAPES: [(&str, bool, usize, usize, usize, usize, usize); 8] = [
     ("block0_k7_4f", false, 768, 768, 7, 1, 134),
     ("block1_trans_4f", true, 768, 384, 10, 5, 129),
     ("upsample_1f", true, 1024, 1024, 2, 2, 1),
+    ("block0_1x1_1f", false, 768, 768, 1, 1, 32),
+    ("block1_1x1_1f", false, 384, 384, 1, 1, 160),
+    ("block2_1x1_1f", false, 192, 192, 1, 1, 640),
+    ("block3_1x1_1f", false, 96, 96, 1, 1, 1920),
+    ("block1_k7_1f", false, 384, 384, 7, 1, 166),
+    ("block2_k7_1f", false, 192, 192, 7, 1, 646),
+    ("block3_k7_1f", false, 96, 96, 7, 1, 1926),
+    ("block3_k7_d9_1f", false, 96, 96, 7, 9, 1974),
 ];
 
 fn main() {
@@ -67,10 +75,14 @@ fn main() {
                 })
                 .collect();
             ms.sort_by(f64::total_cmp);
+            let t_cols = if transposed { t_in * sd } else { t_out };
+            let macs = (c_in * c_out * k) as f64 * t_cols as f64
+                / if transposed { sd as f64 } else { 1.0 };
             println!(
-                "{name:16} median {:.3} ms  best {:.3}",
+                "{name:16} median {:.3} ms  best {:.3}  {:.0} G multiply-adds/s",
                 ms[ms.len() / 2],
-                ms[0]
+                ms[0],
+                macs / ms[ms.len() / 2] / 1e6
             );
         }
     });

@@ -1342,7 +1342,7 @@ fn assert_bits(what: &str, got: &[f32], want: &[f32]) {
 }
 
 /// (c_in, c_out, kernel, dilation, t_in)
-const CONV1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 19] = [
+const CONV1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 21] = [
     (1, 1, 1, 1, 1),
     (1, 1, 1, 1, 0),
     (3, 5, 3, 1, 20),
@@ -1352,7 +1352,9 @@ const CONV1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 19] = [
     (9, 4, 2, 1, 16),  // t_out = 15
     (2, 4, 1, 1, 33),
     (64, 36, 7, 3, 300),   // parallel
-    (131, 9, 3, 1, 75),    // 66 pairs: 3 chunks, odd c_in
+    (131, 9, 7, 1, 75),    // 66 pairs: 3 chunks, odd c_in
+    (300, 20, 3, 1, 40),   // 150 pairs at k3: 5 chunks
+    (501, 24, 1, 1, 40),   // 251 pairs at k1: 8 chunks, the last partial, odd c_in
     (100, 64, 7, 1, 7),    // t_out = 1
     (33, 13, 7, 9, 80),    // dilation 9, 26 outputs
     (96, 1, 7, 1, 200),    // one output channel (conv_out)

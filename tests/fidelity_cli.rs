@@ -88,6 +88,9 @@ fn fidelity_refuses_bad_arguments_by_name() {
     let o = fidelity(&["--seeds", "0"]);
     assert!(!o.status.success());
     assert!(String::from_utf8_lossy(&o.stderr).contains("--seeds"));
+    let o = fidelity(&["--timing-passes", "0"]);
+    assert!(!o.status.success());
+    assert!(String::from_utf8_lossy(&o.stderr).contains("--timing-passes"));
 }
 
 fn arm<'a>(r: &'a Value, name: &str) -> &'a Value {

@@ -13,8 +13,9 @@
 //! loaded together and are timed in interleaved passes with their order
 //! rotated, so a host whose speed drifts (other tenants, memory bandwidth)
 //! moves every candidate alike; the rest are timed right after their
-//! fidelity. Where the fastest candidates' ranges overlap, the speed is
-//! not a ranking and the recommendation is the closest of them.
+//! fidelity. The fastest candidate is recommended when it ran faster than
+//! each other candidate in every paired pass; otherwise the speed is not a
+//! ranking and the recommendation is the closest of the tied ones.
 //!
 //! By default every named preset (`balanced`, `fast`) and every
 //! [`Precision`] format uniform over both LMs (`int8`, `q4`, and any format
@@ -449,6 +450,7 @@ fn mean(v: &[usize]) -> f64 {
 
 fn arm_json(a: &Arm, ref_frames: f64) -> Value {
     let p = a.stages.predicted_all();
+    let rtf = a.rtf_summary();
     json!({
         "precision": a.spec,
         "role": if a.spec == "reference" { "anchor: floor (stored weights)" } else { role(&a.spec) },
@@ -465,9 +467,9 @@ fn arm_json(a: &Arm, ref_frames: f64) -> Value {
         "bytes_per_frame": a.bytes_per_frame.0 + a.bytes_per_frame.1,
         "bytes_per_frame_talker": a.bytes_per_frame.0,
         "bytes_per_frame_code_predictor": a.bytes_per_frame.1,
-        "rtf_offline": a.rtf_summary().map(|s| s.0),
-        "rtf_offline_min": a.rtf_summary().map(|s| s.1),
-        "rtf_offline_max": a.rtf_summary().map(|s| s.2),
+        "rtf_offline": rtf.map(|s| s.0),
+        "rtf_offline_min": rtf.map(|s| s.1),
+        "rtf_offline_max": rtf.map(|s| s.2),
         "rtf_passes": a.rtf,
         "rtf_timing": if a.interleaved { "interleaved with the other candidates" } else { "alone, after its fidelity" },
     })

@@ -107,6 +107,11 @@ impl LiveFeed {
         }
     }
 
+    /// The talker has the request parked waiting for text right now.
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.lock().waiting.is_some()
+    }
+
     /// The waits so far, the one in progress (if any) up to now.
     fn pauses(&self) -> Vec<TextPause> {
         let s = self.lock();
@@ -192,6 +197,13 @@ impl LiveRequest {
     /// once it has spoken them): the measure of the request's length.
     pub fn committed_tokens(&self) -> usize {
         self.text.ids().len()
+    }
+
+    /// The talker has spoken every text token it has and holds the request
+    /// until more text comes (while it does, the request does not count
+    /// against the engine's `max_active_requests`).
+    pub fn waiting_for_text(&self) -> bool {
+        self.feed.is_waiting()
     }
 
     /// Where the talker waited for text so far, in this request's frames.

@@ -105,6 +105,10 @@ struct ActiveReq {
     paused_since: Option<Instant>,
     /// Counted in `Shared::awaiting_first_packet` until its first chunk.
     awaiting_first: bool,
+    /// Live text: the feed its text arrives through. While the talker has
+    /// the request parked waiting for that text, it does not count against
+    /// `max_active_requests` (see [`Router::computing`]).
+    live: Option<Arc<LiveFeed>>,
 }
 
 pub struct Router {
@@ -292,6 +296,25 @@ impl Router {
                 }
             }
         }
+    }
+
+    /// Requests that count against `max_active_requests`: every admitted
+    /// one whose reservation is held, less the live-text requests parked
+    /// waiting for their text. A live utterance paused between an LLM's
+    /// tokens is not work: without this, clients that open a live context,
+    /// send one word and wait would hold every engine slot indefinitely.
+    /// (Such a request still holds its memory reservation, and it resumes
+    /// without a new admission when its text comes: the memory budget and
+    /// the transport's text-wait deadline bound how many can wait.)
+    fn computing(&self) -> u64 {
+        let held = self.shared.active_requests.load(Ordering::Acquire);
+        let waiting = self
+            .active
+            .values()
+            .filter(|a| a.state != Lifecycle::Released)
+            .filter(|a| a.live.as_ref().is_some_and(|f| f.is_waiting()))
+            .count();
+        held.saturating_sub(waiting) as u64
     }
 
     /// Returns a request's reservation and frees its session slot.
@@ -527,7 +550,7 @@ impl Handler<Submit> for Router {
     fn handle(&mut self, m: Submit, ctx: &mut Context<Self>) {
         self.ensure_ticking(ctx);
         let result = (|| {
-            let in_flight = self.shared.active_requests.load(Ordering::Acquire) as u64;
+            let in_flight = self.computing();
             let limit = self.config.max_active_requests as u64;
             let cost = self.cost(m.talker.prompt().prefill_rows(), m.max_frames);
             Admission {
@@ -549,7 +572,7 @@ impl Handler<Submit> for Router {
                 predictor: m.predictor,
                 max_frames: m.max_frames,
                 gate: m.gate.clone(),
-                live: m.live,
+                live: m.live.clone(),
             };
             let talker = with_wiring(&self.dir, |w| w.start.clone());
             // Mailboxes hold a start per admissible request, so this only
@@ -580,6 +603,7 @@ impl Handler<Submit> for Router {
                     state: Lifecycle::Running,
                     paused_since: None,
                     awaiting_first: true,
+                    live: m.live,
                 },
             );
             Ok(key)

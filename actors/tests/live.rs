@@ -185,6 +185,58 @@ fn a_live_request_held_open_without_text_resumes_when_text_comes() {
     assert!(pauses.iter().all(|p| p.frame >= 1), "{pauses:?}");
 }
 
+/// Issue 28's lockout: clients that open a live context, send a few words
+/// and then wait held every engine slot, so every other request got
+/// `at_capacity` for as long as they waited. A live request parked for its
+/// text is not work: it leaves the active-request count until text comes.
+#[test]
+fn live_requests_waiting_for_text_hold_no_engine_slot() {
+    let m = model();
+    let engine = Engine::start(
+        m.clone(),
+        EngineConfig {
+            chunks: ChunkSchedule::new(vec![1, 4, 8]).unwrap(),
+            max_active_requests: 2,
+            ..EngineConfig::default()
+        },
+    )
+    .unwrap();
+    let req = request(&m, "", true, 0);
+    // Two live requests fill both slots, then wait for text.
+    let mut held = Vec::new();
+    for _ in 0..2 {
+        let session = engine.open_session();
+        let mut live = session.live(req.clone()).unwrap();
+        let stream = live.push_blocking("Wait for").unwrap().expect("started");
+        held.push((session, live, stream));
+    }
+    let t0 = std::time::Instant::now();
+    while !held.iter().all(|(_, l, _)| l.waiting_for_text()) {
+        assert!(
+            t0.elapsed() < Duration::from_secs(30),
+            "the talker never parked the live requests"
+        );
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    assert_eq!(engine.stats().active_requests, 2);
+    // A third session's whole-text request is admitted and completes.
+    let other = engine.open_session();
+    let mut whole = request(&m, "Meanwhile, somebody else speaks.", true, 0);
+    whole.text_streaming = false;
+    let mut s = other
+        .synthesize_blocking(whole)
+        .expect("admitted while the live requests wait for text");
+    let (_, end) = collect(&mut s);
+    assert!(matches!(end, Event::Done { .. }), "{end:?}");
+    // The waiting requests resume and finish when their text comes.
+    for (_, mut live, mut stream) in held {
+        live.push_blocking(" it, then go on.").unwrap();
+        live.close_blocking().unwrap();
+        let (_, end) = collect(&mut stream);
+        assert!(matches!(end, Event::Done { .. }), "{end:?}");
+    }
+}
+
 #[test]
 fn dropping_a_live_request_closes_its_text() {
     let m = model();

@@ -51,6 +51,12 @@ pub struct ServeArgs {
     /// Port (0: any free port; the bound one is printed). Default 8080.
     #[arg(long)]
     port: Option<u16>,
+    /// Also answer GET /health and GET /ready on this port (same host; no
+    /// token, no connection cap shared with the main port): point
+    /// orchestrators' probes here, and a connection flood on the main port
+    /// cannot make a live server look dead. Off by default.
+    #[arg(long)]
+    health_port: Option<u16>,
     /// Require `Authorization: Bearer TOKEN` on every route except the open
     /// ones: /health, /ready, and the browser page (/, /app.js,
     /// /worklet.js, /style.css). The WebSocket /v1/realtime also takes
@@ -73,6 +79,15 @@ pub struct ServeArgs {
     /// Seconds a request body may take to arrive (408 past it). Default 60.
     #[arg(long)]
     body_timeout_s: Option<f64>,
+    /// Request bodies held in memory at once, over all connections, in MiB
+    /// (past it: 503 with Retry-After). Default 256.
+    #[arg(long)]
+    max_body_memory_mb: Option<f64>,
+    /// Seconds a WebSocket session's open contexts may wait for the
+    /// client's text with nothing to speak before they fail with
+    /// `text_timeout`. Default 60.
+    #[arg(long)]
+    text_wait_timeout_s: Option<f64>,
     /// Synthesis requests running at once in the engine (all sessions).
     /// Default 16.
     #[arg(long)]
@@ -228,7 +243,12 @@ fn config(a: ServeArgs, f: ServeFile) -> Result<ServeConfig> {
     let idle_timeout_s = a.idle_timeout_s.or(f.idle_timeout_s).unwrap_or(300.0);
     let ping_interval_s = a.ping_interval_s.or(f.ping_interval_s).unwrap_or(20.0);
     let pong_timeout_s = a.pong_timeout_s.or(f.pong_timeout_s).unwrap_or(20.0);
+    let text_wait_timeout_s = a
+        .text_wait_timeout_s
+        .or(f.text_wait_timeout_s)
+        .unwrap_or(60.0);
     for (flag, v) in [
+        ("--text-wait-timeout-s", text_wait_timeout_s),
         ("--header-timeout-s", header_timeout_s),
         ("--body-timeout-s", body_timeout_s),
         ("--idle-timeout-s", idle_timeout_s),
@@ -246,6 +266,23 @@ fn config(a: ServeArgs, f: ServeFile) -> Result<ServeConfig> {
     cfg.idle_timeout = Duration::from_secs_f64(idle_timeout_s);
     cfg.ping_interval = Duration::from_secs_f64(ping_interval_s);
     cfg.pong_timeout = Duration::from_secs_f64(pong_timeout_s);
+    cfg.text_wait_timeout = Duration::from_secs_f64(text_wait_timeout_s);
+    if let Some(p) = a.health_port.or(f.health_port) {
+        anyhow::ensure!(
+            p != cfg.addr.port() || p == 0,
+            "--health-port {p} is the main --port; give the probes a port of their own"
+        );
+        cfg.health_addr = Some(SocketAddr::new(cfg.addr.ip(), p));
+    }
+    let max_body_memory_mb = a
+        .max_body_memory_mb
+        .or(f.max_body_memory_mb)
+        .unwrap_or(256.0);
+    anyhow::ensure!(
+        max_body_memory_mb.is_finite() && (1.0..=1_048_576.0).contains(&max_body_memory_mb),
+        "--max-body-memory-mb must be a number of MiB from 1 to 1048576, got {max_body_memory_mb}"
+    );
+    cfg.max_body_memory = (max_body_memory_mb * 1024.0 * 1024.0) as usize;
     let max_upload_mb = a.max_upload_mb.or(f.max_upload_mb).unwrap_or(10.0);
     anyhow::ensure!(
         max_upload_mb.is_finite() && max_upload_mb > 0.0,

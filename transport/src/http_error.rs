@@ -58,6 +58,8 @@ pub struct Refusal {
     pub status: StatusCode,
     pub message: String,
     pub param: Option<&'static str>,
+    /// Seconds for a `Retry-After` header (a refusal that says "not now").
+    pub retry_after: Option<u32>,
 }
 
 impl Refusal {
@@ -70,6 +72,16 @@ impl Refusal {
             status,
             message: message.into(),
             param,
+            retry_after: None,
+        }
+    }
+
+    /// A 503 that says "not now": `Retry-After: 1`, so a client or a load
+    /// balancer retries (elsewhere) shortly.
+    pub fn busy(message: impl Into<String>) -> Self {
+        Refusal {
+            retry_after: Some(1),
+            ..Refusal::new(StatusCode::SERVICE_UNAVAILABLE, message, None)
         }
     }
 
@@ -81,7 +93,12 @@ impl Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        error_response(self.status, &self.message, kind_of(self.status), self.param)
+        let mut r = error_response(self.status, &self.message, kind_of(self.status), self.param);
+        if let Some(s) = self.retry_after {
+            r.headers_mut()
+                .insert(axum::http::header::RETRY_AFTER, s.into());
+        }
+        r
     }
 }
 
@@ -151,17 +168,58 @@ pub(crate) const DRAIN_BYTES: usize = 64 << 20;
 /// Longest wait for an over-long body's rest.
 pub(crate) const DRAIN_TIME: std::time::Duration = std::time::Duration::from_secs(2);
 
-/// Reads a request body of at most `limit` bytes; `None` if it is longer or
-/// cannot be read. A longer body is read on and dropped (up to 64 MiB or
-/// 2 s more) before the caller answers, so a client still sending gets the
-/// 413 instead of a connection reset from unread data.
-pub async fn read_body(body: axum::body::Body, limit: usize) -> Option<axum::body::Bytes> {
+/// Why a body was not read.
+#[derive(Debug)]
+pub enum BodyRefused {
+    /// Longer than the route's limit (413); the rest was read and dropped.
+    TooLarge,
+    /// The process-wide body budget is spent (503 with `Retry-After`).
+    Busy(crate::body_budget::Exhausted),
+    /// The body could not be read (the client went away, or its body
+    /// timed out: `listener::timed_body` answers that 408 itself).
+    Unreadable,
+}
+
+impl BodyRefused {
+    /// The refusal in OpenAI's shape; `too_large` words the 413 for the
+    /// route (it knows which field made the body long).
+    pub fn into_refusal(self, too_large: impl FnOnce() -> Refusal) -> Refusal {
+        match self {
+            BodyRefused::TooLarge => too_large(),
+            BodyRefused::Busy(e) => Refusal::busy(e.message()),
+            BodyRefused::Unreadable => {
+                Refusal::bad("the request body could not be read to its end", "body")
+            }
+        }
+    }
+}
+
+/// Reads a request body of at most `limit` bytes into memory leased from
+/// `budget` (the lease comes back with the bytes; drop it when done with
+/// them). A longer body is read on and dropped (up to 64 MiB or 2 s more)
+/// before the caller answers, so a client still sending gets the 413
+/// instead of a connection reset from unread data. The buffer is sized from
+/// `Content-Length` when the client sent one within the limit (one
+/// allocation), else grown by doubling up to the limit; the budget is
+/// charged for its capacity before it grows, never after.
+pub async fn read_body(
+    body: axum::body::Body,
+    limit: usize,
+    budget: &crate::body_budget::BodyBudget,
+    content_length: Option<usize>,
+) -> Result<(axum::body::Bytes, crate::body_budget::BodyLease), BodyRefused> {
     use futures_util::StreamExt;
+    let mut lease = budget.lease();
     let mut stream = body.into_data_stream();
     let mut buf: Vec<u8> = Vec::new();
+    if let Some(n) = content_length.filter(|&n| n <= limit) {
+        lease.cover(n).map_err(BodyRefused::Busy)?;
+        buf.reserve_exact(n);
+    }
     while let Some(chunk) = stream.next().await {
-        let chunk = chunk.ok()?;
-        if buf.len() + chunk.len() > limit {
+        let chunk = chunk.map_err(|_| BodyRefused::Unreadable)?;
+        let need = buf.len() + chunk.len();
+        if need > limit {
             let drain = async {
                 let mut dropped = chunk.len();
                 while let Some(Ok(c)) = stream.next().await {
@@ -172,9 +230,27 @@ pub async fn read_body(body: axum::body::Body, limit: usize) -> Option<axum::bod
                 }
             };
             let _ = tokio::time::timeout(DRAIN_TIME, drain).await;
-            return None;
+            return Err(BodyRefused::TooLarge);
+        }
+        if need > buf.capacity() {
+            let cap = need
+                .max(buf.capacity().saturating_mul(2))
+                .clamp(8 * 1024, limit);
+            lease.cover(cap).map_err(BodyRefused::Busy)?;
+            buf.reserve_exact(cap - buf.len());
         }
         buf.extend_from_slice(&chunk);
     }
-    Some(buf.into())
+    Ok((buf.into(), lease))
+}
+
+/// The request's `Content-Length`, if it sent a valid one.
+pub fn content_length(headers: &axum::http::HeaderMap) -> Option<usize> {
+    headers
+        .get(axum::http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
 }

@@ -30,6 +30,9 @@
 //!   words.
 //! - [`state`]: what every route and connection shares — [`AppState`](state::AppState)
 //!   (limits, counters, the token check), [`Drain`], [`Loaded`](state::Loaded).
+//! - [`body_budget`]: the process-wide budget of request-body bytes in
+//!   memory (`--max-body-memory-mb`): bodies lease their bytes as they
+//!   arrive, and a spent budget is a 503 with `Retry-After`.
 //! - `http_error`: OpenAI's JSON error body, for every HTTP refusal
 //!   (`Refusal`: status, message, field; the request id in each).
 //! - `access_log`: request ids (`X-Request-Id` in or made, out in the
@@ -56,6 +59,7 @@
 #![forbid(unsafe_code)]
 
 mod access_log;
+pub mod body_budget;
 mod cors;
 pub mod error;
 mod http_error;

@@ -128,12 +128,18 @@ pub async fn accept_loop(
                     keep_alive,
                 ));
             }
-            Err(_) => {
-                if let Ok(p) = refusing.clone().try_acquire_owned() {
+            Err(_) => match refusing.clone().try_acquire_owned() {
+                Ok(p) => {
                     tokio::spawn(refuse(tcp, p));
                 }
-                // Else dropped here: closed unanswered.
-            }
+                // The refusals are all busy (a reconnecting flood keeps
+                // them so): a probe whose request has already arrived is
+                // still answered, from what the socket holds now, without
+                // waiting; anything else is closed unanswered.
+                Err(_) => {
+                    tokio::spawn(answer_health_now(tcp));
+                }
+            },
         }
     }
 }
@@ -207,6 +213,72 @@ async fn refuse(mut tcp: TcpStream, _permit: OwnedSemaphorePermit) {
         Ok::<(), std::io::Error>(())
     })
     .await;
+}
+
+/// Past the cap with every refusal busy: `GET /health` answered if its
+/// request is already in the socket (a probe sends it right after
+/// connecting; on loopback it is there by the time it is accepted), else
+/// closed at once. Holds nothing: one read attempt, one write.
+async fn answer_health_now(mut tcp: TcpStream) {
+    let mut head = [0u8; 64];
+    let n = match tokio::time::timeout(QUICK_HEALTH_WAIT, tcp.read(&mut head)).await {
+        Ok(Ok(n)) => n,
+        _ => return,
+    };
+    if head[..n].starts_with(b"GET /health ") || head[..n].starts_with(b"GET /health?") {
+        let body = r#"{"status":"ok"}"#;
+        let resp = format!(
+            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
+            body.len()
+        );
+        let _ = tokio::time::timeout(QUICK_HEALTH_WAIT, tcp.write_all(resp.as_bytes())).await;
+    }
+}
+
+/// How long [`answer_health_now`] waits for a probe's request, and for its
+/// answer to be taken.
+const QUICK_HEALTH_WAIT: Duration = Duration::from_millis(20);
+
+/// Most probe connections the health listener holds at once; past it a
+/// connection is closed unanswered.
+pub const MAX_PROBES: usize = 256;
+/// Longest a probe connection is held: its request must arrive, and its
+/// answer be taken, within this.
+pub const PROBE_TIME: Duration = Duration::from_secs(2);
+
+/// The health listener (`--health-port`): serves `app` (its `/health` and
+/// `/ready` only), one request per connection, each within [`PROBE_TIME`].
+/// It has no token and shares no cap with the main port, so a connection
+/// flood there cannot make a live server look dead to its orchestrator.
+pub async fn probe_loop(listener: TcpListener, app: Router, mut stop: watch::Receiver<bool>) {
+    let probes = Arc::new(Semaphore::new(MAX_PROBES));
+    loop {
+        let accepted = tokio::select! {
+            a = listener.accept() => a,
+            _ = stop.wait_for(|s| *s) => return,
+        };
+        let Ok((tcp, _)) = accepted else {
+            tokio::time::sleep(Duration::from_millis(20)).await;
+            continue;
+        };
+        let Ok(permit) = probes.clone().try_acquire_owned() else {
+            continue;
+        };
+        no_delay(&tcp, true);
+        let app = app.clone();
+        tokio::spawn(async move {
+            let _permit = permit;
+            let mut b = hyper::server::conn::http1::Builder::new();
+            b.timer(TokioTimer::new())
+                .header_read_timeout(PROBE_TIME)
+                .keep_alive(false);
+            let conn = b.serve_connection(
+                TokioIo::new(WriteTimeout::new(tcp, PROBE_TIME)),
+                TowerToHyperService::new(app),
+            );
+            let _ = tokio::time::timeout(PROBE_TIME, conn).await;
+        });
+    }
 }
 
 /// Middleware: the request body must arrive within `timeout` of its first

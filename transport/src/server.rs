@@ -100,6 +100,22 @@ pub struct ServeConfig {
     /// The version the binary reports (`version` label of
     /// `tts_build_info`; this crate's version when not set).
     pub version: Option<String>,
+    /// Request-body bytes held in memory at once, over every connection
+    /// (`--max-body-memory-mb`): past it, requests with bodies get `503`
+    /// with `Retry-After`.
+    pub max_body_memory: usize,
+    /// A realtime session whose open contexts wait this long for the
+    /// client's text, with nothing being spoken, fails them with
+    /// `text_timeout` (and, with no context left, is idle: evictable and
+    /// subject to `idle_timeout`). A live utterance paused between an LLM's
+    /// tokens holds no engine slot meanwhile; this bounds how long it holds
+    /// its session slot and memory.
+    pub text_wait_timeout: Duration,
+    /// A second listener that answers only `GET /health` and `GET /ready`
+    /// (no cap, no token, a short deadline per connection), for
+    /// orchestrators' probes: a connection flood on the main port cannot
+    /// make a live server look dead there. `None`: probes use the main port.
+    pub health_addr: Option<SocketAddr>,
 }
 
 /// The default upload limit: 10 MB, as vllm-omni.
@@ -132,6 +148,9 @@ impl ServeConfig {
             cors_origins: Vec::new(),
             git_revision: None,
             version: None,
+            max_body_memory: crate::body_budget::DEFAULT_BODY_BUDGET,
+            text_wait_timeout: Duration::from_secs(60),
+            health_addr: None,
         }
     }
 
@@ -176,6 +195,17 @@ impl ServeConfig {
         if self.max_frames == Some(0) {
             return bad("max_frames", "must be at least 1".into());
         }
+        if self.max_body_memory < self.max_upload_bytes / 3 * 4 + (1 << 20) {
+            return bad(
+                "max_body_memory",
+                format!(
+                    "must hold at least one largest speech body ({} bytes for a {} byte clip limit), got {}",
+                    self.max_upload_bytes / 3 * 4 + (1 << 20),
+                    self.max_upload_bytes,
+                    self.max_body_memory
+                ),
+            );
+        }
         if self.max_connections == 0 {
             return bad("max_connections", "must be at least 1".into());
         }
@@ -185,6 +215,7 @@ impl ServeConfig {
             ("ping_interval", self.ping_interval),
             ("pong_timeout", self.pong_timeout),
             ("idle_timeout", self.idle_timeout),
+            ("text_wait_timeout", self.text_wait_timeout),
         ] {
             if d < Duration::from_millis(100) {
                 return bad(key, format!("must be at least 0.1 s, got {d:?}"));
@@ -204,6 +235,7 @@ impl ServeConfig {
 /// A running server.
 pub struct Server {
     addr: SocketAddr,
+    health_addr: Option<SocketAddr>,
     state: Arc<AppState>,
     task: tokio::task::JoinHandle<Result<(), TransportError>>,
 }
@@ -253,6 +285,8 @@ impl Server {
             started: Instant::now(),
             max_upload_bytes: cfg.max_upload_bytes,
             uploading: Mutex::new(Default::default()),
+            bodies: crate::body_budget::BodyBudget::new(cfg.max_body_memory),
+            text_wait: cfg.text_wait_timeout,
         });
         state.metrics.set_build_info(&[
             (
@@ -272,6 +306,22 @@ impl Server {
         };
         let open = Arc::new(Semaphore::new(cfg.max_connections));
         let (stop, stop_rx) = watch::channel(false);
+        let health_addr = match cfg.health_addr {
+            Some(a) => {
+                let l = tokio::net::TcpListener::bind(a)
+                    .await
+                    .map_err(|source| TransportError::Bind { addr: a, source })?;
+                let bound = l.local_addr()?;
+                tracing::info!("health probes (/health, /ready) also on http://{bound}");
+                tokio::spawn(listener::probe_loop(
+                    l,
+                    probe_router(state.clone()),
+                    stop_rx.clone(),
+                ));
+                Some(bound)
+            }
+            None => None,
+        };
         let accept = tokio::spawn(listener::accept_loop(
             listener,
             app,
@@ -323,7 +373,18 @@ impl Server {
             }
             Ok(())
         });
-        Ok(Server { addr, state, task })
+        Ok(Server {
+            addr,
+            health_addr,
+            state,
+            task,
+        })
+    }
+
+    /// Where the health listener (`health_addr`) is bound, if it was asked
+    /// for.
+    pub fn health_addr(&self) -> Option<SocketAddr> {
+        self.health_addr
     }
 
     pub fn local_addr(&self) -> SocketAddr {
@@ -536,6 +597,15 @@ fn router(state: Arc<AppState>, body_timeout: Duration, cors: Arc<crate::cors::C
     };
     // Outermost: every answer, preflights included, has its request id.
     app.layer(axum::middleware::from_fn(access_log::layer))
+        .with_state(state)
+}
+
+/// The health listener's routes: `/health` and `/ready`, nothing else.
+fn probe_router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/health", get(health))
+        .route("/ready", get(ready))
+        .fallback(http_error::not_found)
         .with_state(state)
 }
 

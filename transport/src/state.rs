@@ -88,6 +88,12 @@ pub struct AppState {
     /// Voice names (keys) being made right now: a second upload of one is
     /// refused at once rather than after seconds of encoding.
     pub(crate) uploading: Mutex<HashSet<String>>,
+    /// Request bodies in memory, in all (`--max-body-memory-mb`).
+    pub bodies: crate::body_budget::BodyBudget,
+    /// How long a realtime session's open contexts may wait for the
+    /// client's text, with nothing being spoken, before they fail with
+    /// `text_timeout` (`--text-wait-timeout-s`).
+    pub text_wait: std::time::Duration,
 }
 
 /// Every realtime session's idle clock and eviction signal. Locked only

@@ -106,7 +106,7 @@ pub async fn create(State(st): State<Arc<AppState>>, headers: HeaderMap, req: Re
 
 async fn make(st: &Arc<AppState>, m: &Loaded, req: Request) -> Result<Response, Refusal> {
     let lib = library_of(m, "a voice was to be made from a reference clip")?;
-    let up = upload::read(req, st.max_upload_bytes).await?;
+    let up = upload::read(req, st.max_upload_bytes, &st.bodies).await?;
     // Named before any work is spent, and held while the clip encodes: a
     // second upload of the name is refused at once.
     let name = VoiceName::new(&up.new.name).map_err(|e| Refusal::bad(e.to_string(), "name"))?;

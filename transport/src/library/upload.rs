@@ -16,6 +16,7 @@ use axum::http::{header, StatusCode};
 use tts_actors::NewVoice;
 
 use super::audio_field::{self, too_large};
+use crate::body_budget::{BodyBudget, BodyLease};
 use crate::http_error::Refusal;
 
 /// Longest text field (name, transcript, description) of a form.
@@ -29,10 +30,13 @@ pub struct Upload {
     pub source_name: String,
     /// The request field the clip came in, for refusals.
     pub audio_param: &'static str,
+    /// The body's bytes in the server's body budget, held while the upload
+    /// is (the clip is decoded and encoded from it).
+    pub _lease: BodyLease,
 }
 
 /// Reads `req` by its content type.
-pub async fn read(req: Request, max_audio: usize) -> Result<Upload, Refusal> {
+pub async fn read(req: Request, max_audio: usize, budget: &BodyBudget) -> Result<Upload, Refusal> {
     let ct = req
         .headers()
         .get(header::CONTENT_TYPE)
@@ -43,7 +47,7 @@ pub async fn read(req: Request, max_audio: usize) -> Result<Upload, Refusal> {
         let mut mp = Multipart::from_request(req, &())
             .await
             .map_err(|e| Refusal::bad(format!("bad multipart body: {e}"), "body"))?;
-        let read = read_multipart(&mut mp, max_audio).await;
+        let read = read_multipart(&mut mp, max_audio, budget.lease()).await;
         if read.is_err() {
             // Like a JSON body's: a client still sending reads the refusal
             // instead of a reset from unread data.
@@ -53,10 +57,11 @@ pub async fn read(req: Request, max_audio: usize) -> Result<Upload, Refusal> {
     } else if ct.is_empty() || ct.starts_with("application/json") {
         // Base64 is 4/3 of the clip; the rest of the JSON is small.
         let limit = max_audio / 3 * 4 + MAX_TEXT_FIELD * 4;
-        let body = crate::http_error::read_body(req.into_body(), limit)
+        let length = crate::http_error::content_length(req.headers());
+        let (body, lease) = crate::http_error::read_body(req.into_body(), limit, budget, length)
             .await
-            .ok_or_else(|| too_large("audio", max_audio))?;
-        read_json(&body, max_audio)
+            .map_err(|e| e.into_refusal(|| too_large("audio", max_audio)))?;
+        read_json(&body, max_audio, lease)
     } else {
         Err(Refusal::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -77,7 +82,7 @@ struct JsonUpload {
     replace: Option<bool>,
 }
 
-fn read_json(body: &[u8], max_audio: usize) -> Result<Upload, Refusal> {
+fn read_json(body: &[u8], max_audio: usize, lease: BodyLease) -> Result<Upload, Refusal> {
     let j: JsonUpload = serde_json::from_slice(body)
         .map_err(|e| Refusal::bad(format!("invalid JSON body: {e}"), "body"))?;
     let audio = j.audio.ok_or_else(|| {
@@ -98,6 +103,7 @@ fn read_json(body: &[u8], max_audio: usize) -> Result<Upload, Refusal> {
         audio: field.bytes,
         source_name: field.hint.unwrap_or("upload").to_string(),
         audio_param: "audio",
+        _lease: lease,
     })
 }
 
@@ -123,7 +129,11 @@ async fn drain(mut mp: Multipart) {
 /// fields add up too).
 const MAX_FORM_TEXT: usize = 8 * MAX_TEXT_FIELD;
 
-async fn read_multipart(mp: &mut Multipart, max_audio: usize) -> Result<Upload, Refusal> {
+async fn read_multipart(
+    mp: &mut Multipart,
+    max_audio: usize,
+    mut lease: BodyLease,
+) -> Result<Upload, Refusal> {
     let bad_body = |e: axum::extract::multipart::MultipartError| {
         Refusal::bad(format!("bad multipart body: {e}"), "body")
     };
@@ -139,6 +149,17 @@ async fn read_multipart(mp: &mut Multipart, max_audio: usize) -> Result<Upload, 
             while let Some(chunk) = field.chunk().await.map_err(bad_body)? {
                 if bytes.len() + chunk.len() > max_audio {
                     return Err(too_large("audio_sample", max_audio));
+                }
+                // Charged before it grows: a doubling Vec, at most the
+                // clip limit (plus the form's text, counted below).
+                if bytes.len() + chunk.len() > bytes.capacity() {
+                    let cap = (bytes.len() + chunk.len())
+                        .max(bytes.capacity() * 2)
+                        .clamp(8 * 1024, max_audio);
+                    lease
+                        .cover(cap + text_bytes)
+                        .map_err(|e| Refusal::busy(e.message()))?;
+                    bytes.reserve_exact(cap - bytes.len());
                 }
                 bytes.extend_from_slice(&chunk);
             }
@@ -190,6 +211,7 @@ async fn read_multipart(mp: &mut Multipart, max_audio: usize) -> Result<Upload, 
         audio: bytes,
         source_name: file_name,
         audio_param: "audio_sample",
+        _lease: lease,
     })
 }
 

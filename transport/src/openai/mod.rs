@@ -188,6 +188,7 @@ struct SpeechRequest {
     model: Option<String>,
     input: String,
     /// A name, or the SDK's custom-voice object `{"id": name}`.
+    #[serde(default, deserialize_with = "voice_field")]
     voice: Option<serde_json::Value>,
     instructions: Option<String>,
     response_format: Option<String>,
@@ -223,20 +224,45 @@ struct Plan {
     voice: String,
 }
 
-fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
-    let v: serde_json::Value = serde_json::from_slice(body)
-        .map_err(|e| invalid(format!("invalid JSON body: {e}"), "body"))?;
-    let serde_json::Value::Object(fields) = v else {
+/// Largest non-object body echoed back in its refusal.
+const ECHO_BYTES: usize = 256;
+
+/// The body straight into [`SpeechRequest`]: no generic JSON value is built
+/// first, so an unknown field is refused when its name is read, before its
+/// value (a 14 MB array once cost 226 MB as a `serde_json::Value`) is
+/// looked at, and every known field is parsed into its own type.
+fn parse_request(body: &[u8]) -> Result<SpeechRequest, Invalid> {
+    let first = body.iter().find(|b| !b.is_ascii_whitespace());
+    if first.is_some_and(|&b| b != b'{') {
+        let what = match serde_json::from_slice::<serde::de::IgnoredAny>(body) {
+            Err(e) => return Err(invalid(format!("invalid JSON body: {e}"), "body")),
+            Ok(_) if body.len() <= ECHO_BYTES => String::from_utf8_lossy(body).trim().to_string(),
+            Ok(_) => format!("{} bytes of JSON that is not an object", body.len()),
+        };
         return Err(invalid(
-            format!("the body must be a JSON object, got {v}"),
+            format!("the body must be a JSON object, got {what}"),
             "body",
         ));
-    };
-    if let Some(k) = fields.keys().find(|k| !FIELDS.contains(&k.as_str())) {
-        return Err(unknown_field(k));
     }
-    let r: SpeechRequest = serde_json::from_value(serde_json::Value::Object(fields))
-        .map_err(|e| invalid(format!("invalid JSON body: {e}"), "body"))?;
+    serde_json::from_slice(body).map_err(|e| match unknown_field_of(&e) {
+        Some(name) => unknown_field(&name),
+        None => invalid(format!("invalid JSON body: {e}"), "body"),
+    })
+}
+
+/// The field serde's `deny_unknown_fields` refused, from its message
+/// ("unknown field `x`, expected one of ...").
+fn unknown_field_of(e: &serde_json::Error) -> Option<String> {
+    if !e.is_data() {
+        return None;
+    }
+    let msg = e.to_string();
+    let rest = msg.strip_prefix("unknown field `")?;
+    Some(rest[..rest.find("`, expected")?].to_string())
+}
+
+fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
+    let r = parse_request(body)?;
     validate::instructions(m, r.instructions.as_deref())?;
     if r.input.trim().is_empty() {
         return Err(invalid("input is empty".into(), "input"));
@@ -310,6 +336,61 @@ fn model_param(cause: &ModelError) -> Option<&'static str> {
     }
 }
 
+/// `voice` as a JSON value without materialising what no voice can be: a
+/// string, or an object whose string members are kept (other members, and
+/// any other shape, are reduced to a stand-in that [`voice_name`] refuses),
+/// so a huge array in `voice` costs no memory beyond the body.
+fn voice_field<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<Option<serde_json::Value>, D::Error> {
+    use serde::de::{IgnoredAny, MapAccess, SeqAccess, Visitor};
+    use serde_json::Value;
+    struct Member(Value);
+    impl<'de> serde::Deserialize<'de> for Member {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            d.deserialize_any(V).map(Member)
+        }
+    }
+    struct V;
+    impl<'de> Visitor<'de> for V {
+        type Value = Value;
+        fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+            f.write_str("a voice name or {\"id\": name}")
+        }
+        fn visit_str<E>(self, v: &str) -> Result<Value, E> {
+            Ok(Value::String(v.to_string()))
+        }
+        fn visit_bool<E>(self, v: bool) -> Result<Value, E> {
+            Ok(Value::Bool(v))
+        }
+        fn visit_i64<E>(self, v: i64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_u64<E>(self, v: u64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_f64<E>(self, v: f64) -> Result<Value, E> {
+            Ok(Value::from(v))
+        }
+        fn visit_unit<E>(self) -> Result<Value, E> {
+            Ok(Value::Null)
+        }
+        fn visit_seq<A: SeqAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+            while a.next_element::<IgnoredAny>()?.is_some() {}
+            Ok(Value::Array(Vec::new()))
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut a: A) -> Result<Value, A::Error> {
+            let mut o = serde_json::Map::new();
+            while let Some(k) = a.next_key::<String>()? {
+                let Member(v) = a.next_value()?;
+                o.insert(k, v);
+            }
+            Ok(Value::Object(o))
+        }
+    }
+    d.deserialize_any(V).map(|v| (!v.is_null()).then_some(v))
+}
+
 /// The voice name in OpenAI's `voice`: a string (`"alloy"`), or the
 /// custom-voice object newer SDKs send (`{"id": "alloy"}`), whose id names a
 /// voice here like a string does.
@@ -339,18 +420,58 @@ pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
     };
     // An inline clip is base64 (4/3 of the clip) inside the JSON.
     let limit = st.max_upload_bytes / 3 * 4 + 1024 * 1024;
-    let Some(body) = crate::http_error::read_body(body, limit).await else {
-        st.metrics.refused("invalid_request");
-        return library::audio_field::too_large("the request body", limit).into_response();
+    let read = crate::http_error::read_body(
+        body,
+        limit,
+        &st.bodies,
+        crate::http_error::content_length(&headers),
+    )
+    .await;
+    let (body, lease) = match read {
+        Ok(b) => b,
+        Err(e) => {
+            st.metrics.refused("invalid_request");
+            return e
+                .into_refusal(|| library::audio_field::too_large("the request body", limit))
+                .into_response();
+        }
     };
-    speak(st, m, &body).await
+    speak(st, m, body, lease).await
 }
+
+/// Bodies up to this size are parsed on the async worker; larger ones (an
+/// inline clip: up to ~14 MB of base64) on a blocking thread, so a burst of
+/// them cannot stall every connection's I/O (64 of them once held `/health`
+/// for 3.3 s).
+const PARSE_INLINE_BYTES: usize = 64 * 1024;
 
 /// `POST /v1/audio/speech` past auth and readiness, for a body in its
 /// shape: the vendor HTTP routes (`crate::vendor`) translate their requests
 /// into one and are answered here.
-pub(crate) async fn speak(st: Arc<AppState>, m: Arc<Loaded>, body: &[u8]) -> Response {
-    let mut plan = match plan(&m, body, st.max_upload_bytes) {
+/// `lease` holds the body's bytes in the server's body budget until the
+/// request is planned and its inline clip (if any) decoded.
+pub(crate) async fn speak(
+    st: Arc<AppState>,
+    m: Arc<Loaded>,
+    body: Bytes,
+    lease: crate::body_budget::BodyLease,
+) -> Response {
+    let max_upload = st.max_upload_bytes;
+    let planned = if body.len() <= PARSE_INLINE_BYTES {
+        plan(&m, &body, max_upload)
+    } else {
+        let m = m.clone();
+        match tokio::task::spawn_blocking(move || plan(&m, &body, max_upload)).await {
+            Ok(p) => p,
+            Err(_) => Err(Invalid {
+                status: StatusCode::INTERNAL_SERVER_ERROR,
+                message: "the request could not be parsed (the parser stopped unexpectedly)".into(),
+                param: Cow::Borrowed("body"),
+                code: None,
+            }),
+        }
+    };
+    let mut plan = match planned {
         Ok(p) => p,
         Err(r) => {
             st.metrics.refused("invalid_request");
@@ -366,6 +487,8 @@ pub(crate) async fn speak(st: Arc<AppState>, m: Arc<Loaded>, body: &[u8]) -> Res
             }
         }
     }
+    // The body, and an inline clip decoded from it, are done with.
+    drop(lease);
     // Made before synthesis starts, so a codec that cannot start is a
     // clean error response, not a cut body.
     let enc = match plan.output.body_encoder() {

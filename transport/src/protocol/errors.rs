@@ -23,6 +23,9 @@ pub enum ErrorCode {
     TextTooLong,
     AtCapacity,
     SlowConsumer,
+    /// The session's open contexts waited `--text-wait-timeout-s` for the
+    /// client's text with nothing to speak.
+    TextTimeout,
     ShuttingDown,
     SynthesisFailed,
     Internal,

@@ -58,6 +58,11 @@ pub(super) struct RealtimeConnection {
     /// Last values reported to the shared gauges.
     pub(super) reported: (i64, i64),
     pub(super) out: Vec<f32>,
+    /// The last time the open contexts moved: the client's text (an append
+    /// with words in it, a flush, an end) or the engine's audio. With
+    /// contexts open and nothing moving for `AppState::text_wait`, they
+    /// fail with `text_timeout` ([`Self::on_text_wait`]).
+    pub(super) last_progress: Instant,
 }
 
 /// Runs one connection to its end.
@@ -86,6 +91,7 @@ pub async fn run(st: Arc<AppState>, m: Arc<Loaded>, mut ws: Socket, _permit: Own
         draining: false,
         reported: (0, 0),
         out: Vec::new(),
+        last_progress: Instant::now(),
     };
     let _ = c.run(&mut ws).await;
     // Disconnected (or closed by us): whatever is left is abandoned. Dropping
@@ -189,6 +195,12 @@ impl RealtimeConnection {
             live.activity(!self.queue.is_empty(), got_message, Instant::now());
             got_message = false;
             registered.slot.set_idle(live.idle_since(), epoch);
+            if self.queue.is_empty() {
+                // Nothing waits: the text-wait clock starts with the next
+                // context.
+                self.last_progress = Instant::now();
+            }
+            let text_deadline = (!self.queue.is_empty()).then(|| self.last_progress + st.text_wait);
             let deadline = self.deadline();
             let held = self.held();
             let ack_deadline = self.ack_deadline();
@@ -220,7 +232,11 @@ impl RealtimeConnection {
                 _ = registered.slot.evicted() => {
                     return close(ws, 1001, "idle session closed to make room for a new client").await;
                 }
-                ev = next_event(&mut self.active), if !held => self.on_event(ws, ev).await?,
+                ev = next_event(&mut self.active), if !held => {
+                    self.last_progress = Instant::now();
+                    self.on_event(ws, ev).await?
+                }
+                _ = sleep_until(text_deadline) => self.on_text_wait(ws).await?,
                 _ = sleep_until(deadline) => self.queue.on_deadline(Instant::now()),
                 _ = sleep_until(ack_deadline) => self.on_ack_stall(ws).await?,
                 r = drain.changed(), if drain_open => match r {
@@ -232,6 +248,30 @@ impl RealtimeConnection {
                 },
             }
         }
+    }
+
+    /// The open contexts waited `text_wait` for the client's text with
+    /// nothing to speak: each fails with `text_timeout`, freeing its engine
+    /// request, its memory and (with no context left) the session's claim
+    /// to its slot. Keepalives (pings, acks, whitespace-only appends, input
+    /// audio) do not reset the clock: a client that holds a context open
+    /// without text cannot hold a slot for ever.
+    async fn on_text_wait(&mut self, ws: &mut Socket) -> Res {
+        let wait = self.st.text_wait;
+        if self.last_progress.elapsed() < wait {
+            return Ok(());
+        }
+        let message = format!(
+            "no text for {:.0} s while this context waited for it, and nothing left to speak (the server's --text-wait-timeout-s); \
+             send context.end (or flush) when the text is complete, and open a new context for the next reply",
+            wait.as_secs_f64()
+        );
+        for id in self.queue.ids() {
+            self.fail_context(ws, &id, ErrorCode::TextTimeout, message.clone())
+                .await?;
+        }
+        self.last_progress = Instant::now();
+        Ok(())
     }
 
     async fn on_drain(&mut self, ws: &mut Socket, d: Drain) -> Res {
@@ -317,6 +357,9 @@ impl RealtimeConnection {
                 }
             }
             ClientMessage::ContextAppend { context_id, text } => {
+                if !text.trim().is_empty() {
+                    self.last_progress = Instant::now();
+                }
                 // The shared state, not only `self.draining`: a message that
                 // raced the drain notification is refused too.
                 let draining = self.draining || self.st.drain_state() != Drain::Running;
@@ -364,16 +407,20 @@ impl RealtimeConnection {
                 }
             }
             ClientMessage::ContextFlush { context_id } => {
+                self.last_progress = Instant::now();
                 if let Err(e) = self.queue.existing(&context_id) {
                     return self.refuse(ws, e, Some(&context_id)).await;
                 }
                 self.queue.get_mut(&context_id).expect("exists").flush();
                 self.drive_if_live(ws, &context_id).await
             }
-            ClientMessage::ContextEnd { context_id } => match self.queue.end(&context_id) {
-                Ok(()) => self.drive_if_live(ws, &context_id).await,
-                Err(e) => self.refuse(ws, e, Some(&context_id)).await,
-            },
+            ClientMessage::ContextEnd { context_id } => {
+                self.last_progress = Instant::now();
+                match self.queue.end(&context_id) {
+                    Ok(()) => self.drive_if_live(ws, &context_id).await,
+                    Err(e) => self.refuse(ws, e, Some(&context_id)).await,
+                }
+            }
             ClientMessage::ContextCancel { context_id } => {
                 if let Err(e) = self.queue.existing(&context_id) {
                     return self.refuse(ws, e, Some(&context_id)).await;

@@ -181,14 +181,27 @@ async fn answer(
         Ok(m) => m,
         Err(r) => return *r,
     };
-    let Some(body) = crate::http_error::read_body(body, MAX_BODY).await else {
-        st.metrics.refused("invalid_request");
-        return error_response(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            &format!("the request body is over {MAX_BODY} bytes"),
-            "invalid_request_error",
-            Some("body"),
-        );
+    let (body, lease) = match crate::http_error::read_body(
+        body,
+        MAX_BODY,
+        &st.bodies,
+        crate::http_error::content_length(&headers),
+    )
+    .await
+    {
+        Ok(b) => b,
+        Err(e) => {
+            st.metrics.refused("invalid_request");
+            return e
+                .into_refusal(|| {
+                    crate::http_error::Refusal::new(
+                        StatusCode::PAYLOAD_TOO_LARGE,
+                        format!("the request body is over {MAX_BODY} bytes"),
+                        Some("body"),
+                    )
+                })
+                .into_response();
+        }
     };
     let req = match translate(&body) {
         Ok(r) => r,
@@ -202,7 +215,7 @@ async fn answer(
             );
         }
     };
-    crate::openai::speak(st, m, req.to_string().as_bytes()).await
+    crate::openai::speak(st, m, req.to_string().into(), lease).await
 }
 
 pub(super) async fn elevenlabs_speech(

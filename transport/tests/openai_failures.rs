@@ -197,3 +197,56 @@ async fn multipart_upload_over_the_limit_is_a_drained_json_413() -> Result<()> {
     let _ = std::fs::remove_dir_all(&voices);
     Ok(())
 }
+
+/// A full engine answers HTTP speech with `429` and `Retry-After`, so a
+/// client or a load balancer knows to retry (elsewhere) shortly; the
+/// refusal comes at once, not after a wait.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_full_engine_answers_429_with_retry_after() -> Result<()> {
+    use common::ws;
+    let mut cfg = common::config(Duration::from_secs(5));
+    cfg.engine.max_active_requests = 1;
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    // One request held in flight: its client never acknowledges, so its
+    // generation pauses at 4 s of audio and it stays admitted.
+    let mut holder = ws::connect(addr).await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400}}),
+    )
+    .await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "context.append", "context_id": "held", "text": "A long text that keeps the only engine slot busy for a while."}),
+    )
+    .await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "context.end", "context_id": "held"}),
+    )
+    .await?;
+    // Its first audio means it was admitted.
+    loop {
+        if let ws::Got::Audio(..) = ws::next(&mut holder).await? {
+            break;
+        }
+    }
+    let t0 = std::time::Instant::now();
+    let r = post_json(
+        addr,
+        "/v1/audio/speech",
+        &json!({"input": "Refused while the engine is full.", "response_format": "wav"}),
+    )
+    .await?;
+    let took = t0.elapsed();
+    ensure!(r.status == 429, "got {} {}", r.status, r.body_str());
+    ensure!(
+        r.header("retry-after") == Some("1"),
+        "Retry-After: {:?}",
+        r.header("retry-after")
+    );
+    ensure!(took < Duration::from_secs(2), "the refusal took {took:?}");
+    drop(holder);
+    stop(s).await
+}

@@ -524,7 +524,13 @@ pub(crate) async fn speak(
                     " (`input` takes 1 to {MAX_INPUT_CHARS} characters, and at most {max} tokens on this checkpoint)"
                 ));
             }
-            return error_response(status, &message, kind, param);
+            let mut r = error_response(status, &message, kind, param);
+            if status == StatusCode::TOO_MANY_REQUESTS {
+                // Full: a client or balancer may retry (elsewhere) shortly.
+                r.headers_mut()
+                    .insert(header::RETRY_AFTER, HeaderValue::from_static("1"));
+            }
+            return r;
         }
     };
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);

@@ -47,7 +47,7 @@
 //!    known only after the last audio went out: EOS, or zero frames);
 //!    `Finished` always follows it.
 //! 5. Live text (version 2): a request whose text is still arriving
-//!    carries a [`crate::live::LiveFeed`] in its [`StartRequest`]; the
+//!    carries a [`crate::flow::LiveFeed`] in its [`StartRequest`]; the
 //!    caller appends text rows to it and the talker takes them before each
 //!    step, holding the request (not stepping it, never feeding padding)
 //!    while the next step would need a row that has not arrived.
@@ -171,7 +171,7 @@ pub struct StartRequest {
     pub gate: Arc<FlowGate>,
     /// Live text: the rows of text that arrives after the start; the talker
     /// holds the request while it has none to take.
-    pub live: Option<Arc<crate::live::LiveFeed>>,
+    pub live: Option<Arc<crate::flow::LiveFeed>>,
 }
 
 /// What the talker picked for frame `frame_index`.

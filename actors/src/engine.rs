@@ -14,7 +14,7 @@ use crate::config::EngineConfig;
 use crate::contract::{AudioChunk, Generation, RequestKey, SessionId, StageKind};
 use crate::error::{EngineError, ErrorKind, Result};
 use crate::flow::FlowGate;
-use crate::live::LiveFeed;
+use crate::flow::LiveFeed;
 use crate::metrics::{ChunkLog, EngineSide, MetricsInput, Outcome, RequestMetrics};
 use crate::router::{Cancel, CancelAck, Router, Shutdown, Submit, Wire};
 use crate::shared::{Shared, Teams};

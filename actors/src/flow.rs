@@ -7,9 +7,19 @@
 //! each step and pauses only that request while it is above the soft bound;
 //! the router fails the request past the hard bound. Lock-free on the read
 //! side: two relaxed atomics per check.
+//!
+//! Live text is flow control too, the other way round: the caller feeds
+//! the talker's text through a [`LiveFeed`], and the talker parks a request
+//! whose next step needs text that has not come, leaving a [`StageWaker`]
+//! that the next push fires.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Mutex;
+use std::time::Instant;
+
+use actix::{Message, Recipient};
+use tts_models::live_text::LiveRows;
+use tts_models::TalkerState;
 
 #[derive(Debug)]
 pub struct FlowGate {
@@ -89,5 +99,133 @@ mod tests {
         assert_eq!(g.outstanding(), 0);
         g.ack(0); // late, lower ack does not move consumed back
         assert_eq!(g.outstanding(), 0);
+    }
+}
+
+/// A handle that wakes one stage actor from any thread: the stage then asks
+/// its logic for the inputs it parked (`StageLogic::woken`). What the
+/// talker hands to a live request's text feed, so text arriving resumes a
+/// request held for it at once, with no polling while it waits.
+#[derive(Clone)]
+pub struct StageWaker(Recipient<Wake>);
+
+/// Sent by a [`StageWaker`]: something a parked input waits for arrived.
+pub struct Wake;
+impl Message for Wake {
+    type Result = ();
+}
+
+impl StageWaker {
+    pub(crate) fn new(stage: Recipient<Wake>) -> Self {
+        StageWaker(stage)
+    }
+
+    pub fn wake(&self) {
+        // Unbounded on purpose: a wake-up must not be lost to a full
+        // mailbox, and several pending wake-ups cost one empty round each.
+        self.0.do_send(Wake);
+    }
+}
+
+impl std::fmt::Debug for StageWaker {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("StageWaker")
+    }
+}
+
+/// One wait of a live request for text: the talker had used every text
+/// token it had, the text was still open, and frame `frame` (0-based, of
+/// this request) waited `ms` for the next.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TextPause {
+    pub frame: u64,
+    pub ms: f64,
+}
+
+/// Text rows committed by the caller and not yet taken by the talker, and
+/// the talker's side of waiting for them.
+#[derive(Debug, Default)]
+pub struct LiveFeed {
+    state: Mutex<FeedState>,
+}
+
+#[derive(Debug, Default)]
+struct FeedState {
+    pending: LiveRows,
+    /// Set while the talker has the request parked: woken by the next push.
+    waker: Option<StageWaker>,
+    /// The wait in progress: its frame and since when.
+    waiting: Option<(u64, Instant)>,
+    pauses: Vec<TextPause>,
+}
+
+impl LiveFeed {
+    fn lock(&self) -> std::sync::MutexGuard<'_, FeedState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    pub(crate) fn push(&self, rows: LiveRows) {
+        let waker = {
+            let mut s = self.lock();
+            s.pending.extend(rows);
+            s.waker.take()
+        };
+        if let Some(w) = waker {
+            w.wake();
+        }
+    }
+
+    /// Talker: moves the pending rows into `talker`.
+    pub(crate) fn drain_into(&self, talker: &mut TalkerState) {
+        let rows = std::mem::take(&mut self.lock().pending);
+        if !rows.is_empty() {
+            talker.take_live_rows(rows);
+        }
+    }
+
+    /// Talker: rows are waiting to be taken.
+    pub(crate) fn has_pending(&self) -> bool {
+        !self.lock().pending.is_empty()
+    }
+
+    /// Talker: frame `frame` needs text that has not come; the request is
+    /// parked and `waker` fires on the next push. False (nothing parked)
+    /// if rows arrived since the last [`Self::drain_into`]: take them.
+    pub(crate) fn park(&self, frame: u64, waker: &StageWaker) -> bool {
+        let mut s = self.lock();
+        if !s.pending.is_empty() {
+            return false;
+        }
+        s.waker = Some(waker.clone());
+        s.waiting.get_or_insert((frame, Instant::now()));
+        true
+    }
+
+    /// Talker: the request has text for its next frame again; a wait in
+    /// progress ends.
+    pub(crate) fn resumed(&self) {
+        let mut s = self.lock();
+        if let Some((frame, since)) = s.waiting.take() {
+            let ms = since.elapsed().as_secs_f64() * 1e3;
+            s.pauses.push(TextPause { frame, ms });
+        }
+    }
+
+    /// The talker has the request parked waiting for text right now.
+    pub(crate) fn is_waiting(&self) -> bool {
+        self.lock().waiting.is_some()
+    }
+
+    /// The waits so far, the one in progress (if any) up to now.
+    pub(crate) fn pauses(&self) -> Vec<TextPause> {
+        let s = self.lock();
+        let mut p = s.pauses.clone();
+        if let Some((frame, since)) = s.waiting {
+            p.push(TextPause {
+                frame,
+                ms: since.elapsed().as_secs_f64() * 1e3,
+            });
+        }
+        p
     }
 }

@@ -27,10 +27,13 @@
 //!   ([`VoiceLibrary`]): made from a clip with the checkpoint's encoders,
 //!   kept in a `tts_voices::VoiceStore`, resolved by name into the
 //!   [`VoiceClone`] a request carries (the CLI and the server share it).
-//! - [`live`]: live text — one request whose text arrives while it is spoken
-//!   ([`Session::live`] → [`LiveRequest`]; the talker holds it while it waits
-//!   for text).
-//! - [`flow`]: per-request flow gate (unacknowledged audio → pause).
+//! - [`live`]: live text, the caller's side — one request whose text
+//!   arrives while it is spoken ([`Session::live`] → [`LiveRequest`]).
+//! - [`flow`]: what the consumer, the router and the stages share about one
+//!   request, importing none of them: the flow gate (unacknowledged audio →
+//!   pause) and, for live text, the [`flow::LiveFeed`] of text rows with the
+//!   [`flow::StageWaker`] that resumes a request the talker parked for its
+//!   text.
 //! - [`metrics`]: METRICS.md figures as pure functions ([`ChunkLog`] of the
 //!   chunks received, [`RequestMetrics`], nearest-rank [`Summary`]); the
 //!   continuity simulation is `tts_audio::continuity`, re-exported.
@@ -64,7 +67,8 @@ pub use config::{Fault, FaultAction};
 pub use contract::{AudioChunk, RequestKey, StageKind, CONTRACT_VERSION};
 pub use engine::{CancelHandle, Engine, EngineStats, Event, Session, Stream};
 pub use error::{EngineError, ErrorKind};
-pub use live::{LiveRequest, TextPause};
+pub use flow::TextPause;
+pub use live::LiveRequest;
 pub use metrics::{ChunkLog, RequestMetrics, Summary};
 pub use router::CancelAck;
 pub use tts_models::config::ModelKind;

@@ -15,116 +15,22 @@
 //! (`actors/tests/live.rs`).
 //!
 //! A held request costs nothing while it waits: the talker parks its input
-//! and leaves a [`StageWaker`] in the feed; the next rows pushed wake the
-//! talker, which resumes the request. The feed also keeps where those
-//! waits fell ([`TextPause`]), for the caller's metrics.
+//! and leaves a [`crate::flow::StageWaker`] in the feed; the next rows
+//! pushed wake the talker, which resumes the request. The feed also keeps
+//! where those waits fell ([`TextPause`]), for the caller's metrics. The
+//! feed lives in `flow` beside the flow gate: it is what the talker and the
+//! router share with the caller, and they must not depend on the caller's
+//! side of live text.
 
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
 use std::time::Instant;
 
-use tts_models::live_text::{LiveRows, LiveText};
-use tts_models::{Qwen3Tts, Request, TalkerState};
+use tts_models::live_text::LiveText;
+use tts_models::{Qwen3Tts, Request};
 
 use crate::engine::{Session, Stream};
 use crate::error::Result;
-use crate::stage::actor::StageWaker;
-
-/// One wait of a live request for text: the talker had used every text
-/// token it had, the text was still open, and frame `frame` (0-based, of
-/// this request) waited `ms` for the next.
-#[derive(Clone, Copy, Debug, PartialEq)]
-pub struct TextPause {
-    pub frame: u64,
-    pub ms: f64,
-}
-
-/// Text rows committed by the caller and not yet taken by the talker, and
-/// the talker's side of waiting for them.
-#[derive(Debug, Default)]
-pub struct LiveFeed {
-    state: Mutex<FeedState>,
-}
-
-#[derive(Debug, Default)]
-struct FeedState {
-    pending: LiveRows,
-    /// Set while the talker has the request parked: woken by the next push.
-    waker: Option<StageWaker>,
-    /// The wait in progress: its frame and since when.
-    waiting: Option<(u64, Instant)>,
-    pauses: Vec<TextPause>,
-}
-
-impl LiveFeed {
-    fn lock(&self) -> std::sync::MutexGuard<'_, FeedState> {
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
-    }
-
-    fn push(&self, rows: LiveRows) {
-        let waker = {
-            let mut s = self.lock();
-            s.pending.extend(rows);
-            s.waker.take()
-        };
-        if let Some(w) = waker {
-            w.wake();
-        }
-    }
-
-    /// Talker: moves the pending rows into `talker`.
-    pub(crate) fn drain_into(&self, talker: &mut TalkerState) {
-        let rows = std::mem::take(&mut self.lock().pending);
-        if !rows.is_empty() {
-            talker.take_live_rows(rows);
-        }
-    }
-
-    /// Talker: rows are waiting to be taken.
-    pub(crate) fn has_pending(&self) -> bool {
-        !self.lock().pending.is_empty()
-    }
-
-    /// Talker: frame `frame` needs text that has not come; the request is
-    /// parked and `waker` fires on the next push. False (nothing parked)
-    /// if rows arrived since the last [`Self::drain_into`]: take them.
-    pub(crate) fn park(&self, frame: u64, waker: &StageWaker) -> bool {
-        let mut s = self.lock();
-        if !s.pending.is_empty() {
-            return false;
-        }
-        s.waker = Some(waker.clone());
-        s.waiting.get_or_insert((frame, Instant::now()));
-        true
-    }
-
-    /// Talker: the request has text for its next frame again; a wait in
-    /// progress ends.
-    pub(crate) fn resumed(&self) {
-        let mut s = self.lock();
-        if let Some((frame, since)) = s.waiting.take() {
-            let ms = since.elapsed().as_secs_f64() * 1e3;
-            s.pauses.push(TextPause { frame, ms });
-        }
-    }
-
-    /// The talker has the request parked waiting for text right now.
-    pub(crate) fn is_waiting(&self) -> bool {
-        self.lock().waiting.is_some()
-    }
-
-    /// The waits so far, the one in progress (if any) up to now.
-    fn pauses(&self) -> Vec<TextPause> {
-        let s = self.lock();
-        let mut p = s.pauses.clone();
-        if let Some((frame, since)) = s.waiting {
-            p.push(TextPause {
-                frame,
-                ms: since.elapsed().as_secs_f64() * 1e3,
-            });
-        }
-        p
-    }
-}
+use crate::flow::{LiveFeed, TextPause};
 
 /// One live-text request, from the caller's side. Dropping it closes the
 /// text (what was received is spoken to its end); cancel through the

@@ -21,7 +21,7 @@ use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::error::EngineError;
 use crate::flow::FlowGate;
-use crate::live::LiveFeed;
+use crate::flow::LiveFeed;
 use crate::request::{request_cost, Admission, Lifecycle};
 use crate::shared::Shared;
 use crate::stage::actor::spawn_stage;

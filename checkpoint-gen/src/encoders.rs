@@ -12,7 +12,7 @@
 
 use serde_json::{json, Value};
 
-use crate::{Tensors, ONE, SMALL};
+use crate::tensors::{Tensors, ONE, SMALL};
 
 /// Speaker encoder sizes; the rest (128 mel bins, res2net scale 8, kernel
 /// sizes `[5, 3, 3, 3, 1]`, dilations `[1, 2, 3, 4, 1]`) are the official

@@ -3,6 +3,8 @@
 //! # Layout
 //! - `lib.rs`: the configs, the talker, code predictor and codec decoder
 //!   tensor lists, the writer.
+//! - `tensors`: what a tensor list is, and the fan-in codes of its
+//!   non-random entries (shared by every list).
 //! - `preset`: the presets (sizes and family).
 //! - `encoders`: Base's speaker encoder and the speech tokenizer's encoder.
 //! - `tokenizer`: the synthetic text tokenizer files.
@@ -49,20 +51,13 @@ use tts_models::{ModelError, Result};
 mod encoders;
 mod preset;
 mod proxy;
+mod tensors;
 mod tokenizer;
 
 use encoders::{EncoderDims, SpeakerDims};
 pub use preset::{Family, Preset, PRESET_NAMES};
 pub use proxy::{massive_channels, spike_channels, Proxy, MASSIVE_GAIN, PROXY_NAMES, SPIKE_GAIN};
-
-/// Tensor list: (name, shape, fan_in for scaling; 0 = norm-like "around 1",
-/// [`SMALL`] = small values, [`ONE`] = exactly 1).
-pub(crate) type Tensors = Vec<(String, Vec<usize>, usize)>;
-
-/// Fan-in code of small values (layer scales, log-alpha/beta, LN biases).
-pub(crate) const SMALL: usize = usize::MAX;
-/// Fan-in code of exact ones (flags such as a codebook's `initialized`).
-pub(crate) const ONE: usize = usize::MAX - 1;
+use tensors::{Tensors, ONE, SMALL};
 
 struct Dims {
     size: &'static str,

@@ -1,6 +1,6 @@
 use std::path::PathBuf;
 
-use crate::config::ModelKind;
+use crate::kind::ModelKind;
 
 /// Errors of the models layer. Construction (loading, validation) errors name
 /// the file, key or tensor at fault; runtime errors name the request field.

@@ -4,6 +4,8 @@
 //!
 //! # Layout
 //! From the bottom up (each module imports only modules listed above it):
+//! - [`kind`]: the model family ([`kind::ModelKind`]), named by the
+//!   error type and made by the config parser.
 //! - [`error`]: the crate's error type; [`sampling`]: the official
 //!   logits-processor pipeline, a seedable RNG and the raw-logits hook;
 //!   `mmap` (private): read-only file maps.
@@ -67,6 +69,7 @@ pub mod config;
 pub mod error;
 pub mod fidelity;
 pub mod generator;
+pub mod kind;
 pub mod live_text;
 pub mod lm;
 mod mmap;

@@ -37,6 +37,7 @@ use actix::prelude::*;
 use super::wiring::{deliver, try_deliver, with_wiring, Delivery, Directory, Output};
 use crate::config::EngineConfig;
 use crate::contract::*;
+use crate::flow::{StageWaker, Wake};
 use crate::shared::{Shared, StageHealth};
 
 /// Per-step context given to [`StageLogic::process`].
@@ -47,27 +48,6 @@ pub struct StepCx<'a> {
     /// Wakes this stage from another thread ([`StageLogic::woken`]); `None`
     /// outside a running actor (unit tests).
     pub waker: Option<&'a StageWaker>,
-}
-
-/// A handle that wakes one stage actor from any thread: the stage then asks
-/// its logic for the inputs it parked ([`StageLogic::woken`]). What the
-/// talker hands to a live request's text feed, so text arriving resumes a
-/// request held for it at once, with no polling while it waits.
-#[derive(Clone)]
-pub struct StageWaker(Recipient<Wake>);
-
-impl StageWaker {
-    pub fn wake(&self) {
-        // Unbounded on purpose: a wake-up must not be lost to a full
-        // mailbox, and several pending wake-ups cost one empty round each.
-        self.0.do_send(Wake);
-    }
-}
-
-impl std::fmt::Debug for StageWaker {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str("StageWaker")
-    }
 }
 
 impl StepCx<'_> {
@@ -511,7 +491,7 @@ impl<L: StageLogic> Actor for StageActor<L> {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         ctx.set_mailbox_capacity(self.mailbox);
-        self.waker = Some(StageWaker(ctx.address().recipient()));
+        self.waker = Some(StageWaker::new(ctx.address().recipient()));
     }
 }
 
@@ -528,12 +508,6 @@ impl<L: StageLogic> Supervised for StageActor<L> {
 
 struct Tick;
 impl Message for Tick {
-    type Result = ();
-}
-
-/// Sent by a [`StageWaker`]: something a parked input waits for arrived.
-pub struct Wake;
-impl Message for Wake {
     type Result = ();
 }
 

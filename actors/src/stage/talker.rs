@@ -14,7 +14,7 @@ use super::actor::{StageLogic, StepCx};
 use super::wiring::Output;
 use crate::contract::*;
 use crate::flow::FlowGate;
-use crate::live::LiveFeed;
+use crate::flow::LiveFeed;
 
 /// Input of the talker: a new request or a frame fed back.
 pub enum TalkerInput {

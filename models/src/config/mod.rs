@@ -15,6 +15,8 @@ mod speaker_encoder;
 #[cfg(test)]
 mod tests;
 
+/// Re-exported where it was defined before it had a file of its own.
+pub use crate::kind::ModelKind;
 pub use codec::{CodecConfig, CodecEncoderConfig, CodecTransformerConfig};
 pub(crate) use json::read_json;
 use json::Obj;
@@ -166,53 +168,6 @@ impl TalkerConfig {
         let mut v: Vec<String> = vec!["auto".into()];
         v.extend(self.languages.keys().cloned());
         v
-    }
-}
-
-/// The model family variants (`tts_model_type`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum ModelKind {
-    CustomVoice,
-    VoiceDesign,
-    Base,
-}
-
-impl ModelKind {
-    /// The family's name as the model cards spell it.
-    pub fn name(self) -> &'static str {
-        match self {
-            ModelKind::CustomVoice => "CustomVoice",
-            ModelKind::VoiceDesign => "VoiceDesign",
-            ModelKind::Base => "Base",
-        }
-    }
-
-    /// What a checkpoint of this family does, for refusals: "which ...".
-    pub fn capability(self) -> &'static str {
-        match self {
-            ModelKind::CustomVoice => {
-                "speaks its preset speakers (name one); cloning a voice needs a Base checkpoint, describing one a VoiceDesign checkpoint"
-            }
-            ModelKind::Base => {
-                "clones a voice from a reference clip (give reference audio with its transcript, or x-vector only, or a stored voice); preset speakers need a CustomVoice checkpoint, described voices a VoiceDesign checkpoint"
-            }
-            ModelKind::VoiceDesign => {
-                "speaks a voice described in words (give an instruct such as \"a warm, low female voice\"); preset speakers need a CustomVoice checkpoint, cloning a Base checkpoint"
-            }
-        }
-    }
-
-    /// The family's official text mode: Base feeds the text alongside the
-    /// frames (`generate_voice_clone(non_streaming_mode=False)`), the
-    /// others put it all up front.
-    pub fn default_text_streaming(self) -> bool {
-        self == ModelKind::Base
-    }
-}
-
-impl std::fmt::Display for ModelKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
     }
 }
 

@@ -1,6 +1,7 @@
 //! Reference codes and the codec shape they are checked against.
 
-use super::{RecordError, CODEBOOK_SIZE, CODE_GROUPS};
+use super::error::RecordError;
+use super::limits::{CODEBOOK_SIZE, CODE_GROUPS};
 
 /// The codec a record's codes are checked against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -1,6 +1,6 @@
 //! Why a record is not a valid voice.
 
-use super::{FORMAT_VERSION, MAX_HIDDEN_SIZE, MAX_TEXT_BYTES};
+use super::limits::{FORMAT_VERSION, MAX_HIDDEN_SIZE, MAX_TEXT_BYTES};
 
 /// Why a record is not a valid voice.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]

@@ -12,29 +12,19 @@
 mod codes;
 mod error;
 mod json;
+mod limits;
 mod provenance;
 
 pub use codes::{CodecShape, RefCodes};
 pub use error::RecordError;
+pub use limits::{
+    CODEBOOK_SIZE, CODE_GROUPS, FORMAT_VERSION, MAX_HIDDEN_SIZE, MAX_TEXT_BYTES, TALKER_0B6,
+    TALKER_1B7,
+};
 pub use provenance::{sha256_hex, ModelInfo, Provenance, Source};
 
 use crate::name::VoiceName;
 use codes::check_codes;
-
-/// Codes per 80 ms frame in the Qwen3-TTS 12 Hz codec (1 semantic + 15 acoustic).
-pub const CODE_GROUPS: usize = 16;
-/// Entries per codebook in that codec: every code is below this.
-pub const CODEBOOK_SIZE: u32 = 2048;
-/// The talker-size label of the 0.6B checkpoints (E = 1024).
-pub const TALKER_0B6: &str = "0b6";
-/// The talker-size label of the 1.7B checkpoints (E = 2048).
-pub const TALKER_1B7: &str = "1b7";
-/// The on-disk format version this build writes and reads.
-pub const FORMAT_VERSION: u32 = 1;
-/// Largest x-vector accepted (no released talker is wider than 2048).
-pub const MAX_HIDDEN_SIZE: usize = 16_384;
-/// Longest reference text or description, in bytes (a few minutes of speech).
-pub const MAX_TEXT_BYTES: usize = 16_384;
 
 /// The talker-size label of a released checkpoint with this hidden size.
 pub fn talker_size_for_hidden(hidden_size: usize) -> Option<&'static str> {

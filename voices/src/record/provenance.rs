@@ -2,7 +2,7 @@
 
 use sha2::{Digest, Sha256};
 
-use super::FORMAT_VERSION;
+use super::limits::FORMAT_VERSION;
 use crate::time::Timestamp;
 
 /// Lower-case hex sha256 of `bytes` (a clip's provenance fingerprint).

@@ -213,7 +213,10 @@ pub async fn run(
     mut d: Dialect,
 ) {
     let (server_end, native_ws) = realtime::pipe().await;
-    let session = tokio::spawn(realtime::run(st, m, server_end, permit));
+    // In this connection's span (the request id): its context lines too.
+    let session = tokio::spawn(tracing::Instrument::in_current_span(realtime::run(
+        st, m, server_end, permit,
+    )));
     let mut out = Vec::new();
     let mut n = match Native::open(native_ws).await {
         Ok(n) => n,

@@ -45,7 +45,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::state::{AppState, Unauthorized};
-use crate::{realtime, server};
+use crate::{access_log, realtime, server};
 
 pub use cartesia::{CartesiaIn, CartesiaOut, CartesiaVoice, OutputFormatSpec};
 pub use elevenlabs::{ElevenLabsIn, ElevenLabsOut};
@@ -150,7 +150,15 @@ async fn upgrade(
         Err(r) => return *r,
     };
     let d = dialect(&q);
-    hs.accept(move |socket| bridge::run(st, loaded, socket, permit, d))
+    // The connection's events (the adapter's and its native session's)
+    // carry the upgrade request's id, as `/v1/realtime`'s do.
+    let span = tracing::info_span!(
+        "session",
+        request_id = %access_log::current().unwrap_or_default()
+    );
+    hs.accept(move |socket| {
+        tracing::Instrument::instrument(bridge::run(st, loaded, socket, permit, d), span)
+    })
 }
 
 async fn elevenlabs_single(

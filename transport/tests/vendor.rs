@@ -565,3 +565,288 @@ async fn vendor_http_routes_speak_and_refuse_clearly() -> Result<()> {
     }
     stop(s).await
 }
+
+/// Every message until `stop` holds for one (that one included); the
+/// server closing ends the list with `{"closed": code}`.
+async fn collect_until(ws: &mut Ws, mut stop: impl FnMut(&Value) -> bool) -> Result<Vec<Value>> {
+    let mut got = Vec::new();
+    loop {
+        match next(ws).await? {
+            Ok(m) => {
+                let done = stop(&m);
+                got.push(m);
+                if done {
+                    return Ok(got);
+                }
+            }
+            Err(code) => {
+                got.push(json!({ "closed": code }));
+                return Ok(got);
+            }
+        }
+    }
+}
+
+fn el_final_for(m: &Value, ctx: &str) -> bool {
+    m["isFinal"] == json!(true) && m["contextId"] == ctx
+}
+
+/// The messages of context `ctx` (ElevenLabs `contextId`, Cartesia
+/// `context_id`).
+fn of_context<'a>(msgs: &'a [Value], ctx: &str) -> Vec<&'a Value> {
+    msgs.iter()
+        .filter(|m| m["contextId"] == ctx || m["context_id"] == ctx)
+        .collect()
+}
+
+/// The decoded audio in `msgs` (ElevenLabs `audio`, Cartesia `chunk` data).
+fn audio_in<'a>(msgs: impl IntoIterator<Item = &'a Value>) -> Vec<u8> {
+    let mut audio = Vec::new();
+    for m in msgs {
+        let a = m.get("audio").or_else(|| m.get("data"));
+        if let Some(a) = a.and_then(Value::as_str) {
+            audio.extend(b64(a));
+        }
+    }
+    audio
+}
+
+/// Issue 28, defect 6 (ElevenLabs, multi-stream-input): a context the
+/// server refuses gets one `isFinal`, and nothing of it follows, though the
+/// client had sent more for it (text, flush, close) before it learned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_refused_context_ends_once_and_nothing_follows() -> Result<()> {
+    let mut cfg = config();
+    cfg.max_contexts = 2;
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000");
+    let mut ws = connect(url, &[]).await?;
+    // Two contexts hold the two slots (open, not closed).
+    for c in ["c0", "c1"] {
+        send(&mut ws, json!({"text": " ", "context_id": c})).await?;
+        send(&mut ws, json!({"text": "Hold on. ", "context_id": c})).await?;
+    }
+    // A third one, as a client streams it: refused (too many contexts).
+    send(&mut ws, json!({"text": " ", "context_id": "x"})).await?;
+    send(&mut ws, json!({"text": "Hello ", "context_id": "x"})).await?;
+    send(&mut ws, json!({"text": "world. ", "context_id": "x"})).await?;
+    send(&mut ws, json!({"context_id": "x", "flush": true})).await?;
+    send(&mut ws, json!({"context_id": "x", "close_context": true})).await?;
+    // Another, which the client does not close (Pipecat opens it again).
+    send(&mut ws, json!({"text": " ", "context_id": "w"})).await?;
+    send(&mut ws, json!({"text": "Hello ", "context_id": "w"})).await?;
+    send(&mut ws, json!({"text": "there. ", "context_id": "w"})).await?;
+    send(&mut ws, json!({"context_id": "w", "flush": true})).await?;
+    // Then the slots are freed and another context speaks: everything for
+    // x has been answered by its end.
+    for c in ["c0", "c1"] {
+        send(&mut ws, json!({"context_id": c, "close_context": true})).await?;
+    }
+    send(
+        &mut ws,
+        json!({"text": "After. ", "context_id": "y", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "y", "close_context": true})).await?;
+    let msgs = collect_until(&mut ws, |m| {
+        el_final_for(m, "y") || m.get("closed").is_some()
+    })
+    .await?;
+    for refused in ["x", "w"] {
+        let x = of_context(&msgs, refused);
+        let finals = x.iter().filter(|m| m["isFinal"] == json!(true)).count();
+        ensure!(finals == 1, "{finals} isFinal for {refused}: {x:?}");
+        ensure!(
+            x.last().is_some_and(|m| m["isFinal"] == json!(true)),
+            "messages for {refused} after its isFinal: {x:?}"
+        );
+        let errors: Vec<_> = x.iter().filter(|m| m.get("error").is_some()).collect();
+        ensure!(
+            errors.len() == 1 && errors[0]["error"] == "too_many_contexts",
+            "{x:?}"
+        );
+        ensure!(
+            audio_in(x.iter().copied()).is_empty(),
+            "audio for {refused}: {x:?}"
+        );
+    }
+    for c in ["c0", "c1", "y"] {
+        let finals = of_context(&msgs, c)
+            .iter()
+            .filter(|m| m["isFinal"] == json!(true))
+            .count();
+        ensure!(finals == 1, "{finals} isFinal for {c}: {msgs:?}");
+    }
+    ensure!(!audio_in(of_context(&msgs, "y")).is_empty());
+    // Both ids speak again once the client opens them anew (x was closed,
+    // w is opened again with blank text, as Pipecat does after isFinal).
+    for again in ["x", "w"] {
+        send(&mut ws, json!({"text": " ", "context_id": again})).await?;
+        send(
+            &mut ws,
+            json!({"text": "Now it speaks. ", "context_id": again, "flush": true}),
+        )
+        .await?;
+        send(&mut ws, json!({"context_id": again, "close_context": true})).await?;
+        let (audio, others) = el_until_final(&mut ws, Some(again)).await?;
+        ensure!(
+            !audio.is_empty() && others.is_empty(),
+            "{again}: {others:?}"
+        );
+    }
+    stop(s).await
+}
+
+/// Issue 28, defect 6 (ElevenLabs): a context id used again after an
+/// interrupting `close_context` (as Pipecat does) starts a new context:
+/// the first ends with one `isFinal`, the second speaks its own text (and
+/// only it) and ends with its own, with no error between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_reused_context_id_starts_a_new_lifecycle() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000");
+    let mut ws = connect(url.clone(), &[]).await?;
+    send(&mut ws, json!({"text": " ", "context_id": "t"})).await?;
+    send(&mut ws, json!({"text": "A much longer sentence that keeps the synthesizer busy for a while, on and on. ", "context_id": "t"})).await?;
+    // The user barges in: close (interrupting), and the next turn goes on
+    // in the same context id.
+    send(&mut ws, json!({"context_id": "t", "close_context": true})).await?;
+    let second = "Second turn here. ";
+    send(&mut ws, json!({"text": " ", "context_id": "t"})).await?;
+    send(&mut ws, json!({"text": second, "context_id": "t"})).await?;
+    send(&mut ws, json!({"context_id": "t", "flush": true})).await?;
+    send(&mut ws, json!({"context_id": "t", "close_context": true})).await?;
+    let mut finals = 0;
+    let msgs = collect_until(&mut ws, |m| {
+        finals += usize::from(el_final_for(m, "t"));
+        finals == 2 || m.get("closed").is_some()
+    })
+    .await?;
+    ensure!(finals == 2, "{msgs:?}");
+    ensure!(
+        !msgs.iter().any(|m| m.get("error").is_some()),
+        "errors: {msgs:?}"
+    );
+    let first_final = msgs
+        .iter()
+        .position(|m| el_final_for(m, "t"))
+        .context("first isFinal")?;
+    let new_audio = audio_in(&msgs[first_final + 1..]);
+    // Nothing more for t (a barrier context speaks after it).
+    send(
+        &mut ws,
+        json!({"text": "Barrier. ", "context_id": "z", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "z", "close_context": true})).await?;
+    let after = collect_until(&mut ws, |m| {
+        el_final_for(m, "z") || m.get("closed").is_some()
+    })
+    .await?;
+    ensure!(of_context(&after, "t").is_empty(), "after: {after:?}");
+    // The new context's audio is its text's, as a fresh context speaks it.
+    send(&mut ws, json!({"text": " ", "context_id": "ref"})).await?;
+    send(
+        &mut ws,
+        json!({"text": second, "context_id": "ref", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "ref", "close_context": true})).await?;
+    let (reference, _) = el_until_final(&mut ws, Some("ref")).await?;
+    ensure!(!reference.is_empty());
+    ensure!(
+        new_audio == reference,
+        "the reused id spoke {} bytes, its text alone is {} bytes",
+        new_audio.len(),
+        reference.len()
+    );
+    stop(s).await
+}
+
+/// Issue 28, defect 6 (ElevenLabs, stream-input): a refused utterance gets
+/// one error, one `isFinal`, then the close; nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_stream_input_refusal_ends_once() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url = format!("ws://{addr}/v1/text-to-speech/ryan/stream-input?output_format=pcm_16000");
+    let mut ws = connect(url, &[]).await?;
+    send(&mut ws, json!({"text": " "})).await?;
+    let long = "word ".repeat(4000); // 20000 characters
+    send(&mut ws, json!({ "text": long })).await?;
+    send(&mut ws, json!({"text": "More words. "})).await?;
+    send(&mut ws, json!({"text": ""})).await?;
+    let msgs = collect_until(&mut ws, |m| m.get("closed").is_some()).await?;
+    let finals = msgs.iter().filter(|m| m["isFinal"] == json!(true)).count();
+    ensure!(finals == 1, "{msgs:?}");
+    let n = msgs.len();
+    ensure!(n >= 3, "{msgs:?}");
+    ensure!(msgs[n - 1]["closed"] == 1000, "{msgs:?}");
+    ensure!(msgs[n - 2]["isFinal"] == json!(true), "{msgs:?}");
+    let errors: Vec<_> = msgs.iter().filter(|m| m.get("error").is_some()).collect();
+    ensure!(errors.len() == 1, "{msgs:?}");
+    ensure!(audio_in(&msgs).is_empty(), "audio of a refused utterance");
+    stop(s).await
+}
+
+/// Issue 28, defect 6 (Cartesia): text after `continue: false` ends the
+/// context with one error (its only end: no audio, no `done` after it);
+/// a context id used again once its context is done starts a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cartesia_text_after_continue_false_ends_the_context_once() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let mut ws = connect(format!("ws://{addr}/tts/websocket"), &[]).await?;
+    send(
+        &mut ws,
+        cartesia_request(
+            "t",
+            "A sentence long enough to be speaking for a while. ",
+            false,
+            "pcm_s16le",
+            16000,
+        ),
+    )
+    .await?;
+    send(
+        &mut ws,
+        cartesia_request("t", "Late words. ", false, "pcm_s16le", 16000),
+    )
+    .await?;
+    // A barrier: u is spoken after everything of t.
+    send(
+        &mut ws,
+        cartesia_request("u", "Barrier. ", false, "pcm_s16le", 16000),
+    )
+    .await?;
+    let msgs = collect_until(&mut ws, |m| {
+        (m["context_id"] == "u" && (m["type"] == "done" || m["type"] == "error"))
+            || m.get("closed").is_some()
+    })
+    .await?;
+    let t = of_context(&msgs, "t");
+    let ends: Vec<_> = t
+        .iter()
+        .filter(|m| m["type"] == "done" || m["type"] == "error")
+        .collect();
+    ensure!(ends.len() == 1, "{} ends for t: {t:?}", ends.len());
+    ensure!(ends[0]["type"] == "error", "{t:?}");
+    ensure!(
+        t.last().is_some_and(|m| m["type"] == "error"),
+        "messages for t after its end: {t:?}"
+    );
+    ensure!(msgs.last().is_some_and(|m| m["type"] == "done"), "{msgs:?}");
+    // The id again, once its context has ended: a new context, spoken.
+    send(
+        &mut ws,
+        cartesia_request("u", "Once more. ", false, "pcm_s16le", 16000),
+    )
+    .await?;
+    let (audio, end) = ca_until_done(&mut ws, "u").await?;
+    ensure!(end["type"] == "done" && !audio.is_empty(), "{end}");
+    stop(s).await
+}

@@ -20,6 +20,9 @@
 //!   and one streaming encoder per context.
 //! - `bridge`: the native session over the pipe ([`bridge::Native`]), and
 //!   the connection loop that routes between the two sockets.
+//! - `contexts`: a connection's vendor contexts, each lifecycle a native
+//!   context of its own, so that one ends once and a reused id starts
+//!   afresh.
 //! - `elevenlabs`, `cartesia`: each vendor's messages (parse ↔ serialize)
 //!   and translation.
 //! - `http`: the vendors' one-shot HTTP routes (ElevenLabs
@@ -28,6 +31,7 @@
 
 mod bridge;
 mod cartesia;
+mod contexts;
 mod elevenlabs;
 mod http;
 mod sink;

@@ -611,6 +611,66 @@ fn audio_in<'a>(msgs: impl IntoIterator<Item = &'a Value>) -> Vec<u8> {
     audio
 }
 
+/// Cartesia's request for `ctx` with `voice` and 16-bit PCM at `rate`.
+fn cartesia_voice(ctx: &str, text: &str, cont: bool, voice: &str, rate: u32) -> Value {
+    let mut r = cartesia_request(ctx, text, cont, "pcm_s16le", rate);
+    r["voice"]["id"] = json!(voice);
+    r
+}
+
+/// Issue 28, defect 5: a Cartesia context is spoken in the voice and the
+/// output format it was opened with, though another context opened with
+/// others in between and its own text came after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cartesia_context_keeps_the_voice_and_format_it_opened_with() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url = format!("ws://{addr}/tts/websocket");
+    let mut ws = connect(url.clone(), &[]).await?;
+    // a opens (serena, 16 kHz) with no text yet; b opens (ryan, 24 kHz)
+    // and speaks; then a's text.
+    send(&mut ws, cartesia_voice("a", "", true, "serena", 16000)).await?;
+    let b_text = "Second voice here. ";
+    send(&mut ws, cartesia_voice("b", b_text, false, "ryan", 24000)).await?;
+    let a_text = "First voice here. ";
+    send(&mut ws, cartesia_voice("a", a_text, false, "serena", 16000)).await?;
+    let mut done = 0;
+    let msgs = collect_until(&mut ws, |m| {
+        done += usize::from(m["type"] == "done");
+        done == 2 || m["type"] == "error" || m.get("closed").is_some()
+    })
+    .await?;
+    ensure!(done == 2, "{msgs:?}");
+    let a = audio_in(of_context(&msgs, "a"));
+    let b = audio_in(of_context(&msgs, "b"));
+    // Each as it is alone, on a fresh connection.
+    let mut ws = connect(url, &[]).await?;
+    send(
+        &mut ws,
+        cartesia_voice("ra", a_text, false, "serena", 16000),
+    )
+    .await?;
+    let (ref_a, end) = ca_until_done(&mut ws, "ra").await?;
+    ensure!(end["type"] == "done", "{end}");
+    send(&mut ws, cartesia_voice("rb", b_text, false, "ryan", 24000)).await?;
+    let (ref_b, end) = ca_until_done(&mut ws, "rb").await?;
+    ensure!(end["type"] == "done", "{end}");
+    ensure!(!ref_a.is_empty() && !ref_b.is_empty());
+    ensure!(
+        a == ref_a,
+        "context a: {} bytes, not serena's 16 kHz audio ({} bytes)",
+        a.len(),
+        ref_a.len()
+    );
+    ensure!(
+        b == ref_b,
+        "context b: {} bytes, not ryan's 24 kHz audio ({} bytes)",
+        b.len(),
+        ref_b.len()
+    );
+    stop(s).await
+}
+
 /// Issue 28, defect 6 (ElevenLabs, multi-stream-input): a context the
 /// server refuses gets one `isFinal`, and nothing of it follows, though the
 /// client had sent more for it (text, flush, close) before it learned.

@@ -7,9 +7,10 @@
 //!   "raw", "encoding", "sample_rate"}, "model_id", "language", ...}`: the
 //!   first for a `context_id` opens the context with its voice and format
 //!   (later ones continue it, their voice and format ignored, as Cartesia
-//!   requires them equal); `transcript` → `context.append`; `flush: true`
-//!   → `context.flush` and a `flush_done`; `continue: false` →
-//!   `context.end` (`done` once the audio is out).
+//!   requires them equal): they are bound to the context, which is spoken
+//!   in them whatever other contexts open meanwhile; `transcript` →
+//!   `context.append`; `flush: true` → `context.flush` and a `flush_done`;
+//!   `continue: false` → `context.end` (`done` once the audio is out).
 //! - `{"context_id", "cancel": true}` → `context.cancel`; nothing is sent
 //!   back (the SDK and Pipecat drop the context on their side).
 //!
@@ -195,7 +196,10 @@ impl CartesiaOut {
     }
 }
 
-/// A context's voice and rate, as its first request names them.
+/// What a context is spoken with, fixed by its first request: Cartesia
+/// requires a context's later requests to repeat it, and the native
+/// session takes its settings when a context's first text arrives, so the
+/// session is set to these just before (whatever another context set since).
 #[derive(Clone, Debug, PartialEq)]
 struct Bound {
     voice: String,
@@ -205,6 +209,7 @@ struct Bound {
 /// One lifecycle of a context.
 struct Ctx {
     sink: Sink,
+    bound: Bound,
     /// Text reached the native context (it exists there).
     appended: bool,
     /// The client ended it (`continue: false`): it is spoken out, then
@@ -353,6 +358,16 @@ impl Cartesia {
                     .await;
             }
         } else if let Some(text) = text {
+            if !c.appended {
+                // The native context opens now, with the session's
+                // settings: make them this context's.
+                let bound = c.bound.clone();
+                if let Err(r) = self.bind(bound, n).await? {
+                    let stale = m.continues;
+                    return self.fail(&native, r.code, &r.message, stale, n, out).await;
+                }
+            }
+            let (_, c) = self.contexts.current_mut(&id).expect("open");
             c.appended = true;
             n.append(&native, &text).await?;
         }
@@ -407,8 +422,8 @@ impl Cartesia {
     }
 
     /// A new lifecycle of context `id`: its voice and output format
-    /// (required) are checked, and the native session set to them.
-    /// `false`: refused (the error is in `out`).
+    /// (required) are checked and bound to it. `false`: refused (the error
+    /// is in `out`).
     async fn open(
         &mut self,
         id: &str,
@@ -417,9 +432,10 @@ impl Cartesia {
         out: &mut Vec<Out>,
     ) -> Result<bool, Gone> {
         match self.check(m, n).await? {
-            Ok(sink) => {
+            Ok((sink, bound)) => {
                 let c = Ctx {
                     sink,
+                    bound,
                     appended: false,
                     ended: false,
                     flushes: 0,
@@ -440,11 +456,12 @@ impl Cartesia {
 
     /// A first request's voice and format, checked (the voice by the native
     /// session, which is set to it), or the refusal.
+    #[allow(clippy::type_complexity)]
     async fn check(
         &mut self,
         m: &CartesiaIn,
         n: &mut Native,
-    ) -> Result<Result<Sink, (ErrorCode, String)>, Gone> {
+    ) -> Result<Result<(Sink, Bound), (ErrorCode, String)>, Gone> {
         let max = n.limits.max_contexts;
         if self.contexts.len() >= max {
             let e = format!("{max} contexts are open (the limit); end or cancel one first");
@@ -477,8 +494,8 @@ impl Cartesia {
             sample_rate: f.sample_rate,
         };
         // Set now, so a bad voice is refused on the request that names it.
-        Ok(match self.bind(bound, n).await? {
-            Ok(()) => Ok(sink),
+        Ok(match self.bind(bound.clone(), n).await? {
+            Ok(()) => Ok((sink, bound)),
             Err(r) => Err((r.code, r.message)),
         })
     }

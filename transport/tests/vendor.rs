@@ -848,7 +848,10 @@ async fn elevenlabs_stream_input_refusal_ends_once() -> Result<()> {
     ensure!(msgs[n - 1]["closed"] == 1000, "{msgs:?}");
     ensure!(msgs[n - 2]["isFinal"] == json!(true), "{msgs:?}");
     let errors: Vec<_> = msgs.iter().filter(|m| m.get("error").is_some()).collect();
-    ensure!(errors.len() == 1, "{msgs:?}");
+    ensure!(
+        errors.len() == 1 && errors[0]["error"] == "max_character_limit_exceeded",
+        "{msgs:?}"
+    );
     ensure!(audio_in(&msgs).is_empty(), "audio of a refused utterance");
     stop(s).await
 }
@@ -908,5 +911,75 @@ async fn cartesia_text_after_continue_false_ends_the_context_once() -> Result<()
     .await?;
     let (audio, end) = ca_until_done(&mut ws, "u").await?;
     ensure!(end["type"] == "done" && !audio.is_empty(), "{end}");
+    stop(s).await
+}
+
+/// Issue 28, defect 7a: the ElevenLabs sockets keep their own documented
+/// text limit (the characters one context may have waiting, as
+/// `session.created` states it natively): a text at it is taken; one over
+/// it, however small the message, is refused by the dialect in its own
+/// error shape and words, never under a native error name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_text_limit_is_the_dialects_own() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let limit = 16384; // the server's max_pending_chars
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000");
+    let mut ws = connect(url.clone(), &[]).await?;
+    // At the limit: taken (then interrupted, not spoken out).
+    let at = "word ".repeat(limit / 5 - 1) + "end. "; // 16380 characters
+    ensure!(at.chars().count() <= limit);
+    send(&mut ws, json!({ "text": at, "context_id": "at" })).await?;
+    send(&mut ws, json!({"context_id": "at", "close_context": true})).await?;
+    let msgs = collect_until(&mut ws, |m| {
+        el_final_for(m, "at") || m.get("closed").is_some()
+    })
+    .await?;
+    ensure!(!msgs.iter().any(|m| m.get("error").is_some()), "{msgs:?}");
+    // Over it: by one character; by a message just under the 256 KiB
+    // message limit; by two messages within it whose text is waiting at
+    // once (the audio cannot catch up in between).
+    let half = "word ".repeat(2000); // 10000 characters
+    for (ctx, texts) in [
+        ("over", vec!["a".repeat(limit + 1)]),
+        ("huge", vec!["a".repeat(256 * 1024 - 64)]),
+        ("sum", vec![half.clone(), half]),
+    ] {
+        for text in texts {
+            let msg = json!({ "text": text, "context_id": ctx });
+            ensure!(msg.to_string().len() < 256 * 1024);
+            send(&mut ws, msg).await?;
+        }
+        let msgs = collect_until(&mut ws, |m| {
+            el_final_for(m, ctx) || m.get("closed").is_some()
+        })
+        .await?;
+        let errors: Vec<_> = msgs.iter().filter(|m| m.get("error").is_some()).collect();
+        ensure!(errors.len() == 1, "{ctx}: {msgs:?}");
+        let e = errors[0];
+        ensure!(e["contextId"] == ctx, "{e}");
+        ensure!(e["code"] == 1008, "{e}");
+        ensure!(e["error"] == "max_character_limit_exceeded", "{e}");
+        let m = e["message"].as_str().unwrap_or("");
+        ensure!(m.contains(&limit.to_string()), "{e}");
+        ensure!(
+            !m.contains("appending") && !m.contains('#'),
+            "native wording: {e}"
+        );
+        ensure!(
+            (ctx == "sum") == m.contains("already has waiting"),
+            "{ctx}: {e}"
+        );
+    }
+    // The socket goes on.
+    send(
+        &mut ws,
+        json!({"text": "Fine. ", "context_id": "ok", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "ok", "close_context": true})).await?;
+    let (audio, _) = el_until_final(&mut ws, Some("ok")).await?;
+    ensure!(!audio.is_empty());
     stop(s).await
 }

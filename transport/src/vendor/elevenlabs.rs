@@ -24,6 +24,11 @@
 //! `isFinal`; what the client sent for it meanwhile is dropped, until it
 //! closes the context or opens it again (blank text).
 //!
+//! Text: a context holds at most `max_pending_chars` characters not yet
+//! spoken (the native session's bound, 16384 by default); a message over
+//! it, or one that would take its context over it, is refused here with
+//! `max_character_limit_exceeded`, and the context ends.
+//!
 //! Server messages: `{"audio": <base64>, "isFinal", "normalizedAlignment":
 //! null, "alignment": null, "contextId"?}`, `{"isFinal": true, "contextId"?}`
 //! and `{"message", "error", "code", "contextId"?}`. Alignment is always
@@ -167,6 +172,9 @@ struct Ctx {
     /// spoken out, then `isFinal`.
     closing: bool,
 }
+
+/// The error ElevenLabs' clients get for text over the limit.
+const TOO_MUCH_TEXT: &str = "max_character_limit_exceeded";
 
 /// One ElevenLabs connection.
 pub struct ElevenLabs {
@@ -337,7 +345,7 @@ impl ElevenLabs {
                 self.open(&id, n.limits.max_contexts, out);
             }
             if !text.trim().is_empty() {
-                self.append(&id, text, n).await?;
+                self.append(&id, text, n, out).await?;
             }
         }
         if m.flush {
@@ -391,11 +399,25 @@ impl ElevenLabs {
         }
     }
 
-    /// Text for vendor context `id`'s lifecycle.
-    async fn append(&mut self, id: &str, text: &str, n: &mut Native) -> Result<(), Gone> {
+    /// Text for vendor context `id`'s lifecycle, within the dialect's limit
+    /// (the characters a context may have waiting, as the native session
+    /// counts them): over it, the lifecycle ends with the refusal.
+    async fn append(
+        &mut self,
+        id: &str,
+        text: &str,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<(), Gone> {
         let Some((native, c)) = self.contexts.current_mut(id) else {
             return Ok(());
         };
+        let chars = text.chars().count();
+        let limit = n.limits.max_pending_chars;
+        if chars > limit {
+            let m = too_much_text(id, Some(chars), limit);
+            return self.fail(&native, TOO_MUCH_TEXT, &m, n, out).await;
+        }
         c.appended = true;
         c.flushed = false;
         n.append(&native, text).await
@@ -503,11 +525,16 @@ impl ElevenLabs {
                 context_id: Some(native),
                 ..
             } => {
-                if self.contexts.get_mut(&native).is_none() {
+                let Some(life) = self.contexts.get_mut(&native) else {
                     // About a lifecycle that has ended: stale.
                     return Ok(());
-                }
-                let error = code_name(code);
+                };
+                let (error, message) = if code == ErrorCode::TextTooLong {
+                    let m = too_much_text(&life.vendor_id, None, n.limits.max_pending_chars);
+                    (TOO_MUCH_TEXT.to_string(), m)
+                } else {
+                    (code_name(code), message)
+                };
                 self.fail(&native, &error, &message, n, out).await?
             }
             ServerMessage::Error { code, message, .. } => {
@@ -517,6 +544,19 @@ impl ElevenLabs {
         }
         Ok(())
     }
+}
+
+/// The refusal of text over the limit: `chars` in one message, or (`None`)
+/// added to what the context already has waiting.
+fn too_much_text(id: &str, chars: Option<usize>, limit: usize) -> String {
+    let what = match chars {
+        Some(c) => format!("a text of {c} characters"),
+        None => "this text with what it already has waiting to be spoken".to_string(),
+    };
+    format!(
+        "context {id:?} cannot take {what}: a context holds at most {limit} characters not yet \
+         spoken; send long text in several messages as its audio arrives"
+    )
 }
 
 /// A native error code's wire name (`too_many_contexts`, ...).

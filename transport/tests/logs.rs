@@ -57,6 +57,25 @@ impl Captured {
     }
 }
 
+/// The process's subscriber, installed by the first test that asks (the
+/// tests of this binary run at once and share it; each looks for its own
+/// ids).
+fn captured() -> Captured {
+    static OUT: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    OUT.get_or_init(|| {
+        let out = Captured::default();
+        let w = out.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_writer(move || w.clone())
+            .try_init()
+            .expect("the only subscriber of this binary");
+        out
+    })
+    .clone()
+}
+
 /// POST (or GET) on loopback, `Connection: close`, the whole answer read.
 async fn request(
     addr: SocketAddr,
@@ -78,14 +97,7 @@ async fn request(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_line_per_request_with_its_id_and_figures() -> Result<()> {
-    let out = Captured::default();
-    let w = out.clone();
-    tracing_subscriber::fmt()
-        .json()
-        .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
-        .with_writer(move || w.clone())
-        .try_init()
-        .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let out = captured();
     let s = common::start(common::config(Duration::from_secs(5))).await?;
     let addr = s.local_addr();
 
@@ -173,5 +185,75 @@ async fn one_line_per_request_with_its_id_and_figures() -> Result<()> {
             .is_some_and(|r| r.starts_with("req_")),
         "{l}"
     );
+    common::stop(s).await.context("stop")
+}
+
+/// Issue 28, defect 7b: the vendor sockets' log lines carry the upgrade
+/// request's id in the session's span, as `/v1/realtime`'s do.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn vendor_socket_lines_carry_the_request_id_span() -> Result<()> {
+    use futures_util::{SinkExt, StreamExt};
+    use tokio_tungstenite::tungstenite::client::IntoClientRequest;
+    use tokio_tungstenite::tungstenite::Message;
+    let out = captured();
+    let s = common::start(common::config(Duration::from_secs(5))).await?;
+    let addr = s.local_addr();
+    let sockets = [
+        (
+            "el-socket-1",
+            format!("ws://{addr}/v1/text-to-speech/ryan/stream-input?output_format=pcm_16000"),
+            vec![
+                serde_json::json!({"text": "Hello there. "}),
+                serde_json::json!({"text": ""}),
+            ],
+        ),
+        (
+            "ca-socket-1",
+            format!("ws://{addr}/tts/websocket"),
+            vec![serde_json::json!({
+                "context_id": "c", "transcript": "Hello there. ", "continue": false,
+                "voice": {"mode": "id", "id": "ryan"},
+                "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
+            })],
+        ),
+    ];
+    for (id, url, msgs) in sockets {
+        let mut req = url.into_client_request()?;
+        req.headers_mut().insert("x-request-id", id.parse()?);
+        let (mut ws, _) =
+            tokio::time::timeout(common::WAIT, tokio_tungstenite::connect_async(req)).await??;
+        for m in msgs {
+            ws.send(Message::Text(m.to_string().into())).await?;
+        }
+        // Until the context's end marker (isFinal / done).
+        loop {
+            let m = tokio::time::timeout(common::WAIT, ws.next())
+                .await?
+                .context("closed early")??;
+            if let Message::Text(t) = m {
+                let v: Value = serde_json::from_str(t.as_str())?;
+                anyhow::ensure!(v.get("error").is_none(), "{v}");
+                if v["isFinal"] == true || v["type"] == "done" {
+                    break;
+                }
+            }
+        }
+        drop(ws);
+        // The context's line, in a span with the upgrade's id.
+        let mut line = None;
+        for _ in 0..400 {
+            line = out.lines().into_iter().find(|l| {
+                l["target"] == "tts_transport::realtime"
+                    && l["fields"]["outcome"] == "done"
+                    && l["span"]["request_id"] == id
+            });
+            if line.is_some() {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let l = line.with_context(|| format!("no context line in the span of {id}"))?;
+        assert_eq!(l["fields"]["text_chars"], 13, "{l}");
+    }
     common::stop(s).await.context("stop")
 }

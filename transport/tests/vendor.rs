@@ -565,3 +565,421 @@ async fn vendor_http_routes_speak_and_refuse_clearly() -> Result<()> {
     }
     stop(s).await
 }
+
+/// Every message until `stop` holds for one (that one included); the
+/// server closing ends the list with `{"closed": code}`.
+async fn collect_until(ws: &mut Ws, mut stop: impl FnMut(&Value) -> bool) -> Result<Vec<Value>> {
+    let mut got = Vec::new();
+    loop {
+        match next(ws).await? {
+            Ok(m) => {
+                let done = stop(&m);
+                got.push(m);
+                if done {
+                    return Ok(got);
+                }
+            }
+            Err(code) => {
+                got.push(json!({ "closed": code }));
+                return Ok(got);
+            }
+        }
+    }
+}
+
+fn el_final_for(m: &Value, ctx: &str) -> bool {
+    m["isFinal"] == json!(true) && m["contextId"] == ctx
+}
+
+/// The messages of context `ctx` (ElevenLabs `contextId`, Cartesia
+/// `context_id`).
+fn of_context<'a>(msgs: &'a [Value], ctx: &str) -> Vec<&'a Value> {
+    msgs.iter()
+        .filter(|m| m["contextId"] == ctx || m["context_id"] == ctx)
+        .collect()
+}
+
+/// The decoded audio in `msgs` (ElevenLabs `audio`, Cartesia `chunk` data).
+fn audio_in<'a>(msgs: impl IntoIterator<Item = &'a Value>) -> Vec<u8> {
+    let mut audio = Vec::new();
+    for m in msgs {
+        let a = m.get("audio").or_else(|| m.get("data"));
+        if let Some(a) = a.and_then(Value::as_str) {
+            audio.extend(b64(a));
+        }
+    }
+    audio
+}
+
+/// Cartesia's request for `ctx` with `voice` and 16-bit PCM at `rate`.
+fn cartesia_voice(ctx: &str, text: &str, cont: bool, voice: &str, rate: u32) -> Value {
+    let mut r = cartesia_request(ctx, text, cont, "pcm_s16le", rate);
+    r["voice"]["id"] = json!(voice);
+    r
+}
+
+/// Issue 28, defect 5: a Cartesia context is spoken in the voice and the
+/// output format it was opened with, though another context opened with
+/// others in between and its own text came after.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cartesia_context_keeps_the_voice_and_format_it_opened_with() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url = format!("ws://{addr}/tts/websocket");
+    let mut ws = connect(url.clone(), &[]).await?;
+    // a opens (serena, 16 kHz) with no text yet; b opens (ryan, 24 kHz)
+    // and speaks; then a's text.
+    send(&mut ws, cartesia_voice("a", "", true, "serena", 16000)).await?;
+    let b_text = "Second voice here. ";
+    send(&mut ws, cartesia_voice("b", b_text, false, "ryan", 24000)).await?;
+    let a_text = "First voice here. ";
+    send(&mut ws, cartesia_voice("a", a_text, false, "serena", 16000)).await?;
+    let mut done = 0;
+    let msgs = collect_until(&mut ws, |m| {
+        done += usize::from(m["type"] == "done");
+        done == 2 || m["type"] == "error" || m.get("closed").is_some()
+    })
+    .await?;
+    ensure!(done == 2, "{msgs:?}");
+    let a = audio_in(of_context(&msgs, "a"));
+    let b = audio_in(of_context(&msgs, "b"));
+    // Each as it is alone, on a fresh connection.
+    let mut ws = connect(url, &[]).await?;
+    send(
+        &mut ws,
+        cartesia_voice("ra", a_text, false, "serena", 16000),
+    )
+    .await?;
+    let (ref_a, end) = ca_until_done(&mut ws, "ra").await?;
+    ensure!(end["type"] == "done", "{end}");
+    send(&mut ws, cartesia_voice("rb", b_text, false, "ryan", 24000)).await?;
+    let (ref_b, end) = ca_until_done(&mut ws, "rb").await?;
+    ensure!(end["type"] == "done", "{end}");
+    ensure!(!ref_a.is_empty() && !ref_b.is_empty());
+    ensure!(
+        a == ref_a,
+        "context a: {} bytes, not serena's 16 kHz audio ({} bytes)",
+        a.len(),
+        ref_a.len()
+    );
+    ensure!(
+        b == ref_b,
+        "context b: {} bytes, not ryan's 24 kHz audio ({} bytes)",
+        b.len(),
+        ref_b.len()
+    );
+    stop(s).await
+}
+
+/// Issue 28, defect 6 (ElevenLabs, multi-stream-input): a context the
+/// server refuses gets one `isFinal`, and nothing of it follows, though the
+/// client had sent more for it (text, flush, close) before it learned.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_refused_context_ends_once_and_nothing_follows() -> Result<()> {
+    let mut cfg = config();
+    cfg.max_contexts = 2;
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000");
+    let mut ws = connect(url, &[]).await?;
+    // Two contexts hold the two slots (open, not closed).
+    for c in ["c0", "c1"] {
+        send(&mut ws, json!({"text": " ", "context_id": c})).await?;
+        send(&mut ws, json!({"text": "Hold on. ", "context_id": c})).await?;
+    }
+    // A third one, as a client streams it: refused (too many contexts).
+    send(&mut ws, json!({"text": " ", "context_id": "x"})).await?;
+    send(&mut ws, json!({"text": "Hello ", "context_id": "x"})).await?;
+    send(&mut ws, json!({"text": "world. ", "context_id": "x"})).await?;
+    send(&mut ws, json!({"context_id": "x", "flush": true})).await?;
+    send(&mut ws, json!({"context_id": "x", "close_context": true})).await?;
+    // Another, which the client does not close (Pipecat opens it again).
+    send(&mut ws, json!({"text": " ", "context_id": "w"})).await?;
+    send(&mut ws, json!({"text": "Hello ", "context_id": "w"})).await?;
+    send(&mut ws, json!({"text": "there. ", "context_id": "w"})).await?;
+    send(&mut ws, json!({"context_id": "w", "flush": true})).await?;
+    // Then the slots are freed and another context speaks: everything for
+    // x has been answered by its end.
+    for c in ["c0", "c1"] {
+        send(&mut ws, json!({"context_id": c, "close_context": true})).await?;
+    }
+    send(
+        &mut ws,
+        json!({"text": "After. ", "context_id": "y", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "y", "close_context": true})).await?;
+    let msgs = collect_until(&mut ws, |m| {
+        el_final_for(m, "y") || m.get("closed").is_some()
+    })
+    .await?;
+    for refused in ["x", "w"] {
+        let x = of_context(&msgs, refused);
+        let finals = x.iter().filter(|m| m["isFinal"] == json!(true)).count();
+        ensure!(finals == 1, "{finals} isFinal for {refused}: {x:?}");
+        ensure!(
+            x.last().is_some_and(|m| m["isFinal"] == json!(true)),
+            "messages for {refused} after its isFinal: {x:?}"
+        );
+        let errors: Vec<_> = x.iter().filter(|m| m.get("error").is_some()).collect();
+        ensure!(
+            errors.len() == 1 && errors[0]["error"] == "too_many_contexts",
+            "{x:?}"
+        );
+        ensure!(
+            audio_in(x.iter().copied()).is_empty(),
+            "audio for {refused}: {x:?}"
+        );
+    }
+    for c in ["c0", "c1", "y"] {
+        let finals = of_context(&msgs, c)
+            .iter()
+            .filter(|m| m["isFinal"] == json!(true))
+            .count();
+        ensure!(finals == 1, "{finals} isFinal for {c}: {msgs:?}");
+    }
+    ensure!(!audio_in(of_context(&msgs, "y")).is_empty());
+    // Both ids speak again once the client opens them anew (x was closed,
+    // w is opened again with blank text, as Pipecat does after isFinal).
+    for again in ["x", "w"] {
+        send(&mut ws, json!({"text": " ", "context_id": again})).await?;
+        send(
+            &mut ws,
+            json!({"text": "Now it speaks. ", "context_id": again, "flush": true}),
+        )
+        .await?;
+        send(&mut ws, json!({"context_id": again, "close_context": true})).await?;
+        let (audio, others) = el_until_final(&mut ws, Some(again)).await?;
+        ensure!(
+            !audio.is_empty() && others.is_empty(),
+            "{again}: {others:?}"
+        );
+    }
+    stop(s).await
+}
+
+/// Issue 28, defect 6 (ElevenLabs): a context id used again after an
+/// interrupting `close_context` (as Pipecat does) starts a new context:
+/// the first ends with one `isFinal`, the second speaks its own text (and
+/// only it) and ends with its own, with no error between.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_reused_context_id_starts_a_new_lifecycle() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000");
+    let mut ws = connect(url.clone(), &[]).await?;
+    send(&mut ws, json!({"text": " ", "context_id": "t"})).await?;
+    send(&mut ws, json!({"text": "A much longer sentence that keeps the synthesizer busy for a while, on and on. ", "context_id": "t"})).await?;
+    // The user barges in: close (interrupting), and the next turn goes on
+    // in the same context id.
+    send(&mut ws, json!({"context_id": "t", "close_context": true})).await?;
+    let second = "Second turn here. ";
+    send(&mut ws, json!({"text": " ", "context_id": "t"})).await?;
+    send(&mut ws, json!({"text": second, "context_id": "t"})).await?;
+    send(&mut ws, json!({"context_id": "t", "flush": true})).await?;
+    send(&mut ws, json!({"context_id": "t", "close_context": true})).await?;
+    let mut finals = 0;
+    let msgs = collect_until(&mut ws, |m| {
+        finals += usize::from(el_final_for(m, "t"));
+        finals == 2 || m.get("closed").is_some()
+    })
+    .await?;
+    ensure!(finals == 2, "{msgs:?}");
+    ensure!(
+        !msgs.iter().any(|m| m.get("error").is_some()),
+        "errors: {msgs:?}"
+    );
+    let first_final = msgs
+        .iter()
+        .position(|m| el_final_for(m, "t"))
+        .context("first isFinal")?;
+    let new_audio = audio_in(&msgs[first_final + 1..]);
+    // Nothing more for t (a barrier context speaks after it).
+    send(
+        &mut ws,
+        json!({"text": "Barrier. ", "context_id": "z", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "z", "close_context": true})).await?;
+    let after = collect_until(&mut ws, |m| {
+        el_final_for(m, "z") || m.get("closed").is_some()
+    })
+    .await?;
+    ensure!(of_context(&after, "t").is_empty(), "after: {after:?}");
+    // The new context's audio is its text's, as a fresh context speaks it.
+    send(&mut ws, json!({"text": " ", "context_id": "ref"})).await?;
+    send(
+        &mut ws,
+        json!({"text": second, "context_id": "ref", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "ref", "close_context": true})).await?;
+    let (reference, _) = el_until_final(&mut ws, Some("ref")).await?;
+    ensure!(!reference.is_empty());
+    ensure!(
+        new_audio == reference,
+        "the reused id spoke {} bytes, its text alone is {} bytes",
+        new_audio.len(),
+        reference.len()
+    );
+    stop(s).await
+}
+
+/// Issue 28, defect 6 (ElevenLabs, stream-input): a refused utterance gets
+/// one error, one `isFinal`, then the close; nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_stream_input_refusal_ends_once() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url = format!("ws://{addr}/v1/text-to-speech/ryan/stream-input?output_format=pcm_16000");
+    let mut ws = connect(url, &[]).await?;
+    send(&mut ws, json!({"text": " "})).await?;
+    let long = "word ".repeat(4000); // 20000 characters
+    send(&mut ws, json!({ "text": long })).await?;
+    send(&mut ws, json!({"text": "More words. "})).await?;
+    send(&mut ws, json!({"text": ""})).await?;
+    let msgs = collect_until(&mut ws, |m| m.get("closed").is_some()).await?;
+    let finals = msgs.iter().filter(|m| m["isFinal"] == json!(true)).count();
+    ensure!(finals == 1, "{msgs:?}");
+    let n = msgs.len();
+    ensure!(n >= 3, "{msgs:?}");
+    ensure!(msgs[n - 1]["closed"] == 1000, "{msgs:?}");
+    ensure!(msgs[n - 2]["isFinal"] == json!(true), "{msgs:?}");
+    let errors: Vec<_> = msgs.iter().filter(|m| m.get("error").is_some()).collect();
+    ensure!(
+        errors.len() == 1 && errors[0]["error"] == "max_character_limit_exceeded",
+        "{msgs:?}"
+    );
+    ensure!(audio_in(&msgs).is_empty(), "audio of a refused utterance");
+    stop(s).await
+}
+
+/// Issue 28, defect 6 (Cartesia): text after `continue: false` ends the
+/// context with one error (its only end: no audio, no `done` after it);
+/// a context id used again once its context is done starts a new one.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cartesia_text_after_continue_false_ends_the_context_once() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let mut ws = connect(format!("ws://{addr}/tts/websocket"), &[]).await?;
+    send(
+        &mut ws,
+        cartesia_request(
+            "t",
+            "A sentence long enough to be speaking for a while. ",
+            false,
+            "pcm_s16le",
+            16000,
+        ),
+    )
+    .await?;
+    send(
+        &mut ws,
+        cartesia_request("t", "Late words. ", false, "pcm_s16le", 16000),
+    )
+    .await?;
+    // A barrier: u is spoken after everything of t.
+    send(
+        &mut ws,
+        cartesia_request("u", "Barrier. ", false, "pcm_s16le", 16000),
+    )
+    .await?;
+    let msgs = collect_until(&mut ws, |m| {
+        (m["context_id"] == "u" && (m["type"] == "done" || m["type"] == "error"))
+            || m.get("closed").is_some()
+    })
+    .await?;
+    let t = of_context(&msgs, "t");
+    let ends: Vec<_> = t
+        .iter()
+        .filter(|m| m["type"] == "done" || m["type"] == "error")
+        .collect();
+    ensure!(ends.len() == 1, "{} ends for t: {t:?}", ends.len());
+    ensure!(ends[0]["type"] == "error", "{t:?}");
+    ensure!(
+        t.last().is_some_and(|m| m["type"] == "error"),
+        "messages for t after its end: {t:?}"
+    );
+    ensure!(msgs.last().is_some_and(|m| m["type"] == "done"), "{msgs:?}");
+    // The id again, once its context has ended: a new context, spoken.
+    send(
+        &mut ws,
+        cartesia_request("u", "Once more. ", false, "pcm_s16le", 16000),
+    )
+    .await?;
+    let (audio, end) = ca_until_done(&mut ws, "u").await?;
+    ensure!(end["type"] == "done" && !audio.is_empty(), "{end}");
+    stop(s).await
+}
+
+/// Issue 28, defect 7a: the ElevenLabs sockets keep their own documented
+/// text limit (the characters one context may have waiting, as
+/// `session.created` states it natively): a text at it is taken; one over
+/// it, however small the message, is refused by the dialect in its own
+/// error shape and words, never under a native error name.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_text_limit_is_the_dialects_own() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let limit = 16384; // the server's max_pending_chars
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000");
+    let mut ws = connect(url.clone(), &[]).await?;
+    // At the limit: taken (then interrupted, not spoken out).
+    let at = "word ".repeat(limit / 5 - 1) + "end. "; // 16380 characters
+    ensure!(at.chars().count() <= limit);
+    send(&mut ws, json!({ "text": at, "context_id": "at" })).await?;
+    send(&mut ws, json!({"context_id": "at", "close_context": true})).await?;
+    let msgs = collect_until(&mut ws, |m| {
+        el_final_for(m, "at") || m.get("closed").is_some()
+    })
+    .await?;
+    ensure!(!msgs.iter().any(|m| m.get("error").is_some()), "{msgs:?}");
+    // Over it: by one character; by a message just under the 256 KiB
+    // message limit; by two messages within it whose text is waiting at
+    // once (the audio cannot catch up in between).
+    let half = "word ".repeat(2000); // 10000 characters
+    for (ctx, texts) in [
+        ("over", vec!["a".repeat(limit + 1)]),
+        ("huge", vec!["a".repeat(256 * 1024 - 64)]),
+        ("sum", vec![half.clone(), half]),
+    ] {
+        for text in texts {
+            let msg = json!({ "text": text, "context_id": ctx });
+            ensure!(msg.to_string().len() < 256 * 1024);
+            send(&mut ws, msg).await?;
+        }
+        let msgs = collect_until(&mut ws, |m| {
+            el_final_for(m, ctx) || m.get("closed").is_some()
+        })
+        .await?;
+        let errors: Vec<_> = msgs.iter().filter(|m| m.get("error").is_some()).collect();
+        ensure!(errors.len() == 1, "{ctx}: {msgs:?}");
+        let e = errors[0];
+        ensure!(e["contextId"] == ctx, "{e}");
+        ensure!(e["code"] == 1008, "{e}");
+        ensure!(e["error"] == "max_character_limit_exceeded", "{e}");
+        let m = e["message"].as_str().unwrap_or("");
+        ensure!(m.contains(&limit.to_string()), "{e}");
+        ensure!(
+            !m.contains("appending") && !m.contains('#'),
+            "native wording: {e}"
+        );
+        ensure!(
+            (ctx == "sum") == m.contains("already has waiting"),
+            "{ctx}: {e}"
+        );
+    }
+    // The socket goes on.
+    send(
+        &mut ws,
+        json!({"text": "Fine. ", "context_id": "ok", "flush": true}),
+    )
+    .await?;
+    send(&mut ws, json!({"context_id": "ok", "close_context": true})).await?;
+    let (audio, _) = el_until_final(&mut ws, Some("ok")).await?;
+    ensure!(!audio.is_empty());
+    stop(s).await
+}

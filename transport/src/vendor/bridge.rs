@@ -16,8 +16,8 @@ use tokio::sync::OwnedSemaphorePermit;
 use tokio_tungstenite::tungstenite::{self, Message};
 
 use crate::protocol::{
-    self, AudioFormat, AudioTransport, ClientMessage, ErrorCode, ServerMessage, SessionSettings,
-    SessionUpdate, VadUpdate,
+    self, AudioFormat, AudioTransport, ClientMessage, ErrorCode, Limits, ServerMessage,
+    SessionSettings, SessionUpdate, VadUpdate,
 };
 use crate::realtime::{self, close_and_drain, PipeClient, Socket, SEND_TIMEOUT};
 use crate::state::{AppState, Loaded};
@@ -53,7 +53,14 @@ pub struct Native {
     closed: Option<(u16, String)>,
     /// The session's effective settings (after the last update).
     pub settings: SessionSettings,
+    /// The session's limits (`session.created`).
+    pub limits: Limits,
 }
+
+/// Characters of text per native `context.append`: JSON escapes a character
+/// into at most 6 bytes, so an append of this many, with its context id,
+/// is always under the native text message limit.
+const APPEND_CHARS: usize = (protocol::MAX_TEXT_MESSAGE_BYTES - 4096) / 6;
 
 impl Native {
     /// Reads `session.created`, then sets what every vendor connection
@@ -61,8 +68,10 @@ impl Native {
     /// the vendor's format), no acks, no input-audio VAD.
     async fn open(mut ws: PipeClient) -> Result<Native, Gone> {
         let mut closed = None;
-        let settings = match read(&mut ws, &mut closed).await {
-            Some(ServerMessage::SessionCreated { session, .. }) => session,
+        let (settings, limits) = match read(&mut ws, &mut closed).await {
+            Some(ServerMessage::SessionCreated {
+                session, limits, ..
+            }) => (session, limits),
             _ => return Err(Gone),
         };
         let mut n = Native {
@@ -70,6 +79,7 @@ impl Native {
             backlog: VecDeque::new(),
             closed,
             settings,
+            limits,
         };
         let u = SessionUpdate {
             audio_transport: Some(AudioTransport::Base64),
@@ -94,6 +104,27 @@ impl Native {
             Ok(Ok(())) => Ok(()),
             _ => Err(Gone),
         }
+    }
+
+    /// Appends `text` to native context `context_id`, in as many
+    /// `context.append` messages as the native message limit needs (one,
+    /// unless the server allows more pending text than a message holds).
+    pub async fn append(&mut self, context_id: &str, text: &str) -> Result<(), Gone> {
+        let mut rest = text;
+        while !rest.is_empty() {
+            let cut = rest
+                .char_indices()
+                .nth(APPEND_CHARS)
+                .map_or(rest.len(), |(i, _)| i);
+            let (piece, more) = rest.split_at(cut);
+            self.send(ClientMessage::ContextAppend {
+                context_id: context_id.to_string(),
+                text: piece.to_string(),
+            })
+            .await?;
+            rest = more;
+        }
+        Ok(())
     }
 
     /// Applies `u` (all or nothing, as `session.update` does) and waits for
@@ -213,7 +244,10 @@ pub async fn run(
     mut d: Dialect,
 ) {
     let (server_end, native_ws) = realtime::pipe().await;
-    let session = tokio::spawn(realtime::run(st, m, server_end, permit));
+    // In this connection's span (the request id): its context lines too.
+    let session = tokio::spawn(tracing::Instrument::in_current_span(realtime::run(
+        st, m, server_end, permit,
+    )));
     let mut out = Vec::new();
     let mut n = match Native::open(native_ws).await {
         Ok(n) => n,

@@ -7,23 +7,31 @@
 //!   "raw", "encoding", "sample_rate"}, "model_id", "language", ...}`: the
 //!   first for a `context_id` opens the context with its voice and format
 //!   (later ones continue it, their voice and format ignored, as Cartesia
-//!   requires them equal); `transcript` → `context.append`; `flush: true` →
-//!   `context.flush` and a `flush_done`; `continue: false` → `context.end`
-//!   (`done` once the audio is out).
+//!   requires them equal): they are bound to the context, which is spoken
+//!   in them whatever other contexts open meanwhile; `transcript` →
+//!   `context.append`; `flush: true` → `context.flush` and a `flush_done`;
+//!   `continue: false` → `context.end` (`done` once the audio is out).
 //! - `{"context_id", "cancel": true}` → `context.cancel`; nothing is sent
 //!   back (the SDK and Pipecat drop the context on their side).
+//!
+//! Every lifecycle of a context ends with exactly one `done` or `error`,
+//! and nothing of it follows (`contexts`). A transcript after `continue:
+//! false` is refused with an error that ends the context (its audio
+//! stops); once a context is done or cancelled its id may open a new one.
+//! A context the server ends with an error takes nothing more: what the
+//! client sent for it meanwhile is dropped, until its `continue: false` or
+//! `cancel`.
 //!
 //! Server messages: `chunk` (base64 `data`), `flush_done`, `done`, `error`;
 //! every one carries `context_id` (Pipecat reads it from each message).
 //! Word timestamps are not produced (`add_timestamps` is accepted).
 
-use std::collections::{HashMap, HashSet};
-
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{self, ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
 
-use super::bridge::{Gone, Native, Out};
+use super::bridge::{Gone, Native, Out, Refused};
+use super::contexts::Contexts;
 use super::elevenlabs::code_name;
 use super::sink::{self, Encoding, OutputFormat, Sink};
 use super::VendorError;
@@ -188,9 +196,24 @@ impl CartesiaOut {
     }
 }
 
+/// What a context is spoken with, fixed by its first request: Cartesia
+/// requires a context's later requests to repeat it, and the native
+/// session takes its settings when a context's first text arrives, so the
+/// session is set to these just before (whatever another context set since).
+#[derive(Clone, Debug, PartialEq)]
+struct Bound {
+    voice: String,
+    sample_rate: u32,
+}
+
+/// One lifecycle of a context.
 struct Ctx {
     sink: Sink,
+    bound: Bound,
+    /// Text reached the native context (it exists there).
     appended: bool,
+    /// The client ended it (`continue: false`): it is spoken out, then
+    /// `done`.
     ended: bool,
     flushes: u32,
 }
@@ -198,12 +221,9 @@ struct Ctx {
 /// One Cartesia connection.
 #[derive(Default)]
 pub struct Cartesia {
-    contexts: HashMap<String, Ctx>,
-    /// Contexts the client cancelled (or that failed): their native
-    /// answers are not passed on.
-    silenced: HashSet<String>,
+    contexts: Contexts<Ctx>,
     /// The voice and rate the native session is set to.
-    current: Option<(String, u32)>,
+    session: Option<Bound>,
     /// For requests without a `context_id`.
     next_anonymous: u64,
 }
@@ -246,6 +266,36 @@ impl Cartesia {
         ));
     }
 
+    /// The server ends lifecycle `native` with an error (its one end: the
+    /// native context is cancelled, nothing of it follows). With
+    /// `stale_follows` (the client had not ended it), what the client still
+    /// sends for the context is dropped until its `continue: false` or
+    /// `cancel`.
+    async fn fail(
+        &mut self,
+        native: &str,
+        code: ErrorCode,
+        message: &str,
+        stale_follows: bool,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<(), Gone> {
+        let Some(life) = self.contexts.end(native) else {
+            return Ok(());
+        };
+        self.refuse(Some(&life.vendor_id), code, message, out);
+        if stale_follows {
+            self.contexts.refuse(&life.vendor_id);
+        }
+        if life.ctx.appended {
+            n.send(ClientMessage::ContextCancel {
+                context_id: native.to_string(),
+            })
+            .await?;
+        }
+        Ok(())
+    }
+
     pub async fn on_text(
         &mut self,
         t: &str,
@@ -265,10 +315,12 @@ impl Cartesia {
                 self.refuse(None, ErrorCode::InvalidMessage, e, out);
                 return Ok(());
             };
-            if let Some(c) = self.contexts.remove(&id) {
-                if c.appended {
-                    self.silenced.insert(id.clone());
-                    n.send(ClientMessage::ContextCancel { context_id: id })
+            self.contexts.forgive(&id);
+            if let Some((native, c)) = self.contexts.current_mut(&id) {
+                let appended = c.appended;
+                self.contexts.end(&native);
+                if appended {
+                    n.send(ClientMessage::ContextCancel { context_id: native })
                         .await?;
                 }
             }
@@ -281,23 +333,50 @@ impl Cartesia {
                 format!("request-{}", self.next_anonymous)
             }
         };
-        if !self.contexts.contains_key(&id) && !self.open(&id, &m, n, out).await? {
+        if self.contexts.is_refused(&id) {
+            // Its context ended in an error the client had not seen yet:
+            // this is the rest of it, dropped; its end frees the id.
+            if !m.continues {
+                self.contexts.forgive(&id);
+            }
             return Ok(());
         }
-        let c = self.contexts.get_mut(&id).expect("opened");
-        if let Some(text) = m.transcript.filter(|t| !t.is_empty()) {
-            c.appended = true;
-            n.send(ClientMessage::ContextAppend {
-                context_id: id.clone(),
-                text,
-            })
-            .await?;
+        if self.contexts.current(&id).is_none() && !self.open(&id, &m, n, out).await? {
+            return Ok(());
         }
+        let (native, c) = self.contexts.current_mut(&id).expect("opened");
+        let text = m.transcript.filter(|t| !t.is_empty());
+        if c.ended {
+            if text.is_some() {
+                let e = format!(
+                    "context {id:?} was ended (continue: false) before this transcript; send \
+                     further text in a new context"
+                );
+                let stale = m.continues;
+                return self
+                    .fail(&native, ErrorCode::OutOfOrder, &e, stale, n, out)
+                    .await;
+            }
+        } else if let Some(text) = text {
+            if !c.appended {
+                // The native context opens now, with the session's
+                // settings: make them this context's.
+                let bound = c.bound.clone();
+                if let Err(r) = self.bind(bound, n).await? {
+                    let stale = m.continues;
+                    return self.fail(&native, r.code, &r.message, stale, n, out).await;
+                }
+            }
+            let (_, c) = self.contexts.current_mut(&id).expect("open");
+            c.appended = true;
+            n.append(&native, &text).await?;
+        }
+        let (_, c) = self.contexts.current_mut(&id).expect("open");
         if m.flush {
             c.flushes += 1;
-            if c.appended {
+            if c.appended && !c.ended {
                 n.send(ClientMessage::ContextFlush {
-                    context_id: id.clone(),
+                    context_id: native.clone(),
                 })
                 .await?;
             }
@@ -315,17 +394,36 @@ impl Cartesia {
         if !m.continues && !c.ended {
             c.ended = true;
             if c.appended {
-                n.send(ClientMessage::ContextEnd { context_id: id }).await?;
+                n.send(ClientMessage::ContextEnd { context_id: native })
+                    .await?;
             } else {
-                self.contexts.remove(&id);
+                self.contexts.end(&native);
                 Self::done(&id, out);
             }
         }
         Ok(())
     }
 
-    /// A new context: its voice and output format (required), set on the
-    /// native session if they differ from the last. `false`: refused.
+    /// Sets the native session to `bound` (voice, rate) unless it is.
+    async fn bind(&mut self, bound: Bound, n: &mut Native) -> Result<Result<(), Refused>, Gone> {
+        if self.session.as_ref() == Some(&bound) {
+            return Ok(Ok(()));
+        }
+        let u = SessionUpdate {
+            voice: Some(bound.voice.clone()),
+            sample_rate: Some(bound.sample_rate),
+            ..SessionUpdate::default()
+        };
+        let r = n.update(u).await?;
+        if r.is_ok() {
+            self.session = Some(bound);
+        }
+        Ok(r)
+    }
+
+    /// A new lifecycle of context `id`: its voice and output format
+    /// (required) are checked and bound to it. `false`: refused (the error
+    /// is in `out`).
     async fn open(
         &mut self,
         id: &str,
@@ -333,6 +431,42 @@ impl Cartesia {
         n: &mut Native,
         out: &mut Vec<Out>,
     ) -> Result<bool, Gone> {
+        match self.check(m, n).await? {
+            Ok((sink, bound)) => {
+                let c = Ctx {
+                    sink,
+                    bound,
+                    appended: false,
+                    ended: false,
+                    flushes: 0,
+                };
+                self.contexts.open(id, c);
+                Ok(true)
+            }
+            Err((code, e)) => {
+                self.refuse(Some(id), code, &e, out);
+                if m.continues {
+                    // The rest of this context is on its way: dropped.
+                    self.contexts.refuse(id);
+                }
+                Ok(false)
+            }
+        }
+    }
+
+    /// A first request's voice and format, checked (the voice by the native
+    /// session, which is set to it), or the refusal.
+    #[allow(clippy::type_complexity)]
+    async fn check(
+        &mut self,
+        m: &CartesiaIn,
+        n: &mut Native,
+    ) -> Result<Result<(Sink, Bound), (ErrorCode, String)>, Gone> {
+        let max = n.limits.max_contexts;
+        if self.contexts.len() >= max {
+            let e = format!("{max} contexts are open (the limit); end or cancel one first");
+            return Ok(Err((ErrorCode::TooManyContexts, e)));
+        }
         let voice = m
             .voice
             .as_ref()
@@ -341,13 +475,11 @@ impl Cartesia {
         let Some(voice) = voice else {
             let e = "voice must be {\"mode\": \"id\", \"id\": \"<voice>\"}: a checkpoint \
                      speaker or a stored voice's name (embeddings are not supported)";
-            self.refuse(Some(id), ErrorCode::InvalidVoice, e, out);
-            return Ok(false);
+            return Ok(Err((ErrorCode::InvalidVoice, e.into())));
         };
         let Some(spec) = &m.output_format else {
             let e = "output_format is required on a context's first request";
-            self.refuse(Some(id), ErrorCode::InvalidSetting, e, out);
-            return Ok(false);
+            return Ok(Err((ErrorCode::InvalidSetting, e.into())));
         };
         let sink = match spec.resolve() {
             Ok(f) => f.sink().map(|s| (s, f)).map_err(|e| e.to_string()),
@@ -355,32 +487,17 @@ impl Cartesia {
         };
         let (sink, f) = match sink {
             Ok(s) => s,
-            Err(e) => {
-                self.refuse(Some(id), ErrorCode::InvalidSetting, &e, out);
-                return Ok(false);
-            }
+            Err(e) => return Ok(Err((ErrorCode::InvalidSetting, e))),
         };
-        let want = (voice, f.sample_rate);
-        if self.current.as_ref() != Some(&want) {
-            let u = SessionUpdate {
-                voice: Some(want.0.clone()),
-                sample_rate: Some(want.1),
-                ..SessionUpdate::default()
-            };
-            if let Err(r) = n.update(u).await? {
-                self.refuse(Some(id), r.code, &r.message, out);
-                return Ok(false);
-            }
-            self.current = Some(want);
-        }
-        let c = Ctx {
-            sink,
-            appended: false,
-            ended: false,
-            flushes: 0,
+        let bound = Bound {
+            voice,
+            sample_rate: f.sample_rate,
         };
-        self.contexts.insert(id.to_string(), c);
-        Ok(true)
+        // Set now, so a bad voice is refused on the request that names it.
+        Ok(match self.bind(bound.clone(), n).await? {
+            Ok(()) => Ok((sink, bound)),
+            Err(r) => Err((r.code, r.message)),
+        })
     }
 
     pub async fn on_native(
@@ -396,14 +513,14 @@ impl Cartesia {
                 terminal,
                 ..
             } => {
-                let Some(c) = self.contexts.get_mut(&context_id) else {
+                let Some(life) = self.contexts.get_mut(&context_id) else {
                     return Ok(());
                 };
-                match sink::encode_frame(&mut c.sink, &audio, terminal) {
+                match sink::encode_frame(&mut life.ctx.sink, &audio, terminal) {
                     Ok(bytes) if bytes.is_empty() => {}
                     Ok(bytes) => out.push(Out::Text(
                         CartesiaOut::Chunk {
-                            context_id,
+                            context_id: life.vendor_id.clone(),
                             data: protocol::base64_encode(&bytes),
                             done: false,
                             status_code: 206,
@@ -412,24 +529,28 @@ impl Cartesia {
                         .to_json(),
                     )),
                     Err(e) => {
+                        let stale = !life.ctx.ended;
                         let m = e.to_string();
-                        self.refuse(Some(&context_id), ErrorCode::Internal, &m, out)
+                        self.fail(&context_id, ErrorCode::Internal, &m, stale, n, out)
+                            .await?
                     }
                 }
             }
             ServerMessage::ContextDone { context_id, .. } => {
-                let open = self.contexts.remove(&context_id).is_some();
-                if open {
-                    Self::done(&context_id, out);
+                if let Some(life) = self.contexts.end(&context_id) {
+                    Self::done(&life.vendor_id, out);
                 }
             }
             ServerMessage::ContextCancelled {
                 context_id, reason, ..
             } => {
-                self.contexts.remove(&context_id);
-                if !self.silenced.remove(&context_id) {
+                // Cancelled by the server (its drain deadline): a client's
+                // cancel ends the lifecycle first.
+                if let Some(life) = self.contexts.get_mut(&context_id) {
+                    let stale = !life.ctx.ended;
                     let m = format!("the context was cancelled ({reason:?})");
-                    self.refuse(Some(&context_id), ErrorCode::ShuttingDown, &m, out);
+                    self.fail(&context_id, ErrorCode::ShuttingDown, &m, stale, n, out)
+                        .await?
                 }
             }
             ServerMessage::ContextFailed {
@@ -437,29 +558,17 @@ impl Cartesia {
                 code,
                 message,
                 ..
-            } => {
-                let open = self.contexts.remove(&context_id).is_some();
-                if open {
-                    self.refuse(Some(&context_id), code, &message, out);
-                }
             }
-            ServerMessage::Error {
+            | ServerMessage::Error {
                 code,
                 message,
-                context_id: Some(id),
+                context_id: Some(context_id),
                 ..
             } => {
-                if self.silenced.remove(&id) {
-                    return Ok(());
-                }
-                self.refuse(Some(&id), code, &message, out);
-                // The context cannot go on (unless the client had ended it
-                // and sent more: then what it already has is spoken).
-                if self.contexts.get(&id).is_some_and(|c| !c.ended) {
-                    self.contexts.remove(&id);
-                    self.silenced.insert(id.clone());
-                    n.send(ClientMessage::ContextCancel { context_id: id })
-                        .await?;
+                if let Some(life) = self.contexts.get_mut(&context_id) {
+                    let stale = !life.ctx.ended;
+                    self.fail(&context_id, code, &message, stale, n, out)
+                        .await?
                 }
             }
             ServerMessage::Error { code, message, .. } => self.refuse(None, code, &message, out),

@@ -15,20 +15,33 @@
 //! `close_context` ends a context whose text was all flushed (Pipecat's end
 //! of turn: flush, then close; the rest is spoken, then `isFinal`); with
 //! text sent since the last flush it is an interruption and cancels the
-//! context (its audio stops at once, `isFinal` follows).
+//! context (its audio stops at once, its `isFinal` goes out then).
+//!
+//! Every lifecycle of a context ends with exactly one `isFinal`, and
+//! nothing of it follows (`contexts`): a context id used again after its
+//! close (Pipecat does, after an interruption) is a new context. A context
+//! the server ends on its own (a refusal, a failure) gets its error, then
+//! `isFinal`; what the client sent for it meanwhile is dropped, until it
+//! closes the context or opens it again (blank text).
+//!
+//! Text: a context holds at most `max_pending_chars` characters not yet
+//! spoken (the native session's bound, 16384 by default); a message over
+//! it, or one that would take its context over it, is refused here with
+//! `max_character_limit_exceeded`, and the context ends.
 //!
 //! Server messages: `{"audio": <base64>, "isFinal", "normalizedAlignment":
 //! null, "alignment": null, "contextId"?}`, `{"isFinal": true, "contextId"?}`
 //! and `{"message", "error", "code", "contextId"?}`. Alignment is always
 //! `null` (the schema allows it; Pipecat and the SDK accept it).
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashMap;
 
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{self, ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
 
 use super::bridge::{Gone, Native, Out};
+use super::contexts::Contexts;
 use super::sink::{self, Encoding, OutputFormat, Sink};
 use super::VendorError;
 
@@ -148,25 +161,27 @@ pub fn output_format(name: &str) -> Result<OutputFormat, VendorError> {
     })
 }
 
+/// One lifecycle of a context.
 struct Ctx {
     sink: Sink,
     /// Text reached the native context (it exists there).
     appended: bool,
     /// No text since the last flush.
     flushed: bool,
-    /// `context.end` went out (a second close is a no-op).
+    /// The client ended it (`close_context` after a flush, or EOS): it is
+    /// spoken out, then `isFinal`.
     closing: bool,
 }
+
+/// The error ElevenLabs' clients get for text over the limit.
+const TOO_MUCH_TEXT: &str = "max_character_limit_exceeded";
 
 /// One ElevenLabs connection.
 pub struct ElevenLabs {
     voice: String,
     multi: bool,
     format: Result<OutputFormat, VendorError>,
-    contexts: HashMap<String, Ctx>,
-    /// Contexts cancelled after an error: their native answers are not
-    /// passed on.
-    silenced: HashSet<String>,
+    contexts: Contexts<Ctx>,
 }
 
 impl ElevenLabs {
@@ -176,8 +191,7 @@ impl ElevenLabs {
             voice,
             multi,
             format,
-            contexts: HashMap::new(),
-            silenced: HashSet::new(),
+            contexts: Contexts::default(),
         }
     }
 
@@ -197,6 +211,7 @@ impl ElevenLabs {
         ));
     }
 
+    /// The end marker of vendor context `id`'s lifecycle.
     fn is_final(&self, id: &str, out: &mut Vec<Out>) {
         out.push(Out::Text(
             ElevenLabsOut::Final {
@@ -209,6 +224,35 @@ impl ElevenLabs {
             // stream-input: one utterance per connection.
             out.push(Out::Close(1000, String::new()));
         }
+    }
+
+    /// The server ends lifecycle `native` on its own: `error` and then its
+    /// `isFinal`, the native context cancelled (nothing of it follows).
+    /// Unless the client had closed it, what it still sends for the vendor
+    /// id is stale (dropped until it opens or closes the context again).
+    async fn fail(
+        &mut self,
+        native: &str,
+        error: &str,
+        message: &str,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<(), Gone> {
+        let Some(life) = self.contexts.end(native) else {
+            return Ok(());
+        };
+        self.refuse(Some(&life.vendor_id), error, message, out);
+        self.is_final(&life.vendor_id, out);
+        if !life.ctx.closing {
+            self.contexts.refuse(&life.vendor_id);
+        }
+        if life.ctx.appended {
+            n.send(ClientMessage::ContextCancel {
+                context_id: native.to_string(),
+            })
+            .await?;
+        }
+        Ok(())
     }
 
     /// The voice (URL path) and format (query) of the whole connection.
@@ -257,7 +301,7 @@ impl ElevenLabs {
             }
         };
         if m.close_socket {
-            for id in self.contexts.drain().map(|(id, _)| id) {
+            for id in self.contexts.end_all() {
                 n.send(ClientMessage::ContextCancel { context_id: id })
                     .await?;
             }
@@ -269,63 +313,119 @@ impl ElevenLabs {
             (true, Some(id)) => id.clone(),
             (true, None) => DEFAULT_CONTEXT.to_string(),
         };
-        if let Some(text) = &m.text {
-            let eos = !self.multi && text.is_empty();
-            if !text.is_empty() && !self.contexts.contains_key(&id) {
-                let Ok(f) = self.format else { return Ok(()) };
-                let sink = match f.sink() {
-                    Ok(s) => s,
-                    Err(e) => {
-                        self.refuse(Some(&id), "invalid_output_format", &e.to_string(), out);
-                        return Ok(());
+        let text = m.text.as_deref();
+        if self.contexts.is_refused(&id) {
+            // The server ended this context on its own: what the client
+            // sent for it before it knew is dropped. Its close, or a new
+            // context-opening message (blank text), says it knows.
+            match text {
+                Some(t) if !t.is_empty() && t.trim().is_empty() => self.contexts.forgive(&id),
+                _ => {
+                    if m.close_context {
+                        self.contexts.forgive(&id);
                     }
-                };
-                let c = Ctx {
-                    sink,
-                    appended: false,
-                    flushed: true,
-                    closing: false,
-                };
-                self.contexts.insert(id.clone(), c);
+                    if text == Some("") && self.multi {
+                        n.send(ClientMessage::Ping { id: None }).await?;
+                    }
+                    return Ok(());
+                }
             }
-            if eos {
+        }
+        if let Some(text) = text {
+            if !self.multi && text.is_empty() {
+                // stream-input's end of text (EOS).
                 return self.close(&id, true, n, out).await;
             }
             if text.is_empty() {
                 // A keepalive: the native session's idle clock hears it.
                 n.send(ClientMessage::Ping { id: None }).await?;
+            } else if self.contexts.current(&id).is_none() {
+                // If refused there is no lifecycle: the rest of the
+                // message goes nowhere.
+                self.open(&id, n.limits.max_contexts, out);
             }
-            if let Some(c) = self.contexts.get_mut(&id) {
-                if !text.trim().is_empty() {
-                    c.appended = true;
-                    c.flushed = false;
-                    let msg = ClientMessage::ContextAppend {
-                        context_id: id.clone(),
-                        text: text.clone(),
-                    };
-                    n.send(msg).await?;
-                }
+            if !text.trim().is_empty() {
+                self.append(&id, text, n, out).await?;
             }
         }
         if m.flush {
-            if let Some(c) = self.contexts.get_mut(&id) {
+            if let Some((native, c)) = self.contexts.current_mut(&id) {
                 c.flushed = true;
                 if c.appended {
-                    n.send(ClientMessage::ContextFlush {
-                        context_id: id.clone(),
-                    })
-                    .await?;
+                    n.send(ClientMessage::ContextFlush { context_id: native })
+                        .await?;
                 }
             }
         }
         if m.close_context && self.multi {
-            self.close(&id, false, n, out).await?;
+            if self.contexts.is_refused(&id) {
+                // Refused by this very message: its close is the client's.
+                self.contexts.forgive(&id);
+            } else {
+                self.close(&id, false, n, out).await?;
+            }
         }
         Ok(())
     }
 
+    /// A new lifecycle for vendor context `id`, unless refused (the refusal
+    /// and its `isFinal` go to `out`).
+    fn open(&mut self, id: &str, max: usize, out: &mut Vec<Out>) {
+        let Ok(f) = self.format else { return };
+        let refusal = if self.contexts.len() >= max {
+            Some((
+                "too_many_contexts".to_string(),
+                format!("{max} contexts are open (the limit); close one first"),
+            ))
+        } else {
+            match f.sink() {
+                Ok(sink) => {
+                    let c = Ctx {
+                        sink,
+                        appended: false,
+                        flushed: true,
+                        closing: false,
+                    };
+                    self.contexts.open(id, c);
+                    None
+                }
+                Err(e) => Some(("invalid_output_format".to_string(), e.to_string())),
+            }
+        };
+        if let Some((error, message)) = refusal {
+            self.refuse(Some(id), &error, &message, out);
+            self.is_final(id, out);
+            self.contexts.refuse(id);
+        }
+    }
+
+    /// Text for vendor context `id`'s lifecycle, within the dialect's limit
+    /// (the characters a context may have waiting, as the native session
+    /// counts them): over it, the lifecycle ends with the refusal.
+    async fn append(
+        &mut self,
+        id: &str,
+        text: &str,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<(), Gone> {
+        let Some((native, c)) = self.contexts.current_mut(id) else {
+            return Ok(());
+        };
+        let chars = text.chars().count();
+        let limit = n.limits.max_pending_chars;
+        if chars > limit {
+            let m = too_much_text(id, Some(chars), limit);
+            return self.fail(&native, TOO_MUCH_TEXT, &m, n, out).await;
+        }
+        c.appended = true;
+        c.flushed = false;
+        n.append(&native, text).await
+    }
+
     /// EOS or `close_context`: end a flushed context, cancel one with text
-    /// since its last flush (an interruption); EOS always ends.
+    /// since its last flush (an interruption: its `isFinal` now, nothing of
+    /// it after); EOS always ends. The vendor id is free from then on.
     async fn close(
         &mut self,
         id: &str,
@@ -333,32 +433,28 @@ impl ElevenLabs {
         n: &mut Native,
         out: &mut Vec<Out>,
     ) -> Result<(), Gone> {
-        let Some(c) = self.contexts.get(id) else {
+        let Some((native, c)) = self.contexts.current_mut(id) else {
+            // Closed already (a second close is a no-op), or never opened.
             if eos {
                 self.is_final(id, out);
             }
             return Ok(());
         };
-        if c.closing {
-            return Ok(());
-        }
         if !c.appended {
-            self.contexts.remove(id);
+            self.contexts.end(&native);
             self.is_final(id, out);
-            return Ok(());
-        }
-        let context_id = id.to_string();
-        if eos || c.flushed {
-            if let Some(c) = self.contexts.get_mut(id) {
-                c.closing = true;
-            }
-            n.send(ClientMessage::ContextEnd { context_id }).await
+        } else if eos || c.flushed {
+            c.closing = true;
+            self.contexts.detach(id);
+            n.send(ClientMessage::ContextEnd { context_id: native })
+                .await?;
         } else {
-            // Interrupted: nothing more of it goes out (`isFinal` follows
-            // the native `context.cancelled`).
-            self.contexts.remove(id);
-            n.send(ClientMessage::ContextCancel { context_id }).await
+            self.contexts.end(&native);
+            self.is_final(id, out);
+            n.send(ClientMessage::ContextCancel { context_id: native })
+                .await?;
         }
+        Ok(())
     }
 
     pub async fn on_native(
@@ -374,36 +470,44 @@ impl ElevenLabs {
                 terminal,
                 ..
             } => {
-                let Some(c) = self.contexts.get_mut(&context_id) else {
+                let Some(life) = self.contexts.get_mut(&context_id) else {
                     return Ok(());
                 };
-                match sink::encode_frame(&mut c.sink, &audio, terminal) {
+                match sink::encode_frame(&mut life.ctx.sink, &audio, terminal) {
                     Ok(bytes) if bytes.is_empty() => {}
-                    Ok(bytes) => out.push(Out::Text(
-                        ElevenLabsOut::Audio {
-                            audio: protocol::base64_encode(&bytes),
-                            is_final: self.multi.then_some(false),
-                            normalized_alignment: None,
-                            alignment: None,
-                            context_id: self.ctx_field(&context_id),
-                        }
-                        .to_json(),
-                    )),
+                    Ok(bytes) => {
+                        let vendor_id = life.vendor_id.clone();
+                        out.push(Out::Text(
+                            ElevenLabsOut::Audio {
+                                audio: protocol::base64_encode(&bytes),
+                                is_final: self.multi.then_some(false),
+                                normalized_alignment: None,
+                                alignment: None,
+                                context_id: self.ctx_field(&vendor_id),
+                            }
+                            .to_json(),
+                        ))
+                    }
                     Err(e) => {
-                        self.refuse(Some(&context_id), "encoding_failed", &e.to_string(), out)
+                        let m = e.to_string();
+                        self.fail(&context_id, "encoding_failed", &m, n, out)
+                            .await?
                     }
                 }
             }
             ServerMessage::ContextDone { context_id, .. } => {
-                let open = self.contexts.remove(&context_id).is_some();
-                if open {
-                    self.is_final(&context_id, out);
+                if let Some(life) = self.contexts.end(&context_id) {
+                    self.is_final(&life.vendor_id, out);
                 }
             }
             ServerMessage::ContextCancelled { context_id, .. } => {
-                self.contexts.remove(&context_id);
-                if !self.silenced.remove(&context_id) {
-                    self.is_final(&context_id, out);
+                // Cancelled by the server (its drain deadline): the client
+                // cancels only by closing, which ends the lifecycle first.
+                if let Some(life) = self.contexts.end(&context_id) {
+                    self.is_final(&life.vendor_id, out);
+                    if !life.ctx.closing {
+                        self.contexts.refuse(&life.vendor_id);
+                    }
                 }
             }
             ServerMessage::ContextFailed {
@@ -412,32 +516,26 @@ impl ElevenLabs {
                 message,
                 ..
             } => {
-                let open = self.contexts.remove(&context_id).is_some();
-                if open {
-                    self.refuse(Some(&context_id), &code_name(code), &message, out);
-                    self.is_final(&context_id, out);
-                }
+                self.fail(&context_id, &code_name(code), &message, n, out)
+                    .await?
             }
             ServerMessage::Error {
                 code,
                 message,
-                context_id: Some(id),
+                context_id: Some(native),
                 ..
             } => {
-                if self.silenced.remove(&id) {
+                let Some(life) = self.contexts.get_mut(&native) else {
+                    // About a lifecycle that has ended: stale.
                     return Ok(());
-                }
-                self.refuse(Some(&id), &code_name(code), &message, out);
-                if self.contexts.remove(&id).is_some() {
-                    // The context cannot go on: stop whatever of it the
-                    // native session holds, and end it for the client.
-                    self.silenced.insert(id.clone());
-                    n.send(ClientMessage::ContextCancel {
-                        context_id: id.clone(),
-                    })
-                    .await?;
-                    self.is_final(&id, out);
-                }
+                };
+                let (error, message) = if code == ErrorCode::TextTooLong {
+                    let m = too_much_text(&life.vendor_id, None, n.limits.max_pending_chars);
+                    (TOO_MUCH_TEXT.to_string(), m)
+                } else {
+                    (code_name(code), message)
+                };
+                self.fail(&native, &error, &message, n, out).await?
             }
             ServerMessage::Error { code, message, .. } => {
                 self.refuse(None, &code_name(code), &message, out)
@@ -446,6 +544,19 @@ impl ElevenLabs {
         }
         Ok(())
     }
+}
+
+/// The refusal of text over the limit: `chars` in one message, or (`None`)
+/// added to what the context already has waiting.
+fn too_much_text(id: &str, chars: Option<usize>, limit: usize) -> String {
+    let what = match chars {
+        Some(c) => format!("a text of {c} characters"),
+        None => "this text with what it already has waiting to be spoken".to_string(),
+    };
+    format!(
+        "context {id:?} cannot take {what}: a context holds at most {limit} characters not yet \
+         spoken; send long text in several messages as its audio arrives"
+    )
 }
 
 /// A native error code's wire name (`too_many_contexts`, ...).

@@ -20,6 +20,9 @@
 //!   and one streaming encoder per context.
 //! - `bridge`: the native session over the pipe ([`bridge::Native`]), and
 //!   the connection loop that routes between the two sockets.
+//! - `contexts`: a connection's vendor contexts, each lifecycle a native
+//!   context of its own, so that one ends once and a reused id starts
+//!   afresh.
 //! - `elevenlabs`, `cartesia`: each vendor's messages (parse ↔ serialize)
 //!   and translation.
 //! - `http`: the vendors' one-shot HTTP routes (ElevenLabs
@@ -28,6 +31,7 @@
 
 mod bridge;
 mod cartesia;
+mod contexts;
 mod elevenlabs;
 mod http;
 mod sink;
@@ -45,7 +49,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::state::{AppState, Unauthorized};
-use crate::{realtime, server};
+use crate::{access_log, realtime, server};
 
 pub use cartesia::{CartesiaIn, CartesiaOut, CartesiaVoice, OutputFormatSpec};
 pub use elevenlabs::{ElevenLabsIn, ElevenLabsOut};
@@ -150,7 +154,15 @@ async fn upgrade(
         Err(r) => return *r,
     };
     let d = dialect(&q);
-    hs.accept(move |socket| bridge::run(st, loaded, socket, permit, d))
+    // The connection's events (the adapter's and its native session's)
+    // carry the upgrade request's id, as `/v1/realtime`'s do.
+    let span = tracing::info_span!(
+        "session",
+        request_id = %access_log::current().unwrap_or_default()
+    );
+    hs.accept(move |socket| {
+        tracing::Instrument::instrument(bridge::run(st, loaded, socket, permit, d), span)
+    })
 }
 
 async fn elevenlabs_single(

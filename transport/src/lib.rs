@@ -9,15 +9,17 @@
 //!   and body read timeouts, each connection's graceful close;
 //!   `write_timeout`: the socket wrapper that fails a write the peer takes
 //!   no bytes of for 10 s (a client that stopped reading).
+//! - [`dialects`]: ElevenLabs (`/v1/text-to-speech/{voice}/stream-input`,
+//!   `multi-stream-input`) and Cartesia (`/tts/websocket`) sockets: thin
+//!   translators that drive a native realtime session over an in-process
+//!   pipe (`bridge`, and the `Dialect` each implements), one file per
+//!   dialect, `sink` for their encodings; their one-shot HTTP routes answer
+//!   through `openai`.
 //! - `realtime/`: `/v1/realtime`, one `RealtimeConnection` task per
 //!   WebSocket — the loop and message routing (`connection`), settings
 //!   (`settings`), the context queue (`queue`), live contexts fed to one
 //!   live request and their long-context cut (`live`), barge-in
 //!   (`barge_in`), frames and bounded sends (`output`).
-//! - [`vendor`]: ElevenLabs (`/v1/text-to-speech/{voice}/stream-input`,
-//!   `multi-stream-input`) and Cartesia (`/tts/websocket`) sockets: thin
-//!   translators that drive a native realtime session over an in-process
-//!   pipe (`bridge`), one file per vendor, `sink` for their encodings.
 //! - [`openai`]: `POST /v1/audio/speech`, `GET /v1/models`,
 //!   `GET /v1/audio/voices`; `openai/voice.rs` chooses who speaks a
 //!   request (preset speaker, stored or inline clone, designed voice).
@@ -61,6 +63,7 @@
 mod access_log;
 pub mod body_budget;
 mod cors;
+pub mod dialects;
 pub mod error;
 mod http_error;
 pub mod library;
@@ -75,7 +78,6 @@ pub mod server;
 pub mod state;
 pub mod vad;
 mod validate;
-pub mod vendor;
 pub mod voices;
 pub mod web;
 mod write_timeout;

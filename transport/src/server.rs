@@ -28,11 +28,10 @@ use tts_actors::{Engine, EngineConfig};
 use tts_actors::{ModelKind, Qwen3Tts, VoiceLibrary};
 
 use crate::error::TransportError;
-use crate::http_error::error_response;
 use crate::prometheus::ServerMetrics;
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
 use crate::voices::Voices;
-use crate::{access_log, http_error, library, listener, openai, realtime, state, vendor, web};
+use crate::{access_log, dialects, http_error, library, listener, openai, realtime, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
 /// before anything starts.
@@ -575,7 +574,7 @@ fn router(state: Arc<AppState>, body_timeout: Duration, cors: Arc<crate::cors::C
         )
         .merge(web::router())
         // ElevenLabs- and Cartesia-shaped sockets over the same sessions.
-        .merge(vendor::router())
+        .merge(dialects::router())
         .fallback(http_error::not_found)
         .method_not_allowed_fallback(http_error::method_not_allowed)
         .layer(axum::middleware::from_fn(
@@ -689,7 +688,7 @@ async fn realtime(
             Ok(m) => m,
             Err(r) => return *r,
         };
-    let permit = match session_permit(&st).await {
+    let permit = match st.session_permit().await {
         Ok(p) => p,
         Err(r) => return *r,
     };
@@ -700,34 +699,6 @@ async fn realtime(
     );
     hs.accept(move |socket| {
         tracing::Instrument::instrument(realtime::run(st, loaded, socket, permit), span)
-    })
-}
-
-/// A WebSocket session slot (`/v1/realtime` and the vendor sockets share
-/// them), or the 503 to answer.
-pub(crate) async fn session_permit(
-    st: &Arc<AppState>,
-) -> Result<tokio::sync::OwnedSemaphorePermit, Box<Response>> {
-    let permit = match st.sessions.clone().try_acquire_owned() {
-        Ok(p) => Some(p),
-        // Full: idle sessions must not hold every slot, so the longest-idle
-        // one is closed and its slot goes to this client.
-        Err(_) if st.registry.evict_oldest_idle() => {
-            tokio::time::timeout(state::EVICTION_WAIT, st.sessions.clone().acquire_owned())
-                .await
-                .ok()
-                .and_then(Result::ok)
-        }
-        Err(_) => None,
-    };
-    permit.ok_or_else(|| {
-        st.metrics.refused("too_many_sessions");
-        Box::new(error_response(
-            StatusCode::SERVICE_UNAVAILABLE,
-            "too many sessions, all in use; retry later or raise --max-sessions",
-            "server_error",
-            None,
-        ))
     })
 }
 

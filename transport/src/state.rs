@@ -213,6 +213,35 @@ impl Drop for LiveGuard {
 }
 
 impl AppState {
+    /// A WebSocket session slot (`/v1/realtime` and the ElevenLabs and
+    /// Cartesia sockets share them), or the 503 to answer.
+    pub(crate) async fn session_permit(
+        &self,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit, Box<Response>> {
+        let st = self;
+        let permit = match st.sessions.clone().try_acquire_owned() {
+            Ok(p) => Some(p),
+            // Full: idle sessions must not hold every slot, so the longest-idle
+            // one is closed and its slot goes to this client.
+            Err(_) if st.registry.evict_oldest_idle() => {
+                tokio::time::timeout(EVICTION_WAIT, st.sessions.clone().acquire_owned())
+                    .await
+                    .ok()
+                    .and_then(Result::ok)
+            }
+            Err(_) => None,
+        };
+        permit.ok_or_else(|| {
+            st.metrics.refused("too_many_sessions");
+            Box::new(error_response(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "too many sessions, all in use; retry later or raise --max-sessions",
+                "server_error",
+                None,
+            ))
+        })
+    }
+
     pub fn track(&self) -> LiveGuard {
         self.live.send_modify(|n| *n += 1);
         LiveGuard(self.live.clone())

@@ -446,7 +446,7 @@ pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
 const PARSE_INLINE_BYTES: usize = 64 * 1024;
 
 /// `POST /v1/audio/speech` past auth and readiness, for a body in its
-/// shape: the vendor HTTP routes (`crate::vendor`) translate their requests
+/// shape: the vendor HTTP routes (`crate::dialects`) translate their requests
 /// into one and are answered here.
 /// `lease` holds the body's bytes in the server's body budget until the
 /// request is planned and its inline clip (if any) decoded.

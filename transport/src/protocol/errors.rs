@@ -31,6 +31,17 @@ pub enum ErrorCode {
     Internal,
 }
 
+impl ErrorCode {
+    /// The code's wire name (`too_many_contexts`, ...), as the dialects
+    /// carry it inside their own error shapes.
+    pub fn wire_name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "error".into())
+    }
+}
+
 /// A refused message: what to put in the `error` event.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
 #[error("{code:?}: {message}")]

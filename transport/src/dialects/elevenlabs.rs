@@ -40,7 +40,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::{self, ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
 
-use super::bridge::{Gone, Native, Out};
+use super::bridge::{Dialect, Gone, Native, Out};
 use super::contexts::Contexts;
 use super::sink::{self, Encoding, OutputFormat, Sink};
 use super::VendorError;
@@ -182,6 +182,29 @@ pub struct ElevenLabs {
     multi: bool,
     format: Result<OutputFormat, VendorError>,
     contexts: Contexts<Ctx>,
+}
+
+impl Dialect for ElevenLabs {
+    async fn on_open(&mut self, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
+        ElevenLabs::on_open(self, n, out).await
+    }
+
+    async fn on_text(&mut self, t: &str, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
+        ElevenLabs::on_text(self, t, n, out).await
+    }
+
+    async fn on_native(
+        &mut self,
+        m: ServerMessage,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<(), Gone> {
+        ElevenLabs::on_native(self, m, n, out).await
+    }
+
+    fn on_binary(&mut self, message: &str, out: &mut Vec<Out>) {
+        self.refuse(None, "invalid_message", message, out);
+    }
 }
 
 impl ElevenLabs {
@@ -516,7 +539,7 @@ impl ElevenLabs {
                 message,
                 ..
             } => {
-                self.fail(&context_id, &code_name(code), &message, n, out)
+                self.fail(&context_id, &code.wire_name(), &message, n, out)
                     .await?
             }
             ServerMessage::Error {
@@ -533,12 +556,12 @@ impl ElevenLabs {
                     let m = too_much_text(&life.vendor_id, None, n.limits.max_pending_chars);
                     (TOO_MUCH_TEXT.to_string(), m)
                 } else {
-                    (code_name(code), message)
+                    (code.wire_name(), message)
                 };
                 self.fail(&native, &error, &message, n, out).await?
             }
             ServerMessage::Error { code, message, .. } => {
-                self.refuse(None, &code_name(code), &message, out)
+                self.refuse(None, &code.wire_name(), &message, out)
             }
             _ => {}
         }
@@ -557,12 +580,4 @@ fn too_much_text(id: &str, chars: Option<usize>, limit: usize) -> String {
         "context {id:?} cannot take {what}: a context holds at most {limit} characters not yet \
          spoken; send long text in several messages as its audio arrives"
     )
-}
-
-/// A native error code's wire name (`too_many_contexts`, ...).
-pub fn code_name(code: ErrorCode) -> String {
-    serde_json::to_value(code)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_else(|| "error".into())
 }

@@ -22,9 +22,6 @@ use crate::protocol::{
 use crate::realtime::{self, close_and_drain, PipeClient, Socket, SEND_TIMEOUT};
 use crate::state::{AppState, Loaded};
 
-use super::cartesia::Cartesia;
-use super::elevenlabs::ElevenLabs;
-
 /// The native session ended (its socket closed); the connection ends too.
 #[derive(Debug)]
 pub struct Gone;
@@ -193,46 +190,38 @@ async fn read(ws: &mut PipeClient, closed: &mut Option<(u16, String)>) -> Option
     }
 }
 
-/// The vendors spoken here.
-pub enum Dialect {
-    ElevenLabs(ElevenLabs),
-    Cartesia(Cartesia),
-}
-
-impl Dialect {
-    async fn on_open(&mut self, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
-        match self {
-            Dialect::ElevenLabs(d) => d.on_open(n, out).await,
-            Dialect::Cartesia(_) => Ok(()),
-        }
+/// One dialect's translation of a connection's traffic (one type per
+/// dialect, each in its own file, which the connection loop below drives
+/// without knowing which it is).
+pub trait Dialect: Send + 'static {
+    /// The native session is open (before any client message).
+    fn on_open(
+        &mut self,
+        _n: &mut Native,
+        _out: &mut Vec<Out>,
+    ) -> impl std::future::Future<Output = Result<(), Gone>> + Send {
+        async { Ok(()) }
     }
 
-    async fn on_text(&mut self, t: &str, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
-        match self {
-            Dialect::ElevenLabs(d) => d.on_text(t, n, out).await,
-            Dialect::Cartesia(d) => d.on_text(t, n, out).await,
-        }
-    }
+    /// A text message from the client.
+    fn on_text(
+        &mut self,
+        t: &str,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> impl std::future::Future<Output = Result<(), Gone>> + Send;
 
-    async fn on_native(
+    /// An event of the native session.
+    fn on_native(
         &mut self,
         m: ServerMessage,
         n: &mut Native,
         out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
-        match self {
-            Dialect::ElevenLabs(d) => d.on_native(m, n, out).await,
-            Dialect::Cartesia(d) => d.on_native(m, n, out).await,
-        }
-    }
+    ) -> impl std::future::Future<Output = Result<(), Gone>> + Send;
 
-    fn on_binary(&mut self, out: &mut Vec<Out>) {
-        let m = "binary messages are not part of this protocol; send JSON text";
-        match self {
-            Dialect::ElevenLabs(d) => d.refuse(None, "invalid_message", m, out),
-            Dialect::Cartesia(d) => d.refuse(None, ErrorCode::InvalidMessage, m, out),
-        }
-    }
+    /// A binary message from the client (no dialect takes one): refused in
+    /// the dialect's error shape, `message` saying why.
+    fn on_binary(&mut self, message: &str, out: &mut Vec<Out>);
 }
 
 /// Runs one vendor connection to its end.
@@ -241,7 +230,7 @@ pub async fn run(
     m: Arc<Loaded>,
     mut client: Socket,
     permit: OwnedSemaphorePermit,
-    mut d: Dialect,
+    mut d: impl Dialect,
 ) {
     let (server_end, native_ws) = realtime::pipe().await;
     // In this connection's span (the request id): its context lines too.
@@ -263,7 +252,10 @@ pub async fn run(
             msg = client.next() => match msg {
                 Some(Ok(Message::Text(t))) => d.on_text(t.as_str(), &mut n, &mut out).await,
                 Some(Ok(Message::Binary(_))) => {
-                    d.on_binary(&mut out);
+                    d.on_binary(
+                        "binary messages are not part of this protocol; send JSON text",
+                        &mut out,
+                    );
                     Ok(())
                 }
                 Some(Ok(Message::Close(_))) | None => break,

@@ -30,9 +30,8 @@ use serde::{Deserialize, Serialize};
 
 use crate::protocol::{self, ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
 
-use super::bridge::{Gone, Native, Out, Refused};
+use super::bridge::{Dialect, Gone, Native, Out, Refused};
 use super::contexts::Contexts;
-use super::elevenlabs::code_name;
 use super::sink::{self, Encoding, OutputFormat, Sink};
 use super::VendorError;
 
@@ -238,9 +237,28 @@ fn status_of(code: ErrorCode) -> u16 {
     }
 }
 
+impl Dialect for Cartesia {
+    async fn on_text(&mut self, t: &str, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
+        Cartesia::on_text(self, t, n, out).await
+    }
+
+    async fn on_native(
+        &mut self,
+        m: ServerMessage,
+        n: &mut Native,
+        out: &mut Vec<Out>,
+    ) -> Result<(), Gone> {
+        Cartesia::on_native(self, m, n, out).await
+    }
+
+    fn on_binary(&mut self, message: &str, out: &mut Vec<Out>) {
+        self.refuse(None, ErrorCode::InvalidMessage, message, out);
+    }
+}
+
 impl Cartesia {
     pub fn refuse(&self, id: Option<&str>, code: ErrorCode, message: &str, out: &mut Vec<Out>) {
-        let error_code = code_name(code);
+        let error_code = code.wire_name();
         out.push(Out::Text(
             CartesiaOut::Error {
                 context_id: id.map(str::to_string),

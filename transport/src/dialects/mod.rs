@@ -18,8 +18,9 @@
 //! Files, each depending only on those above it:
 //! - `sink`: the vendors' output encodings (PCM16, f32, μ-law, A-law, MP3)
 //!   and one streaming encoder per context.
-//! - `bridge`: the native session over the pipe ([`bridge::Native`]), and
-//!   the connection loop that routes between the two sockets.
+//! - `bridge`: the native session over the pipe ([`bridge::Native`]), the
+//!   [`bridge::Dialect`] each dialect implements, and the connection loop
+//!   that routes between the two sockets.
 //! - `contexts`: a connection's vendor contexts, each lifecycle a native
 //!   context of its own, so that one ends once and a reused id starts
 //!   afresh.
@@ -49,7 +50,7 @@ use axum::routing::{get, post};
 use axum::Router;
 
 use crate::state::{AppState, Unauthorized};
-use crate::{access_log, realtime, server};
+use crate::{access_log, realtime};
 
 pub use cartesia::{CartesiaIn, CartesiaOut, CartesiaVoice, OutputFormatSpec};
 pub use elevenlabs::{ElevenLabsIn, ElevenLabsOut};
@@ -131,11 +132,11 @@ fn vendor_key_as_bearer(headers: &HeaderMap, query_key: Option<&str>) -> HeaderM
 /// The upgrade every vendor route shares: auth, handshake, readiness, a
 /// session slot (the same as `/v1/realtime`'s), then `dialect` on the
 /// accepted socket.
-async fn upgrade(
+async fn upgrade<D: bridge::Dialect>(
     st: Arc<AppState>,
     q: HashMap<String, String>,
     mut req: axum::extract::Request,
-    dialect: impl FnOnce(&HashMap<String, String>) -> bridge::Dialect,
+    dialect: impl FnOnce(&HashMap<String, String>) -> D,
 ) -> Response {
     if let Err(r) = authorize(&st, req.headers(), &q) {
         return r.into_response();
@@ -149,7 +150,7 @@ async fn upgrade(
             Ok(m) => m,
             Err(r) => return *r,
         };
-    let permit = match server::session_permit(&st).await {
+    let permit = match st.session_permit().await {
         Ok(p) => p,
         Err(r) => return *r,
     };
@@ -171,10 +172,7 @@ async fn elevenlabs_single(
     Query(q): Query<HashMap<String, String>>,
     req: axum::extract::Request,
 ) -> Response {
-    upgrade(st, q, req, |q| {
-        bridge::Dialect::ElevenLabs(elevenlabs::ElevenLabs::new(voice, false, q))
-    })
-    .await
+    upgrade(st, q, req, |q| elevenlabs::ElevenLabs::new(voice, false, q)).await
 }
 
 async fn elevenlabs_multi(
@@ -183,10 +181,7 @@ async fn elevenlabs_multi(
     Query(q): Query<HashMap<String, String>>,
     req: axum::extract::Request,
 ) -> Response {
-    upgrade(st, q, req, |q| {
-        bridge::Dialect::ElevenLabs(elevenlabs::ElevenLabs::new(voice, true, q))
-    })
-    .await
+    upgrade(st, q, req, |q| elevenlabs::ElevenLabs::new(voice, true, q)).await
 }
 
 async fn cartesia_socket(
@@ -194,8 +189,5 @@ async fn cartesia_socket(
     Query(q): Query<HashMap<String, String>>,
     req: axum::extract::Request,
 ) -> Response {
-    upgrade(st, q, req, |_| {
-        bridge::Dialect::Cartesia(cartesia::Cartesia::default())
-    })
-    .await
+    upgrade(st, q, req, |_| cartesia::Cartesia::default()).await
 }

@@ -2,7 +2,8 @@
 //! names a format ([`crate::Mat::Q4`], [`crate::Mat::Iq4`],
 //! [`crate::Mat::Q6`]) and gives what storage, conversion and caching need
 //! without matching each variant: the bytes of a stored row, its group
-//! scales, the row quantizer, and the [`crate::Mat`] view of stored parts.
+//! scales and the row quantizer (the [`crate::Mat`] view of stored parts
+//! is made in `mat.rs`, beside `Mat`).
 //!
 //! All three store a matrix as the same three parts ([`crate::Q4Rows`]):
 //! `data` (`[rows, row_bytes(cols)]`), `group_scales` (`[rows,
@@ -12,7 +13,6 @@
 //! their matmuls sum exact integers.
 
 use crate::q4::{q4_row_bytes, q4_row_groups, Q4Rows};
-use crate::Mat;
 
 /// One of the group-wise formats.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -88,75 +88,10 @@ impl GroupFormat {
         }
         out
     }
-
-    /// The [`Mat`] of this format over stored parts.
-    pub fn mat<'a>(
-        self,
-        data: &'a [u8],
-        group_scales: &'a [u8],
-        scales: &'a [f32],
-        rows: usize,
-        cols: usize,
-    ) -> Mat<'a> {
-        match self {
-            GroupFormat::Q4 => Mat::Q4 {
-                data,
-                group_scales,
-                scales,
-                rows,
-                cols,
-            },
-            GroupFormat::Iq4 => Mat::Iq4 {
-                data,
-                group_scales,
-                scales,
-                rows,
-                cols,
-            },
-            GroupFormat::Q6 => Mat::Q6 {
-                data,
-                group_scales,
-                scales,
-                rows,
-                cols,
-            },
-        }
-    }
 }
 
 impl std::fmt::Display for GroupFormat {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.write_str(self.name())
-    }
-}
-
-/// The parts of a group-wise [`Mat`]: its format, data, group scales and
-/// row scales.
-pub type GroupParts<'a> = (GroupFormat, &'a [u8], &'a [u8], &'a [f32]);
-
-impl<'a> Mat<'a> {
-    /// The format and parts of a group-wise weight, `None` for the others.
-    pub fn group_parts(&self) -> Option<GroupParts<'a>> {
-        match *self {
-            Mat::Q4 {
-                data,
-                group_scales,
-                scales,
-                ..
-            } => Some((GroupFormat::Q4, data, group_scales, scales)),
-            Mat::Iq4 {
-                data,
-                group_scales,
-                scales,
-                ..
-            } => Some((GroupFormat::Iq4, data, group_scales, scales)),
-            Mat::Q6 {
-                data,
-                group_scales,
-                scales,
-                ..
-            } => Some((GroupFormat::Q6, data, group_scales, scales)),
-            _ => None,
-        }
     }
 }

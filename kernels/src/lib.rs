@@ -94,10 +94,10 @@ mod team;
 
 pub use conv_bf16::ConvBf16;
 pub use dispatch::{isa, Isa};
-pub use group::{GroupFormat, GroupParts};
+pub use group::GroupFormat;
 pub use mat::{
-    bf16_to_f32, f32_to_bf16, quantize_a16_row, quantize_q8_row, quantize_q8_rows, Mat, A16_MAX,
-    Q8_MAX,
+    bf16_to_f32, f32_to_bf16, quantize_a16_row, quantize_q8_row, quantize_q8_rows, GroupParts, Mat,
+    A16_MAX, Q8_MAX,
 };
 pub use q4::{quantize_a8_row, quantize_q4_rows, Q4Rows};
 pub use team::{teams_enabled, Team};
@@ -235,7 +235,7 @@ impl Kernels {
         if let Some((format, data, group_scales, scales)) = w.group_parts() {
             let (rows, cols) = (w.rows(), w.cols());
             return fast::group::matmul(
-                format,
+                fast::group_formats::kernels(format),
                 self.group_path(),
                 x,
                 m,
@@ -327,7 +327,14 @@ impl Kernels {
                 })
                 .collect();
             if let Some(mut p) = group {
-                return fast::group::matmul_shared(format, self.group_path(), x, m, k, &mut p);
+                return fast::group::matmul_shared(
+                    fast::group_formats::kernels(format),
+                    self.group_path(),
+                    x,
+                    m,
+                    k,
+                    &mut p,
+                );
             }
         }
         // All bf16, or all f32, on a SIMD path.

@@ -1,3 +1,5 @@
+use crate::group::GroupFormat;
+
 /// A borrowed row-major weight matrix `[rows, cols]` in its storage precision.
 /// New precisions (int8, 4-bit groups) are new variants: callers of
 /// [`crate::matmul`] do not change.
@@ -112,7 +114,6 @@ impl Mat<'_> {
     /// int8 rows are dequantized (`q * scale`), group-wise ones as
     /// `(q * s_group) as f32 * scale`.
     pub fn row_to_f32(&self, r: usize, out: &mut [f32]) {
-        use crate::group::GroupFormat;
         match *self {
             Mat::Q4 { cols, .. } | Mat::Iq4 { cols, .. } | Mat::Q6 { cols, .. } => {
                 let (f, data, group_scales, scales) = self.group_parts().expect("a group format");
@@ -251,6 +252,73 @@ pub fn quantize_a16_row(x: &[f32], q: &mut [i16]) -> f32 {
         *d = (((v * inv).clamp(-A16_MAX, A16_MAX) + MAGIC) - MAGIC) as i16;
     }
     max / A16_MAX
+}
+
+impl GroupFormat {
+    /// The [`Mat`] of this format over stored parts.
+    pub fn mat<'a>(
+        self,
+        data: &'a [u8],
+        group_scales: &'a [u8],
+        scales: &'a [f32],
+        rows: usize,
+        cols: usize,
+    ) -> Mat<'a> {
+        match self {
+            GroupFormat::Q4 => Mat::Q4 {
+                data,
+                group_scales,
+                scales,
+                rows,
+                cols,
+            },
+            GroupFormat::Iq4 => Mat::Iq4 {
+                data,
+                group_scales,
+                scales,
+                rows,
+                cols,
+            },
+            GroupFormat::Q6 => Mat::Q6 {
+                data,
+                group_scales,
+                scales,
+                rows,
+                cols,
+            },
+        }
+    }
+}
+
+/// The parts of a group-wise [`Mat`]: its format, data, group scales and
+/// row scales.
+pub type GroupParts<'a> = (GroupFormat, &'a [u8], &'a [u8], &'a [f32]);
+
+impl<'a> Mat<'a> {
+    /// The format and parts of a group-wise weight, `None` for the others.
+    pub fn group_parts(&self) -> Option<GroupParts<'a>> {
+        match *self {
+            Mat::Q4 {
+                data,
+                group_scales,
+                scales,
+                ..
+            } => Some((GroupFormat::Q4, data, group_scales, scales)),
+            Mat::Iq4 {
+                data,
+                group_scales,
+                scales,
+                ..
+            } => Some((GroupFormat::Iq4, data, group_scales, scales)),
+            Mat::Q6 {
+                data,
+                group_scales,
+                scales,
+                ..
+            } => Some((GroupFormat::Q6, data, group_scales, scales)),
+            _ => None,
+        }
+    }
 }
 
 #[cfg(test)]

@@ -6,14 +6,15 @@
 //! format's worker for the detected ISA. A format brings only its
 //! [`GroupKernels`]: its activation offset, row size and the three workers
 //! (portable, AVX2, AVX-512 VNNI), each exact, so every path and thread count
-//! gives the reference's bits.
+//! gives the reference's bits. The table of each format's kernels is
+//! `group_formats`, which its callers consult: the formats import this
+//! file, so it names none of them.
 
 use super::{SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
 use crate::q4::{
     q4_offset_group_sums, q4_permute_activations, q4_row_groups, q4_supers, quantize_a8_row,
     Q4_SUPER,
 };
-use crate::GroupFormat;
 
 /// Weight rows per task granule (a multiple of every path's block).
 const NR: usize = 8;
@@ -105,15 +106,6 @@ impl GroupKernels {
     }
 }
 
-/// The kernels of `format`.
-pub(crate) fn kernels(format: GroupFormat) -> &'static GroupKernels {
-    match format {
-        GroupFormat::Q4 => &super::q4::KERNELS,
-        GroupFormat::Iq4 => &super::iq4::KERNELS,
-        GroupFormat::Q6 => &super::q6::KERNELS,
-    }
-}
-
 /// `out = x . W^T + bias` for a group-wise `W` (`[n, k]` in `format`'s
 /// layout) with int8 activations, on `path`'s worker.
 ///
@@ -125,7 +117,7 @@ pub(crate) fn kernels(format: GroupFormat) -> &'static GroupKernels {
     reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
 )]
 pub(crate) fn matmul(
-    format: GroupFormat,
+    kn: &GroupKernels,
     path: GroupPath,
     x: &[f32],
     m: usize,
@@ -137,7 +129,6 @@ pub(crate) fn matmul(
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
-    let kn = kernels(format);
     let (rb, rg) = ((kn.row_bytes)(k), q4_row_groups(k));
     assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
     assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
@@ -193,14 +184,13 @@ pub(crate) struct Part<'a> {
 /// # Panics
 /// On shapes that do not match, as [`matmul`].
 pub(crate) fn matmul_shared(
-    format: GroupFormat,
+    kn: &GroupKernels,
     path: GroupPath,
     x: &[f32],
     m: usize,
     k: usize,
     parts: &mut [Part<'_>],
 ) {
-    let kn = kernels(format);
     let (rb, rg) = ((kn.row_bytes)(k), q4_row_groups(k));
     assert_eq!(x.len(), m * k, "matmul_shared: x is not [m, k]");
     for p in parts.iter() {

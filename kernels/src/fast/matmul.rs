@@ -98,7 +98,7 @@ pub(crate) fn matmul<S: Simd>(
         Mat::Q4 { .. } | Mat::Iq4 { .. } | Mat::Q6 { .. } => {
             let (f, data, group_scales, scales) = w.group_parts().expect("a group format");
             super::group::matmul(
-                f,
+                super::group_formats::kernels(f),
                 super::group::GroupPath::Portable,
                 x,
                 m,

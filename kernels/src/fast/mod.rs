@@ -16,6 +16,7 @@ pub(crate) mod conv_bf16;
 pub(crate) mod conv_strided;
 pub(crate) mod elementwise;
 pub(crate) mod group;
+pub(crate) mod group_formats;
 pub(crate) mod iq4;
 pub(crate) mod matmul;
 pub(crate) mod q4;

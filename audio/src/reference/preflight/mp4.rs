@@ -297,9 +297,7 @@ impl Walk<'_> {
                 b"stts" => {
                     self.table(&b, "stts box", 4, 8, 8)?;
                 }
-                b"stsc" => {
-                    self.table(&b, "stsc box", 4, 8, 12)?;
-                }
+                b"stsc" => self.stsc(&b)?,
                 b"stco" => {
                     self.table(&b, "stco box", 4, 8, 4)?;
                 }
@@ -343,6 +341,23 @@ impl Walk<'_> {
             });
         }
         Ok(count)
+    }
+
+    fn stsc(&self, b: &Mp4Box) -> Result<(), ReferenceAudioError> {
+        // Entries: first chunk, samples per chunk, description index.
+        // Chunks count from 1; symphonia subtracts 1 from the first.
+        let count = self.table(b, "stsc box", 4, 8, 12)?;
+        for i in 0..u64::from(count) {
+            if be_u32(self.bytes, b.body + 8 + 12 * i) == Some(0) {
+                return Err(ReferenceAudioError::BadField {
+                    format: FORMAT,
+                    field: format!("stsc entry {i} first chunk"),
+                    value: 0,
+                    expected: "chunks are numbered from 1".into(),
+                });
+            }
+        }
+        Ok(())
     }
 
     fn stsz(&self, b: &Mp4Box) -> Result<(), ReferenceAudioError> {
@@ -457,12 +472,14 @@ impl Walk<'_> {
         self.at_least(b, 4, "its version and flags")?;
         let end = b.end;
         let mut pos = b.body + 4;
+        let mut es = 0;
         // symphonia reads descriptors while more than 2 bytes remain.
         while end.saturating_sub(pos) > 2 {
             let Some((tag, len, body)) = self.descriptor(pos, end, b)? else {
                 return Ok(());
             };
             pos = if tag == 3 {
+                es += 1;
                 match self.es_descriptor(len, body, end, b)? {
                     Some(next) => next,
                     None => return Ok(()),
@@ -470,6 +487,15 @@ impl Walk<'_> {
             } else {
                 body + len
             };
+        }
+        // symphonia unwraps the ES descriptor it expects to have found.
+        if es == 0 {
+            return Err(ReferenceAudioError::BadField {
+                format: FORMAT,
+                field: "esds box's count of ES descriptors".into(),
+                value: 0,
+                expected: "an MPEG-4 audio track describes its stream in one".into(),
+            });
         }
         Ok(())
     }

@@ -1010,3 +1010,40 @@ fn a_decoder_panic_is_an_error_naming_the_file_not_a_crash() {
     let msg = err.to_string();
     assert!(msg.contains("M4A") && !msg.contains("overflow"), "{msg}");
 }
+
+#[test]
+fn an_m4a_is_walked_from_the_first_byte_as_the_demuxer_rereads_it() {
+    // The demuxer finds the audio's first box again from the start of the
+    // file, not from the ftyp its probe found, and reads any fragment (moof)
+    // it meets there: a fragment ahead of ftyp whose run claims 2^28
+    // four-byte sample sizes in an empty box is refused like any other.
+    let trun: &[u8] = &[
+        0, 0, 0, 16, b't', b'r', b'u', b'n', 0, 0, 2, 0, 0x10, 0, 0, 0,
+    ];
+    let mut bytes = [&[0, 0, 0, 32][..], b"moof", &[0, 0, 0, 24], b"traf", trun].concat();
+    bytes.extend_from_slice(&std::fs::read(fixture("tone440-44100-stereo.m4a")).unwrap());
+    let err = ReferenceAudio::from_bytes(&bytes, Some("m4a")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReferenceAudioError::TableOverrun {
+                table: "trun box",
+                entries: 0x1000_0000,
+                entry_bytes: 4,
+                available: 0,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_file_past_the_size_limit_is_refused_before_it_is_read() {
+    let max = tts_audio::reference::MAX_REFERENCE_FILE_BYTES;
+    let err = ReferenceAudio::from_bytes(&vec![0u8; max as usize + 1], None).unwrap_err();
+    assert!(
+        matches!(err, ReferenceAudioError::TooLarge { bytes, max: m } if bytes == max + 1 && m == max),
+        "{err:?}"
+    );
+}

@@ -115,13 +115,21 @@ fn admit(size: usize) -> bool {
         return true;
     }
     // Say which case before the abort; formatted on the stack.
-    let mut buf = [0u8; 96];
+    let case = CASE.load(Ordering::Relaxed);
+    let named = case == u64::MAX;
+    let case = digits(case);
+    let mut buf = [0u8; 160];
     let mut n = 0;
     for part in [
         &b"reference_fuzz: refused an allocation of "[..],
         digits(size as u64).as_slice(),
-        b" bytes (limit 256 MiB) in case ",
-        digits(CASE.load(Ordering::Relaxed)).as_slice(),
+        b" bytes (limit 256 MiB) in ",
+        if named {
+            b"a named test"
+        } else {
+            b"fuzz case "
+        },
+        if named { &[][..] } else { case.as_slice() },
         b"\n",
     ] {
         let take = part.len().min(buf.len() - n);

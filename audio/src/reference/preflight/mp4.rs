@@ -78,6 +78,15 @@ pub(super) fn check(bytes: &[u8], start: usize) -> Result<(), ReferenceAudioErro
             _ => {}
         }
     }
+    // symphonia then looks for the first mdat or moof from the start of the
+    // file, not from the first box, and reads any moof it meets from there.
+    if start > 0 {
+        for b in cx.children(0, cx.len, None)? {
+            if &b.kind == b"moof" {
+                cx.moof(&b)?;
+            }
+        }
+    }
     Ok(())
 }
 

@@ -938,3 +938,60 @@ fn a_piped_wav_whose_info_tag_claims_4_gib_is_refused_before_its_buffer() {
         "{err:?}"
     );
 }
+
+/// The M4A fixture with its mp4a sample entry rewritten in place as a
+/// version-2 `lpcm` entry (32-bit big-endian float, stereo, 44.1 kHz) that
+/// states `frames_per_packet`; its trailing bytes become a `free` box.
+fn m4a_as_lpcm(frames_per_packet: u32) -> Vec<u8> {
+    let mut bytes = fixture("tone440-44100-stereo.m4a");
+    let entry = bytes.windows(4).position(|w| w == b"mp4a").unwrap() - 4;
+    let size = u32::from_be_bytes(bytes[entry..entry + 4].try_into().unwrap()) as usize;
+    let mut payload = vec![0u8; 6];
+    payload.extend_from_slice(&1u16.to_be_bytes()); // data reference
+    payload.extend_from_slice(&2u16.to_be_bytes()); // version 2
+    payload.extend_from_slice(&[0; 6]); // revision, vendor
+    payload.extend_from_slice(&[0, 3, 0, 16, 0xff, 0xfe, 0, 0, 0, 1, 0, 0]);
+    payload.extend_from_slice(&72u32.to_be_bytes()); // size of the fields
+    payload.extend_from_slice(&44_100f64.to_be_bytes());
+    payload.extend_from_slice(&2u32.to_be_bytes()); // channels
+    payload.extend_from_slice(&0x7f00_0000u32.to_be_bytes());
+    payload.extend_from_slice(&32u32.to_be_bytes()); // bits
+    payload.extend_from_slice(&3u32.to_be_bytes()); // float, big-endian
+    payload.extend_from_slice(&8u32.to_be_bytes()); // bytes per packet
+    payload.extend_from_slice(&frames_per_packet.to_be_bytes());
+    let free = size - 8 - payload.len();
+    payload.extend_from_slice(&(free as u32).to_be_bytes());
+    payload.extend_from_slice(b"free");
+    payload.resize(size - 8, 0);
+    bytes[entry + 4..entry + 8].copy_from_slice(b"lpcm");
+    bytes[entry + 8..entry + size].copy_from_slice(&payload);
+    bytes
+}
+
+#[test]
+fn an_mp4_pcm_track_stating_4_billion_frames_per_packet_is_refused_before_its_buffer() {
+    let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
+    // The PCM decoder reserves frames per packet × channels samples when it
+    // is made: 2^32 stereo float frames are 32 GiB.
+    let err = decode(&m4a_as_lpcm(u32::MAX), Some("m4a")).unwrap_err();
+    match &err {
+        ReferenceAudioError::BadField {
+            format,
+            field,
+            value,
+            ..
+        } => {
+            assert_eq!((*format, field.as_str()), ("M4A", "frames per packet"));
+            assert_eq!(*value, u64::from(u32::MAX));
+        }
+        other => panic!("{other:?}"),
+    }
+    // One frame per packet, as an MP4 PCM track usually states, gets past
+    // the check to the decoder (the fixture's AAC bytes are no PCM clip,
+    // but they decode as one).
+    let r = decode(&m4a_as_lpcm(1), Some("m4a"));
+    assert!(
+        !matches!(r, Err(ReferenceAudioError::BadField { .. })),
+        "{r:?}"
+    );
+}

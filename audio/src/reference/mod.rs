@@ -49,6 +49,14 @@
 //!   boundary, looks complete and decodes to the audio that is there.
 //! - An MP3 without a LAME tag keeps the encoder's delay and padding (about
 //!   50 ms at the start and up to one frame at the end).
+//! - Untrusted files are bounded in memory (see above), not in time: the
+//!   decode runs until the clip passes [`MAX_REFERENCE_SECONDS`] or the
+//!   file ends, and a crafted file can make that slow (symphonia looks up
+//!   each MP4 packet's time by walking the `stts` table from its start; an
+//!   Ogg file dense with false page headers is checksummed at each one).
+//!   No wall-clock limit is applied here.
+//! - ID3v2 tags are blanked before decoding (their frames are never used);
+//!   the caller's bytes are not changed.
 //! - A WAV written to a pipe carries 0xFFFF_FFFF as its data size; that is
 //!   read as "length unknown" (decoded to the end, no truncation check), and
 //!   symphonia drops the last partial packet of such a stream (under 0.1 s).

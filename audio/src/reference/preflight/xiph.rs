@@ -307,9 +307,8 @@ fn lookup1_values(entries: u32, dimensions: u32) -> Option<u64> {
             })
             .is_some()
     };
-    // v^d is monotonic in v: binary search over 0..=entries (v = 1 always
-    // fits when entries >= 1; v = 0 fits only with 0 entries... and 0^d
-    // = 0 fits always).
+    // v^d grows with v and 0^d = 0 always fits: binary search for the
+    // largest fit in 0..=entries (24 steps at most).
     let (mut lo, mut hi) = (0u64, u64::from(entries));
     while lo < hi {
         let mid = lo + (hi - lo).div_ceil(2);

@@ -21,7 +21,10 @@
 //!   24 kHz mono with typed refusals ([`ReferenceAudioError`]) for
 //!   unreadable, damaged, silent, too short and too long clips. `reference/mod.rs` the checks and
 //!   conversion, `decode.rs` the symphonia decoding (strict: a decoder error
-//!   or a truncated file is an error), `error.rs` the refusals. Resampling
+//!   or a truncated file is an error; a decoder panic is caught),
+//!   `preflight/` the container checks that run before symphonia sees the
+//!   file (every count and length it would allocate from), `error.rs` the
+//!   refusals. Resampling
 //!   is [`resample::resample_offline`].
 //! - [`encode`]: encoded audio out, one module per codec behind the
 //!   streaming [`Encoder`] (push samples, get the bytes that are ready,

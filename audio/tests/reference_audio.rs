@@ -528,12 +528,26 @@ fn truncated_ogg_is_corrupt() {
 }
 
 #[test]
-fn truncated_m4a_is_corrupt() {
-    // ffmpeg writes the index after the audio: half a file has none.
-    assert_truncated(
-        "m4a",
-        &std::fs::read(fixture("tone440-44100-stereo.m4a")).unwrap(),
-    );
+fn truncated_m4a_is_refused_as_truncated() {
+    // ffmpeg writes the index after the audio: half a file has none, and
+    // the audio's mdat box runs past the end of the file.
+    let bytes = std::fs::read(fixture("tone440-44100-stereo.m4a")).unwrap();
+    let half = &bytes[..bytes.len() / 2];
+    let err = ReferenceAudio::from_bytes(half, Some("m4a")).unwrap_err();
+    match &err {
+        ReferenceAudioError::Truncated {
+            format,
+            part,
+            claimed,
+            available,
+        } => {
+            assert_eq!((*format, part.as_str()), ("M4A", "mdat box"));
+            assert_eq!(*claimed, 12_115, "the fixture's mdat");
+            assert_eq!(*available, half.len() as u64 - 36, "from the mdat on");
+        }
+        other => panic!("{other:?}"),
+    }
+    assert!(err.to_string().contains("truncated"), "{err}");
 }
 
 #[test]
@@ -756,6 +770,280 @@ fn bad_rates_and_layouts_are_refused() {
     let err = ReferenceAudio::from_samples(vec![0.5; 16_000], 16_000, 0).unwrap_err();
     assert!(
         matches!(err, ReferenceAudioError::BadChannels { channels: 0, .. }),
+        "{err:?}"
+    );
+}
+
+// ---- crafted headers (issue 28): refused by name, never an abort ---------
+
+/// The byte offset of the box at `path` (each step a child of the last,
+/// from the top level) in an MP4 file: a test-side walker over the
+/// committed fixture's plain 32-bit box sizes.
+fn mp4_box(bytes: &[u8], path: &[&[u8; 4]]) -> usize {
+    let (mut start, mut end) = (0usize, bytes.len());
+    let mut found = 0;
+    for (depth, want) in path.iter().enumerate() {
+        let mut pos = start;
+        loop {
+            assert!(pos + 8 <= end, "no {:?} box", std::str::from_utf8(*want));
+            let size = u32::from_be_bytes(bytes[pos..pos + 4].try_into().unwrap()) as usize;
+            if &bytes[pos + 4..pos + 8] == *want {
+                found = pos;
+                // stsd's entries follow its 8-byte version/flags/count.
+                start = pos + if *want == b"stsd" { 16 } else { 8 };
+                end = pos + size;
+                break;
+            }
+            pos += size;
+        }
+        let _ = depth;
+    }
+    found
+}
+
+const STBL: [&[u8; 4]; 5] = [b"moov", b"trak", b"mdia", b"minf", b"stbl"];
+
+/// The M4A fixture with the big-endian u32 at `offset` bytes into the box
+/// at `path` set to `value`.
+fn m4a_with(path: &[&[u8; 4]], offset: usize, value: u32) -> Vec<u8> {
+    let mut bytes = std::fs::read(fixture("tone440-44100-stereo.m4a")).unwrap();
+    let at = mp4_box(&bytes, path) + offset;
+    bytes[at..at + 4].copy_from_slice(&value.to_be_bytes());
+    bytes
+}
+
+fn in_stbl(name: &'static [u8; 4]) -> Vec<&'static [u8; 4]> {
+    let mut p = STBL.to_vec();
+    p.push(name);
+    p
+}
+
+#[test]
+fn an_m4a_whose_stsc_claims_2_pow_32_entries_is_refused_not_aborted() {
+    // Its entry count sits after the box header (8) and version/flags (4).
+    // Trusted, it asks for 2^32 entries of 16 bytes: 64 GiB.
+    let bytes = m4a_with(&in_stbl(b"stsc"), 12, u32::MAX);
+    let err = ReferenceAudio::from_bytes(&bytes, Some("clip.m4a")).unwrap_err();
+    match &err {
+        ReferenceAudioError::TableOverrun {
+            format,
+            table,
+            entries,
+            entry_bytes,
+            available,
+        } => {
+            assert_eq!(*format, "M4A");
+            assert_eq!(*table, "stsc box");
+            assert_eq!(*entries, u64::from(u32::MAX));
+            assert_eq!(*entry_bytes, 12);
+            assert_eq!(*available, 12, "the fixture's one 12-byte entry");
+        }
+        other => panic!("{other:?}"),
+    }
+    let msg = err.to_string();
+    assert!(
+        msg.contains("stsc box claims 4294967295 entries") && msg.contains("holds 12 bytes"),
+        "{msg}"
+    );
+}
+
+#[test]
+fn an_m4a_whose_stts_claims_2_pow_32_entries_is_refused_not_aborted() {
+    // 2^32 entries of 8 bytes: 32 GiB.
+    let bytes = m4a_with(&in_stbl(b"stts"), 12, u32::MAX);
+    let err = ReferenceAudio::from_bytes(&bytes, Some("clip.m4a")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReferenceAudioError::TableOverrun {
+                table: "stts box",
+                entries: 4_294_967_295,
+                entry_bytes: 8,
+                available: 16,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn an_m4a_whose_stsz_stco_or_elst_overrun_their_boxes_is_refused() {
+    // stsz: sample size 0 (a table follows) and 2^32 - 1 samples: 16 GiB.
+    let bytes = m4a_with(&in_stbl(b"stsz"), 16, u32::MAX);
+    let err = ReferenceAudio::from_bytes(&bytes, None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReferenceAudioError::TableOverrun {
+                table: "stsz box",
+                entry_bytes: 4,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let bytes = m4a_with(&in_stbl(b"stco"), 12, 0x7fff_ffff);
+    let err = ReferenceAudio::from_bytes(&bytes, None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReferenceAudioError::TableOverrun {
+                table: "stco box",
+                entries: 0x7fff_ffff,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+    let bytes = m4a_with(&[b"moov", b"trak", b"edts", b"elst"], 12, u32::MAX);
+    let err = ReferenceAudio::from_bytes(&bytes, None).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReferenceAudioError::TableOverrun {
+                table: "elst box",
+                entry_bytes: 12,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn an_m4a_box_larger_than_its_parent_is_refused() {
+    // stsc's size field says 1 MB inside a 448-byte stbl.
+    let bytes = m4a_with(&in_stbl(b"stsc"), 0, 1 << 20);
+    let err = ReferenceAudio::from_bytes(&bytes, None).unwrap_err();
+    match &err {
+        ReferenceAudioError::SizeOverrun {
+            format,
+            part,
+            claimed,
+            within,
+            ..
+        } => {
+            assert_eq!(*format, "M4A");
+            assert_eq!(part, "stsc box");
+            assert_eq!(*claimed, 1 << 20);
+            assert_eq!(within, "its stbl box");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn an_m4a_whose_mdhd_timescale_is_zero_is_refused_by_name() {
+    // Version 0 mdhd: version/flags, creation and modification times, then
+    // the timescale, which becomes the track's time base denominator.
+    let bytes = m4a_with(&[b"moov", b"trak", b"mdia", b"mdhd"], 20, 0);
+    let err = ReferenceAudio::from_bytes(&bytes, None).unwrap_err();
+    match &err {
+        ReferenceAudioError::BadField {
+            format,
+            field,
+            value,
+            ..
+        } => {
+            assert_eq!(*format, "M4A");
+            assert_eq!(field, "mdhd timescale");
+            assert_eq!(*value, 0);
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+/// A 16-bit mono WAV of the tone with the u16/u32 fmt field at `offset`
+/// bytes into the fmt chunk's body replaced.
+fn wav_with_fmt(offset: usize, value: &[u8]) -> Vec<u8> {
+    let mut bytes = wav(&tone(16_000, 1.0, 1), 16_000, 1, WavKind::I16);
+    let fmt = bytes
+        .windows(4)
+        .position(|w| w == b"fmt ")
+        .expect("a fmt chunk");
+    let at = fmt + 8 + offset;
+    bytes[at..at + value.len()].copy_from_slice(value);
+    bytes
+}
+
+#[test]
+fn a_wav_with_sample_rate_zero_is_refused_by_name() {
+    let bytes = wav_with_fmt(4, &0u32.to_le_bytes());
+    let err = ReferenceAudio::from_bytes(&bytes, Some("clip.wav")).unwrap_err();
+    assert!(
+        matches!(err, ReferenceAudioError::BadRate { rate: 0, .. }),
+        "{err:?}"
+    );
+    assert!(err.to_string().contains("sample rate 0 Hz"), "{err}");
+}
+
+#[test]
+fn a_wav_with_zero_or_absurd_channels_or_frame_size_is_refused_by_name() {
+    for channels in [0u16, 33, 0xffff] {
+        let bytes = wav_with_fmt(2, &channels.to_le_bytes());
+        let err = ReferenceAudio::from_bytes(&bytes, None).unwrap_err();
+        assert!(
+            matches!(err, ReferenceAudioError::BadChannels { channels: c, .. } if c == channels),
+            "{channels} channels: {err:?}"
+        );
+    }
+    // block_align (bytes per frame) 0 and 65535 for one 16-bit channel.
+    for align in [0u16, 0xffff] {
+        let bytes = wav_with_fmt(12, &align.to_le_bytes());
+        let err = ReferenceAudio::from_bytes(&bytes, None).unwrap_err();
+        assert!(
+            matches!(err, ReferenceAudioError::BadField { ref field, value, .. } if field == "fmt block_align" && value == u64::from(align)),
+            "block_align {align}: {err:?}"
+        );
+    }
+}
+
+#[test]
+fn a_decoder_panic_is_an_error_naming_the_file_not_a_crash() {
+    // Whatever slips past the container checks and trips a consistency
+    // check inside the decoder comes back as an error value.
+    let err = ReferenceAudioError::DecoderFault {
+        format: "M4A",
+        detail: "attempt to subtract with overflow".into(),
+    };
+    let msg = err.to_string();
+    assert!(msg.contains("M4A") && !msg.contains("overflow"), "{msg}");
+}
+
+#[test]
+fn an_m4a_is_walked_from_the_first_byte_as_the_demuxer_rereads_it() {
+    // The demuxer finds the audio's first box again from the start of the
+    // file, not from the ftyp its probe found, and reads any fragment (moof)
+    // it meets there: a fragment ahead of ftyp whose run claims 2^28
+    // four-byte sample sizes in an empty box is refused like any other.
+    let trun: &[u8] = &[
+        0, 0, 0, 16, b't', b'r', b'u', b'n', 0, 0, 2, 0, 0x10, 0, 0, 0,
+    ];
+    let mut bytes = [&[0, 0, 0, 32][..], b"moof", &[0, 0, 0, 24], b"traf", trun].concat();
+    bytes.extend_from_slice(&std::fs::read(fixture("tone440-44100-stereo.m4a")).unwrap());
+    let err = ReferenceAudio::from_bytes(&bytes, Some("m4a")).unwrap_err();
+    assert!(
+        matches!(
+            err,
+            ReferenceAudioError::TableOverrun {
+                table: "trun box",
+                entries: 0x1000_0000,
+                entry_bytes: 4,
+                available: 0,
+                ..
+            }
+        ),
+        "{err:?}"
+    );
+}
+
+#[test]
+fn a_file_past_the_size_limit_is_refused_before_it_is_read() {
+    let max = tts_audio::reference::MAX_REFERENCE_FILE_BYTES;
+    let err = ReferenceAudio::from_bytes(&vec![0u8; max as usize + 1], None).unwrap_err();
+    assert!(
+        matches!(err, ReferenceAudioError::TooLarge { bytes, max: m } if bytes == max + 1 && m == max),
         "{err:?}"
     );
 }

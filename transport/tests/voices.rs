@@ -247,6 +247,16 @@ fn wav(samples: &[f32], rate: u32) -> Vec<u8> {
     cur.into_inner()
 }
 
+/// The committed M4A tone with its stsc box's entry count set to `count`.
+fn m4a_with_stsc_count(count: u32) -> Vec<u8> {
+    let mut bytes =
+        std::fs::read(fixtures().join("audio/tone440-44100-stereo.m4a")).expect("m4a fixture");
+    // The count follows the box's size, type, version and flags.
+    let stsc = bytes.windows(4).position(|w| w == b"stsc").expect("stsc") - 4;
+    bytes[stsc + 12..stsc + 16].copy_from_slice(&count.to_be_bytes());
+    bytes
+}
+
 fn tone(secs: f64, rate: u32) -> Vec<f32> {
     let n = (secs * rate as f64) as usize;
     (0..n)
@@ -489,6 +499,34 @@ async fn bad_clips_and_names_are_refused_and_nothing_else_changes() -> Result<()
 
     let silent = upload_form(addr, &[("name", "x")], &wav(&vec![0.0; 48_000], 24_000)).await?;
     assert_refused(&silent, 400, "silent", "silence");
+
+    // Crafted headers (issue 28): an M4A whose stsc table claims 2^32
+    // entries made the server reserve 64 GiB and abort, dropping every
+    // session; a WAV with a sample rate of 0 panicked in the decoder (a
+    // 500). Each is a 400 naming the problem, uploaded or inline, while the
+    // request above goes on speaking.
+    let stsc = m4a_with_stsc_count(u32::MAX);
+    let claims = "stsc box claims 4294967295 entries of 12 bytes but holds 12 bytes";
+    let r = upload_form(addr, &[("name", "x")], &stsc).await?;
+    assert_refused(
+        &r,
+        400,
+        claims,
+        "an uploaded M4A claiming 2^32 stsc entries",
+    );
+    let r = speak(addr, json!({"ref_audio": b64(&stsc), "ref_text": REF_TEXT})).await?;
+    assert_refused(&r, 400, claims, "an inline M4A claiming 2^32 stsc entries");
+    let mut rate0 = wav(&tone(1.0, 24_000), 24_000);
+    assert_eq!(&rate0[12..16], b"fmt ");
+    rate0[24..28].copy_from_slice(&0u32.to_le_bytes());
+    let r = upload_form(addr, &[("name", "x")], &rate0).await?;
+    assert_refused(&r, 400, "sample rate 0 Hz", "an uploaded WAV at 0 Hz");
+    let r = speak(
+        addr,
+        json!({"ref_audio": b64(&rate0), "ref_text": REF_TEXT}),
+    )
+    .await?;
+    assert_refused(&r, 400, "sample rate 0 Hz", "an inline WAV at 0 Hz");
 
     let big = post_json(
         addr,

@@ -7,9 +7,24 @@
 //! before the length its header declares (symphonia reports a cut-off file
 //! as an ordinary end of stream). A stream that decodes to more than it
 //! declares is cut to the declared length: the excess is the padding of the
-//! codec's last frame (Vorbis, AAC), which the container's length leaves out. Decoding stops as soon as the clip passes
-//! the maximum length, so memory stays bounded by that length, not by the
+//! codec's last frame (Vorbis, AAC), which the container's length leaves
+//! out. Decoding stops before a packet would take the clip past the maximum
+//! length, so the decoded signal stays bounded by that length, not by the
 //! file's size.
+//!
+//! Untrusted bytes never reach an allocation they did not bound: before
+//! symphonia sees the file, `preflight/` walks the headers it will trust
+//! (MP4 sample tables, WAV chunks, FLAC blocks, Ogg comment packets, ID3v2
+//! tags) against the bytes that hold them; before a decoder is made, its
+//! parameters (rate, channels, frames per packet, a Vorbis setup's
+//! codebooks) are checked against what real files use. Both run under
+//! `catch_unwind`, as does the decode: a panic left in a decoder is a
+//! [`DecoderFault`](ReferenceAudioError::DecoderFault) for this clip, not a
+//! crash of the thread serving it.
+
+use std::any::Any;
+use std::io::Cursor;
+use std::panic::{catch_unwind, AssertUnwindSafe};
 
 use symphonia::core::audio::SampleBuffer;
 use symphonia::core::codecs::{self, CodecParameters, CodecType, DecoderOptions, CODEC_TYPE_NULL};
@@ -19,6 +34,7 @@ use symphonia::core::io::{MediaSource, MediaSourceStream};
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
+use super::preflight::{self, Container};
 use super::{check_channels, check_rate, ReferenceAudioError};
 
 /// What the decoder produced: the channel mean at the source rate.
@@ -36,14 +52,64 @@ const MAX_PADDING_FRAMES: u64 = 8_192;
 /// The containers symphonia was built with, for error messages.
 const CONTAINERS: &str = "WAV, FLAC, MP3, OGG, MP4/M4A and ADTS AAC";
 
+/// Most frames a decoder may be asked to put in one packet's buffer. FLAC's
+/// largest block is 65,535 frames; every other codec here uses at most
+/// 8,192 (Vorbis), and a WAV packet is 1,152. An MP4 PCM track states its
+/// own (32 bits), which the PCM decoder would reserve, times the channels,
+/// up front.
+const MAX_FRAMES_PER_PACKET: u64 = 65_536;
+
+/// Checks and decodes a whole file held in memory, mixing to mono. The
+/// container checks may blank parts of `bytes` the decoder must not parse
+/// (ID3v2 tags); a panic anywhere becomes a
+/// [`DecoderFault`](ReferenceAudioError::DecoderFault) naming the format.
+pub(super) fn decode_file(
+    mut bytes: Vec<u8>,
+    ext: Option<&str>,
+    max_secs: f64,
+) -> Result<Decoded, ReferenceAudioError> {
+    let container = guarded(Container::Unknown, "checking the container", || {
+        preflight::check(&mut bytes)
+    })?;
+    guarded(container, "decoding", || {
+        decode(Box::new(Cursor::new(bytes)), ext, max_secs, container)
+    })
+}
+
+/// Runs `f`, turning a panic into an error for this clip. The decoders'
+/// state lives inside `f` and is dropped with it, so nothing observes it
+/// half-updated after the unwind.
+fn guarded<T>(
+    container: Container,
+    stage: &str,
+    f: impl FnOnce() -> Result<T, ReferenceAudioError>,
+) -> Result<T, ReferenceAudioError> {
+    catch_unwind(AssertUnwindSafe(f)).unwrap_or_else(|payload| {
+        Err(ReferenceAudioError::DecoderFault {
+            format: container.name(),
+            detail: format!("{stage}: {}", panic_text(payload.as_ref())),
+        })
+    })
+}
+
+fn panic_text(payload: &(dyn Any + Send)) -> &str {
+    payload
+        .downcast_ref::<&str>()
+        .copied()
+        .or_else(|| payload.downcast_ref::<String>().map(String::as_str))
+        .unwrap_or("a panic without a message")
+}
+
 /// Decodes a whole stream, mixing to mono (the mean over channels) as it
 /// goes. `ext` is the file extension, if known (only used in messages: the
-/// probe recognises streams by their content). Stops with
-/// [`TooLong`](ReferenceAudioError::TooLong) past `max_secs`.
-pub(super) fn decode(
+/// probe recognises streams by their content); `container` names the file's
+/// format in refusals. Stops with [`TooLong`](ReferenceAudioError::TooLong)
+/// before passing `max_secs`.
+fn decode(
     source: Box<dyn MediaSource>,
     ext: Option<&str>,
     max_secs: f64,
+    container: Container,
 ) -> Result<Decoded, ReferenceAudioError> {
     let mss = MediaSourceStream::new(source, Default::default());
     let mut hint = Hint::new();
@@ -75,17 +141,38 @@ pub(super) fn decode(
             what: format!("codec {}", codec_name(params.codec)),
         });
     }
+    // What the header says, when it says it, checked before a decoder is
+    // made from it; the rate is checked again on every decoded buffer (a
+    // stream may omit it, or lie).
+    let mut rate = params.sample_rate;
+    if let Some(r) = rate {
+        check_rate(r)?;
+    }
+    if let Some(c) = params.channels {
+        check_channels(u16::try_from(c.count()).unwrap_or(u16::MAX))?;
+    }
+    if let Some(n) = params.max_frames_per_packet {
+        if n > MAX_FRAMES_PER_PACKET {
+            return Err(ReferenceAudioError::BadField {
+                format: container.name(),
+                field: "frames per packet".into(),
+                value: n,
+                expected: format!("past the {MAX_FRAMES_PER_PACKET} any codec here uses"),
+            });
+        }
+    }
+    if params.codec == codecs::CODEC_TYPE_VORBIS {
+        if let Some(extra) = &params.extra_data {
+            preflight::check_vorbis_setup(extra)?;
+        }
+    }
     let mut decoder = symphonia::default::get_codecs()
         .make(&params, &DecoderOptions::default())
         .map_err(|e| ReferenceAudioError::Unsupported {
             what: format!("{} decoder: {e}", codec_name(params.codec)),
         })?;
 
-    // What the header says, when it says it; checked again on every
-    // decoded buffer (a stream may omit it, or lie).
-    let mut rate = params.sample_rate;
     if let Some(r) = rate {
-        check_rate(r)?;
         if let Some(n) = declared {
             let secs = n as f64 / r as f64;
             if secs > max_secs {
@@ -155,17 +242,18 @@ pub(super) fn decode(
         let Some(sb) = interleaved.as_mut() else {
             continue; // set just above
         };
-        sb.copy_interleaved_ref(buf);
-        mix_into(sb.samples(), c as usize, frames, &mut mono)?;
-        frames += n as u64;
+        // The cap is checked before the packet's samples are kept.
         let r = rate.unwrap_or(spec.rate);
-        let secs = frames as f64 / r as f64;
+        let secs = (frames + n as u64) as f64 / r as f64;
         if secs > max_secs {
             return Err(ReferenceAudioError::TooLong {
                 secs,
                 max: max_secs,
             });
         }
+        sb.copy_interleaved_ref(buf);
+        mix_into(sb.samples(), c as usize, frames, &mut mono)?;
+        frames += n as u64;
     }
 
     let (Some(rate), Some(channels)) = (rate, channels) else {

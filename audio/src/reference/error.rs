@@ -50,6 +50,59 @@ pub enum ReferenceAudioError {
     /// [`SILENCE_PEAK_DBFS`](super::SILENCE_PEAK_DBFS).
     #[error("the reference audio is silent (peak {peak_dbfs:.1} dBFS, under {threshold} dBFS); record some speech")]
     Silent { peak_dbfs: f64, threshold: f64 },
+    /// The file is larger than any clip within the length limit needs
+    /// ([`MAX_REFERENCE_FILE_BYTES`](super::MAX_REFERENCE_FILE_BYTES)).
+    #[error("the reference file is {bytes} bytes, past the {max}-byte limit for a clip of at most a minute; trim it or send it compressed (FLAC, MP3, M4A)")]
+    TooLarge { bytes: u64, max: u64 },
+    /// A part the container needs (a box, chunk, page or tag) runs past the
+    /// end of the file: it was cut off.
+    #[error("the reference {format} is truncated: its {part} needs {claimed} bytes but the file ends {available} bytes after it starts; send the whole file")]
+    Truncated {
+        format: &'static str,
+        part: String,
+        claimed: u64,
+        available: u64,
+    },
+    /// A part of the file (a box, chunk, block, tag or field) claims more
+    /// bytes than what contains it has left: checked before the decoder
+    /// allocates for it.
+    #[error("the reference {format} is damaged: its {part} claims {claimed} bytes but {within} has {available} left; export the clip again")]
+    SizeOverrun {
+        format: &'static str,
+        part: String,
+        claimed: u64,
+        within: String,
+        available: u64,
+    },
+    /// A count-prefixed table whose entries cannot fit in its box: the
+    /// decoder would reserve `entries` × `entry_bytes` before reading one.
+    #[error("the reference {format} is damaged: its {table} claims {entries} entries of {entry_bytes} bytes but holds {available} bytes; export the clip again")]
+    TableOverrun {
+        format: &'static str,
+        table: &'static str,
+        entries: u64,
+        entry_bytes: u64,
+        available: u64,
+    },
+    /// A header field holds a value no real recording has (a zero time
+    /// base, a frame size that does not match the sample format, a codebook
+    /// larger than any encoder writes).
+    #[error("the reference {format} is damaged: its {field} is {value}, {expected}; export the clip again")]
+    BadField {
+        format: &'static str,
+        field: String,
+        value: u64,
+        expected: String,
+    },
+    /// The decoder stopped on an internal consistency check (a panic,
+    /// caught): the file is damaged in a way the container checks do not
+    /// look for. `detail` is the decoder's own message, for logs; the
+    /// client is told only what it can act on.
+    #[error("the reference {format} could not be decoded: the decoder found it inconsistent (damaged, or using a feature it does not read); re-encode the clip as WAV or FLAC")]
+    DecoderFault {
+        format: &'static str,
+        detail: String,
+    },
     /// The resampler to 24 kHz could not be built (a bug, not the input's
     /// fault: rates are checked before).
     #[error("resampling the reference audio: {0}")]

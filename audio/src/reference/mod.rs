@@ -21,6 +21,17 @@
 //!   silent ([`SILENCE_PEAK_DBFS`]), each refused with its own
 //!   [`ReferenceAudioError`].
 //!
+//! # Untrusted files
+//! A clip arrives from any client, so no header field is trusted: the file
+//! is at most [`MAX_REFERENCE_FILE_BYTES`]; its container's counts and
+//! lengths are checked against the bytes that hold them before the decoder
+//! sees it (`preflight/`: a sample table that cannot fit its box, a chunk
+//! past the end of the file, a zero rate are refused by name); decoding
+//! stops before the clip passes [`MAX_REFERENCE_SECONDS`]; and a panic left
+//! in a decoder comes back as
+//! [`DecoderFault`](ReferenceAudioError::DecoderFault). One bad upload is
+//! one refused request, never a crash of the server.
+//!
 //! # Known limits
 //! - M4A/AAC: symphonia does not apply the MP4 edit list, so the AAC
 //!   encoder's priming samples (1,024 for ffmpeg's encoder, about 21 ms at
@@ -38,12 +49,21 @@
 //!   boundary, looks complete and decodes to the audio that is there.
 //! - An MP3 without a LAME tag keeps the encoder's delay and padding (about
 //!   50 ms at the start and up to one frame at the end).
+//! - Untrusted files are bounded in memory (see above), not in time: the
+//!   decode runs until the clip passes [`MAX_REFERENCE_SECONDS`] or the
+//!   file ends, and a crafted file can make that slow (symphonia looks up
+//!   each MP4 packet's time by walking the `stts` table from its start; an
+//!   Ogg file dense with false page headers is checksummed at each one).
+//!   No wall-clock limit is applied here.
+//! - ID3v2 tags are blanked before decoding (their frames are never used);
+//!   the caller's bytes are not changed.
 //! - A WAV written to a pipe carries 0xFFFF_FFFF as its data size; that is
 //!   read as "length unknown" (decoded to the end, no truncation check), and
 //!   symphonia drops the last partial packet of such a stream (under 0.1 s).
 
 mod decode;
 mod error;
+mod preflight;
 mod synthetic;
 
 use std::path::Path;
@@ -76,6 +96,13 @@ pub const MIN_REFERENCE_SECONDS: f64 = 0.5;
 /// 192 kHz is 11.5 M samples) and decode time; decoding stops as soon as a
 /// clip passes it.
 pub const MAX_REFERENCE_SECONDS: f64 = 60.0;
+
+/// Largest file accepted, in bytes: 128 MiB. The longest clip, 60 s, takes
+/// 92 MB as uncompressed 192 kHz stereo 32-bit PCM, the largest form a
+/// recorder writes; every container check and the decoder hold the file in
+/// memory, so this is also what one clip can cost before decoding starts.
+/// (The server's upload limit is lower; this bounds the CLI.)
+pub const MAX_REFERENCE_FILE_BYTES: u64 = 128 << 20;
 
 /// A clip whose loudest sample is below this is refused as silent. -60 dBFS
 /// (a peak of 0.001) is below any real recording's speech but above
@@ -139,9 +166,12 @@ impl ReferenceAudio {
         if meta.len() == 0 {
             return Err(ReferenceAudioError::Empty);
         }
-        let file = std::fs::File::open(path).map_err(io)?;
+        check_size(meta.len())?;
+        let bytes = std::fs::read(path).map_err(io)?;
+        // The file may have grown since it was measured.
+        check_size(bytes.len() as u64)?;
         let ext = path.extension().and_then(|e| e.to_str());
-        let decoded = decode::decode(Box::new(file), ext, MAX_REFERENCE_SECONDS)?;
+        let decoded = decode::decode_file(bytes, ext, MAX_REFERENCE_SECONDS)?;
         Self::finish(decoded.mono, decoded.rate, decoded.channels, decoded.format)
     }
 
@@ -151,9 +181,9 @@ impl ReferenceAudio {
         if bytes.is_empty() {
             return Err(ReferenceAudioError::Empty);
         }
+        check_size(bytes.len() as u64)?;
         let ext = name_hint.map(|n| n.rsplit('.').next().unwrap_or(n));
-        let source = std::io::Cursor::new(bytes.to_vec());
-        let decoded = decode::decode(Box::new(source), ext, MAX_REFERENCE_SECONDS)?;
+        let decoded = decode::decode_file(bytes.to_vec(), ext, MAX_REFERENCE_SECONDS)?;
         Self::finish(decoded.mono, decoded.rate, decoded.channels, decoded.format)
     }
 
@@ -250,6 +280,17 @@ pub fn to_reference_rate(mono: Vec<f32>, rate: u32) -> Result<Vec<f32>, Referenc
         return Ok(mono);
     }
     Ok(resample_offline(&mono, rate, REFERENCE_RATE)?)
+}
+
+fn check_size(bytes: u64) -> Result<(), ReferenceAudioError> {
+    if bytes <= MAX_REFERENCE_FILE_BYTES {
+        Ok(())
+    } else {
+        Err(ReferenceAudioError::TooLarge {
+            bytes,
+            max: MAX_REFERENCE_FILE_BYTES,
+        })
+    }
 }
 
 fn check_rate(rate: u32) -> Result<(), ReferenceAudioError> {

@@ -676,3 +676,29 @@ async fn other_families_refuse_clones_and_voicedesign_needs_instructions() -> Re
     assert!(no.as_ref().is_err_and(|e| e.contains("instruct")), "{no:?}");
     stop(vd).await
 }
+
+/// Issue 28: a form `ref_text` over the text-field limit was a 413 with
+/// `param: null`; like the clip's 413 (`audio_sample`) it names its field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_form_ref_text_is_a_413_naming_ref_text() -> Result<()> {
+    let dir = TempDir::new("long-ref-text");
+    let s = start(config("tiny-base", Some(&dir.0))).await?;
+    let addr = s.local_addr();
+    let long = "a".repeat(64 * 1024 + 1);
+    let r = upload_form(addr, &[("name", "x"), ("ref_text", &long)], &ref_clip()).await?;
+    assert_refused(&r, 413, "ref_text", "a 64 KiB + 1 ref_text");
+    assert_eq!(r.json()["error"]["param"], "ref_text", "{}", r.message());
+    // Every text field is named the same way, an unknown one included.
+    let r = upload_form(
+        addr,
+        &[("name", "x"), ("speaker_description", &long)],
+        &ref_clip(),
+    )
+    .await?;
+    assert_eq!(r.status, 413, "{}", r.message());
+    assert_eq!(r.json()["error"]["param"], "speaker_description");
+    let r = upload_form(addr, &[("name", "x"), ("notes", &long)], &ref_clip()).await?;
+    assert_eq!(r.status, 413, "{}", r.message());
+    assert_eq!(r.json()["error"]["param"], "notes");
+    stop(s).await
+}

@@ -66,7 +66,7 @@ impl From<Refusal> for Invalid {
         Invalid {
             status: r.status,
             message: r.message,
-            param: Cow::Borrowed(r.param.unwrap_or("")),
+            param: r.param.unwrap_or(Cow::Borrowed("")),
             code: None,
         }
     }

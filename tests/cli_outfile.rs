@@ -456,7 +456,8 @@ fn ctrl_c_during_speaks_model_load_stops_it_and_leaves_out_alone() {
         let mut err = String::new();
         std::io::Read::read_to_string(&mut g.0.stderr.take().unwrap(), &mut err).unwrap();
         println!(
-            "{how} {sig} during speak's load: exit {st} in {:?}",
+            "SIG{} during speak's model load ({how}): {st} in {:?}, --out untouched",
+            sig.trim_start_matches('-'),
             t0.elapsed()
         );
         assert_eq!(st.code(), Some(code), "{how} {sig}: {st}; stderr: {err}");

@@ -308,4 +308,8 @@ fn a_directory_or_a_symlink_loop_as_the_weights_file_is_named_as_such() {
         );
         let _ = std::fs::remove_dir_all(&dir);
     }
+    println!(
+        "corrupt-checkpoint: {} weights paths that are no file (a directory, link loops), each refused saying what is there",
+        cases.len()
+    );
 }

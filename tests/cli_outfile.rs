@@ -384,3 +384,85 @@ fn out_file_is_replaced_by_a_complete_run() {
         std::fs::write(&good, GOOD).unwrap();
     }
 }
+
+/// tiny-a with a FIFO nobody writes in place of its weights: a load that
+/// blocks for as long as the test wants (a hung mount's stand-in).
+fn blocked_checkpoint(name: &str) -> PathBuf {
+    let dir = PathBuf::from(env!("CARGO_TARGET_TMPDIR"))
+        .join("cli_outfile_ckpt")
+        .join(name);
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    for e in std::fs::read_dir(fixture()).unwrap() {
+        let e = e.unwrap();
+        if e.file_name() != "model.safetensors" {
+            std::os::unix::fs::symlink(e.path(), dir.join(e.file_name())).unwrap();
+        }
+    }
+    let st = Command::new("mkfifo")
+        .arg(dir.join("model.safetensors"))
+        .status()
+        .unwrap();
+    assert!(st.success(), "mkfifo");
+    dir
+}
+
+/// Issue 28: Ctrl-C during `speak`'s model load was ignored (the handler
+/// came only with the staged output, after the load) and the run then
+/// replaced `--out`. SIGINT and SIGTERM during the load now end the run at
+/// once, 130 / 143, the existing file as it was — also when the shell that
+/// started it left them ignored (a script's background job), as the handler
+/// takes them whatever their inherited disposition.
+#[test]
+fn ctrl_c_during_speaks_model_load_stops_it_and_leaves_out_alone() {
+    let ckpt = blocked_checkpoint("speak_load");
+    for (how, sig, code) in [
+        ("plain", "-INT", 130),
+        ("plain", "-TERM", 143),
+        ("inherited-ignore", "-INT", 130),
+        ("inherited-ignore", "-TERM", 143),
+    ] {
+        let (dir, good) = setup(&format!("load_{how}{sig}"));
+        let mut c = if how == "plain" {
+            bin()
+        } else {
+            // A shell's `trap '' INT TERM` is inherited through exec.
+            let mut c = Command::new("sh");
+            c.args(["-c", "trap '' INT TERM; exec \"$0\" \"$@\""])
+                .arg(env!("CARGO_BIN_EXE_tts-rt"))
+                .env_remove("TTS_RT_MODEL");
+            c
+        };
+        c.args(["speak", "Hello there.", "--model"])
+            .arg(&ckpt)
+            .arg("--out")
+            .arg(&good);
+        let child = c
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn tts-rt");
+        let mut g = Guard(child);
+        // Well into the load (blocked on the FIFO).
+        std::thread::sleep(Duration::from_millis(700));
+        assert!(
+            g.0.try_wait().unwrap().is_none(),
+            "{how} {sig}: tts-rt ended before the signal"
+        );
+        signal(g.0.id(), sig);
+        let t0 = Instant::now();
+        let st = wait(&mut g.0, Duration::from_secs(10));
+        let mut err = String::new();
+        std::io::Read::read_to_string(&mut g.0.stderr.take().unwrap(), &mut err).unwrap();
+        println!(
+            "SIG{} during speak's model load ({how}): {st} in {:?}, --out untouched",
+            sig.trim_start_matches('-'),
+            t0.elapsed()
+        );
+        assert_eq!(st.code(), Some(code), "{how} {sig}: {st}; stderr: {err}");
+        assert!(err.contains("interrupted"), "{how} {sig}: {err}");
+        assert_untouched(&dir, &good, &format!("{how} {sig} during the load"));
+    }
+    let _ = std::fs::remove_dir_all(&ckpt);
+}

@@ -240,3 +240,76 @@ fn every_corrupt_checkpoint_is_refused_at_load_naming_the_key() {
     }
     println!("corrupt-checkpoint: {n} broken checkpoints, each refused at load by name");
 }
+
+/// Issue 28: a directory, or a symbolic link loop, where the weights file
+/// should be got a misleading refusal (a loop read as "no such file", a
+/// directory as an mmap error); each must say what is there instead, for
+/// `serve` and `speak` alike, and `speak` must leave `--out` alone.
+#[test]
+fn a_directory_or_a_symlink_loop_as_the_weights_file_is_named_as_such() {
+    /// A case: its name, what the refusal says, how the weights path is made.
+    type NotAFile = (&'static str, &'static str, fn(&Path));
+    let cases: [NotAFile; 3] = [
+        (
+            "weights_dir",
+            "model.safetensors is a directory, not a file",
+            |p| {
+                std::fs::create_dir(p).unwrap();
+            },
+        ),
+        (
+            "weights_self_loop",
+            "model.safetensors is a symbolic link loop",
+            |p| {
+                std::os::unix::fs::symlink("model.safetensors", p).unwrap();
+            },
+        ),
+        (
+            "weights_loop",
+            "model.safetensors is a symbolic link loop",
+            |p| {
+                // model.safetensors -> other.safetensors -> model.safetensors
+                let other = p.with_file_name("other.safetensors");
+                std::os::unix::fs::symlink("other.safetensors", p).unwrap();
+                std::os::unix::fs::symlink("model.safetensors", other).unwrap();
+            },
+        ),
+    ];
+    for (name, says, make) in cases {
+        let dir = copy_with(name, &[]);
+        let weights = dir.join("model.safetensors");
+        std::fs::remove_file(&weights).unwrap();
+        make(&weights);
+        let err = serve_refuses(&dir, &[says]);
+        println!(
+            "{name}: serve refused: {}",
+            err.lines().last().unwrap_or("")
+        );
+        let out = dir.join("keep.wav");
+        std::fs::write(&out, b"keep").unwrap();
+        let o = Command::new(env!("CARGO_BIN_EXE_tts-rt"))
+            .args(["speak", "Hello.", "--model", dir.to_str().unwrap(), "--out"])
+            .arg(&out)
+            .env_remove("TTS_RT_MODEL")
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert_eq!(o.status.code(), Some(1), "{name}: {err}");
+        assert!(
+            err.contains(says),
+            "{name}: speak's stderr lacks {says:?}: {err}"
+        );
+        assert!(!err.contains("panicked"), "{name}: {err}");
+        assert_eq!(
+            std::fs::read(&out).unwrap(),
+            b"keep",
+            "{name}: --out changed"
+        );
+        let _ = std::fs::remove_dir_all(&dir);
+    }
+    println!(
+        "corrupt-checkpoint: {} weights paths that are no file (a directory, link loops), each refused saying what is there",
+        cases.len()
+    );
+}

@@ -403,3 +403,35 @@ fn voice_and_clone_refusals_name_the_problem() {
         &["no voice named \"nobody\"", "good"],
     );
 }
+
+/// Issue 28: speaking a voice removed with `tts-rt voice rm` said only that
+/// no voice has that name; the refusal names it and says it may have been
+/// deleted (another process removed it: this one cannot know more).
+#[test]
+fn a_voice_removed_with_voice_rm_is_refused_as_maybe_deleted() {
+    let voices = tempfile::tempdir().unwrap();
+    let vd = voices.path().to_string_lossy().into_owned();
+    let model = clone_root().join("tiny-base");
+    for name in ["carol", "dave"] {
+        ok(bin()
+            .args(["voice", "add", name, "--x-vector-only", "--audio"])
+            .arg(clip("ref_b"))
+            .args(["--voices-dir", &vd])
+            .arg("--model")
+            .arg(&model));
+    }
+    ok(bin().args(["voice", "rm", "carol", "--voices-dir", &vd]));
+    let out = tempfile::tempdir().unwrap();
+    fails_with(
+        bin()
+            .args(["speak", "Hello.", "--voice", "carol", "--voices-dir", &vd])
+            .arg("--model")
+            .arg(&model)
+            .arg("--out")
+            .arg(out.path().join("x.wav")),
+        &[
+            "no voice named \"carol\" in the library (it may have been deleted)",
+            "stored voices: dave",
+        ],
+    );
+}

@@ -13,7 +13,7 @@
 //!   shared [`VoiceClone`] a request carries, converted once per stored
 //!   record and kept while the record is unchanged.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::path::Path;
 use std::sync::{Arc, Mutex};
 
@@ -43,9 +43,16 @@ pub enum VoiceError {
     Store(#[from] StoreError),
     #[error(transparent)]
     Record(#[from] RecordError),
-    /// No stored voice of that name.
-    #[error("no voice named {name:?}; stored voices: {}", if .known.is_empty() { "none".to_string() } else { .known.join(", ") })]
-    NotFound { name: String, known: Vec<String> },
+    /// No stored voice of that name. `deleted`: this library removed a
+    /// voice of that name (and none was made again since), so the message
+    /// says so; otherwise it may have been removed by another process, or
+    /// never have been.
+    #[error("{}; stored voices: {}", if *.deleted { format!("voice {name:?} was deleted from the library") } else { format!("no voice named {name:?} in the library (it may have been deleted)") }, if .known.is_empty() { "none".to_string() } else { .known.join(", ") })]
+    NotFound {
+        name: String,
+        known: Vec<String>,
+        deleted: bool,
+    },
     /// A voice made for another talker size.
     #[error("voice {name:?} was made for the {voice_size} talker (x-vector of {voice_hidden}); this checkpoint is {model_size} ({model_hidden}): make the voice again with this checkpoint")]
     WrongTalker {
@@ -93,7 +100,16 @@ pub struct VoiceLibrary {
     /// Converted voices, keyed by name key; valid while the stored record is
     /// the same `Arc`.
     clones: Mutex<Converted>,
+    /// Keys of the voices removed through this library (newest last, at
+    /// most [`REMEMBERED_REMOVALS`]), so a later request for one is told it
+    /// was deleted rather than that it names no voice.
+    removed: Mutex<VecDeque<String>>,
 }
+
+/// Removed names remembered for the "was deleted" message: enough for any
+/// session still holding a deleted voice's name, bounded whatever a client
+/// deletes.
+const REMEMBERED_REMOVALS: usize = 1024;
 
 /// Name key → (the stored record converted, the voice made from it).
 type Converted = HashMap<String, (Arc<VoiceRecord>, Arc<VoiceClone>)>;
@@ -132,6 +148,7 @@ impl VoiceLibrary {
                 model,
                 store,
                 clones: Mutex::new(HashMap::new()),
+                removed: Mutex::new(VecDeque::new()),
             },
             skipped,
         ))
@@ -204,6 +221,7 @@ impl VoiceLibrary {
         };
         record.description = new.description.clone().filter(|d| !d.trim().is_empty());
         let record = self.store.insert(record, new.replace)?;
+        self.removed_keys().retain(|k| k != record.name.key());
         let clone = Arc::new(clone);
         self.warm(&clone);
         self.lock()
@@ -222,6 +240,12 @@ impl VoiceLibrary {
             e => e.into(),
         })?;
         self.lock().remove(r.name.key());
+        let mut removed = self.removed_keys();
+        removed.retain(|k| k != r.name.key());
+        if removed.len() == REMEMBERED_REMOVALS {
+            removed.pop_front();
+        }
+        removed.push_back(r.name.key().to_string());
         Ok(r)
     }
 
@@ -313,7 +337,12 @@ impl VoiceLibrary {
         }
     }
 
-    fn not_found(&self, name: &str) -> VoiceError {
+    /// The refusal for a name no stored voice has: naming the stored ones,
+    /// and saying the voice was deleted when this library removed it.
+    pub fn not_found(&self, name: &str) -> VoiceError {
+        let deleted = VoiceName::new(name)
+            .map(|n| self.removed_keys().iter().any(|k| k == n.key()))
+            .unwrap_or(false);
         VoiceError::NotFound {
             name: name.to_string(),
             known: self
@@ -321,11 +350,16 @@ impl VoiceLibrary {
                 .iter()
                 .map(|r| r.name.as_str().to_string())
                 .collect(),
+            deleted,
         }
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Converted> {
         self.clones.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    fn removed_keys(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {
+        self.removed.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     /// True when this checkpoint can make voices (Base).

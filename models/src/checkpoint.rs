@@ -107,7 +107,9 @@ impl TensorStore {
                 }
             }
             Ok(store)
-        } else if single.exists() {
+        } else if single.exists() || std::fs::symlink_metadata(&single).is_ok() {
+            // A link that leads nowhere is not "no such file": opening it
+            // says what it is (a loop) or what is missing (its target).
             Self::open_files(&[single])
         } else {
             Err(ModelError::Io {
@@ -125,6 +127,7 @@ impl TensorStore {
         let mut files = Vec::new();
         let mut entries = HashMap::new();
         for (fi, path) in paths.iter().enumerate() {
+            check_is_file(path)?;
             let file = MappedFile::open(path).map_err(|source| ModelError::Io {
                 path: path.clone(),
                 source,
@@ -341,6 +344,49 @@ fn describe_st_error(e: safetensors::SafeTensorError, len: usize) -> String {
     }
 }
 
+/// Symbolic links followed before a chain counts as a loop (Linux's own
+/// limit: past it, opening fails with "too many levels of symbolic links").
+const MAX_LINKS: usize = 40;
+
+/// Refuses a weights path that is not a file, saying what is there
+/// instead: a directory, or a symbolic link loop (which would otherwise
+/// read as "no such device" from the map, or as a missing file). Other
+/// paths are left to opening, whose error names the problem (a FIFO is
+/// opened as given).
+fn check_is_file(path: &Path) -> Result<()> {
+    let what = match std::fs::metadata(path) {
+        Ok(m) if m.is_dir() => "is a directory, not a file",
+        Ok(_) => return Ok(()),
+        Err(_) if is_link_loop(path) => "is a symbolic link loop",
+        Err(_) => return Ok(()),
+    };
+    Err(ModelError::NotAFile {
+        path: path.to_path_buf(),
+        what,
+    })
+}
+
+/// True when following the symbolic links from `path` comes back to one of
+/// them, or goes on past [`MAX_LINKS`].
+fn is_link_loop(path: &Path) -> bool {
+    let mut seen = HashSet::new();
+    let mut p = path.to_path_buf();
+    for _ in 0..MAX_LINKS {
+        let Ok(target) = std::fs::read_link(&p) else {
+            return false;
+        };
+        let next = match p.parent() {
+            Some(dir) => dir.join(target),
+            None => target,
+        };
+        if !seen.insert(p) {
+            return true;
+        }
+        p = next;
+    }
+    true
+}
+
 pub(crate) fn read_text(path: &Path) -> Result<String> {
     std::fs::read_to_string(path).map_err(|source| ModelError::Io {
         path: path.to_path_buf(),
@@ -384,5 +430,55 @@ impl F32Tensor {
 
     pub(crate) fn mat(&self) -> Mat<'_> {
         self.0.mat()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue 28: a directory read as "no such device", a link loop as a
+    /// missing file; each weights path now says what it is.
+    #[cfg(unix)]
+    #[test]
+    fn a_directory_or_a_symlink_loop_as_the_weights_file_is_named_as_such() {
+        let dir =
+            std::env::temp_dir().join(format!("tts-models-not-a-file-{}", std::process::id()));
+        let _ = std::fs::remove_dir_all(&dir);
+        let message = |d: &Path| match TensorStore::open_dir(d, "model") {
+            Ok(_) => panic!("{} opened", d.display()),
+            Err(e) => e.to_string(),
+        };
+        let a = dir.join("a");
+        std::fs::create_dir_all(a.join("model.safetensors")).unwrap();
+        let e = message(&a);
+        assert!(
+            e.ends_with("model.safetensors is a directory, not a file"),
+            "{e}"
+        );
+        let b = dir.join("b");
+        std::fs::create_dir_all(&b).unwrap();
+        std::os::unix::fs::symlink("model.safetensors", b.join("model.safetensors")).unwrap();
+        let e = message(&b);
+        assert!(
+            e.ends_with("model.safetensors is a symbolic link loop"),
+            "{e}"
+        );
+        let c = dir.join("c");
+        std::fs::create_dir_all(&c).unwrap();
+        std::os::unix::fs::symlink("x.safetensors", c.join("model.safetensors")).unwrap();
+        std::os::unix::fs::symlink("model.safetensors", c.join("x.safetensors")).unwrap();
+        let e = message(&c);
+        assert!(
+            e.ends_with("model.safetensors is a symbolic link loop"),
+            "{e}"
+        );
+        // A link to nothing is not a loop: opening it names the missing file.
+        let d = dir.join("d");
+        std::fs::create_dir_all(&d).unwrap();
+        std::os::unix::fs::symlink("gone.safetensors", d.join("model.safetensors")).unwrap();
+        let e = message(&d);
+        assert!(!e.contains("loop") && e.contains("No such file"), "{e}");
+        let _ = std::fs::remove_dir_all(&dir);
     }
 }

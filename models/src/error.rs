@@ -29,6 +29,10 @@ pub enum ModelError {
     },
     #[error("{path}: not a valid safetensors file: {message}")]
     Safetensors { path: PathBuf, message: String },
+    /// A weights path that is no file: `what` says what it is instead ("is
+    /// a directory, not a file", "is a symbolic link loop").
+    #[error("{path} {what}")]
+    NotAFile { path: PathBuf, what: &'static str },
     #[error("checkpoint is missing tensor `{tensor}` (expected shape {expected:?}); is the checkpoint complete and of the configured size?")]
     MissingTensor {
         tensor: String,

@@ -398,6 +398,8 @@ pub fn client(a: ClientArgs) -> Result<()> {
             "nothing to do: give --out FILE (or - for stdout) and/or --play; the audio would be discarded"
         ),
     }
+    // A signal while connecting ends the run too, --out as it was.
+    super::outfile::catch_interrupts();
     let mut conn = Conn::connect(
         &url,
         a.token.as_deref(),

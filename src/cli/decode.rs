@@ -8,6 +8,7 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 
 use super::io::{check_out, Output};
+use super::outfile::catch_interrupts;
 use super::{load, ModelArg, OutArgs};
 
 #[derive(Args)]
@@ -29,6 +30,8 @@ pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
         .as_deref()
         .context("decode needs --out FILE (or - for stdout)")?;
     check_out(out_path, "--out")?;
+    // A signal during the load below ends the run, --out as it was.
+    catch_interrupts();
     let text = if a.codes == Path::new("-") {
         let mut s = String::new();
         std::io::stdin()

@@ -8,10 +8,15 @@
 //! file, which removes the temporary: an existing good file at the target
 //! is never truncated or half-written.
 //!
-//! Interruption: the first staged file installs a SIGINT/SIGTERM handler
-//! (a small thread waiting on `tokio::signal`). On a signal it removes
-//! every temporary still pending, says which targets were left as they
-//! were, and exits with 130 (SIGINT) or 143 (SIGTERM). Renames take the same
+//! Interruption: a SIGINT/SIGTERM handler (a small thread waiting on
+//! `tokio::signal`), installed by [`catch_interrupts`] when a command that
+//! writes files starts — before its model load, so a signal during the load
+//! ends the run instead of being lost — and by the first staged file at the
+//! latest. On a signal it removes every temporary still pending, says which
+//! targets were left as they were, and exits with 130 (SIGINT) or 143
+//! (SIGTERM). It takes the signals whatever their inherited disposition: a
+//! script's background job starts with SIGINT ignored, and would otherwise
+//! load through a Ctrl-C and then replace its output. Renames take the same
 //! lock as the handler, so a target is either the previous file or the new,
 //! finalized one — never empty, never a WAV whose sizes are 0. SIGKILL
 //! cannot be caught: it leaves at most a `.NAME.tts-rt-PID.tmp` file beside
@@ -86,7 +91,7 @@ impl Staged {
     /// Creates the temporary beside `target` (the target itself is not
     /// touched) and returns it with its open file.
     pub(crate) fn create(target: &Path) -> Result<(Staged, File)> {
-        install_interrupt_handler();
+        catch_interrupts();
         let name = target
             .file_name()
             .with_context(|| format!("{}: not a file name", target.display()))?;
@@ -173,8 +178,10 @@ pub(crate) fn write_atomic(target: &Path, bytes: &[u8]) -> Result<()> {
 static INSTALL: Once = Once::new();
 
 /// Installs the SIGINT/SIGTERM handler once per process and waits (up to
-/// 2 s) until it is registered, so a signal from here on is caught.
-fn install_interrupt_handler() {
+/// 2 s) until it is registered, so a signal from here on is caught. The
+/// commands that write files call it first thing, before any slow work
+/// (a model load); a signal then exits 130 / 143 with no target touched.
+pub(crate) fn catch_interrupts() {
     INSTALL.call_once(|| {
         let (ready_tx, ready_rx) = std::sync::mpsc::channel::<()>();
         let spawned = std::thread::Builder::new()

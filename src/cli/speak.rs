@@ -17,7 +17,7 @@ use tts_models::StopReason;
 use tts_models::{GenOptions, Qwen3Tts, Request, VoiceClone};
 
 use super::io::{check_out, read_text, write_codes, AudioWriter, Output};
-use super::outfile::check_target;
+use super::outfile::{catch_interrupts, check_target};
 use super::{load, play, ModelArg, OutArgs, VoicesDirArg};
 
 mod split;
@@ -158,6 +158,9 @@ fn clone_for(model: &Arc<Qwen3Tts>, a: &SpeakArgs) -> Result<Option<Arc<VoiceClo
 }
 
 pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
+    // Ctrl-C / SIGTERM from here on, the model load included, ends the run
+    // (130 / 143) with every output as it was.
+    catch_interrupts();
     let text = read_text(a.text.take())?;
     // Every argument is checked before any output is opened, and outputs
     // are staged (super::outfile): a failure never touches an existing file.

@@ -10,7 +10,11 @@
 //! The log line (`tracing` event, target `tts_transport::http`) is written
 //! when the response leaves, except for a speech response that streams: its
 //! handler marks the response [`Deferred`] and logs the line itself when the
-//! audio is finished (then it knows the audio seconds, ttfp and rtf).
+//! audio is finished (then it knows the audio seconds, ttfp and rtf). Its
+//! `status` is the one the client was answered with: a stream that failed
+//! before its first audio was answered 500 (503 when shutting down), one
+//! that failed after it 200 with a cut body, and a client that left before
+//! any answer is logged 499 (it got none).
 //! Probes (`/health`, `/ready`, `/metrics`) log at debug, so a scraper does
 //! not fill the log.
 

@@ -2,6 +2,8 @@
 //! the refusals of `/v1/realtime` and `/metrics`), so one shape reaches every
 //! HTTP client whatever route it called.
 
+use std::borrow::Cow;
+
 use axum::http::StatusCode;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
@@ -57,7 +59,9 @@ pub fn kind_of(status: StatusCode) -> &'static str {
 pub struct Refusal {
     pub status: StatusCode,
     pub message: String,
-    pub param: Option<&'static str>,
+    /// Mostly one of the route's own field names; a form field's as the
+    /// client named it (`Cow::Owned`) when the refusal is about that field.
+    pub param: Option<Cow<'static, str>>,
     /// Seconds for a `Retry-After` header (a refusal that says "not now").
     pub retry_after: Option<u32>,
 }
@@ -71,7 +75,7 @@ impl Refusal {
         Refusal {
             status,
             message: message.into(),
-            param,
+            param: param.map(Cow::Borrowed),
             retry_after: None,
         }
     }
@@ -85,6 +89,16 @@ impl Refusal {
         }
     }
 
+    /// A refusal about the field the client named `param`.
+    pub fn about(status: StatusCode, message: impl Into<String>, param: String) -> Self {
+        Refusal {
+            status,
+            message: message.into(),
+            param: Some(Cow::Owned(param)),
+            retry_after: None,
+        }
+    }
+
     /// A 400 about `param`.
     pub fn bad(message: impl Into<String>, param: &'static str) -> Self {
         Refusal::new(StatusCode::BAD_REQUEST, message, Some(param))
@@ -93,7 +107,12 @@ impl Refusal {
 
 impl IntoResponse for Refusal {
     fn into_response(self) -> Response {
-        let mut r = error_response(self.status, &self.message, kind_of(self.status), self.param);
+        let mut r = error_response(
+            self.status,
+            &self.message,
+            kind_of(self.status),
+            self.param.as_deref(),
+        );
         if let Some(s) = self.retry_after {
             r.headers_mut()
                 .insert(axum::http::header::RETRY_AFTER, s.into());

@@ -95,6 +95,23 @@ async fn request(
     Ok(String::from_utf8_lossy(&raw).to_string())
 }
 
+/// The process's subscriber (installed once; the tests of this binary share
+/// it and tell their lines apart by request id).
+fn captured() -> Captured {
+    static OUT: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
+    OUT.get_or_init(|| {
+        let out = Captured::default();
+        let w = out.clone();
+        tracing_subscriber::fmt()
+            .json()
+            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
+            .with_writer(move || w.clone())
+            .init();
+        out
+    })
+    .clone()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_line_per_request_with_its_id_and_figures() -> Result<()> {
     let out = captured();
@@ -256,4 +273,72 @@ async fn vendor_socket_lines_carry_the_request_id_span() -> Result<()> {
         assert_eq!(l["fields"]["text_chars"], 13, "{l}");
     }
     common::stop(s).await.context("stop")
+}
+
+/// Issue 28: a streamed speech response whose synthesis fails before its
+/// first audio reaches the client as a JSON 500 (docs/limits.md, "non-finite
+/// audio"), and its log line must say 500 too, not the 200 it would have
+/// been; a failure after audio has left was a 200 on the wire, cut, and is
+/// logged so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_stream_that_fails_before_audio_is_logged_with_the_500_the_client_got() -> Result<()> {
+    let out = captured();
+    let broken = common::BrokenCodec::new()?;
+    let mut cfg = common::config(Duration::from_secs(5));
+    cfg.model_dir = broken.dir();
+    let s = common::start(cfg).await?;
+    let addr = s.local_addr();
+    let cases = [
+        ("nan-pcm", r#""response_format":"pcm""#),
+        ("nan-mp3", r#""response_format":"mp3""#),
+        (
+            "nan-sse",
+            r#""response_format":"pcm","stream_format":"sse""#,
+        ),
+        ("nan-wav", r#""response_format":"wav""#),
+    ];
+    for (id, extra) in cases {
+        let body = format!(r#"{{"input":"Hello there.","voice":"alloy",{extra}}}"#);
+        let r = post_with_id(addr, id, &body).await?;
+        assert_eq!(r.status, 500, "{id}: {}", r.body_str());
+        let l = out.wait_for(id).await?;
+        assert_eq!(l["fields"]["status"], 500, "{id}: the client got 500: {l}");
+        assert_eq!(l["fields"]["outcome"], "failed", "{id}: {l}");
+        assert_eq!(l["level"], "WARN", "{id}: {l}");
+    }
+    common::stop(s).await?;
+
+    // After audio has left, the client's status was 200 (then a cut body).
+    let late = common::BrokenCodec::at_code(common::LATE_CODE)?;
+    let mut cfg = common::config(Duration::from_secs(5));
+    cfg.model_dir = late.dir();
+    let s = common::start(cfg).await?;
+    let r = post_with_id(
+        s.local_addr(),
+        "nan-late",
+        r#"{"input":"Hello world.","voice":"ryan","language":"English","greedy":true,"response_format":"pcm"}"#,
+    )
+    .await?;
+    assert!(r.status == 200 && r.cut, "{} cut: {}", r.status, r.cut);
+    let l = out.wait_for("nan-late").await?;
+    assert_eq!(l["fields"]["status"], 200, "{l}");
+    assert_eq!(l["fields"]["outcome"], "failed", "{l}");
+    common::stop(s).await
+}
+
+/// A speech POST with its request id, read by the raw client that reports a
+/// cut body rather than failing on it.
+async fn post_with_id(
+    addr: SocketAddr,
+    id: &str,
+    body: &str,
+) -> Result<common::http::HttpResponse> {
+    common::http::request(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[("Content-Type", "application/json"), ("X-Request-Id", id)],
+        body.as_bytes(),
+    )
+    .await
 }

@@ -714,3 +714,126 @@ async fn other_families_refuse_clones_and_voicedesign_needs_instructions() -> Re
     assert!(no.as_ref().is_err_and(|e| e.contains("instruct")), "{no:?}");
     stop(vd).await
 }
+
+/// Issue 28: a form `ref_text` over the text-field limit was a 413 with
+/// `param: null`; like the clip's 413 (`audio_sample`) it names its field.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_oversized_form_ref_text_is_a_413_naming_ref_text() -> Result<()> {
+    let dir = TempDir::new("long-ref-text");
+    let s = start(config("tiny-base", Some(&dir.0))).await?;
+    let addr = s.local_addr();
+    let long = "a".repeat(64 * 1024 + 1);
+    let r = upload_form(addr, &[("name", "x"), ("ref_text", &long)], &ref_clip()).await?;
+    assert_refused(&r, 413, "ref_text", "a 64 KiB + 1 ref_text");
+    assert_eq!(r.json()["error"]["param"], "ref_text", "{}", r.message());
+    // Every text field is named the same way, an unknown one included.
+    let r = upload_form(
+        addr,
+        &[("name", "x"), ("speaker_description", &long)],
+        &ref_clip(),
+    )
+    .await?;
+    assert_eq!(r.status, 413, "{}", r.message());
+    assert_eq!(r.json()["error"]["param"], "speaker_description");
+    let r = upload_form(addr, &[("name", "x"), ("notes", &long)], &ref_clip()).await?;
+    assert_eq!(r.status, 413, "{}", r.message());
+    assert_eq!(r.json()["error"]["param"], "notes");
+    stop(s).await
+}
+
+/// The next JSON message of a realtime socket (binary audio skipped).
+async fn next_event<S>(ws: &mut S) -> Result<Value>
+where
+    S: futures_util::Stream<Item = Result<Message, tokio_tungstenite::tungstenite::Error>> + Unpin,
+{
+    loop {
+        match tokio::time::timeout(WAIT, ws.next())
+            .await?
+            .context("socket closed")??
+        {
+            Message::Text(t) => return Ok(serde_json::from_str(&t)?),
+            Message::Close(c) => bail!("closed: {c:?}"),
+            _ => {}
+        }
+    }
+}
+
+/// Issue 28: a session chose a stored voice, the voice was deleted
+/// (`DELETE /v1/audio/voices/NAME`), and the session's next context failed
+/// with the model's "the request names no voice to clone", which says
+/// nothing of the voice. It must fail saying that voice was deleted; so
+/// must an HTTP request naming it (same codes as before: `context.failed`
+/// `synthesis_failed`, and a 400 about `voice`).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deleted_voice_fails_later_contexts_saying_it_was_deleted() -> Result<()> {
+    let dir = TempDir::new("deleted");
+    let s = start(config("tiny-base", Some(&dir.0))).await?;
+    let addr = s.local_addr();
+    for name in ["alice", "bob"] {
+        let r = upload_form(addr, &[("name", name)], &ref_clip()).await?;
+        assert_eq!(r.status, 201, "{}", r.message());
+    }
+    let (mut ws, _) = tokio_tungstenite::connect_async(format!("ws://{addr}/v1/realtime")).await?;
+    let send = |v: Value| Message::text(v.to_string());
+    ws.send(send(json!({"type": "session.update", "session": {"voice": "Alice", "greedy": true, "max_frames": 6}}))).await?;
+    loop {
+        let v = next_event(&mut ws).await?;
+        if v["type"] == "session.updated" {
+            break;
+        }
+        ensure!(v["type"] == "session.created", "{v}");
+    }
+    let gone = http(addr, "DELETE", "/v1/audio/voices/alice", None, b"").await?;
+    assert_eq!(gone.status, 200, "{}", gone.message());
+    ws.send(send(
+        json!({"type": "context.append", "context_id": "c", "text": "Hello there."}),
+    ))
+    .await?;
+    ws.send(send(json!({"type": "context.end", "context_id": "c"})))
+        .await?;
+    let end = loop {
+        let v = next_event(&mut ws).await?;
+        let kind = v["type"].as_str().unwrap_or_default();
+        if kind == "error" || (kind.starts_with("context.") && kind != "context.started") {
+            break v;
+        }
+    };
+    assert_eq!(end["type"], "context.failed", "{end}");
+    assert_eq!(end["code"], "synthesis_failed", "{end}");
+    let message = end["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("\"alice\"") && message.contains("deleted"),
+        "the context's failure names the deleted voice: {end}"
+    );
+    assert!(!message.contains("no voice to clone"), "{end}");
+
+    // The same session on another stored voice speaks again.
+    ws.send(send(
+        json!({"type": "session.update", "session": {"voice": "bob"}}),
+    ))
+    .await?;
+    ws.send(send(
+        json!({"type": "context.append", "context_id": "d", "text": "Hello there."}),
+    ))
+    .await?;
+    ws.send(send(json!({"type": "context.end", "context_id": "d"})))
+        .await?;
+    let end = loop {
+        let v = next_event(&mut ws).await?;
+        if v["context_id"] == "d" && v["type"] != "context.started" {
+            break v;
+        }
+    };
+    assert_eq!(end["type"], "context.done", "{end}");
+
+    // HTTP: a 400 about `voice`, saying so.
+    let r = speak(addr, json!({"voice": "alice"})).await?;
+    assert_refused(&r, 400, "deleted", "speaking a deleted voice over HTTP");
+    assert!(r.message().contains("\"alice\""), "{}", r.message());
+    assert_eq!(r.json()["error"]["param"], "voice");
+    // A name that never was one is not called deleted.
+    let r = speak(addr, json!({"voice": "carol"})).await?;
+    assert_refused(&r, 400, "\"carol\"", "an unknown voice");
+    assert!(!r.message().contains("was deleted"), "{}", r.message());
+    stop(s).await
+}

@@ -210,19 +210,13 @@ pub async fn delete(
 }
 
 fn not_found(m: &Loaded, name: &str) -> Refusal {
-    let known: Vec<String> = m
-        .library
-        .as_ref()
-        .map(|l| {
-            l.list()
-                .iter()
-                .map(|r| r.name.as_str().to_string())
-                .collect()
-        })
-        .unwrap_or_default();
-    let e = tts_actors::VoiceError::NotFound {
-        name: name.to_string(),
-        known,
+    let e = match &m.library {
+        Some(lib) => lib.not_found(name),
+        None => tts_actors::VoiceError::NotFound {
+            name: name.to_string(),
+            known: Vec::new(),
+            deleted: false,
+        },
     };
     Refusal::new(StatusCode::NOT_FOUND, e.to_string(), Some("name"))
 }

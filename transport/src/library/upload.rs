@@ -169,10 +169,12 @@ async fn read_multipart(
         let mut text = Vec::new();
         while let Some(chunk) = field.chunk().await.map_err(bad_body)? {
             if text.len() + chunk.len() > MAX_TEXT_FIELD {
-                return Err(Refusal::new(
+                // Named as the clip's 413 is (`audio_sample`): the field
+                // the client sent, e.g. `ref_text`.
+                return Err(Refusal::about(
                     StatusCode::PAYLOAD_TOO_LARGE,
                     format!("form field {field_name:?} is over {MAX_TEXT_FIELD} bytes"),
-                    None,
+                    field_name,
                 ));
             }
             text_bytes += chunk.len();
@@ -265,7 +267,10 @@ mod tests {
         let v = new_voice(Some("a".into()), Some(" ".into()), Some(false), None, None).unwrap();
         assert!(!v.x_vector_only && v.ref_text.is_none());
         assert_eq!(
-            new_voice(None, None, None, None, None).unwrap_err().param,
+            new_voice(None, None, None, None, None)
+                .unwrap_err()
+                .param
+                .as_deref(),
             Some("name")
         );
         assert!(form_bool("On", "x").unwrap());

@@ -19,7 +19,7 @@ use axum::extract::State;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, oneshot};
 use tts_actors::{ErrorKind, Event, Stream};
 use tts_actors::{ModelError, Request};
 use tts_audio::StreamResampler;
@@ -66,7 +66,7 @@ impl From<Refusal> for Invalid {
         Invalid {
             status: r.status,
             message: r.message,
-            param: Cow::Borrowed(r.param.unwrap_or("")),
+            param: r.param.unwrap_or(Cow::Borrowed("")),
             code: None,
         }
     }
@@ -536,12 +536,37 @@ pub(crate) async fn speak(
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
     let output = plan.output;
     let id = access_log::current().unwrap_or_default();
-    tokio::spawn(produce(st.clone(), m.clone(), stream, plan, enc, tx, id));
+    let (answered, answer) = oneshot::channel();
+    tokio::spawn(produce(
+        st.clone(),
+        m.clone(),
+        stream,
+        plan,
+        enc,
+        tx,
+        Logged { id, answer },
+    ));
     let mut resp = body_response(output, rx).await;
-    // The synthesis task logs this request's line when the audio is done.
+    // The synthesis task logs this request's line when the audio is done,
+    // with the status this answer carries (a stream that failed before its
+    // first audio is a 500 here, not the 200 it would have been).
+    let _ = answered.send(resp.status().as_u16());
     resp.extensions_mut().insert(Deferred);
     resp
 }
+
+/// What the synthesis task needs for the request's log line: its id, and
+/// the status the client was answered with, sent by the handler once
+/// `body_response` has chosen it (dropped unsent when the client left
+/// before any answer).
+struct Logged {
+    id: String,
+    answer: oneshot::Receiver<u16>,
+}
+
+/// The status logged for a client that closed its connection before it
+/// was answered (nginx's "client closed request"): it got none.
+const NO_ANSWER: u16 = 499;
 
 /// The response for a started synthesis: the whole file (complete) or the
 /// streamed body, with the audio headers.
@@ -624,8 +649,9 @@ async fn produce(
     plan: Plan,
     mut enc: format::BodyEncoder,
     tx: mpsc::Sender<Result<Bytes, std::io::Error>>,
-    request_id: String,
+    logged: Logged,
 ) {
+    let request_id = logged.id;
     let _live = st.track();
     st.metrics
         .http_streams_active
@@ -761,14 +787,12 @@ async fn produce(
     let audio_s = out_samples as f64 / out.rate as f64;
     let text_chars = plan.req.text.chars().count();
     let (ttfp_ms, rtf) = figures;
+    // The handler answers once it has the first item (a stream) or the
+    // whole file (a complete body): every item is sent by now, and with the
+    // sender dropped a complete body's answer can be made.
+    drop(tx);
+    let status = logged.answer.await.unwrap_or(NO_ANSWER);
     let ms = t0.elapsed().as_secs_f64() * 1e3;
-    // A complete body that did not finish was answered with an error status
-    // instead of the audio (500, or 503 when shutting down).
-    let status: u16 = match (out.complete, outcome) {
-        (true, "failed") => 500,
-        (true, "cancelled") => 503,
-        _ => 200,
-    };
     macro_rules! line {
         ($level:ident) => {
             tracing::$level!(

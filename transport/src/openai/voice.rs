@@ -107,14 +107,19 @@ fn stored_voice(m: &Loaded, name: &str) -> Result<Arc<VoiceClone>, Invalid> {
     let lib = library::library_of(m, "the request names a stored voice")?;
     match lib.resolve(name) {
         Ok(c) => Ok(c),
-        Err(VoiceError::NotFound { known, .. }) => {
+        Err(VoiceError::NotFound { known, deleted, .. }) => {
             let stored = if known.is_empty() {
                 "no voices are stored yet".to_string()
             } else {
                 format!("stored voices: {}", known.join(", "))
             };
+            let what = if deleted {
+                format!("voice {name:?} was deleted from the library")
+            } else {
+                format!("unknown voice {name:?}")
+            };
             Err(invalid(
-                format!("unknown voice {name:?}: this Base checkpoint speaks stored voices ({stored}); upload one with POST /v1/audio/voices, or send ref_audio (with ref_text) in the request"),
+                format!("{what}: this Base checkpoint speaks stored voices ({stored}); upload one with POST /v1/audio/voices, or send ref_audio (with ref_text) in the request"),
                 "voice",
             ))
         }

@@ -377,6 +377,13 @@ impl RealtimeConnection {
                     .filter(|_| self.settings.chunking.mode == ChunkingMode::Live)
                     .filter(|_| !self.queue.is_finished(&context_id))
                 {
+                    if let Some(why) = &cs.voice_error {
+                        let e = ProtocolError::new(
+                            ErrorCode::InvalidSetting,
+                            format!("chunking.mode live: {why}"),
+                        );
+                        return self.refuse(ws, e, Some(&context_id)).await;
+                    }
                     let template = live_template(cs);
                     match self.engine.live(template.clone()) {
                         Ok(first) => Some(LiveCtx::new(template, first, &self.settings.chunking)),

@@ -137,6 +137,13 @@ impl RealtimeConnection {
 
     pub(super) async fn start_segment(&mut self, ws: &mut Socket, id: &str, text: String) -> Res {
         let c = self.queue.get_mut(id).expect("head context exists");
+        if let Some(why) = c.s.voice_error.clone() {
+            // Its stored voice is gone: the same failure the model would
+            // give a request without a voice, saying which and why.
+            return self
+                .fail_context(ws, id, ErrorCode::SynthesisFailed, why)
+                .await;
+        }
         let req = Request {
             text,
             speaker: c.s.speaker.clone(),

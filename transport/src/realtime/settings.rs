@@ -60,6 +60,11 @@ pub struct CtxSettings {
     pub speaker: Option<String>,
     /// A stored voice (Base), resolved when the context opened.
     pub voice_clone: Option<Arc<VoiceClone>>,
+    /// Why the context cannot be spoken, when its stored voice could not be
+    /// resolved as it opened (deleted since `session.update` chose it, or
+    /// made for another talker): the context fails with this message
+    /// instead of reaching the model without a voice.
+    pub voice_error: Option<String>,
     pub language: String,
     pub instruct: Option<String>,
     pub rate: u32,
@@ -78,6 +83,7 @@ impl CtxSettings {
         CtxSettings {
             speaker: Some("ryan".into()),
             voice_clone: None,
+            voice_error: None,
             language: "auto".into(),
             instruct: None,
             rate: 16000,
@@ -317,16 +323,21 @@ pub fn apply(
 /// The snapshot a new context takes: later `session.update`s do not change
 /// a context already open.
 pub fn ctx_settings(s: &SessionSettings, m: &Loaded) -> CtxSettings {
-    let (speaker, voice_clone) = match (m.kind(), &m.library) {
-        // A voice removed since `session.update` resolves to none: the
-        // model then refuses the context, naming what Base needs.
-        (ModelKind::Base, Some(lib)) => (None, lib.resolve(&s.voice).ok()),
-        (ModelKind::CustomVoice, _) => (Some(s.voice.clone()), None),
-        _ => (None, None),
+    let (speaker, voice) = match (m.kind(), &m.library) {
+        // A voice removed since `session.update` chose it fails the
+        // context, saying so (the library remembers what it deleted).
+        (ModelKind::Base, Some(lib)) => (None, lib.resolve(&s.voice).map(Some)),
+        (ModelKind::CustomVoice, _) => (Some(s.voice.clone()), Ok(None)),
+        _ => (None, Ok(None)),
+    };
+    let (voice_clone, voice_error) = match voice {
+        Ok(c) => (c, None),
+        Err(e) => (None, Some(e.to_string())),
     };
     CtxSettings {
         speaker,
         voice_clone,
+        voice_error,
         language: s.language.clone(),
         instruct: s.instruct.clone(),
         rate: s.sample_rate,

@@ -21,6 +21,9 @@
 //!   leaves an existing file as it was).
 //! - `speak/split`: long text cut into sentence-aligned pieces (the
 //!   server's segmenter).
+//! - `switches`: the kernels' `TTS_RT_*` measurement and override
+//!   switches, read from the environment once at start (a malformed value
+//!   is refused by name) and installed as typed settings.
 //!
 //! Imports point from the subcommands to this file, `play` and `io`; none
 //! between subcommands.
@@ -51,6 +54,7 @@ mod play;
 mod serve;
 mod serve_config;
 mod speak;
+mod switches;
 mod voice;
 mod voices;
 
@@ -195,6 +199,13 @@ struct OutArgs {
 
 pub fn run() -> Result<()> {
     let cli = Cli::parse();
+    // Every environment switch, read and checked once, before anything
+    // runs; the kernels' are fixed for the process here.
+    let switches = switches::Switches::read()?;
+    switches.install_kernels()?;
+    if let Some(note) = switches.isa_note() {
+        eprintln!("note: {note}");
+    }
     if let Some(n) = cli.threads {
         if let Some(sub) = match cli.command {
             Command::Voices(_) => Some("voices"),

@@ -5,8 +5,9 @@
 #
 # - server side: two `BIN serve` processes on the same checkpoint, one as
 #   shipped (TCP_NODELAY on every accepted socket) and one started with
-#   `TTS_RT_NODELAY=off` (the measurement switch read once by
-#   transport/src/listener.rs: accepted sockets keep Nagle's algorithm on);
+#   `TTS_RT_NODELAY=off` (the measurement switch the binary reads once at
+#   start, passed to transport/src/listener.rs: accepted sockets keep
+#   Nagle's algorithm on);
 # - client side: the request's socket with TCP_NODELAY set, or with Nagle
 #   left on (what a client that never sets it gets).
 #

@@ -21,6 +21,10 @@
 //!   leaves an existing file as it was).
 //! - `speak/split`: long text cut into sentence-aligned pieces (the
 //!   server's segmenter).
+//! - `switches`: the `TTS_RT_*` measurement and override switches of the
+//!   kernels, the engine and the server, read from the environment once at
+//!   start (a malformed value is refused by name) and handed down as typed
+//!   settings.
 //!
 //! Imports point from the subcommands to this file, `play` and `io`; none
 //! between subcommands.
@@ -51,6 +55,7 @@ mod play;
 mod serve;
 mod serve_config;
 mod speak;
+mod switches;
 mod voice;
 mod voices;
 
@@ -195,6 +200,13 @@ struct OutArgs {
 
 pub fn run() -> Result<()> {
     let cli = Cli::parse();
+    // Every environment switch, read and checked once, before anything
+    // runs; the kernels' are fixed for the process here.
+    let switches = switches::Switches::read()?;
+    switches.install_kernels()?;
+    if let Some(note) = switches.isa_note() {
+        eprintln!("note: {note}");
+    }
     if let Some(n) = cli.threads {
         if let Some(sub) = match cli.command {
             Command::Voices(_) => Some("voices"),
@@ -230,22 +242,22 @@ pub fn run() -> Result<()> {
         }
         _ => None,
     };
-    let go = || run_command(cli.command);
+    let go = || run_command(cli.command, &switches);
     match team {
         Some(t) => t.install(go),
         None => go(),
     }
 }
 
-fn run_command(command: Command) -> Result<()> {
+fn run_command(command: Command, switches: &switches::Switches) -> Result<()> {
     match command {
-        Command::Speak(a) => speak::speak(a),
+        Command::Speak(a) => speak::speak(a, switches.team_hold),
         Command::Decode(a) => decode::decode(a),
         Command::Voices(a) => voices::voices(a),
         Command::Voice(a) => voice::voice(a),
         Command::GenCheckpoint(a) => gen_checkpoint::gen_checkpoint(a),
-        Command::Bench(a) => bench::bench(a),
-        Command::Serve(a) => serve::serve(a),
+        Command::Bench(a) => bench::bench(a, switches),
+        Command::Serve(a) => serve::serve(a, switches),
         Command::Devices => devices::devices(),
         Command::Client(a) => client::client(a),
         Command::Fidelity(a) => fidelity::fidelity(a),

@@ -11,7 +11,9 @@
 //! The CLI reaches the kernels only through tts-models (for example
 //! `Code2Wav::decode_on_pool`), except `tts_kernels::isa()` and
 //! `tts_kernels::bf16_conv_path()` for the instruction set and convolution
-//! path it reports in `--timings` and `bench` provenance.
+//! path it reports in `--timings` and `bench` provenance, the offline
+//! paths' kernel `Team`, and `tts_kernels::KernelSettings`, which it reads
+//! from the environment and installs once at start (`cli/switches.rs`).
 
 mod cli;
 mod download;

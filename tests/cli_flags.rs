@@ -207,3 +207,145 @@ fn every_sampling_flag_has_help() {
         assert!(text.trim().len() > 10, "{flag} has no help: {text:?}");
     }
 }
+
+/// The `TTS_RT_*` switches of the kernels, the engine and the server.
+const SWITCHES: [&str; 8] = [
+    "TTS_RT_ISA",
+    "TTS_RT_ON_POOL",
+    "TTS_RT_TEAMS",
+    "TTS_RT_TEAM_SPIN_US",
+    "TTS_RT_AMX",
+    "TTS_RT_PREFETCH",
+    "TTS_RT_TEAM_HOLD",
+    "TTS_RT_NODELAY",
+];
+
+/// `bin()` with none of the switches set (whatever the caller's shell has).
+fn bin_without_switches() -> Command {
+    let mut c = bin();
+    for k in SWITCHES {
+        c.env_remove(k);
+    }
+    c
+}
+
+#[test]
+fn a_malformed_environment_switch_refuses_to_start_naming_it() {
+    // Read once at start by the binary, before any command runs: a typo is
+    // refused with the variable and its accepted values, not ignored.
+    let dir = scratch("switches");
+    for (key, bad) in [
+        ("TTS_RT_ISA", "avx3"),
+        ("TTS_RT_ON_POOL", "of"),
+        ("TTS_RT_TEAMS", "disabled"),
+        ("TTS_RT_TEAM_SPIN_US", "200us"),
+        ("TTS_RT_AMX", "nope"),
+        ("TTS_RT_PREFETCH", "l3"),
+        ("TTS_RT_TEAM_HOLD", "lnd"),
+        ("TTS_RT_NODELAY", "maybe"),
+    ] {
+        let out = dir.join(format!("{key}.wav"));
+        let (o, err) = run(bin_without_switches()
+            .env(key, bad)
+            .args(["speak", "Hi.", "--max-frames", "2", "--model"])
+            .arg(fixture("tiny-a"))
+            .arg("--out")
+            .arg(&out));
+        assert_eq!(o.status.code(), Some(1), "{key}: {err}");
+        assert!(
+            err.contains(&format!("{key}={bad:?} is not understood")),
+            "{key}: {err}"
+        );
+        assert!(!out.exists(), "{key}");
+    }
+    // `serve` as well, before it looks for its model.
+    let (o, err) = run(bin_without_switches().env("TTS_RT_TEAM_HOLD", "lnd").args([
+        "serve",
+        "--port",
+        "0",
+        "--model",
+        "/nonexistent/tts-rt-model",
+    ]));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains(
+            "TTS_RT_TEAM_HOLD=\"lnd\" is not understood; use one of: c2w (the default), lend, off, all"
+        ),
+        "{err}"
+    );
+}
+
+#[test]
+fn accepted_switches_run_and_reach_the_engine() {
+    let dir = scratch("switches_ok");
+    let out = dir.join("x.wav");
+    let (o, err) = run(bin_without_switches()
+        .envs([
+            ("TTS_RT_ON_POOL", "off"),
+            ("TTS_RT_TEAM_SPIN_US", "50"),
+            ("TTS_RT_AMX", "OFF"),
+            ("TTS_RT_PREFETCH", "l1"),
+            ("TTS_RT_TEAM_HOLD", "all"),
+            ("TTS_RT_NODELAY", ""),
+        ])
+        .args(["speak", "Hi.", "--max-frames", "2", "--stream", "--model"])
+        .arg(fixture("tiny-a"))
+        .arg("--out")
+        .arg(&out));
+    assert!(o.status.success(), "{err}");
+    assert!(out.exists());
+    // bench records the switches as read, and the team hold it ran with.
+    let (o, err) = run(bin_without_switches()
+        .env("TTS_RT_TEAM_HOLD", "lend")
+        .env("TTS_RT_TEAMS", "on")
+        .args([
+            "bench",
+            "--lengths",
+            "ten",
+            "--concurrency",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--frames",
+            "2",
+            "--lend-core",
+            "--json",
+            "--model",
+        ])
+        .arg(fixture("tiny-a")));
+    assert!(o.status.success(), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let p = &doc["provenance"];
+    assert_eq!(p["team_hold"], "lend");
+    assert_eq!(p["lend_core"], true);
+    assert_eq!(p["env"]["TTS_RT_TEAM_HOLD"], "lend");
+    assert_eq!(p["env"]["TTS_RT_TEAMS"], "on");
+    assert!(p["env"]["TTS_RT_AMX"].is_null());
+}
+
+#[test]
+fn a_team_hold_that_never_lends_beside_lend_core_is_refused_naming_both() {
+    // Neither overrides the other: the contradiction is refused before the
+    // model is looked for.
+    for hold in ["c2w", "off", "all"] {
+        for cmd in [
+            &["serve", "--port", "0", "--lend-core"][..],
+            &["bench", "--lend-core"][..],
+        ] {
+            let t0 = std::time::Instant::now();
+            let (o, err) = run(bin_without_switches()
+                .env("TTS_RT_TEAM_HOLD", hold)
+                .args(cmd)
+                .args(["--model", "/nonexistent/tts-rt-model"]));
+            assert_eq!(o.status.code(), Some(1), "{hold} {cmd:?}: {err}");
+            for name in ["team_hold", "TTS_RT_TEAM_HOLD", "lend_core", "--lend-core"] {
+                assert!(err.contains(name), "{hold} {cmd:?}: {err}");
+            }
+            assert!(err.contains(&format!("`{hold}`")), "{err}");
+            assert!(!err.contains("nonexistent"), "checked first: {err}");
+            assert!(t0.elapsed().as_secs() < 30);
+        }
+    }
+}

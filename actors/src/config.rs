@@ -150,10 +150,77 @@ pub struct EngineConfig {
     /// one core nearly saturates the memory bus, and loses where one core
     /// reads about half of what two do (docs/performance.md, "A Zen 5
     /// host: the vocoder beside the LMs"); off by default. Only with the
-    /// shared team (`stage_threads` unset). `TTS_RT_TEAM_HOLD` overrides it.
+    /// shared team (`stage_threads` unset). [`EngineConfig::team_hold`]
+    /// `Lend` asks for the same; any other explicit `team_hold` contradicts
+    /// it and is refused by [`EngineConfig::validate`].
     pub lend_core: bool,
+    /// How the stages' steps take the kernel team, when set explicitly (a
+    /// measurement switch; `tts-rt` reads it from `TTS_RT_TEAM_HOLD`).
+    /// `None`, the default: each stage by its own `HOLDS_TEAM` (code2wav
+    /// holds the team for its step, the LMs take a turn per region), lent a
+    /// core where `lend_core` says so. See [`TeamHold`] for each value.
+    ///
+    /// Precedence: neither overrides the other. `Some(Lend)` is
+    /// `lend_core: true` spelled the other way (either or both lend);
+    /// `Some(C2w)`, `Some(Off)` and `Some(All)` never lend, so with
+    /// `lend_core: true` they are refused, naming both.
+    pub team_hold: Option<TeamHold>,
     #[cfg(feature = "fault-injection")]
     pub fault: Option<Fault>,
+}
+
+/// An explicit choice of how the stages' steps take the kernel team
+/// ([`EngineConfig::team_hold`]; the values of `TTS_RT_TEAM_HOLD`). A
+/// measurement switch: each value is one arm of an A/B run
+/// (docs/performance.md, "code2wav holds the team for its step").
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum TeamHold {
+    /// `off`: every stage takes a turn per kernel region (no stage holds
+    /// the team for a whole step).
+    Off,
+    /// `all`: every stage holds the team for its whole step.
+    All,
+    /// `c2w`: each stage by its own `HOLDS_TEAM` (code2wav holds, the LMs
+    /// take turns), never lending a core: the default without `lend_core`.
+    C2w,
+    /// `lend`: as `c2w`, but the holding stage (code2wav) runs beside the
+    /// others on one core while they step: the same as `lend_core`.
+    Lend,
+}
+
+impl TeamHold {
+    /// Every value, in the order the accepted spellings are listed.
+    pub const ALL: [TeamHold; 4] = [TeamHold::C2w, TeamHold::Lend, TeamHold::Off, TeamHold::All];
+    /// The accepted spellings, for messages.
+    pub const NAMES: &'static str = "c2w (the default), lend, off, all";
+
+    pub fn name(self) -> &'static str {
+        match self {
+            TeamHold::Off => "off",
+            TeamHold::All => "all",
+            TeamHold::C2w => "c2w",
+            TeamHold::Lend => "lend",
+        }
+    }
+
+    /// Parses a [`TeamHold::name`] spelling (case-insensitive, surrounding
+    /// blanks ignored); anything else is `None`.
+    pub fn from_name(s: &str) -> Option<TeamHold> {
+        let s = s.trim().to_ascii_lowercase();
+        TeamHold::ALL.into_iter().find(|h| h.name() == s)
+    }
+
+    /// Whether the holding stages are lent a core.
+    pub fn lends(self) -> bool {
+        self == TeamHold::Lend
+    }
+}
+
+impl std::fmt::Display for TeamHold {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
 }
 
 /// Kernel threads per stage group (see [`EngineConfig::stage_threads`]).
@@ -201,6 +268,7 @@ impl Default for EngineConfig {
             batch_gather: Duration::from_millis(200),
             stage_threads: None,
             lend_core: false,
+            team_hold: None,
             #[cfg(feature = "fault-injection")]
             fault: None,
         }
@@ -274,7 +342,23 @@ impl EngineConfig {
         if self.kv_positions_cap == Some(0) {
             return bad("kv_positions_cap", "must be at least 1".into());
         }
+        if let Some(h) = self.team_hold.filter(|h| self.lend_core && !h.lends()) {
+            return bad(
+                "team_hold",
+                format!(
+                    "`{h}` (TTS_RT_TEAM_HOLD) never lends a core, but lend_core (--lend-core) asks for one; \
+                     drop one of them, or use `lend`"
+                ),
+            );
+        }
         Ok(())
+    }
+
+    /// Whether the holding stages are lent a core: `lend_core`, or an
+    /// explicit [`TeamHold::Lend`] (a validated config has no other
+    /// explicit choice beside `lend_core`).
+    pub fn lends_core(&self) -> bool {
+        self.lend_core || self.team_hold.is_some_and(TeamHold::lends)
     }
 
     /// Stage mailbox capacity: one circulating message per active request,
@@ -310,5 +394,54 @@ mod tests {
             other => panic!("{other:?}"),
         }
         assert!(EngineConfig::default().validate().is_ok());
+    }
+
+    #[test]
+    fn team_hold_names_round_trip_and_typos_are_not_names() {
+        for h in TeamHold::ALL {
+            assert_eq!(TeamHold::from_name(h.name()), Some(h));
+            assert!(TeamHold::NAMES.contains(h.name()));
+        }
+        assert_eq!(TeamHold::from_name(" LEND "), Some(TeamHold::Lend));
+        for bad in ["lnd", "", "on", "c2w,lend", "default"] {
+            assert_eq!(TeamHold::from_name(bad), None, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn a_team_hold_that_never_lends_is_refused_beside_lend_core_naming_both() {
+        for h in [TeamHold::Off, TeamHold::All, TeamHold::C2w] {
+            let c = EngineConfig {
+                lend_core: true,
+                team_hold: Some(h),
+                ..EngineConfig::default()
+            };
+            match c.validate() {
+                Err(EngineError::Config { key, message }) => {
+                    assert_eq!(key, "team_hold");
+                    assert!(message.contains("lend_core"), "{message}");
+                    assert!(message.contains(&format!("`{h}`")), "{message}");
+                }
+                other => panic!("{h}: {other:?}"),
+            }
+            // Without lend_core the same choice is fine, and lends nothing.
+            let alone = EngineConfig {
+                team_hold: Some(h),
+                ..EngineConfig::default()
+            };
+            alone.validate().unwrap();
+            assert!(!alone.lends_core());
+        }
+        // `lend` agrees with lend_core, and asks for the same without it.
+        for lend_core in [false, true] {
+            let c = EngineConfig {
+                lend_core,
+                team_hold: Some(TeamHold::Lend),
+                ..EngineConfig::default()
+            };
+            c.validate().unwrap();
+            assert!(c.lends_core());
+        }
+        assert!(!EngineConfig::default().lends_core());
     }
 }

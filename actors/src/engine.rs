@@ -146,7 +146,8 @@ impl Engine {
             };
             shared.pools = Some([pool(t.lm, "lm")?, pool(t.vocoder, "vocoder")?]);
         }
-        shared.lend_core = config.lend_core;
+        shared.lend_core = config.lends_core();
+        shared.team_hold = config.team_hold;
         let shared = Arc::new(shared);
         let dir = Arc::new(RwLock::new(None));
         let (tx, rx) = std::sync::mpsc::channel();

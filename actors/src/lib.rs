@@ -61,7 +61,7 @@ mod shared;
 mod stage;
 pub mod voice_library;
 
-pub use config::{ChunkSchedule, EngineConfig, StageThreads};
+pub use config::{ChunkSchedule, EngineConfig, StageThreads, TeamHold};
 #[cfg(feature = "fault-injection")]
 pub use config::{Fault, FaultAction};
 pub use contract::{AudioChunk, RequestKey, StageKind, CONTRACT_VERSION};

@@ -72,8 +72,12 @@ pub struct Shared {
     /// with `TTS_RT_TEAMS=off` (`tts_kernels::teams_enabled`; the pools
     /// above instead).
     pub teams: Option<Teams>,
-    /// [`crate::EngineConfig::lend_core`].
+    /// Whether the holding stages are lent a core
+    /// ([`crate::EngineConfig::lends_core`]: `lend_core`, or `team_hold`
+    /// `lend`).
     pub lend_core: bool,
+    /// [`crate::EngineConfig::team_hold`].
+    pub team_hold: Option<crate::TeamHold>,
 }
 
 /// The kernel teams of an engine ([`tts_kernels::Team`]): one that every
@@ -133,6 +137,7 @@ impl Shared {
             pools: None,
             teams: None,
             lend_core: false,
+            team_hold: None,
         }
     }
 

@@ -13,7 +13,7 @@ use std::time::{Duration, Instant};
 
 use tts_actors::{
     AudioChunk, ChunkSchedule, Engine, EngineConfig, ErrorKind, Event, Fault, FaultAction,
-    RequestMetrics, StageKind, StageThreads, Stream,
+    RequestMetrics, StageKind, StageThreads, Stream, TeamHold,
 };
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
@@ -349,6 +349,25 @@ fn concurrent_sessions_each_get_their_own_audio() {
     });
 }
 
+/// Every explicit team hold (`EngineConfig::team_hold`, the values of
+/// `TTS_RT_TEAM_HOLD`) gives every session exactly its offline audio: how a
+/// step takes the team moves regions between threads, never their bits.
+#[test]
+fn every_team_hold_gives_each_session_its_own_audio() {
+    within(180, || {
+        let m = model("tiny-a");
+        for hold in TeamHold::ALL {
+            let cfg = EngineConfig {
+                team_hold: Some(hold),
+                ..config()
+            };
+            let engine = Engine::start(m.clone(), cfg).unwrap();
+            run_concurrently(&engine, &m, mixed_requests(&m, 3, &[13, 21, 9]));
+            assert_idle(&engine);
+        }
+    });
+}
+
 /// With code2wav lending a core (`lend_core`), every session still gets
 /// exactly its offline audio: lending moves regions between threads, never
 /// their bits.
@@ -680,6 +699,23 @@ fn invalid_config_and_requests_are_refused_up_front() {
     .unwrap();
     assert_eq!(err.kind(), ErrorKind::Config);
     assert!(err.to_string().contains("max_active_requests"));
+    // A team hold that never lends beside lend_core: neither wins.
+    let err = Engine::start(
+        m.clone(),
+        EngineConfig {
+            lend_core: true,
+            team_hold: Some(TeamHold::C2w),
+            ..config()
+        },
+    )
+    .err()
+    .unwrap();
+    assert_eq!(err.kind(), ErrorKind::Config);
+    let msg = err.to_string();
+    assert!(
+        msg.contains("team_hold") && msg.contains("lend_core"),
+        "{msg}"
+    );
     let engine = Engine::start(m.clone(), config()).unwrap();
     let mut bad = request(&m, "Hi", 5, true, 0);
     bad.speaker = Some("nobody".into());

@@ -4,7 +4,7 @@
 //! Throughput is in elements = multiply-adds (x2 for FLOP/s) for matmul and
 //! conv, elements for element-wise kernels.
 
-use criterion::{black_box, criterion_group, criterion_main, BenchmarkId, Criterion, Throughput};
+use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
 use tts_kernels::{
     f32_to_bf16, quantize_q4_rows, quantize_q8_rows, AttnShape, Conv1dShape, ConvTranspose1dShape,
     GroupFormat, Isa, Kernels, KvRows, Mat, Q4Rows, StridedConv1dShape,
@@ -521,7 +521,14 @@ criterion_group!(
     elementwise,
     attention
 );
-criterion_main!(benches);
+/// `criterion_main!(benches)`, after installing the kernel switches from
+/// the environment (`TTS_RT_PREFETCH`, `TTS_RT_TEAMS`, ...) as `tts-rt`
+/// does.
+fn main() {
+    common::install_kernel_settings();
+    benches();
+    Criterion::default().configure_from_args().final_summary();
+}
 
 /// The distinct bf16 convolution paths of `ks`: its own (AMX tiles where
 /// granted), `vdpbf16ps`, and the f32-FMA emulation.

@@ -34,6 +34,7 @@ const SHAPES: [(&str, bool, usize, usize, usize, usize, usize); 16] = [
 ];
 
 fn main() {
+    common::install_kernel_settings();
     let reps: usize = std::env::args()
         .nth(1)
         .and_then(|s| s.parse().ok())

@@ -25,6 +25,7 @@ fn env(name: &str, default: usize) -> usize {
 }
 
 fn main() {
+    common::install_kernel_settings();
     let args: Vec<String> = std::env::args().collect();
     let shared = match args.get(1).map(String::as_str) {
         Some("split") | None => false,

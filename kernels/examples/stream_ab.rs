@@ -1,5 +1,7 @@
 //! Decode matvec from DRAM, one format per process, for A/B runs of the
-//! kernels' environment switches (`TTS_RT_PREFETCH`, `TTS_RT_ISA`):
+//! kernels' environment switches (`TTS_RT_PREFETCH`, `TTS_RT_ISA`,
+//! `TTS_RT_TEAMS`; read at start as `tts-rt` reads them, a malformed value
+//! refused):
 //! `cargo run --release -p tts-kernels --example stream_ab -- FORMAT [REPS [M [LAYERS]]]`
 //! with FORMAT one of f32, bf16, q8, q4. Prints the median and best pass in
 //! GiB/s of weight bytes over LAYERS (48) matrices of 1024x3072 (the criterion
@@ -21,6 +23,7 @@ enum W {
 }
 
 fn main() {
+    common::install_kernel_settings();
     let args: Vec<String> = std::env::args().collect();
     let fmt = args
         .get(1)

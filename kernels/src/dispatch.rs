@@ -60,20 +60,22 @@ impl Isa {
     }
 }
 
-/// The choice `isa()` makes for a given `TTS_RT_ISA` value: a supported
-/// forced path wins; an unknown name or a path the CPU lacks falls back to
-/// detection (silently: kernels do not log, the caller can print `isa()`).
-pub(crate) fn select(forced: Option<&str>) -> Isa {
-    match forced.and_then(Isa::from_name) {
+/// The choice `isa()` makes for a forced path
+/// ([`crate::KernelSettings::isa`], `TTS_RT_ISA`): a supported forced path
+/// wins; a path the CPU lacks falls back to detection (silently: kernels do
+/// not log, the caller can compare `isa()` with what it asked for).
+pub(crate) fn select(forced: Option<Isa>) -> Isa {
+    match forced {
         Some(i) if i.is_supported() => i,
         _ => Isa::detect(),
     }
 }
 
-/// The path in use: detected at first call, `TTS_RT_ISA` may force another.
+/// The path in use: detected at first call, unless the installed
+/// [`crate::KernelSettings::isa`] forces another.
 pub fn isa() -> Isa {
     static ISA: OnceLock<Isa> = OnceLock::new();
-    *ISA.get_or_init(|| select(std::env::var("TTS_RT_ISA").ok().as_deref()))
+    *ISA.get_or_init(|| select(crate::settings::get().isa))
 }
 
 #[cfg(test)]
@@ -82,11 +84,10 @@ mod tests {
 
     #[test]
     fn forced_path_is_used_only_when_supported() {
-        assert_eq!(select(Some("scalar")), Isa::Scalar);
+        assert_eq!(select(Some(Isa::Scalar)), Isa::Scalar);
         assert_eq!(select(None), Isa::detect());
-        assert_eq!(select(Some("sse9")), Isa::detect());
         for i in Isa::ALL {
-            let forced = select(Some(i.name()));
+            let forced = select(Some(i));
             if i.is_supported() {
                 assert_eq!(forced, i);
             } else {

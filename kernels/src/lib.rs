@@ -4,8 +4,14 @@
 //! - [`reference`](mod@reference): one plain scalar implementation per kernel. It defines the
 //!   semantics; every optimised path is tested against it.
 //! - [`Isa`] / [`isa()`]: the instruction set chosen once at run time
-//!   (AVX-512, AVX2+FMA, or portable scalar). `TTS_RT_ISA=scalar|avx2|avx512`
-//!   forces a path (a path the CPU lacks is refused, falling back to detection).
+//!   (AVX-512, AVX2+FMA, or portable scalar). [`KernelSettings::isa`]
+//!   (`TTS_RT_ISA=scalar|avx2|avx512`) forces a path (a path the CPU lacks
+//!   is refused, falling back to detection).
+//! - [`KernelSettings`]: the process-wide switches (instruction set, pool,
+//!   teams, team spin, AMX, prefetch), installed once by the program before
+//!   the first kernel runs ([`KernelSettings::install`]); the crate reads no
+//!   environment variable itself. `KernelSettings::from_env_map` is the one
+//!   parser of their `TTS_RT_*` spellings.
 //! - [`Kernels`]: every kernel as a method, bound to one path. Built for the
 //!   selected path ([`Kernels::selected`]) or a named one ([`Kernels::new`],
 //!   `None` when the CPU lacks it), which is how tests and benches compare
@@ -88,6 +94,7 @@ pub mod probe;
 pub mod q4;
 pub mod q6;
 pub mod reference;
+mod settings;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod simd;
 mod team;
@@ -100,6 +107,9 @@ pub use mat::{
     A16_MAX, Q8_MAX,
 };
 pub use q4::{quantize_a8_row, quantize_q4_rows, Q4Rows};
+pub use settings::{
+    parse_switch, KernelSettings, PrefetchLevel, SettingError, SettingsFixed, SWITCH_VALUES,
+};
 pub use team::{teams_enabled, Team};
 
 #[cfg(target_arch = "x86_64")]
@@ -121,13 +131,11 @@ use simd::{avx2::Avx2, avx512::Avx512};
 /// `f` is re-raised on the calling thread.
 ///
 /// On a thread with a [`Team`] installed, `f` runs right here: the team is
-/// already where its regions go. `TTS_RT_ON_POOL=off` runs `f` on the
-/// calling thread too (for A/B measurements; read once).
+/// already where its regions go. [`KernelSettings::on_pool`] `false`
+/// (`TTS_RT_ON_POOL=off`) runs `f` on the calling thread too (for A/B
+/// measurements).
 pub fn on_pool<R: Send>(f: impl FnOnce() -> R + Send) -> R {
-    static ON: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-    if !team::installed()
-        && *ON.get_or_init(|| std::env::var("TTS_RT_ON_POOL").as_deref() != Ok("off"))
-    {
+    if !team::installed() && settings::get().on_pool {
         rayon::scope(|_| f())
     } else {
         f()

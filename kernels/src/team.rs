@@ -42,26 +42,20 @@ use std::thread::{JoinHandle, Thread};
 use std::time::{Duration, Instant};
 
 /// How long a worker (and a caller waiting for the workers) keeps spinning
-/// before it parks (yields), `TTS_RT_TEAM_SPIN_US` (read once): long enough
-/// to bridge the gap between two regions of a step and between the steps
-/// of one frame (a mailbox hop), short enough that an idle team is idle.
+/// before it parks (yields), [`crate::KernelSettings::team_spin_us`]
+/// (`TTS_RT_TEAM_SPIN_US`): long enough to bridge the gap between two
+/// regions of a step and between the steps of one frame (a mailbox hop),
+/// short enough that an idle team is idle.
 fn spin() -> Duration {
     static SPIN: OnceLock<Duration> = OnceLock::new();
-    *SPIN.get_or_init(|| {
-        let us = std::env::var("TTS_RT_TEAM_SPIN_US")
-            .ok()
-            .and_then(|v| v.parse().ok())
-            .unwrap_or(SPIN_US);
-        Duration::from_micros(us)
-    })
+    *SPIN.get_or_init(|| Duration::from_micros(crate::settings::get().team_spin_us))
 }
 
-/// Whether the runtime puts its kernels on teams: `TTS_RT_TEAMS=off` keeps
-/// them on rayon's pools instead (an A/B switch for measurements, read
-/// once).
+/// Whether the runtime puts its kernels on teams:
+/// [`crate::KernelSettings::teams`] `false` (`TTS_RT_TEAMS=off`) keeps them
+/// on rayon's pools instead (an A/B switch for measurements).
 pub fn teams_enabled() -> bool {
-    static ON: OnceLock<bool> = OnceLock::new();
-    *ON.get_or_init(|| std::env::var("TTS_RT_TEAMS").as_deref() != Ok("off"))
+    crate::settings::get().teams
 }
 
 /// The default of [`spin`], in microseconds.

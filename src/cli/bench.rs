@@ -21,10 +21,11 @@ use anyhow::{bail, Context, Result};
 use clap::Args;
 use serde_json::{json, Value};
 use tts_actors::{
-    ChunkSchedule, Engine, EngineConfig, EngineStats, Event, RequestMetrics, StageThreads,
+    ChunkSchedule, Engine, EngineConfig, EngineStats, Event, RequestMetrics, StageThreads, TeamHold,
 };
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
+use super::switches::Switches;
 use super::ModelArg;
 
 mod machine;
@@ -84,7 +85,8 @@ pub struct BenchArgs {
     #[arg(long)]
     stage_threads: Option<StageThreads>,
     /// code2wav decodes on one core beside the LM stages while they step
-    /// (see `serve --lend-core`).
+    /// (see `serve --lend-core`). Refused beside a TTS_RT_TEAM_HOLD that
+    /// never lends (anything but `lend`).
     #[arg(long)]
     lend_core: bool,
     /// Concurrent sessions per round (comma-separated levels).
@@ -143,9 +145,20 @@ struct Slot {
     done: Option<(RequestMetrics, Option<u64>, Instant)>,
 }
 
-fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
+fn provenance(model: &Qwen3Tts, a: &BenchArgs, switches: &Switches) -> Value {
     let t = &model.config.talker;
     let c = model.code2wav.config();
+    // The switches as read at start (every `TTS_RT_*` one), and the thread
+    // count's variable.
+    let mut env: serde_json::Map<String, Value> = switches
+        .raw
+        .iter()
+        .map(|(k, v)| (k.to_string(), json!(v)))
+        .collect();
+    env.insert(
+        "RAYON_NUM_THREADS".into(),
+        json!(std::env::var("RAYON_NUM_THREADS").ok()),
+    );
     json!({
         "git_commit": git_commit(),
         "cpu_model": cpu_model(),
@@ -154,17 +167,13 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs) -> Value {
         "threads": rayon::current_num_threads(),
         "stage_threads": a.stage_threads,
         "lend_core": a.lend_core,
+        "team_hold": switches.team_hold.map(TeamHold::name),
         "cores_online": std::thread::available_parallelism().ok().map(|n| n.get()),
         "load_avg_1m_at_start": load_avg_1m(),
         "precision": format!("f32 compute; talker weights {}, code predictor weights {} (f32 = as stored, BF16 in hub checkpoints); code2wav {}", model.precision.talker.name(), model.precision.code_predictor.name(), model.precision.code2wav.name()),
         "precision_spec": model.precision.name(),
         "prefix_cache_bytes": model.prefix_cache.budget(),
-        "env": {
-            "TTS_RT_ISA": std::env::var("TTS_RT_ISA").ok(),
-            "TTS_RT_AMX": std::env::var("TTS_RT_AMX").ok(),
-            "TTS_RT_TEAM_HOLD": std::env::var("TTS_RT_TEAM_HOLD").ok(),
-            "RAYON_NUM_THREADS": std::env::var("RAYON_NUM_THREADS").ok(),
-        },
+        "env": env,
         "model": {
             "dir": model.dir.display().to_string(),
             "talker_hidden": t.lm.hidden_size,
@@ -212,14 +221,19 @@ fn run_one(session: &tts_actors::Session, req: Request) -> Result<RequestMetrics
 /// rounds first, then the measured ones, for each text length and
 /// concurrency), sample memory at the end, summarise each cell, and print
 /// the table or the JSON document.
-pub fn bench(a: BenchArgs) -> Result<()> {
+pub fn bench(a: BenchArgs, switches: &Switches) -> Result<()> {
     if a.voice.clone_cost {
         let model = super::load(&a.model)?;
-        return voice::clone_cost(&model, &a.voice, provenance(&model, &a), a.json);
+        let prov = provenance(&model, &a, switches);
+        return voice::clone_cost(&model, &a.voice, prov, a.json);
     }
     let texts = check_args(&a)?;
+    // Checked before the model loads (e.g. `--lend-core` beside a
+    // `TTS_RT_TEAM_HOLD` that never lends is refused at once).
+    let config = engine_config(&a, switches.team_hold)?;
+    config.validate()?;
     let sampler = RssSampler::start(Duration::from_millis(RSS_SAMPLE_MS));
-    let started = load_and_start(&a, &sampler)?;
+    let started = load_and_start(&a, config, &sampler)?;
     let bench_voice = BenchVoice::make(&started.model, &a.voice)?;
     let workload = Workload::new(&a, &started.model, texts, bench_voice)?;
     let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -238,7 +252,8 @@ pub fn bench(a: BenchArgs) -> Result<()> {
         write_jsonl(p, &records)?;
     }
     let cells = summarise_cells(&a, &workload, &records, cell_peaks)?;
-    let mut doc = document(&a, &model, times, rss_load, memory, final_stats, cells);
+    let prov = provenance(&model, &a, switches);
+    let mut doc = document(prov, times, rss_load, memory, final_stats, cells);
     doc["voice"] = workload.voice.summary.clone();
     if a.json {
         println!("{}", serde_json::to_string_pretty(&doc)?);
@@ -288,6 +303,21 @@ fn select_texts(lengths: &[String]) -> Result<Vec<Text>> {
     Ok(texts)
 }
 
+/// The engine's config: sized for the largest concurrency level, with the
+/// placement flags and `TTS_RT_TEAM_HOLD` (`team_hold`).
+fn engine_config(a: &BenchArgs, team_hold: Option<TeamHold>) -> Result<EngineConfig> {
+    let max_conc = *a.concurrency.iter().max().expect("non-empty");
+    Ok(EngineConfig {
+        chunks: ChunkSchedule::new(a.chunks.clone())?,
+        prebuffer_ms: a.prebuffer_ms,
+        max_active_requests: max_conc.max(1),
+        stage_threads: a.stage_threads,
+        lend_core: a.lend_core,
+        team_hold,
+        ..EngineConfig::default()
+    })
+}
+
 /// Cold-start timings (ms).
 #[derive(Clone, Copy)]
 struct StartTimes {
@@ -316,7 +346,7 @@ struct Started {
 
 /// Step 1: load the checkpoint and start the engine (sized for the largest
 /// concurrency level), timing both and sampling RssAnon around them.
-fn load_and_start(a: &BenchArgs, sampler: &RssSampler) -> Result<Started> {
+fn load_and_start(a: &BenchArgs, config: EngineConfig, sampler: &RssSampler) -> Result<Started> {
     let rss_start = sampler.now();
     let t_cold = Instant::now();
     let model: Arc<Qwen3Tts> = super::load(&a.model)?;
@@ -324,15 +354,6 @@ fn load_and_start(a: &BenchArgs, sampler: &RssSampler) -> Result<Started> {
     // Weights are mapped, not read: this is what loading allocated (int8/q4
     // copies of the LM weights, code2wav, tokenizer).
     let rss_after_load = sampler.now();
-    let max_conc = *a.concurrency.iter().max().expect("non-empty");
-    let config = EngineConfig {
-        chunks: ChunkSchedule::new(a.chunks.clone())?,
-        prebuffer_ms: a.prebuffer_ms,
-        max_active_requests: max_conc.max(1),
-        stage_threads: a.stage_threads,
-        lend_core: a.lend_core,
-        ..EngineConfig::default()
-    };
     let t_engine = Instant::now();
     let engine = Engine::start(model.clone(), config)?;
     let engine_start_ms = t_engine.elapsed().as_secs_f64() * 1e3;
@@ -628,8 +649,7 @@ fn summarise_cells(
 /// Step 7: the JSON document: provenance, cold start, memory, the engine's
 /// final counters and the cells.
 fn document(
-    a: &BenchArgs,
-    model: &Qwen3Tts,
+    provenance: Value,
     times: StartTimes,
     rss_load: LoadMemory,
     memory: EndMemory,
@@ -637,7 +657,7 @@ fn document(
     cells: Vec<Value>,
 ) -> Value {
     json!({
-        "provenance": provenance(model, a),
+        "provenance": provenance,
         "cold_start_ms": times.cold_start_ms,
         "load_ms": times.load_ms,
         "engine_start_ms": times.engine_start_ms,

@@ -17,6 +17,7 @@ use tts_transport::ServeConfig;
 
 use super::logging::{self, LogFormat};
 use super::serve_config::ServeFile;
+use super::switches::Switches;
 use crate::model_path;
 
 #[derive(Args)]
@@ -103,7 +104,8 @@ pub struct ServeArgs {
     /// instead of taking every core for its step (not while a request
     /// waits for its first packet). Pays where one core nearly saturates the
     /// memory bus; compare with `tts-rt bench --lend-core` on your host
-    /// (docs/performance.md). Default off.
+    /// (docs/performance.md). Default off. Refused beside a
+    /// TTS_RT_TEAM_HOLD that never lends (anything but `lend`).
     #[arg(long)]
     lend_core: bool,
     /// Seconds in-flight streams get to finish after SIGTERM / ctrl-c.
@@ -177,7 +179,9 @@ fn parse_host(s: &str) -> std::result::Result<IpAddr, String> {
 /// (`TTS_RT_GIT_REVISION` at compile time, as a packaging script sets it).
 const GIT_REVISION: Option<&str> = option_env!("TTS_RT_GIT_REVISION");
 
-pub fn serve(a: ServeArgs) -> Result<()> {
+/// `switches`: the environment switches read at start (the engine's
+/// `TTS_RT_TEAM_HOLD`, the listener's `TTS_RT_NODELAY`).
+pub fn serve(a: ServeArgs, switches: &Switches) -> Result<()> {
     let file = match &a.config {
         Some(p) => ServeFile::load(p)?,
         None => ServeFile::default(),
@@ -187,19 +191,41 @@ pub fn serve(a: ServeArgs) -> Result<()> {
         file.log_level.as_deref().unwrap_or("info"),
         true,
     )?;
-    let cfg = config(a, file)?;
+    let cfg = config(a, file, switches)?;
     tts_transport::run_blocking(cfg, |addr| {
         println!("listening on http://{addr} (WebSocket: ws://{addr}/v1/realtime)");
     })
     .context("tts-rt serve")
 }
 
-/// The flags over the file over the defaults.
-fn config(a: ServeArgs, f: ServeFile) -> Result<ServeConfig> {
+/// The flags over the file over the defaults; the environment switches
+/// read at start for the engine (`TTS_RT_TEAM_HOLD`) and the listener
+/// (`TTS_RT_NODELAY`).
+fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<ServeConfig> {
+    let stage_threads = match (a.stage_threads, &f.stage_threads) {
+        (Some(t), _) => Some(t),
+        (None, Some(s)) => Some(
+            s.parse::<StageThreads>()
+                .map_err(|e| anyhow::anyhow!("config file: stage_threads: {e}"))?,
+        ),
+        (None, None) => None,
+    };
+    let engine = EngineConfig {
+        max_active_requests: a.max_requests.or(f.max_requests).unwrap_or(16),
+        stage_threads,
+        lend_core: a.lend_core || f.lend_core.unwrap_or(false),
+        team_hold: switches.team_hold,
+        ..EngineConfig::default()
+    };
+    // Checked before the model is looked for (or downloaded): e.g.
+    // `--lend-core` beside a `TTS_RT_TEAM_HOLD` that never lends.
+    engine.validate()?;
     // Resolved (and downloaded if need be) before listening, so a missing
     // model fails here with its instructions rather than as a 503 forever.
     let dir = model_path::resolve(a.model.as_deref().or(f.model.as_deref()))?;
     let mut cfg = ServeConfig::new(dir);
+    cfg.engine = engine;
+    cfg.nodelay = switches.nodelay;
     let precision = match (a.precision, &f.precision) {
         (Some(p), _) => p,
         (None, Some(s)) => {
@@ -218,20 +244,6 @@ fn config(a: ServeArgs, f: ServeFile) -> Result<ServeConfig> {
     cfg.token = a.token.or(f.token);
     cfg.max_sessions = a.max_sessions.or(f.max_sessions).unwrap_or(64);
     cfg.max_frames = a.max_frames.or(f.max_frames);
-    let stage_threads = match (a.stage_threads, &f.stage_threads) {
-        (Some(t), _) => Some(t),
-        (None, Some(s)) => Some(
-            s.parse::<StageThreads>()
-                .map_err(|e| anyhow::anyhow!("config file: stage_threads: {e}"))?,
-        ),
-        (None, None) => None,
-    };
-    cfg.engine = EngineConfig {
-        max_active_requests: a.max_requests.or(f.max_requests).unwrap_or(16),
-        stage_threads,
-        lend_core: a.lend_core || f.lend_core.unwrap_or(false),
-        ..EngineConfig::default()
-    };
     let drain_timeout_s = a.drain_timeout_s.or(f.drain_timeout_s).unwrap_or(10.0);
     anyhow::ensure!(
         drain_timeout_s.is_finite() && drain_timeout_s >= 0.0,

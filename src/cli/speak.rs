@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use tts_actors::{Engine, EngineConfig, Event, VoiceLibrary};
+use tts_actors::{Engine, EngineConfig, Event, TeamHold, VoiceLibrary};
 use tts_audio::WavFormat;
 use tts_models::config::ModelKind;
 use tts_models::StopReason;
@@ -157,7 +157,9 @@ fn clone_for(model: &Arc<Qwen3Tts>, a: &SpeakArgs) -> Result<Option<Arc<VoiceClo
     Ok(Some(library.resolve(name)?))
 }
 
-pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
+/// `team_hold`: the engine's `TTS_RT_TEAM_HOLD` (read at start), for
+/// `--stream` / `--play`.
+pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()> {
     // Ctrl-C / SIGTERM from here on, the model load included, ends the run
     // (130 / 143) with every output as it was.
     catch_interrupts();
@@ -263,8 +265,16 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
     // --play always takes the streaming engine path: playback starts with
     // the first chunk instead of after the whole utterance.
     if a.out.stream || a.play.play {
-        return speak_streamed(
+        let engine = Engine::start(
             model,
+            EngineConfig {
+                max_active_requests: 1,
+                team_hold,
+                ..EngineConfig::default()
+            },
+        )?;
+        return speak_streamed(
+            engine,
             reqs,
             out,
             a.out.wav_format,
@@ -426,7 +436,7 @@ fn floor_report(
 /// one after another through the streaming engine and each chunk goes to
 /// the WAV writer and/or the audio device as it arrives.
 fn speak_streamed(
-    model: Arc<Qwen3Tts>,
+    engine: Engine,
     reqs: Vec<Request>,
     out: Option<Output>,
     format: WavFormat,
@@ -434,14 +444,8 @@ fn speak_streamed(
     codes_out: Option<&Path>,
     timings: bool,
 ) -> Result<()> {
+    let model = engine.model().clone();
     let max_positions = model.config.talker.lm.max_position_embeddings;
-    let engine = Engine::start(
-        model.clone(),
-        EngineConfig {
-            max_active_requests: 1,
-            ..EngineConfig::default()
-        },
-    )?;
     let rate = model.code2wav.sample_rate();
     let mut writer = out
         .map(|o| AudioWriter::open(o, rate, format))

@@ -83,5 +83,6 @@ pub mod web;
 mod write_timeout;
 
 pub use error::TransportError;
+pub use listener::{parse_nodelay, NODELAY_ENV};
 pub use server::{run_blocking, ServeConfig, Server};
 pub use state::Drain;

@@ -21,12 +21,13 @@
 //! - **Drain**: once shutdown starts, each connection finishes its request
 //!   and closes (hyper's graceful shutdown); new connections are still
 //!   accepted, one request each, so `/ready` can say "draining".
-//! - **TCP_NODELAY**: set on every accepted socket (see [`no_delay`]). The
-//!   environment variable `TTS_RT_NODELAY=off` leaves Nagle's algorithm on
-//!   instead: a measurement switch (`benches/nodelay.sh` compares both), not
-//!   a tuning knob. It is read once, when the server starts
-//!   ([`nodelay_from_env`]); `on` (or unset, or empty) is the default, and
-//!   any other value refuses to start with the accepted values named.
+//! - **TCP_NODELAY**: set on every accepted socket (see [`no_delay`]).
+//!   `ServeConfig::nodelay` false leaves Nagle's algorithm on instead: a
+//!   measurement switch (`benches/nodelay.sh` compares both), not a tuning
+//!   knob. `tts-rt` sets it from the environment variable
+//!   `TTS_RT_NODELAY=off`, read once when the binary starts and parsed by
+//!   [`parse_nodelay`]: `on` (or unset, or empty) is the default, and any
+//!   other value refuses to start with the accepted values named.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
@@ -59,26 +60,19 @@ pub const REFUSAL_TIME: Duration = Duration::from_millis(500);
 #[derive(Clone, Copy, Debug)]
 pub struct ConnLimits {
     pub header_read_timeout: Duration,
-    /// TCP_NODELAY on accepted sockets (true unless `TTS_RT_NODELAY=off`).
+    /// TCP_NODELAY on accepted sockets (`ServeConfig::nodelay`).
     pub nodelay: bool,
 }
 
-/// The measurement switch: `TTS_RT_NODELAY=off` leaves Nagle on.
+/// The variable `tts-rt` reads [`ServeConfig::nodelay`](crate::ServeConfig::nodelay)
+/// from: `TTS_RT_NODELAY=off` leaves Nagle on.
 pub const NODELAY_ENV: &str = "TTS_RT_NODELAY";
 
-/// Reads [`NODELAY_ENV`] (the one place it is read; the server calls this
-/// once at start and hands the result down in [`ConnLimits`]).
-pub fn nodelay_from_env() -> Result<bool, crate::TransportError> {
-    let v = std::env::var_os(NODELAY_ENV);
-    let v = v.as_deref().map(|v| v.to_str().unwrap_or("\u{fffd}"));
-    parse_nodelay(v).map_err(|message| crate::TransportError::Config {
-        key: NODELAY_ENV,
-        message,
-    })
-}
-
-/// `None`, `""`, `on`, `1`, `true`, `yes` → TCP_NODELAY on; `off`, `0`,
-/// `false`, `no` → off (case-insensitive, surrounding blanks ignored).
+/// Parses a value of [`NODELAY_ENV`] (the program reads the variable, once
+/// at start, and passes what it found): `None`, `""`, `on`, `1`, `true`,
+/// `yes` → TCP_NODELAY on; `off`, `0`, `false`, `no` → off
+/// (case-insensitive, surrounding blanks ignored). Anything else is refused
+/// with a message naming the variable and its accepted values.
 pub fn parse_nodelay(value: Option<&str>) -> Result<bool, String> {
     let Some(v) = value else { return Ok(true) };
     match v.trim().to_ascii_lowercase().as_str() {

@@ -115,6 +115,10 @@ pub struct ServeConfig {
     /// orchestrators' probes: a connection flood on the main port cannot
     /// make a live server look dead there. `None`: probes use the main port.
     pub health_addr: Option<SocketAddr>,
+    /// TCP_NODELAY on every accepted socket (the default). `false` leaves
+    /// Nagle's algorithm on: a measurement switch, not a tuning knob
+    /// (`tts-rt` sets it from `TTS_RT_NODELAY=off`; `listener.rs`).
+    pub nodelay: bool,
 }
 
 /// The default upload limit: 10 MB, as vllm-omni.
@@ -150,6 +154,7 @@ impl ServeConfig {
             max_body_memory: crate::body_budget::DEFAULT_BODY_BUDGET,
             text_wait_timeout: Duration::from_secs(60),
             health_addr: None,
+            nodelay: true,
         }
     }
 
@@ -245,10 +250,10 @@ impl Server {
     /// multi-threaded tokio runtime.
     pub async fn start(mut cfg: ServeConfig) -> Result<Server, TransportError> {
         cfg.validate()?;
-        let nodelay = listener::nodelay_from_env()?;
+        let nodelay = cfg.nodelay;
         if !nodelay {
             tracing::warn!(
-                "{}=off: TCP_NODELAY is not set on accepted sockets (a measurement switch; audio may wait ~40 ms for ACKs)",
+                "TCP_NODELAY is not set on accepted sockets ({}=off: a measurement switch; audio may wait ~40 ms for ACKs)",
                 listener::NODELAY_ENV
             );
         }

@@ -95,23 +95,6 @@ async fn request(
     Ok(String::from_utf8_lossy(&raw).to_string())
 }
 
-/// The process's subscriber (installed once; the tests of this binary share
-/// it and tell their lines apart by request id).
-fn captured() -> Captured {
-    static OUT: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
-    OUT.get_or_init(|| {
-        let out = Captured::default();
-        let w = out.clone();
-        tracing_subscriber::fmt()
-            .json()
-            .with_env_filter(tracing_subscriber::EnvFilter::new("info"))
-            .with_writer(move || w.clone())
-            .init();
-        out
-    })
-    .clone()
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_line_per_request_with_its_id_and_figures() -> Result<()> {
     let out = captured();

@@ -35,7 +35,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 use super::wiring::{deliver, try_deliver, with_wiring, Delivery, Directory, Output};
-use crate::config::EngineConfig;
+use crate::config::{EngineConfig, TeamHold};
 use crate::contract::*;
 use crate::flow::{StageWaker, Wake};
 use crate::shared::{Shared, StageHealth};
@@ -90,7 +90,8 @@ pub trait StageLogic: Sized + Send + Unpin + 'static {
     /// Whether a step holds the shared kernel team for all its regions
     /// (`Team::install_held_as`) instead of taking a turn per region: for
     /// steps of a few long compute-bound regions beside stages of many
-    /// short ones (`TTS_RT_TEAM_HOLD` overrides it for measurements).
+    /// short ones (`EngineConfig::team_hold`, `TTS_RT_TEAM_HOLD` in
+    /// `tts-rt`, overrides it for measurements).
     const HOLDS_TEAM: bool = false;
     /// Most inputs one step may take (1: one at a time).
     fn max_batch(&self) -> usize;
@@ -284,7 +285,7 @@ impl<L: StageLogic> StageActor<L> {
         // While a request waits for its first packet (prefill, its first
         // frames, its first chunk) the team is not lent: one core for the
         // LMs would delay that packet.
-        let turns = match turns(L::HOLDS_TEAM, self.shared.lend_core) {
+        let turns = match turns(L::HOLDS_TEAM, self.shared.team_hold, self.shared.lend_core) {
             Turns::Lent if self.shared.awaiting_first_packet.load(Ordering::Acquire) > 0 => {
                 Turns::Held
             }
@@ -655,28 +656,20 @@ enum Turns {
 /// convolutions one by one with the LMs' hundreds of short memory-bound
 /// matmuls cost a wake-up per hand-off and each other's cache;
 /// docs/performance.md, "code2wav holds the team for its step").
-/// The holding stages are lent a core instead where the engine's
-/// `lend_core` says so ([`crate::EngineConfig::lend_core`]).
-/// `TTS_RT_TEAM_HOLD=off|all|c2w|lend` overrides both, an A/B switch for
-/// measurements read once: `off` a turn per region for every stage, `all`
-/// every stage holds, `c2w` each stage by its own (no lending), `lend` the
-/// holding stages run beside the others on one core while those step.
-fn turns(holds: bool, lend_core: bool) -> Turns {
-    // `Some(t)`: every stage takes the team as `t`; `None`: by its own
-    // `HOLDS_TEAM`, lending where the second element (if any) says so.
-    static H: std::sync::OnceLock<(Option<Turns>, Option<bool>)> = std::sync::OnceLock::new();
-    let (forced, lend) = *H.get_or_init(|| match std::env::var("TTS_RT_TEAM_HOLD").as_deref() {
-        Ok("off") => (Some(Turns::PerRegion), None),
-        Ok("all") => (Some(Turns::Held), None),
-        Ok("c2w") => (None, Some(false)),
-        Ok("lend") => (None, Some(true)),
-        _ => (None, None),
-    });
-    match (forced, holds) {
-        (Some(t), _) => t,
-        (None, true) if lend.unwrap_or(lend_core) => Turns::Lent,
-        (None, true) => Turns::Held,
-        (None, false) => Turns::PerRegion,
+/// The holding stages are lent a core instead where `lend` says so
+/// ([`crate::EngineConfig::lends_core`]). An explicit
+/// [`crate::EngineConfig::team_hold`] (`TTS_RT_TEAM_HOLD`, an A/B switch
+/// for measurements) `off` gives every stage a turn per region, `all` has
+/// every stage hold; `c2w` and `lend` keep each stage by its own (their
+/// lending is already in `lend`: a validated config never pairs `c2w`
+/// with `lend_core`).
+fn turns(holds: bool, hold: Option<TeamHold>, lend: bool) -> Turns {
+    match (hold, holds) {
+        (Some(TeamHold::Off), _) => Turns::PerRegion,
+        (Some(TeamHold::All), _) => Turns::Held,
+        (_, true) if lend => Turns::Lent,
+        (_, true) => Turns::Held,
+        (_, false) => Turns::PerRegion,
     }
 }
 
@@ -703,6 +696,42 @@ mod tests {
             out.push(step);
         }
         out
+    }
+
+    #[test]
+    fn team_hold_and_lending_decide_the_turns() {
+        use Turns::*;
+        let cfg = |hold: Option<TeamHold>, lend_core: bool| crate::EngineConfig {
+            team_hold: hold,
+            lend_core,
+            ..crate::EngineConfig::default()
+        };
+        // (team_hold, lend_core) -> (holding stage, other stage); `None`:
+        // the config is refused.
+        let cases = [
+            (None, false, Some((Held, PerRegion))),
+            (None, true, Some((Lent, PerRegion))),
+            (Some(TeamHold::C2w), false, Some((Held, PerRegion))),
+            (Some(TeamHold::Lend), false, Some((Lent, PerRegion))),
+            (Some(TeamHold::Lend), true, Some((Lent, PerRegion))),
+            (Some(TeamHold::Off), false, Some((PerRegion, PerRegion))),
+            (Some(TeamHold::All), false, Some((Held, Held))),
+            (Some(TeamHold::C2w), true, None),
+            (Some(TeamHold::Off), true, None),
+            (Some(TeamHold::All), true, None),
+        ];
+        for (hold, lend_core, want) in cases {
+            let c = cfg(hold, lend_core);
+            match want {
+                None => assert!(c.validate().is_err(), "{hold:?} {lend_core}"),
+                Some(want) => {
+                    c.validate().unwrap();
+                    let lend = c.lends_core();
+                    let got = (turns(true, hold, lend), turns(false, hold, lend));
+                    assert_eq!(got, want, "{hold:?} {lend_core}");
+                }
+            }
+        }
     }
 
     #[test]

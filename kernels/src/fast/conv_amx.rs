@@ -27,7 +27,8 @@
 //! # Availability
 //! CPUID AMX-TILE and AMX-BF16, the OS's XTILEDATA state enabled in XCR0,
 //! and Linux's per-process permission (`arch_prctl(ARCH_REQ_XCOMP_PERM)`),
-//! asked once. `TTS_RT_AMX=off` keeps the process on `vdpbf16ps`.
+//! asked once. [`crate::KernelSettings::amx`] `false` (`TTS_RT_AMX=off`)
+//! keeps the process on `vdpbf16ps`.
 
 use super::conv::{slab_len, Tap};
 use super::conv_bf16::{conv1d_setup, fill_bias, flushed, pack_par, transposed_setup};
@@ -54,12 +55,7 @@ impl Amx {
     /// Detects AMX-BF16 and asks Linux for the tile state, once.
     pub(crate) fn new() -> Option<Self> {
         static A: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
-        let ok = *A.get_or_init(|| {
-            let off = std::env::var("TTS_RT_AMX")
-                .map(|v| matches!(v.trim().to_ascii_lowercase().as_str(), "off" | "0" | "no"))
-                .unwrap_or(false);
-            !off && detect()
-        });
+        let ok = *A.get_or_init(|| crate::settings::get().amx && detect());
         ok.then_some(Amx { _granted: () })
     }
 }

@@ -26,6 +26,7 @@ pub(crate) mod q8;
 
 #[allow(unused_imports)]
 pub(crate) use crate::simd::Simd;
+use crate::PrefetchLevel;
 
 /// Below this many multiply-adds a call runs on the calling thread: a rayon
 /// fork-join costs a few microseconds, ~50k FMAs of one core.
@@ -82,15 +83,19 @@ impl Prefetch {
         t1: false,
     };
 
-    /// The `bytes` after `p` (`p` itself need not be in bounds).
+    /// The `bytes` after `p` (`p` itself need not be in bounds), prefetched
+    /// into the cache level [`crate::KernelSettings::prefetch`] names
+    /// (`TTS_RT_PREFETCH`: `l2`, the default, `prefetcht1`: the next block
+    /// is up to 48 KB ahead, more than L1 holds; `l1`, `prefetcht0`; `off`,
+    /// none: a measurement switch).
     #[inline(always)]
     pub(crate) fn new(p: *const u8, bytes: usize) -> Prefetch {
-        match prefetch_mode() {
-            0 => Prefetch::NONE,
-            m => Prefetch {
+        match crate::settings::get().prefetch {
+            PrefetchLevel::Off => Prefetch::NONE,
+            level => Prefetch {
                 base: p,
                 bytes,
-                t1: m == 2,
+                t1: level == PrefetchLevel::L2,
             },
         }
     }
@@ -146,19 +151,6 @@ impl Prefetch {
         #[cfg(not(target_arch = "x86_64"))]
         let _ = o;
     }
-}
-
-/// `TTS_RT_PREFETCH`: `l2` (default: `prefetcht1`, the next block is up to
-/// 48 KB ahead, more than L1 holds), `l1` (`prefetcht0`) or `off` — a
-/// measurement switch, read once per process.
-fn prefetch_mode() -> u8 {
-    use std::sync::OnceLock;
-    static M: OnceLock<u8> = OnceLock::new();
-    *M.get_or_init(|| match std::env::var("TTS_RT_PREFETCH").as_deref() {
-        Ok("off") | Ok("0") => 0,
-        Ok("l1") => 1,
-        _ => 2,
-    })
 }
 
 /// Runs `task(0..n_tasks)`, in parallel when the total work is worth a

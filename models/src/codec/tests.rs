@@ -694,6 +694,18 @@ fn codec_parity_with_external_dump() {
     assert!(rel_l2(&ours_chunked, &chunked) <= GOLDEN_REL_L2);
 }
 
+/// The kernel switches (`TTS_RT_AMX`, `TTS_RT_TEAMS`, `TTS_RT_ISA`, ...)
+/// from the environment, as `tts-rt` reads them at start: the timing tests'
+/// A/B arms set them (docs/performance.md, "Reproducing (code2wav in
+/// bf16)"). Run such a test alone: the first kernel any test runs fixes
+/// the switches for the whole test binary.
+fn install_kernel_switches() {
+    tts_kernels::KernelSettings::from_env_map(|k| std::env::var(k).ok())
+        .unwrap_or_else(|e| panic!("{e}"))
+        .install()
+        .unwrap_or_else(|e| panic!("{e}; run this test alone"));
+}
+
 /// Timing harness for a full-size decoder (not run by default):
 /// `TTS_RT_C2W_MODEL=/path/q06b cargo test --release -p tts-models --lib codec_time_full_size -- --ignored --nocapture`.
 /// Decodes `TTS_RT_C2W_FRAMES` (default 40) random frames with the official
@@ -711,6 +723,7 @@ fn codec_time_full_size() {
         eprintln!("TTS_RT_C2W_MODEL unset; skipping");
         return;
     };
+    install_kernel_switches();
     let env = |k: &str, d: usize| {
         std::env::var(k)
             .ok()
@@ -864,6 +877,7 @@ fn codec_conv_segments_bound() {
         eprintln!("TTS_RT_C2W_MODEL unset; skipping");
         return;
     };
+    install_kernel_switches();
     let precision = std::env::var("TTS_RT_C2W_PRECISION")
         .map_or(Ok(Code2WavPrecision::F32), |p| p.parse())
         .unwrap();

@@ -83,6 +83,7 @@
 
 pub mod conv_bf16;
 mod dispatch;
+mod instruction_set;
 // Without x86_64 only the scalar path exists and the generic SIMD code is
 // never instantiated.
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
@@ -100,8 +101,9 @@ mod simd;
 mod team;
 
 pub use conv_bf16::ConvBf16;
-pub use dispatch::{isa, Isa};
+pub use dispatch::isa;
 pub use group::GroupFormat;
+pub use instruction_set::Isa;
 pub use mat::{
     bf16_to_f32, f32_to_bf16, quantize_a16_row, quantize_q8_row, quantize_q8_rows, GroupParts, Mat,
     A16_MAX, Q8_MAX,

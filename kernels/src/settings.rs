@@ -18,7 +18,13 @@
 use std::fmt;
 use std::sync::OnceLock;
 
-use crate::dispatch::Isa;
+use crate::instruction_set::Isa;
+
+/// The default team spin before a worker parks, in microseconds: long
+/// enough to bridge the gap between two regions of a step and between the
+/// steps of one frame (a mailbox hop), short enough that an idle team is
+/// idle (`crate::team`).
+pub const DEFAULT_TEAM_SPIN_US: u64 = 200;
 
 /// Which cache level the decode matvecs prefetch their next weight block
 /// into (`TTS_RT_PREFETCH`; a measurement switch).
@@ -63,7 +69,7 @@ pub struct KernelSettings {
     pub teams: bool,
     /// `TTS_RT_TEAM_SPIN_US`: how long a team worker (and a caller waiting
     /// for the workers) spins before it parks, in microseconds
-    /// ([`crate::team::SPIN_US`], 200, by default).
+    /// ([`DEFAULT_TEAM_SPIN_US`], 200, by default).
     pub team_spin_us: u64,
     /// `TTS_RT_AMX=off` (`false`): bf16 convolutions stay on `vdpbf16ps`
     /// even where AMX tiles are usable.
@@ -78,7 +84,7 @@ impl Default for KernelSettings {
             isa: None,
             on_pool: true,
             teams: true,
-            team_spin_us: crate::team::SPIN_US,
+            team_spin_us: DEFAULT_TEAM_SPIN_US,
             amx: true,
             prefetch: PrefetchLevel::L2,
         }

@@ -14,7 +14,7 @@
 //! m = 1 this way): `threads - 1` persistent workers plus the thread that
 //! opens a region, which takes part in it. A region is published by bumping
 //! an epoch; workers spin on it for a short while after each region
-//! ([`SPIN_US`]) and then park, so back-to-back regions cost no wake-up and
+//! ([`crate::settings::DEFAULT_TEAM_SPIN_US`]) and then park, so back-to-back regions cost no wake-up and
 //! an idle team costs no CPU. Tasks are claimed from one atomic counter, so
 //! a worker the OS has descheduled only slows the region by the task it
 //! holds.
@@ -57,9 +57,6 @@ fn spin() -> Duration {
 pub fn teams_enabled() -> bool {
     crate::settings::get().teams
 }
-
-/// The default of [`spin`], in microseconds.
-pub const SPIN_US: u64 = 200;
 
 /// The type-erased task of the open region: `&&(dyn Fn(usize) + Sync)`.
 type TaskRef<'a> = &'a (dyn Fn(usize) + Sync);

@@ -28,7 +28,7 @@ use tts_transport::protocol::{
 };
 
 use super::client_encoded::{check_format, parse_format, BytesWriter};
-use super::io::{check_out, AudioWriter, Output};
+use super::io::{check_out, AudioWriter, Container, Output};
 use super::play::{expected_speech, PlayArgs, Playback};
 
 /// The one context this client opens.
@@ -456,7 +456,11 @@ pub fn client(a: ClientArgs) -> Result<()> {
             } else {
                 WavFormat::Pcm16
             };
-            Some(Writer::Wav(AudioWriter::open(o, rate, wav)?))
+            Some(Writer::Wav(AudioWriter::open(
+                o,
+                rate,
+                Container::Wav(wav),
+            )?))
         }
     };
     eprintln!(

@@ -16,7 +16,7 @@ use tts_models::config::ModelKind;
 use tts_models::StopReason;
 use tts_models::{GenOptions, Qwen3Tts, Request, VoiceClone};
 
-use super::io::{check_out, read_text, write_codes, AudioWriter, Output};
+use super::io::{check_out, out_container, read_text, write_codes, AudioWriter, Container, Output};
 use super::outfile::check_target;
 use super::{load, play, ModelArg, OutArgs, VoicesDirArg};
 
@@ -161,6 +161,10 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
     let text = read_text(a.text.take())?;
     // Every argument is checked before any output is opened, and outputs
     // are staged (super::outfile): a failure never touches an existing file.
+    let container = match &a.out.out {
+        Some(p) => out_container(p, a.out.wav_format, "--out")?,
+        None => Container::Wav(a.out.wav_format.unwrap_or(WavFormat::Pcm16)),
+    };
     match &a.out.out {
         Some(p) => check_out(p, "--out")?,
         None if a.play.play => {}
@@ -171,6 +175,7 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
     }
     check_sampling_flags(&a)?;
     let model = load(&a.model)?;
+    container.check_rate(model.code2wav.sample_rate())?;
     let mut opts: GenOptions = model.default_options();
     if let Some(v) = a.temperature {
         opts.talker.temperature = v;
@@ -264,7 +269,7 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
             model,
             reqs,
             out,
-            a.out.wav_format,
+            container,
             &a.play,
             a.codes_out.as_deref(),
             a.timings,
@@ -286,7 +291,7 @@ pub(crate) fn speak(mut a: SpeakArgs) -> Result<()> {
     if let Some(p) = &a.codes_out {
         write_codes(p, &codes, model.config.talker.num_code_groups)?;
     }
-    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+    out.write(&wav, model.code2wav.sample_rate(), container)
 }
 
 /// One request offline: every frame, then one decode. Returns the audio and
@@ -426,7 +431,7 @@ fn speak_streamed(
     model: Arc<Qwen3Tts>,
     reqs: Vec<Request>,
     out: Option<Output>,
-    format: WavFormat,
+    format: Container,
     play: &play::PlayArgs,
     codes_out: Option<&Path>,
     timings: bool,

@@ -70,13 +70,20 @@ pub struct ClientArgs {
     #[arg(long, default_value = "pcm16", value_parser = parse_format)]
     format: AudioFormat,
     /// Where the server cuts the text into synthesis requests: clause,
-    /// sentence or manual (one request per --max-chars); default: the
-    /// server's (clause).
+    /// sentence, manual (cut only at --max-chars), or live (no cuts: one
+    /// utterance whose text reaches the model as it comes; implies
+    /// --text-mode streaming); default: the server's (clause).
     #[arg(long, value_parser = parse_chunking)]
     chunking: Option<ChunkingMode>,
+    /// Longest segment in characters; longer text is cut at its last space
+    /// (the session's chunking.max_chars; below 24, the clause minimum
+    /// follows it); default: the server's (300).
+    #[arg(long)]
+    max_chars: Option<usize>,
     /// How each segment's text reaches the model: prefill (all of it in the
     /// prompt; the server's default) or streaming (one token per frame, a
-    /// ~10-row prompt: an earlier first packet). docs/protocol.md.
+    /// ~10-row prompt: an earlier first packet; what --chunking live
+    /// needs). docs/protocol.md.
     #[arg(long, value_parser = parse_text_mode)]
     text_mode: Option<protocol::TextMode>,
     /// Greedy decoding (reproducible).
@@ -104,6 +111,24 @@ fn parse_text_mode(s: &str) -> std::result::Result<protocol::TextMode, String> {
         other => Err(format!(
             "unknown text mode {other:?}; use prefill or streaming"
         )),
+    }
+}
+
+/// The `text_mode` to ask for: live chunking takes text one token per frame
+/// as it arrives, so it implies the streaming text mode (the server refuses
+/// live with prefill); an explicit `--text-mode prefill` is refused.
+fn text_mode_for(
+    chunking: Option<ChunkingMode>,
+    text_mode: Option<protocol::TextMode>,
+) -> Result<Option<protocol::TextMode>> {
+    match (chunking, text_mode) {
+        (Some(ChunkingMode::Live), Some(protocol::TextMode::Prefill)) => bail!(
+            "--chunking live feeds the text to the model as it arrives, which --text-mode \
+             prefill cannot (it needs the whole text before the first frame); drop \
+             --text-mode prefill (live implies streaming) or choose another --chunking"
+        ),
+        (Some(ChunkingMode::Live), None) => Ok(Some(protocol::TextMode::Streaming)),
+        (_, m) => Ok(m),
     }
 }
 
@@ -388,6 +413,8 @@ pub fn client(a: ClientArgs) -> Result<()> {
         "--timeout-s must be a positive number of seconds"
     );
     check_format(a.format, a.play.play, a.out.is_some())?;
+    let text_mode = text_mode_for(a.chunking, a.text_mode)?;
+    anyhow::ensure!(a.max_chars != Some(0), "--max-chars must be at least 1");
     // Checked first, so an unusable path fails before any network work;
     // opened (staged) once the server accepted the settings, so a refusal
     // or a dead server leaves an existing file as it was.
@@ -420,14 +447,19 @@ pub fn client(a: ClientArgs) -> Result<()> {
             sample_rate: a.sample_rate,
             format: Some(a.format),
             audio_transport: Some(protocol::AudioTransport::Binary),
-            chunking: a.chunking.map(|mode| ChunkingUpdate {
-                mode: Some(mode),
+            chunking: (a.chunking.is_some() || a.max_chars.is_some()).then(|| ChunkingUpdate {
+                mode: a.chunking,
+                max_chars: a.max_chars,
+                // The clause minimum may not exceed it (the server's check).
+                min_chars: a
+                    .max_chars
+                    .filter(|&n| n < protocol::Chunking::default().min_chars),
                 ..ChunkingUpdate::default()
             }),
             greedy: a.greedy.then_some(true),
             seed: a.seed,
             max_frames: a.max_frames,
-            text_mode: a.text_mode,
+            text_mode,
             ..SessionUpdate::default()
         },
     })?;

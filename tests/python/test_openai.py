@@ -45,9 +45,11 @@ def pcm(client) -> bytes:
 def test_models_list(client):
     models = client.models.list()
     ids = [m.id for m in models]
-    assert ids == ["tiny-a"]  # the checkpoint directory's name
-    assert models.data[0].object == "model" and models.data[0].owned_by == "tts-rt"
-    assert client.models.retrieve("tiny-a").id == "tiny-a"
+    # The checkpoint directory's name, then OpenAI's names as its aliases.
+    assert ids == ["tiny-a", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+    assert all(m.object == "model" and m.owned_by == "tts-rt" for m in models.data)
+    for id in ids:
+        assert client.models.retrieve(id).id == id
     with pytest.raises(openai.NotFoundError, match="serves 'tiny-a'"):
         client.models.retrieve("tts-9000")
 

@@ -350,3 +350,43 @@ async fn metrics_carry_the_build_info() -> Result<()> {
     );
     stop(s).await
 }
+
+/// Item 3 of "the first five minutes": `/v1/models` listed only the
+/// checkpoint, and `GET /v1/models/tts-1` was a 404. OpenAI's model names
+/// are listed as aliases of the loaded checkpoint, each retrievable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_lists_the_openai_model_names_as_aliases_of_the_checkpoint() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let r = http(addr, "GET", "/v1/models", &[], None).await?;
+    assert_eq!(r.status, 200);
+    let list = r.json();
+    assert_eq!(list["object"], "list");
+    let data = list["data"].as_array().context("data")?;
+    let ids: Vec<&str> = data.iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(ids, ["tiny-a", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]);
+    for m in data {
+        assert_eq!(m["object"], "model", "{m}");
+        assert!(m["created"].is_u64(), "{m}");
+        assert_eq!(m["owned_by"], "tts-rt", "{m}");
+        // Each names the checkpoint that answers it.
+        assert_eq!(m["root"], "tiny-a", "{m}");
+    }
+    for id in ["tiny-a", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"] {
+        let r = http(addr, "GET", &format!("/v1/models/{id}"), &[], None).await?;
+        assert_eq!(r.status, 200, "{id}");
+        let m = r.json();
+        assert_eq!(m["id"], id);
+        assert_eq!(m["object"], "model");
+        assert_eq!(m["root"], "tiny-a");
+    }
+    let r = http(addr, "GET", "/v1/models/gpt-4o", &[], None).await?;
+    assert_eq!(r.status, 404);
+    let e = &r.json()["error"];
+    assert_eq!(e["type"], "invalid_request_error");
+    assert_eq!(e["code"], "model_not_found");
+    assert_eq!(e["param"], "model");
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("'gpt-4o'") && msg.contains("tts-1"), "{msg}");
+    stop(s).await
+}

@@ -810,31 +810,45 @@ fn authorized_model(st: &AppState, headers: &HeaderMap) -> Result<Arc<Loaded>, B
     })
 }
 
+/// OpenAI's speech model names, which its SDKs and the apps built on them
+/// send by default: each is an alias of the loaded checkpoint (a speech
+/// request's `model` is accepted whatever it says, since the server has one
+/// model; these are the names a client may look up before it speaks).
+pub const MODEL_ALIASES: [&str; 3] = ["tts-1", "tts-1-hd", "gpt-4o-mini-tts"];
+
+/// `GET /v1/models`: the checkpoint (under its directory's name), then
+/// OpenAI's model names as its aliases.
 pub async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let m = match authorized_model(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };
+    let data: Vec<serde_json::Value> = std::iter::once(m.model_id.as_str())
+        .chain(MODEL_ALIASES)
+        .map(|id| model_object(id, &m.model_id))
+        .collect();
     Json(serde_json::json!({
         "object": "list",
-        "data": [model_object(&m.model_id)],
+        "data": data,
     }))
     .into_response()
 }
 
-fn model_object(id: &str) -> serde_json::Value {
+/// OpenAI's model object (`id`, `object`, `created`, `owned_by`), with
+/// `root`: the checkpoint that answers to `id` (as vLLM's model cards say).
+fn model_object(id: &str, checkpoint: &str) -> serde_json::Value {
     serde_json::json!({
         "id": id,
         "object": "model",
         "created": 0,
         "owned_by": "tts-rt",
+        "root": checkpoint,
     })
 }
 
-/// `GET /v1/models/{id}` (the SDK's `models.retrieve`): the served model, or
-/// 404 naming the one model this server has. (`model` in a speech request is
-/// accepted whatever it says, since the server has one model; `retrieve`
-/// answers exactly, so a client can check what it is talking to.)
+/// `GET /v1/models/{id}` (the SDK's `models.retrieve`): the checkpoint or
+/// one of its aliases ([`MODEL_ALIASES`]); any other id is OpenAI's 404
+/// (`model_not_found`), naming the ids this server answers to.
 pub async fn model(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -844,18 +858,20 @@ pub async fn model(
         Ok(m) => m,
         Err(r) => return *r,
     };
-    if id != m.model_id {
-        return error_response(
+    if id != m.model_id && !MODEL_ALIASES.contains(&id.as_str()) {
+        return error_with_code(
             StatusCode::NOT_FOUND,
             &format!(
-                "the model '{id}' does not exist: this server serves '{}'",
-                m.model_id
+                "The model '{id}' does not exist: this server serves '{}' (also as '{}')",
+                m.model_id,
+                MODEL_ALIASES.join("', '")
             ),
             "invalid_request_error",
             Some("model"),
+            Some("model_not_found"),
         );
     }
-    Json(model_object(&m.model_id)).into_response()
+    Json(model_object(&id, &m.model_id)).into_response()
 }
 
 pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {

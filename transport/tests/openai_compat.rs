@@ -390,3 +390,141 @@ async fn models_lists_the_openai_model_names_as_aliases_of_the_checkpoint() -> R
     assert!(msg.contains("'gpt-4o'") && msg.contains("tts-1"), "{msg}");
     stop(s).await
 }
+
+/// Item 4 of "the first five minutes": what OpenAI clients send by default
+/// and this checkpoint cannot honour is accepted, and the response says
+/// what was ignored. `instructions` from a `gpt-4o-mini-tts` client on a
+/// checkpoint that cannot follow them are ignored (`X-TTS-Ignored:
+/// instructions`); an explicit instruction to another model is still
+/// refused. On a Base checkpoint an OpenAI voice name speaks the stored
+/// voice of that name, and without one is refused saying how to make it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_defaults_the_checkpoint_cannot_honour_are_accepted_and_named() -> Result<()> {
+    let mini = |extra: Value| {
+        let mut b = json!({
+            "model": "gpt-4o-mini-tts",
+            "input": "Hello.",
+            "voice": "alloy",
+            "instructions": "Speak in a cheerful and positive tone.",
+            "response_format": "pcm",
+            "max_frames": 4,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    // 0.6B CustomVoice: cannot follow instructions.
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({}))),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("x-tts-ignored"), Some("instructions"));
+    assert!(!r.body.is_empty());
+    // Nothing ignored, no header.
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({"instructions": ""}))),
+    )
+    .await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-tts-ignored"), None);
+    // Instructions sent to a model that has none are the caller's choice:
+    // still refused, as with no model at all.
+    for model in ["tts-1", "tiny-a"] {
+        let r = http(
+            addr,
+            "POST",
+            "/v1/audio/speech",
+            &[],
+            Some(&mini(json!({"model": model}))),
+        )
+        .await?;
+        assert_eq!(r.status, 400, "{model}");
+        assert_eq!(r.json()["error"]["param"], "instructions");
+    }
+    stop(s).await?;
+
+    // Base: no preset speakers, and instructions it cannot follow.
+    let voices = std::env::temp_dir().join(format!("tts-rt-first5-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&voices);
+    let mut c = config();
+    c.model_dir = common::fixture().with_file_name("tiny-base");
+    c.voices_dir = Some(voices.clone());
+    let s = start(c).await?;
+    let addr = s.local_addr();
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({}))),
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    let e = &r.json()["error"];
+    assert_eq!(e["param"], "voice");
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("OpenAI voice") && msg.contains("no preset voices"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("POST /v1/audio/voices") && msg.contains("name \"alloy\""),
+        "says how to make alloy speak: {msg}"
+    );
+    // Once a voice named alloy is stored, the default request speaks it.
+    let clip = std::fs::read(common::fixture().with_file_name("goldens/tiny-base/ref_a.wav"))?;
+    use base64::Engine as _;
+    let url = format!(
+        "data:audio/wav;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&clip)
+    );
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/voices",
+        &[],
+        Some(&json!({"name": "Alloy", "audio": url})),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({}))),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("x-tts-ignored"), Some("instructions"));
+    stop(s).await?;
+    let _ = std::fs::remove_dir_all(&voices);
+
+    // VoiceDesign: an OpenAI voice name means nothing there, and is named.
+    let mut c = config();
+    c.model_dir = common::fixture().with_file_name("tiny-vd");
+    let s = start(c).await?;
+    let r = http(
+        s.local_addr(),
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({"instructions": "A warm, low voice."}))),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("x-tts-ignored"), Some("voice"));
+    stop(s).await
+}

@@ -183,8 +183,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[serde(deny_unknown_fields)]
 struct SpeechRequest {
     /// Any value is accepted (clients send `tts-1`, `gpt-4o-mini-tts`, ...):
-    /// the server has one model.
-    #[allow(dead_code)]
+    /// the server has one model. It says what the client was written for
+    /// ([`sends_instructions_by_default`]).
     model: Option<String>,
     input: String,
     /// A name, or the SDK's custom-voice object `{"id": name}`.
@@ -222,6 +222,22 @@ struct Plan {
     inline: Option<voice::Inline>,
     /// The voice as the request named it (for the log line).
     voice: String,
+    /// What the client sent by default and the checkpoint cannot honour,
+    /// left out (`X-TTS-Ignored`): `instructions`, `voice`.
+    ignored: Vec<&'static str>,
+}
+
+/// The response header naming what a request sent by default and the
+/// checkpoint could not honour, so it was left out (comma-separated).
+pub const IGNORED_HEADER: &str = "x-tts-ignored";
+
+/// Whether a client asking for `model` sends `instructions` as a matter of
+/// course: `gpt-4o-mini-tts` (and its dated snapshots) is OpenAI's model
+/// that follows them, and apps written for it send a style with every
+/// request. Instructions sent to any other model (`tts-1`, the
+/// checkpoint's own name, none) are the caller's explicit choice.
+fn sends_instructions_by_default(model: Option<&str>) -> bool {
+    model.is_some_and(|m| m.trim().to_ascii_lowercase().starts_with("gpt-4o-mini-tts"))
 }
 
 /// Largest non-object body echoed back in its refusal.
@@ -262,8 +278,16 @@ fn unknown_field_of(e: &serde_json::Error) -> Option<String> {
 }
 
 fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
-    let r = parse_request(body)?;
-    validate::instructions(m, r.instructions.as_deref())?;
+    let mut r = parse_request(body)?;
+    let mut ignored = Vec::new();
+    if let Err(e) = validate::instructions(m, r.instructions.as_deref()) {
+        // A gpt-4o-mini-tts client's style: spoken without it, and said so.
+        if !sends_instructions_by_default(r.model.as_deref()) {
+            return Err(e.into());
+        }
+        r.instructions = None;
+        ignored.push("instructions");
+    }
     if r.input.trim().is_empty() {
         return Err(invalid("input is empty".into(), "input"));
     }
@@ -275,6 +299,9 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
         ));
     }
     let voice = voice::choose(m, &r, max_upload)?;
+    if voice.ignored_voice {
+        ignored.push("voice");
+    }
     let speed = match r.speed {
         None => 1.0,
         Some(s) if (0.25..=4.0).contains(&s) => s as f32,
@@ -310,6 +337,7 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
     };
     Ok(Plan {
         voice: voice_label,
+        ignored,
         req: Request {
             text: r.input,
             speaker: voice.speaker,
@@ -536,8 +564,23 @@ pub(crate) async fn speak(
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
     let output = plan.output;
     let id = access_log::current().unwrap_or_default();
+    let ignored = plan.ignored.join(", ");
+    if !ignored.is_empty() {
+        tracing::info!(
+            target: "tts_transport::http",
+            request_id = %id,
+            ignored = %ignored,
+            family = m.kind().name(),
+            "ignored what the client sent by default and this checkpoint cannot honour"
+        );
+    }
     tokio::spawn(produce(st.clone(), m.clone(), stream, plan, enc, tx, id));
     let mut resp = body_response(output, rx).await;
+    if !ignored.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&ignored) {
+            resp.headers_mut().insert(IGNORED_HEADER, v);
+        }
+    }
     // The synthesis task logs this request's line when the audio is done.
     resp.extensions_mut().insert(Deferred);
     resp

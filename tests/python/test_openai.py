@@ -205,7 +205,8 @@ def test_errors_are_openai_shaped_and_name_the_problem(server, client):
 def test_unknown_fields_and_unfollowable_instructions_are_refused(client):
     """A misspelt field is an error (as OpenAI answers one), not ignored;
     instructions on tiny-a (a 0.6B CustomVoice checkpoint) are refused
-    saying which checkpoints follow them."""
+    saying which checkpoints follow them, unless a gpt-4o-mini-tts client
+    sent them (by default): then they are left out and named."""
     with pytest.raises(openai.BadRequestError) as e:
         client.audio.speech.create(
             model="tts-1", voice="alloy", input="Hi.", extra_body={"langauge": "en"}
@@ -219,7 +220,16 @@ def test_unknown_fields_and_unfollowable_instructions_are_refused(client):
 
     with pytest.raises(openai.BadRequestError) as e:
         client.audio.speech.create(
-            model="gpt-4o-mini-tts", voice="alloy", input="Hi.", instructions="Whisper."
+            model="tts-1", voice="alloy", input="Hi.", instructions="Whisper."
         )
     assert e.value.body["param"] == "instructions"
     assert "1.7B CustomVoice" in e.value.message
+
+    # A gpt-4o-mini-tts app sends a style with every request: spoken without
+    # it, and the response says what was left out.
+    resp = client.audio.speech.with_raw_response.create(
+        model="gpt-4o-mini-tts", voice="alloy", input="Hi.", instructions="Whisper.",
+        response_format="pcm", extra_body={"max_frames": 3},
+    )
+    assert resp.headers["x-tts-ignored"] == "instructions"
+    assert len(resp.content) > 0

@@ -959,6 +959,8 @@ pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         "uploaded_voices": library::summaries(&m),
         // What the checkpoint speaks: CustomVoice, Base or VoiceDesign.
         "family": m.kind().name(),
+        // What `instructions` do here: `voice`, `style` or `none`.
+        "instructions": validate::instructions_role(&m),
         "languages": m.languages,
         "sample_rate": m.native_rate,
     }))

@@ -573,3 +573,60 @@ fn client_help_names_only_flags_that_exist() {
     let segments = metrics["segments"].as_u64().unwrap();
     assert!(segments > 1, "{TEXT:?} in 12-character segments: {metrics}");
 }
+
+/// Item 1 of "the first five minutes", for `client`: `--out x.mp3` without
+/// `--format` wrote a WAV into x.mp3. The extension picks the format (as
+/// for `speak`); a `--format` that contradicts it, or an extension no
+/// encoder writes, is refused before connecting.
+#[test]
+fn client_out_picks_the_format_from_the_extension() {
+    let s = server();
+    let url = format!("http://{}", s.addr);
+    let wav = dir().join("by-ext.wav");
+    let (o, err) = client(&url, &["--out", wav.to_str().unwrap()]);
+    assert!(o.status.success(), "{err}");
+    let (_, pcm) = wav_i16(&wav);
+    for (name, magic) in [
+        ("by-ext.mp3", &[0xFFu8][..]),
+        ("by-ext.ogg", &b"OggS"[..]),
+        ("by-ext.flac", &b"fLaC"[..]),
+    ] {
+        let out = dir().join(name);
+        let (o, err) = client(&url, &["--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: {err}");
+        let bytes = std::fs::read(&out).unwrap();
+        assert!(bytes.starts_with(magic), "{name}: {:?}", &bytes[..4]);
+    }
+    // .pcm: the server's 16-bit samples as they are, no header.
+    let raw = dir().join("by-ext.pcm");
+    let (o, err) = client(&url, &["--out", raw.to_str().unwrap()]);
+    assert!(o.status.success(), "{err}");
+    let bytes = std::fs::read(&raw).unwrap();
+    let samples: Vec<i16> = bytes
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert_eq!(samples, pcm);
+    // Refused before connecting (nothing listens at port 9).
+    for (args, needles) in [
+        (
+            &["--format", "mp3", "--out", "x.wav"][..],
+            &["--format mp3", ".wav"][..],
+        ),
+        (&["--out", "x.m4a"], &[".m4a", ".mp3", ".flac"]),
+        (
+            &["--format", "f32", "--out", "x.pcm"],
+            &["--format f32", ".pcm"],
+        ),
+    ] {
+        let (o, err) = run(bin()
+            .current_dir(dir())
+            .args(["client", "127.0.0.1:9", TEXT])
+            .args(args));
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {err}");
+        }
+        assert!(!err.contains("connect"), "{args:?}: {err}");
+    }
+}

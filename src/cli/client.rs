@@ -27,7 +27,7 @@ use tts_transport::protocol::{
     ServerMessage, SessionSettings, SessionUpdate,
 };
 
-use super::client_encoded::{check_format, parse_format, BytesWriter};
+use super::client_encoded::{check_format, out_format, parse_format, BytesWriter};
 use super::io::{check_out, AudioWriter, Container, Output};
 use super::play::{expected_speech, PlayArgs, Playback};
 
@@ -43,9 +43,10 @@ pub struct ClientArgs {
     text: Option<String>,
     #[command(flatten)]
     play: PlayArgs,
-    /// Also write the audio to this file (`-`: stdout): a WAV in --format
-    /// pcm16 / f32, else the encoded stream itself (an .mp3, Ogg .opus,
-    /// .flac, ADTS .aac, or raw G.711 file), at the session's rate.
+    /// Also write the audio to this file (`-`: stdout), at the session's
+    /// rate, in the format its extension names unless --format says it: a
+    /// .wav of pcm16 / f32 samples, or the server's encoded stream itself
+    /// (.mp3, .opus / .ogg, .flac, .aac, .pcm / .raw, .ulaw, .alaw).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Voice: a checkpoint speaker or an OpenAI voice name (alloy, ash, ...);
@@ -67,8 +68,9 @@ pub struct ClientArgs {
     /// Wire format: pcm16 or f32 samples (played, or --out as WAV), or
     /// encoded by the server: mp3, opus (Ogg), flac, aac (ADTS), mulaw or
     /// alaw (8 kHz), opus_packets (raw packets: no --out, no --play).
-    #[arg(long, default_value = "pcm16", value_parser = parse_format)]
-    format: AudioFormat,
+    /// Default: what --out's extension names, else pcm16.
+    #[arg(long, value_parser = parse_format)]
+    format: Option<AudioFormat>,
     /// Where the server cuts the text into synthesis requests: clause,
     /// sentence, manual (cut only at --max-chars), or live (no cuts: one
     /// utterance whose text reaches the model as it comes; implies
@@ -412,7 +414,8 @@ pub fn client(a: ClientArgs) -> Result<()> {
         a.timeout_s.is_finite() && a.timeout_s > 0.0,
         "--timeout-s must be a positive number of seconds"
     );
-    check_format(a.format, a.play.play, a.out.is_some())?;
+    let (format, raw_out) = out_format(a.format, a.out.as_deref())?;
+    check_format(format, a.play.play, a.out.is_some())?;
     let text_mode = text_mode_for(a.chunking, a.text_mode)?;
     anyhow::ensure!(a.max_chars != Some(0), "--max-chars must be at least 1");
     // Checked first, so an unusable path fails before any network work;
@@ -445,7 +448,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
             language: a.language.clone(),
             instruct: a.instruct.clone(),
             sample_rate: a.sample_rate,
-            format: Some(a.format),
+            format: Some(format),
             audio_transport: Some(protocol::AudioTransport::Binary),
             chunking: (a.chunking.is_some() || a.max_chars.is_some()).then(|| ChunkingUpdate {
                 mode: a.chunking,
@@ -481,7 +484,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
     let encoded = session.format.is_encoded();
     let mut writer = match a.out.as_deref().map(Output::open).transpose()? {
         None => None,
-        Some(o) if encoded => Some(Writer::Bytes(BytesWriter::open(o))),
+        Some(o) if encoded || raw_out => Some(Writer::Bytes(BytesWriter::open(o))),
         Some(o) => {
             let wav = if session.format == AudioFormat::F32 {
                 WavFormat::F32

@@ -184,12 +184,15 @@ pub(crate) fn parse_precision(s: &str) -> std::result::Result<LoadOptions, Strin
 
 #[derive(Args)]
 struct OutArgs {
-    /// Output WAV path, or `-` for stdout (`speak`: optional with --play).
+    /// Output file, its format from its extension: .wav, .mp3, .opus or
+    /// .ogg (Ogg Opus), .flac, .aac (ADTS), .pcm or .raw (16-bit
+    /// little-endian, no header), .ulaw / .alaw (G.711, 8 kHz); no
+    /// extension: WAV. `-`: WAV on stdout. (`speak`: optional with --play.)
     #[arg(long)]
     out: Option<PathBuf>,
-    /// pcm16 (default) or f32 (exact model output).
-    #[arg(long, default_value = "pcm16")]
-    wav_format: WavFormat,
+    /// A WAV's samples: pcm16 (default) or f32 (exact model output).
+    #[arg(long)]
+    wav_format: Option<WavFormat>,
     /// Decode with the stateful streaming decoder instead of the official
     /// 300/25-frame chunked decode (identical up to 300 frames; beyond that
     /// the streaming decoder equals a whole-utterance decode). `speak

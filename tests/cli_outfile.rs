@@ -466,3 +466,128 @@ fn ctrl_c_during_speaks_model_load_stops_it_and_leaves_out_alone() {
     }
     let _ = std::fs::remove_dir_all(&ckpt);
 }
+
+/// What a file's first bytes say it is (enough to tell the formats apart).
+fn sniff(bytes: &[u8]) -> &'static str {
+    match bytes {
+        [b'R', b'I', b'F', b'F', ..] => "wav",
+        [b'f', b'L', b'a', b'C', ..] => "flac",
+        [b'O', b'g', b'g', b'S', ..] => "ogg",
+        [b'I', b'D', b'3', ..] => "mp3",
+        // ADTS: 12-bit sync, layer 00 (MPEG audio frames have a layer ≠ 00).
+        [0xFF, b, ..] if b & 0xF6 == 0xF0 => "aac",
+        [0xFF, b, ..] if b & 0xE0 == 0xE0 => "mp3",
+        _ => "other",
+    }
+}
+
+/// Item 1 of "the first five minutes": `speak --out x.mp3` wrote WAV bytes
+/// into x.mp3. The extension picks the format, offline and streamed.
+#[test]
+fn speak_out_picks_the_format_from_the_extension() {
+    let (dir, _good) = setup("out_by_extension");
+    let fx = fixture();
+    for stream in [false, true] {
+        let mut pcm_len = 0;
+        for (name, want) in [
+            ("x.wav", "wav"),
+            ("x.mp3", "mp3"),
+            ("x.opus", "ogg"),
+            ("x.ogg", "ogg"),
+            ("x.flac", "flac"),
+            ("x.aac", "aac"),
+            ("x.pcm", "other"),
+            ("x.raw", "other"),
+            ("X.MP3", "mp3"),
+            ("x.ulaw", "other"),
+        ] {
+            let path = dir.join(name);
+            let mut args = speak_args(&path, &fx);
+            if stream {
+                args.push("--stream");
+            }
+            let o = bin().args(&args).stdin(Stdio::null()).output().unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(o.status.success(), "{name} (stream {stream}): {err}");
+            let bytes = std::fs::read(&path).unwrap();
+            assert!(!bytes.is_empty(), "{name}");
+            assert_eq!(sniff(&bytes), want, "{name} (stream {stream})");
+            if name.ends_with(".pcm") || name.ends_with(".raw") {
+                // Headerless 16-bit samples: 8 frames of 24 kHz audio.
+                assert_eq!(bytes.len() % 2, 0, "{name}");
+                assert!(bytes.len() > 1000, "{name}: {}", bytes.len());
+                pcm_len = bytes.len();
+            }
+            if name == "x.ulaw" {
+                // 8 kHz, one byte a sample: a sixth of the 16-bit 24 kHz size.
+                let third = pcm_len / 6;
+                assert!(
+                    bytes.len().abs_diff(third) <= 2,
+                    "{} vs {third}",
+                    bytes.len()
+                );
+            }
+            std::fs::remove_file(&path).unwrap();
+        }
+    }
+    // `-` stays WAV.
+    let mut args = speak_args(Path::new("-"), &fx);
+    args.retain(|a| *a != "-");
+    args.push("-");
+    let o = bin().args(&args).stdin(Stdio::null()).output().unwrap();
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    assert_eq!(sniff(&o.stdout), "wav");
+}
+
+/// An extension `--out` cannot write is refused before the model loads,
+/// naming it and the ones it can; an existing file is left as it was.
+#[test]
+fn speak_out_refuses_an_extension_it_cannot_write() {
+    let (dir, good) = setup("out_bad_extension");
+    for name in ["x.m4a", "x.txt"] {
+        let target = dir.join(name);
+        for cmd in [
+            &["speak", "Hello.", "--model", "/nonexistent-model"][..],
+            &[
+                "decode",
+                "--codes",
+                "/nonexistent.json",
+                "--model",
+                "/nonexistent-model",
+            ],
+        ] {
+            let ext = name.rsplit('.').next().unwrap();
+            let o = bin()
+                .args(cmd)
+                .arg("--out")
+                .arg(&target)
+                .stdin(Stdio::null())
+                .output()
+                .unwrap();
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert_eq!(o.status.code(), Some(1), "{err}");
+            assert!(err.contains(&format!(".{ext}")), "{err}");
+            for can in [".wav", ".mp3", ".opus", ".ogg", ".flac", ".aac", ".pcm"] {
+                assert!(err.contains(can), "{cmd:?} {name}: {err}");
+            }
+            assert!(!err.contains("nonexistent"), "checked first: {err}");
+            assert_untouched(&dir, &good, name);
+        }
+    }
+    // --wav-format f32 describes a WAV; it cannot apply to an MP3.
+    let target = dir.join("x.mp3");
+    let o = bin()
+        .args(["speak", "Hello.", "--model", "/nonexistent-model"])
+        .args(["--wav-format", "f32", "--out"])
+        .arg(&target)
+        .stdin(Stdio::null())
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--wav-format") && err.contains(".mp3"),
+        "{err}"
+    );
+    assert_untouched(&dir, &good, "--wav-format f32 x.mp3");
+}

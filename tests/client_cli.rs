@@ -504,3 +504,129 @@ fn client_refuses_encoded_formats_it_cannot_write_or_play_before_connecting() {
     assert!(err.contains("opus_packets") && err.contains("aac"), "{err}");
     assert!(!Path::new(never).exists());
 }
+
+/// Item 2 of "the first five minutes": `client --chunking live` (the
+/// README's example) was refused by the server unless `--text-mode
+/// streaming` was added. Live chunking now implies it; an explicit
+/// `--text-mode prefill` is refused before connecting, naming both flags.
+#[test]
+fn client_chunking_live_implies_streaming_text_mode() {
+    let s = server();
+    let url = format!("http://{}", s.addr);
+    let out = dir().join("live.wav");
+    let out_s = out.to_str().unwrap();
+    let (o, err) = client(&url, &["--chunking", "live", "--out", out_s]);
+    assert!(o.status.success(), "{err}");
+    let (_, samples) = wav_i16(&out);
+    assert!(!samples.is_empty());
+    let never = dir().join("never-live.wav");
+    let (o, err) = run(bin()
+        .args(["client", "127.0.0.1:9", TEXT])
+        .args(["--chunking", "live", "--text-mode", "prefill", "--out"])
+        .arg(&never));
+    assert_eq!(o.status.code(), Some(1), "{err}");
+    assert!(
+        err.contains("--chunking live") && err.contains("--text-mode prefill"),
+        "{err}"
+    );
+    assert!(!err.contains("connect"), "refused before connecting: {err}");
+    assert!(!never.exists());
+}
+
+/// `client --help` named a `--max-chars` flag that did not exist: every
+/// flag the help names is one the client takes (`chunking.max_chars`).
+#[test]
+fn client_help_names_only_flags_that_exist() {
+    let (o, help) = run(bin().args(["client", "--help"]));
+    let help = help + &String::from_utf8_lossy(&o.stdout);
+    assert!(o.status.success(), "{help}");
+    let mut named: Vec<&str> = help
+        .split(|c: char| !(c.is_ascii_alphanumeric() || c == '-'))
+        .filter(|w| w.starts_with("--") && w.len() > 2)
+        .collect();
+    named.sort();
+    named.dedup();
+    for flag in named {
+        let listed = help
+            .lines()
+            .any(|l| l.trim_start().starts_with(flag) || l.contains(&format!(", {flag}")));
+        assert!(listed, "the help names {flag}, which is not a flag: {help}");
+    }
+    // And the segment length reaches the server.
+    let s = server();
+    let url = format!("http://{}", s.addr);
+    let out = dir().join("max-chars.wav");
+    let (o, err) = client(
+        &url,
+        &[
+            "--chunking",
+            "manual",
+            "--max-chars",
+            "12",
+            "--json",
+            "--out",
+            out.to_str().unwrap(),
+        ],
+    );
+    assert!(o.status.success(), "{err}");
+    let metrics: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let segments = metrics["segments"].as_u64().unwrap();
+    assert!(segments > 1, "{TEXT:?} in 12-character segments: {metrics}");
+}
+
+/// Item 1 of "the first five minutes", for `client`: `--out x.mp3` without
+/// `--format` wrote a WAV into x.mp3. The extension picks the format (as
+/// for `speak`); a `--format` that contradicts it, or an extension no
+/// encoder writes, is refused before connecting.
+#[test]
+fn client_out_picks_the_format_from_the_extension() {
+    let s = server();
+    let url = format!("http://{}", s.addr);
+    let wav = dir().join("by-ext.wav");
+    let (o, err) = client(&url, &["--out", wav.to_str().unwrap()]);
+    assert!(o.status.success(), "{err}");
+    let (_, pcm) = wav_i16(&wav);
+    for (name, magic) in [
+        ("by-ext.mp3", &[0xFFu8][..]),
+        ("by-ext.ogg", &b"OggS"[..]),
+        ("by-ext.flac", &b"fLaC"[..]),
+    ] {
+        let out = dir().join(name);
+        let (o, err) = client(&url, &["--out", out.to_str().unwrap()]);
+        assert!(o.status.success(), "{name}: {err}");
+        let bytes = std::fs::read(&out).unwrap();
+        assert!(bytes.starts_with(magic), "{name}: {:?}", &bytes[..4]);
+    }
+    // .pcm: the server's 16-bit samples as they are, no header.
+    let raw = dir().join("by-ext.pcm");
+    let (o, err) = client(&url, &["--out", raw.to_str().unwrap()]);
+    assert!(o.status.success(), "{err}");
+    let bytes = std::fs::read(&raw).unwrap();
+    let samples: Vec<i16> = bytes
+        .chunks_exact(2)
+        .map(|b| i16::from_le_bytes([b[0], b[1]]))
+        .collect();
+    assert_eq!(samples, pcm);
+    // Refused before connecting (nothing listens at port 9).
+    for (args, needles) in [
+        (
+            &["--format", "mp3", "--out", "x.wav"][..],
+            &["--format mp3", ".wav"][..],
+        ),
+        (&["--out", "x.m4a"], &[".m4a", ".mp3", ".flac"]),
+        (
+            &["--format", "f32", "--out", "x.pcm"],
+            &["--format f32", ".pcm"],
+        ),
+    ] {
+        let (o, err) = run(bin()
+            .current_dir(dir())
+            .args(["client", "127.0.0.1:9", TEXT])
+            .args(args));
+        assert_eq!(o.status.code(), Some(1), "{args:?}: {err}");
+        for n in needles {
+            assert!(err.contains(n), "{args:?}: {err}");
+        }
+        assert!(!err.contains("connect"), "{args:?}: {err}");
+    }
+}

@@ -27,8 +27,8 @@ use tts_transport::protocol::{
     ServerMessage, SessionSettings, SessionUpdate,
 };
 
-use super::client_encoded::{check_format, parse_format, BytesWriter};
-use super::io::{check_out, AudioWriter, Output};
+use super::client_encoded::{check_format, out_format, parse_format, BytesWriter};
+use super::io::{check_out, AudioWriter, Container, Output};
 use super::play::{expected_speech, PlayArgs, Playback};
 
 /// The one context this client opens.
@@ -43,9 +43,10 @@ pub struct ClientArgs {
     text: Option<String>,
     #[command(flatten)]
     play: PlayArgs,
-    /// Also write the audio to this file (`-`: stdout): a WAV in --format
-    /// pcm16 / f32, else the encoded stream itself (an .mp3, Ogg .opus,
-    /// .flac, ADTS .aac, or raw G.711 file), at the session's rate.
+    /// Also write the audio to this file (`-`: stdout), at the session's
+    /// rate, in the format its extension names unless --format says it: a
+    /// .wav of pcm16 / f32 samples, or the server's encoded stream itself
+    /// (.mp3, .opus / .ogg, .flac, .aac, .pcm / .raw, .ulaw, .alaw).
     #[arg(long)]
     out: Option<PathBuf>,
     /// Voice: a checkpoint speaker or an OpenAI voice name (alloy, ash, ...);
@@ -67,16 +68,24 @@ pub struct ClientArgs {
     /// Wire format: pcm16 or f32 samples (played, or --out as WAV), or
     /// encoded by the server: mp3, opus (Ogg), flac, aac (ADTS), mulaw or
     /// alaw (8 kHz), opus_packets (raw packets: no --out, no --play).
-    #[arg(long, default_value = "pcm16", value_parser = parse_format)]
-    format: AudioFormat,
+    /// Default: what --out's extension names, else pcm16.
+    #[arg(long, value_parser = parse_format)]
+    format: Option<AudioFormat>,
     /// Where the server cuts the text into synthesis requests: clause,
-    /// sentence or manual (one request per --max-chars); default: the
-    /// server's (clause).
+    /// sentence, manual (cut only at --max-chars), or live (no cuts: one
+    /// utterance whose text reaches the model as it comes; implies
+    /// --text-mode streaming); default: the server's (clause).
     #[arg(long, value_parser = parse_chunking)]
     chunking: Option<ChunkingMode>,
+    /// Longest segment in characters; longer text is cut at its last space
+    /// (the session's chunking.max_chars; below 24, the clause minimum
+    /// follows it); default: the server's (300).
+    #[arg(long)]
+    max_chars: Option<usize>,
     /// How each segment's text reaches the model: prefill (all of it in the
     /// prompt; the server's default) or streaming (one token per frame, a
-    /// ~10-row prompt: an earlier first packet). docs/protocol.md.
+    /// ~10-row prompt: an earlier first packet; what --chunking live
+    /// needs). docs/protocol.md.
     #[arg(long, value_parser = parse_text_mode)]
     text_mode: Option<protocol::TextMode>,
     /// Greedy decoding (reproducible).
@@ -104,6 +113,24 @@ fn parse_text_mode(s: &str) -> std::result::Result<protocol::TextMode, String> {
         other => Err(format!(
             "unknown text mode {other:?}; use prefill or streaming"
         )),
+    }
+}
+
+/// The `text_mode` to ask for: live chunking takes text one token per frame
+/// as it arrives, so it implies the streaming text mode (the server refuses
+/// live with prefill); an explicit `--text-mode prefill` is refused.
+fn text_mode_for(
+    chunking: Option<ChunkingMode>,
+    text_mode: Option<protocol::TextMode>,
+) -> Result<Option<protocol::TextMode>> {
+    match (chunking, text_mode) {
+        (Some(ChunkingMode::Live), Some(protocol::TextMode::Prefill)) => bail!(
+            "--chunking live feeds the text to the model as it arrives, which --text-mode \
+             prefill cannot (it needs the whole text before the first frame); drop \
+             --text-mode prefill (live implies streaming) or choose another --chunking"
+        ),
+        (Some(ChunkingMode::Live), None) => Ok(Some(protocol::TextMode::Streaming)),
+        (_, m) => Ok(m),
     }
 }
 
@@ -387,7 +414,10 @@ pub fn client(a: ClientArgs) -> Result<()> {
         a.timeout_s.is_finite() && a.timeout_s > 0.0,
         "--timeout-s must be a positive number of seconds"
     );
-    check_format(a.format, a.play.play, a.out.is_some())?;
+    let (format, raw_out) = out_format(a.format, a.out.as_deref())?;
+    check_format(format, a.play.play, a.out.is_some())?;
+    let text_mode = text_mode_for(a.chunking, a.text_mode)?;
+    anyhow::ensure!(a.max_chars != Some(0), "--max-chars must be at least 1");
     // Checked first, so an unusable path fails before any network work;
     // opened (staged) once the server accepted the settings, so a refusal
     // or a dead server leaves an existing file as it was.
@@ -420,16 +450,21 @@ pub fn client(a: ClientArgs) -> Result<()> {
             language: a.language.clone(),
             instruct: a.instruct.clone(),
             sample_rate: a.sample_rate,
-            format: Some(a.format),
+            format: Some(format),
             audio_transport: Some(protocol::AudioTransport::Binary),
-            chunking: a.chunking.map(|mode| ChunkingUpdate {
-                mode: Some(mode),
+            chunking: (a.chunking.is_some() || a.max_chars.is_some()).then(|| ChunkingUpdate {
+                mode: a.chunking,
+                max_chars: a.max_chars,
+                // The clause minimum may not exceed it (the server's check).
+                min_chars: a
+                    .max_chars
+                    .filter(|&n| n < protocol::Chunking::default().min_chars),
                 ..ChunkingUpdate::default()
             }),
             greedy: a.greedy.then_some(true),
             seed: a.seed,
             max_frames: a.max_frames,
-            text_mode: a.text_mode,
+            text_mode,
             ..SessionUpdate::default()
         },
     })?;
@@ -451,14 +486,18 @@ pub fn client(a: ClientArgs) -> Result<()> {
     let encoded = session.format.is_encoded();
     let mut writer = match a.out.as_deref().map(Output::open).transpose()? {
         None => None,
-        Some(o) if encoded => Some(Writer::Bytes(BytesWriter::open(o))),
+        Some(o) if encoded || raw_out => Some(Writer::Bytes(BytesWriter::open(o))),
         Some(o) => {
             let wav = if session.format == AudioFormat::F32 {
                 WavFormat::F32
             } else {
                 WavFormat::Pcm16
             };
-            Some(Writer::Wav(AudioWriter::open(o, rate, wav)?))
+            Some(Writer::Wav(AudioWriter::open(
+                o,
+                rate,
+                Container::Wav(wav),
+            )?))
         }
     };
     eprintln!(

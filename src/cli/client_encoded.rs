@@ -12,11 +12,13 @@
 
 use std::fs::File;
 use std::io::{BufWriter, Write};
+use std::path::Path;
 
 use anyhow::{bail, Context, Result};
+use tts_audio::Format;
 use tts_transport::protocol::AudioFormat;
 
-use super::io::Output;
+use super::io::{out_container, Container, Output};
 use super::outfile::Staged;
 
 /// `--format`: any realtime format name.
@@ -28,6 +30,72 @@ pub(crate) fn parse_format(s: &str) -> std::result::Result<AudioFormat, String> 
             let names: Vec<&str> = AudioFormat::ALL.iter().map(|f| f.name()).collect();
             format!("unknown format {s:?}; use one of {}", names.join(", "))
         })
+}
+
+/// The wire format for `--format` and `--out`'s extension
+/// ([`out_container`]), and whether `--out` takes the frames' bytes as they
+/// are (a `.pcm` file of pcm16 samples) rather than a WAV of the samples.
+/// `--format` must agree with the extension; without it the extension
+/// names the format (a `.wav`, stdout or a name without an extension:
+/// pcm16).
+pub(crate) fn out_format(
+    format: Option<AudioFormat>,
+    out: Option<&Path>,
+) -> Result<(AudioFormat, bool)> {
+    let Some(path) = out.filter(|p| *p != Path::new("-") && p.extension().is_some()) else {
+        return Ok((format.unwrap_or(AudioFormat::Pcm16), false));
+    };
+    if format == Some(AudioFormat::OpusPackets) {
+        // No file holds it: `check_format` says so, and what to use.
+        return Ok((AudioFormat::OpusPackets, false));
+    }
+    let ext = path
+        .extension()
+        .map(|e| e.to_string_lossy().to_ascii_lowercase())
+        .unwrap_or_default();
+    let (wants, raw) = match out_container(path, None, "--out")? {
+        Container::Wav(_) => match format {
+            None | Some(AudioFormat::Pcm16) => return Ok((AudioFormat::Pcm16, false)),
+            Some(AudioFormat::F32) => return Ok((AudioFormat::F32, false)),
+            Some(f) => bail!(
+                "--format {f} sends {f} bytes, but --out {} is a .{ext} (a WAV of pcm16 or f32 samples); \
+                 name the file .{} or leave --format out",
+                path.display(),
+                ext_of(f)
+            ),
+        },
+        Container::Encoded(Format::Pcm) => (AudioFormat::Pcm16, true),
+        Container::Encoded(f) => (
+            AudioFormat::ALL
+                .into_iter()
+                .find(|a| a.name() == f.name())
+                .context("every encoder's format is a wire format")?,
+            false,
+        ),
+    };
+    match format {
+        None => Ok((wants, raw)),
+        Some(f) if f == wants => Ok((wants, raw)),
+        Some(f) => bail!(
+            "--format {f} does not write a .{ext} file (--out {} is {wants}); name the file .{} \
+             or leave --format out",
+            path.display(),
+            ext_of(f)
+        ),
+    }
+}
+
+/// The extension a file of `format` gets.
+fn ext_of(format: AudioFormat) -> &'static str {
+    match format {
+        AudioFormat::Pcm16 | AudioFormat::F32 => "wav",
+        AudioFormat::Mp3 => "mp3",
+        AudioFormat::Opus | AudioFormat::OpusPackets => "opus",
+        AudioFormat::Flac => "flac",
+        AudioFormat::Aac => "aac",
+        AudioFormat::Mulaw => "ulaw",
+        AudioFormat::Alaw => "alaw",
+    }
 }
 
 /// Refuses flag combinations an encoded format cannot serve, before any

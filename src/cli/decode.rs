@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::io::{check_out, Output};
+use super::io::{check_out, out_container, Output};
 use super::outfile::catch_interrupts;
 use super::{load, ModelArg, OutArgs};
 
@@ -29,6 +29,7 @@ pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
         .out
         .as_deref()
         .context("decode needs --out FILE (or - for stdout)")?;
+    let container = out_container(out_path, a.out.wav_format, "--out")?;
     check_out(out_path, "--out")?;
     // A signal during the load below ends the run, --out as it was.
     catch_interrupts();
@@ -49,6 +50,7 @@ pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
         )
     })?;
     let model = load(&a.model)?;
+    container.check_rate(model.code2wav.sample_rate())?;
     let groups = model.code2wav.num_quantizers();
     let book = model.code2wav.codebook_size() as i64;
     let mut codes = Vec::with_capacity(frames.len() * groups);
@@ -79,5 +81,5 @@ pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
     let wav = model
         .code2wav
         .decode_on_pool(&codes, frames.len(), a.out.stream)?;
-    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+    out.write(&wav, model.code2wav.sample_rate(), container)
 }

@@ -16,7 +16,7 @@ use tts_models::config::ModelKind;
 use tts_models::StopReason;
 use tts_models::{GenOptions, Qwen3Tts, Request, VoiceClone};
 
-use super::io::{check_out, read_text, write_codes, AudioWriter, Output};
+use super::io::{check_out, out_container, read_text, write_codes, AudioWriter, Container, Output};
 use super::outfile::{catch_interrupts, check_target};
 use super::{load, play, ModelArg, OutArgs, VoicesDirArg};
 
@@ -166,6 +166,10 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
     let text = read_text(a.text.take())?;
     // Every argument is checked before any output is opened, and outputs
     // are staged (super::outfile): a failure never touches an existing file.
+    let container = match &a.out.out {
+        Some(p) => out_container(p, a.out.wav_format, "--out")?,
+        None => Container::Wav(a.out.wav_format.unwrap_or(WavFormat::Pcm16)),
+    };
     match &a.out.out {
         Some(p) => check_out(p, "--out")?,
         None if a.play.play => {}
@@ -176,6 +180,7 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
     }
     check_sampling_flags(&a)?;
     let model = load(&a.model)?;
+    container.check_rate(model.code2wav.sample_rate())?;
     let mut opts: GenOptions = model.default_options();
     if let Some(v) = a.temperature {
         opts.talker.temperature = v;
@@ -277,7 +282,7 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
             engine,
             reqs,
             out,
-            a.out.wav_format,
+            container,
             &a.play,
             a.codes_out.as_deref(),
             a.timings,
@@ -299,7 +304,7 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
     if let Some(p) = &a.codes_out {
         write_codes(p, &codes, model.config.talker.num_code_groups)?;
     }
-    out.write(&wav, model.code2wav.sample_rate(), a.out.wav_format)
+    out.write(&wav, model.code2wav.sample_rate(), container)
 }
 
 /// One request offline: every frame, then one decode. Returns the audio and
@@ -439,7 +444,7 @@ fn speak_streamed(
     engine: Engine,
     reqs: Vec<Request>,
     out: Option<Output>,
-    format: WavFormat,
+    format: Container,
     play: &play::PlayArgs,
     codes_out: Option<&Path>,
     timings: bool,

@@ -76,6 +76,13 @@ def serve_base(tmp_path):
     return start
 
 
+@pytest.fixture
+def serve_fixture():
+    """`serve` itself: a `tts-rt serve` on any checkpoint fixture
+    (`with serve_fixture("tiny-vd") as server:`)."""
+    return serve
+
+
 @contextlib.contextmanager
 def serve(fixture: str, *extra: str):
     """A `tts-rt serve` on tests/fixtures/FIXTURE (loopback, any port, the

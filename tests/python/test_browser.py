@@ -369,3 +369,29 @@ def test_browser_saves_a_voice_from_a_file_and_speaks_with_it(serve_base, page):
         assert not d["errors"], d["errors"]
         assert_clean_console(page)
         screenshot(page, "voice")
+
+
+def test_browser_hides_instructions_the_checkpoint_cannot_follow(server, serve_fixture, page):
+    """The Instructions box shows only where the checkpoint follows them:
+    hidden on tiny-a (0.6B CustomVoice, which refuses them), shown as the
+    voice's description on tiny-vd (VoiceDesign, which needs it)."""
+    open_page(page, server, server.token)
+    wait_for(page, "() => window.ttsDebug.instructions !== undefined", "the checkpoint's instructions role")
+    assert debug(page)["instructions"] == "none"
+    assert not page.is_visible("#instruct")
+    with serve_fixture("tiny-vd") as vd:
+        open_page(page, vd, vd.token)
+        wait_for(page, "() => window.ttsDebug.instructions === 'voice'", "VoiceDesign's instructions role")
+        assert page.is_visible("#instruct")
+        assert "Voice description" in page.inner_text("label[for=instruct]")
+        page.fill("#instruct", "A warm, low voice.")
+        page.fill("#text", "Hello from a described voice.")
+        page.click("#speak")
+        wait_for(
+            page,
+            "() => { const d = window.ttsDebug; const c = d.contexts[d.current];"
+            " return c && c.state === 'done' && c.samples > 0; }",
+            "the described voice to speak",
+        )
+        assert not debug(page)["errors"], debug(page)["errors"]
+        assert_clean_console(page)

@@ -45,9 +45,11 @@ def pcm(client) -> bytes:
 def test_models_list(client):
     models = client.models.list()
     ids = [m.id for m in models]
-    assert ids == ["tiny-a"]  # the checkpoint directory's name
-    assert models.data[0].object == "model" and models.data[0].owned_by == "tts-rt"
-    assert client.models.retrieve("tiny-a").id == "tiny-a"
+    # The checkpoint directory's name, then OpenAI's names as its aliases.
+    assert ids == ["tiny-a", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]
+    assert all(m.object == "model" and m.owned_by == "tts-rt" for m in models.data)
+    for id in ids:
+        assert client.models.retrieve(id).id == id
     with pytest.raises(openai.NotFoundError, match="serves 'tiny-a'"):
         client.models.retrieve("tts-9000")
 
@@ -203,7 +205,8 @@ def test_errors_are_openai_shaped_and_name_the_problem(server, client):
 def test_unknown_fields_and_unfollowable_instructions_are_refused(client):
     """A misspelt field is an error (as OpenAI answers one), not ignored;
     instructions on tiny-a (a 0.6B CustomVoice checkpoint) are refused
-    saying which checkpoints follow them."""
+    saying which checkpoints follow them, unless a gpt-4o-mini-tts client
+    sent them (by default): then they are left out and named."""
     with pytest.raises(openai.BadRequestError) as e:
         client.audio.speech.create(
             model="tts-1", voice="alloy", input="Hi.", extra_body={"langauge": "en"}
@@ -217,7 +220,16 @@ def test_unknown_fields_and_unfollowable_instructions_are_refused(client):
 
     with pytest.raises(openai.BadRequestError) as e:
         client.audio.speech.create(
-            model="gpt-4o-mini-tts", voice="alloy", input="Hi.", instructions="Whisper."
+            model="tts-1", voice="alloy", input="Hi.", instructions="Whisper."
         )
     assert e.value.body["param"] == "instructions"
     assert "1.7B CustomVoice" in e.value.message
+
+    # A gpt-4o-mini-tts app sends a style with every request: spoken without
+    # it, and the response says what was left out.
+    resp = client.audio.speech.with_raw_response.create(
+        model="gpt-4o-mini-tts", voice="alloy", input="Hi.", instructions="Whisper.",
+        response_format="pcm", extra_body={"max_frames": 3},
+    )
+    assert resp.headers["x-tts-ignored"] == "instructions"
+    assert len(resp.content) > 0

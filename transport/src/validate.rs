@@ -47,11 +47,7 @@ impl Rejected {
 /// CustomVoice, and Base has none. A blank string is no instruction.
 pub fn instructions(m: &Loaded, instructions: Option<&str>) -> Result<(), Rejected> {
     let given = instructions.is_some_and(|i| !i.trim().is_empty());
-    let follows = match m.kind() {
-        ModelKind::VoiceDesign => true,
-        ModelKind::CustomVoice => m.model.config.supports_instruct(),
-        ModelKind::Base => false,
-    };
+    let follows = instructions_role(m) != "none";
     if !given || follows {
         return Ok(());
     }
@@ -63,6 +59,18 @@ pub fn instructions(m: &Loaded, instructions: Option<&str>) -> Result<(), Reject
     Err(Rejected::Instructions {
         checkpoint: format!("{size}{}", m.kind().name()),
     })
+}
+
+/// What instructions do on this checkpoint (`GET /v1/audio/voices`
+/// `instructions`, which the browser page reads): `voice` (VoiceDesign:
+/// they describe the voice, required), `style` (CustomVoice above 0.6B),
+/// `none` (0.6B CustomVoice, Base: refused).
+pub fn instructions_role(m: &Loaded) -> &'static str {
+    match m.kind() {
+        ModelKind::VoiceDesign => "voice",
+        ModelKind::CustomVoice if m.model.config.supports_instruct() => "style",
+        ModelKind::CustomVoice | ModelKind::Base => "none",
+    }
 }
 
 /// A checkpoint speaker or OpenAI voice → the speaker it speaks with.

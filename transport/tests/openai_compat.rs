@@ -350,3 +350,181 @@ async fn metrics_carry_the_build_info() -> Result<()> {
     );
     stop(s).await
 }
+
+/// Item 3 of "the first five minutes": `/v1/models` listed only the
+/// checkpoint, and `GET /v1/models/tts-1` was a 404. OpenAI's model names
+/// are listed as aliases of the loaded checkpoint, each retrievable.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn models_lists_the_openai_model_names_as_aliases_of_the_checkpoint() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let r = http(addr, "GET", "/v1/models", &[], None).await?;
+    assert_eq!(r.status, 200);
+    let list = r.json();
+    assert_eq!(list["object"], "list");
+    let data = list["data"].as_array().context("data")?;
+    let ids: Vec<&str> = data.iter().filter_map(|m| m["id"].as_str()).collect();
+    assert_eq!(ids, ["tiny-a", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"]);
+    for m in data {
+        assert_eq!(m["object"], "model", "{m}");
+        assert!(m["created"].is_u64(), "{m}");
+        assert_eq!(m["owned_by"], "tts-rt", "{m}");
+        // Each names the checkpoint that answers it.
+        assert_eq!(m["root"], "tiny-a", "{m}");
+    }
+    for id in ["tiny-a", "tts-1", "tts-1-hd", "gpt-4o-mini-tts"] {
+        let r = http(addr, "GET", &format!("/v1/models/{id}"), &[], None).await?;
+        assert_eq!(r.status, 200, "{id}");
+        let m = r.json();
+        assert_eq!(m["id"], id);
+        assert_eq!(m["object"], "model");
+        assert_eq!(m["root"], "tiny-a");
+    }
+    let r = http(addr, "GET", "/v1/models/gpt-4o", &[], None).await?;
+    assert_eq!(r.status, 404);
+    let e = &r.json()["error"];
+    assert_eq!(e["type"], "invalid_request_error");
+    assert_eq!(e["code"], "model_not_found");
+    assert_eq!(e["param"], "model");
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(msg.contains("'gpt-4o'") && msg.contains("tts-1"), "{msg}");
+    stop(s).await
+}
+
+/// Item 4 of "the first five minutes": what OpenAI clients send by default
+/// and this checkpoint cannot honour is accepted, and the response says
+/// what was ignored. `instructions` from a `gpt-4o-mini-tts` client on a
+/// checkpoint that cannot follow them are ignored (`X-TTS-Ignored:
+/// instructions`); an explicit instruction to another model is still
+/// refused. On a Base checkpoint an OpenAI voice name speaks the stored
+/// voice of that name, and without one is refused saying how to make it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn openai_defaults_the_checkpoint_cannot_honour_are_accepted_and_named() -> Result<()> {
+    let mini = |extra: Value| {
+        let mut b = json!({
+            "model": "gpt-4o-mini-tts",
+            "input": "Hello.",
+            "voice": "alloy",
+            "instructions": "Speak in a cheerful and positive tone.",
+            "response_format": "pcm",
+            "max_frames": 4,
+        });
+        for (k, v) in extra.as_object().unwrap() {
+            b[k] = v.clone();
+        }
+        b
+    };
+    // 0.6B CustomVoice: cannot follow instructions.
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({}))),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("x-tts-ignored"), Some("instructions"));
+    assert!(!r.body.is_empty());
+    // Nothing ignored, no header.
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({"instructions": ""}))),
+    )
+    .await?;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("x-tts-ignored"), None);
+    // Instructions sent to a model that has none are the caller's choice:
+    // still refused, as with no model at all.
+    for model in ["tts-1", "tiny-a"] {
+        let r = http(
+            addr,
+            "POST",
+            "/v1/audio/speech",
+            &[],
+            Some(&mini(json!({"model": model}))),
+        )
+        .await?;
+        assert_eq!(r.status, 400, "{model}");
+        assert_eq!(r.json()["error"]["param"], "instructions");
+    }
+    stop(s).await?;
+
+    // Base: no preset speakers, and instructions it cannot follow.
+    let voices = std::env::temp_dir().join(format!("tts-rt-first5-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&voices);
+    let mut c = config();
+    c.model_dir = common::fixture().with_file_name("tiny-base");
+    c.voices_dir = Some(voices.clone());
+    let s = start(c).await?;
+    let addr = s.local_addr();
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({}))),
+    )
+    .await?;
+    assert_eq!(r.status, 400, "{}", String::from_utf8_lossy(&r.body));
+    let e = &r.json()["error"];
+    assert_eq!(e["param"], "voice");
+    let msg = e["message"].as_str().unwrap_or_default();
+    assert!(
+        msg.contains("OpenAI voice") && msg.contains("no preset voices"),
+        "{msg}"
+    );
+    assert!(
+        msg.contains("POST /v1/audio/voices") && msg.contains("name \"alloy\""),
+        "says how to make alloy speak: {msg}"
+    );
+    // Once a voice named alloy is stored, the default request speaks it.
+    let clip = std::fs::read(common::fixture().with_file_name("goldens/tiny-base/ref_a.wav"))?;
+    use base64::Engine as _;
+    let url = format!(
+        "data:audio/wav;base64,{}",
+        base64::engine::general_purpose::STANDARD.encode(&clip)
+    );
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/voices",
+        &[],
+        Some(&json!({"name": "Alloy", "audio": url})),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", String::from_utf8_lossy(&r.body));
+    let r = http(
+        addr,
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({}))),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("x-tts-ignored"), Some("instructions"));
+    stop(s).await?;
+    let _ = std::fs::remove_dir_all(&voices);
+
+    // VoiceDesign: an OpenAI voice name means nothing there, and is named.
+    let mut c = config();
+    c.model_dir = common::fixture().with_file_name("tiny-vd");
+    let s = start(c).await?;
+    let r = http(
+        s.local_addr(),
+        "POST",
+        "/v1/audio/speech",
+        &[],
+        Some(&mini(json!({"instructions": "A warm, low voice."}))),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", String::from_utf8_lossy(&r.body));
+    assert_eq!(r.header("x-tts-ignored"), Some("voice"));
+    stop(s).await
+}

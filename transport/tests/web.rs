@@ -164,3 +164,42 @@ fn the_page_loads_only_its_own_files_and_speaks_known_message_types() {
         assert!(sent.contains(&t), "app.js never sends {t}");
     }
 }
+
+/// Item 5 of "the first five minutes": the page showed an Instructions box
+/// the loaded checkpoint refuses. What the page reads (`GET
+/// /v1/audio/voices`) says what instructions do on the checkpoint — `none`
+/// (0.6B CustomVoice, Base), `style` (1.7B CustomVoice), `voice` (the
+/// VoiceDesign voice's description, required) — and the page hides the box
+/// where they do nothing (the browser test sees it hidden and shown).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_page_hides_instructions_the_checkpoint_cannot_follow() -> Result<()> {
+    for (fixture, family, instructions) in [
+        ("tiny-a", "CustomVoice", "none"),
+        ("tiny-base", "Base", "none"),
+        ("tiny-vd", "VoiceDesign", "voice"),
+    ] {
+        let mut cfg = ServeConfig::new(
+            PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+                .join("../tests/fixtures")
+                .join(fixture),
+        );
+        cfg.addr = SocketAddr::from(([127, 0, 0, 1], 0));
+        let s = Server::start(cfg).await?;
+        tokio::time::timeout(WAIT, s.ready()).await??;
+        let r = get(s.local_addr(), "GET", "/v1/audio/voices").await?;
+        assert_eq!(r.status, 200, "{fixture}");
+        let v: serde_json::Value = serde_json::from_str(&r.body)?;
+        assert_eq!(v["family"], family, "{fixture}");
+        assert_eq!(v["instructions"], instructions, "{fixture}");
+        s.shutdown();
+        tokio::time::timeout(WAIT, s.wait()).await??;
+    }
+    // The page reads it and hides the box (and its label) when it is `none`.
+    assert!(
+        web::APP_JS.contains("v.instructions"),
+        "app.js never reads it"
+    );
+    assert!(web::INDEX_HTML.contains("id=\"instruct-field\""));
+    assert!(web::APP_JS.contains("$('instruct-field').hidden"));
+    Ok(())
+}

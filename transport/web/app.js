@@ -156,6 +156,20 @@
     if (previous && [...ui.voice.options].some((o) => o.value === previous)) ui.voice.value = previous;
     dbg.voices = (v.voices || []).map((x) => x.id);
     dbg.storedVoices = stored.map((x) => x.name);
+    // Instructions only where the checkpoint follows them (`none`: 0.6B
+    // CustomVoice and Base refuse them): a style, or on VoiceDesign the
+    // voice's description, which it needs.
+    const role = v.instructions;
+    $('instruct-field').hidden = role === 'none';
+    if (role === 'none') ui.instruct.value = '';
+    if (role === 'style') {
+      $('instruct-label').textContent = 'Style';
+      $('instruct-hint').textContent = '(optional, e.g. cheerful, a little fast)';
+    } else if (role === 'voice') {
+      $('instruct-label').textContent = 'Voice description';
+      $('instruct-hint').textContent = '(required: this checkpoint makes the voice from it)';
+    }
+    dbg.instructions = role;
     // Only a Base checkpoint makes voices; with no voice stored yet, that
     // is where to start.
     $('voices').hidden = v.family !== undefined && v.family !== 'Base';

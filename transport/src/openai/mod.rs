@@ -183,8 +183,8 @@ fn edit_distance(a: &str, b: &str) -> usize {
 #[serde(deny_unknown_fields)]
 struct SpeechRequest {
     /// Any value is accepted (clients send `tts-1`, `gpt-4o-mini-tts`, ...):
-    /// the server has one model.
-    #[allow(dead_code)]
+    /// the server has one model. It says what the client was written for
+    /// ([`sends_instructions_by_default`]).
     model: Option<String>,
     input: String,
     /// A name, or the SDK's custom-voice object `{"id": name}`.
@@ -222,6 +222,22 @@ struct Plan {
     inline: Option<voice::Inline>,
     /// The voice as the request named it (for the log line).
     voice: String,
+    /// What the client sent by default and the checkpoint cannot honour,
+    /// left out (`X-TTS-Ignored`): `instructions`, `voice`.
+    ignored: Vec<&'static str>,
+}
+
+/// The response header naming what a request sent by default and the
+/// checkpoint could not honour, so it was left out (comma-separated).
+pub const IGNORED_HEADER: &str = "x-tts-ignored";
+
+/// Whether a client asking for `model` sends `instructions` as a matter of
+/// course: `gpt-4o-mini-tts` (and its dated snapshots) is OpenAI's model
+/// that follows them, and apps written for it send a style with every
+/// request. Instructions sent to any other model (`tts-1`, the
+/// checkpoint's own name, none) are the caller's explicit choice.
+fn sends_instructions_by_default(model: Option<&str>) -> bool {
+    model.is_some_and(|m| m.trim().to_ascii_lowercase().starts_with("gpt-4o-mini-tts"))
 }
 
 /// Largest non-object body echoed back in its refusal.
@@ -262,8 +278,16 @@ fn unknown_field_of(e: &serde_json::Error) -> Option<String> {
 }
 
 fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
-    let r = parse_request(body)?;
-    validate::instructions(m, r.instructions.as_deref())?;
+    let mut r = parse_request(body)?;
+    let mut ignored = Vec::new();
+    if let Err(e) = validate::instructions(m, r.instructions.as_deref()) {
+        // A gpt-4o-mini-tts client's style: spoken without it, and said so.
+        if !sends_instructions_by_default(r.model.as_deref()) {
+            return Err(e.into());
+        }
+        r.instructions = None;
+        ignored.push("instructions");
+    }
     if r.input.trim().is_empty() {
         return Err(invalid("input is empty".into(), "input"));
     }
@@ -275,6 +299,9 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
         ));
     }
     let voice = voice::choose(m, &r, max_upload)?;
+    if voice.ignored_voice {
+        ignored.push("voice");
+    }
     let speed = match r.speed {
         None => 1.0,
         Some(s) if (0.25..=4.0).contains(&s) => s as f32,
@@ -310,6 +337,7 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
     };
     Ok(Plan {
         voice: voice_label,
+        ignored,
         req: Request {
             text: r.input,
             speaker: voice.speaker,
@@ -536,6 +564,16 @@ pub(crate) async fn speak(
     let (tx, rx) = mpsc::channel::<Result<Bytes, std::io::Error>>(BODY_CHUNKS);
     let output = plan.output;
     let id = access_log::current().unwrap_or_default();
+    let ignored = plan.ignored.join(", ");
+    if !ignored.is_empty() {
+        tracing::info!(
+            target: "tts_transport::http",
+            request_id = %id,
+            ignored = %ignored,
+            family = m.kind().name(),
+            "ignored what the client sent by default and this checkpoint cannot honour"
+        );
+    }
     let (answered, answer) = oneshot::channel();
     tokio::spawn(produce(
         st.clone(),
@@ -547,6 +585,11 @@ pub(crate) async fn speak(
         Logged { id, answer },
     ));
     let mut resp = body_response(output, rx).await;
+    if !ignored.is_empty() {
+        if let Ok(v) = HeaderValue::from_str(&ignored) {
+            resp.headers_mut().insert(IGNORED_HEADER, v);
+        }
+    }
     // The synthesis task logs this request's line when the audio is done,
     // with the status this answer carries (a stream that failed before its
     // first audio is a 500 here, not the 200 it would have been).
@@ -834,31 +877,45 @@ fn authorized_model(st: &AppState, headers: &HeaderMap) -> Result<Arc<Loaded>, B
     })
 }
 
+/// OpenAI's speech model names, which its SDKs and the apps built on them
+/// send by default: each is an alias of the loaded checkpoint (a speech
+/// request's `model` is accepted whatever it says, since the server has one
+/// model; these are the names a client may look up before it speaks).
+pub const MODEL_ALIASES: [&str; 3] = ["tts-1", "tts-1-hd", "gpt-4o-mini-tts"];
+
+/// `GET /v1/models`: the checkpoint (under its directory's name), then
+/// OpenAI's model names as its aliases.
 pub async fn models(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
     let m = match authorized_model(&st, &headers) {
         Ok(m) => m,
         Err(r) => return *r,
     };
+    let data: Vec<serde_json::Value> = std::iter::once(m.model_id.as_str())
+        .chain(MODEL_ALIASES)
+        .map(|id| model_object(id, &m.model_id))
+        .collect();
     Json(serde_json::json!({
         "object": "list",
-        "data": [model_object(&m.model_id)],
+        "data": data,
     }))
     .into_response()
 }
 
-fn model_object(id: &str) -> serde_json::Value {
+/// OpenAI's model object (`id`, `object`, `created`, `owned_by`), with
+/// `root`: the checkpoint that answers to `id` (as vLLM's model cards say).
+fn model_object(id: &str, checkpoint: &str) -> serde_json::Value {
     serde_json::json!({
         "id": id,
         "object": "model",
         "created": 0,
         "owned_by": "tts-rt",
+        "root": checkpoint,
     })
 }
 
-/// `GET /v1/models/{id}` (the SDK's `models.retrieve`): the served model, or
-/// 404 naming the one model this server has. (`model` in a speech request is
-/// accepted whatever it says, since the server has one model; `retrieve`
-/// answers exactly, so a client can check what it is talking to.)
+/// `GET /v1/models/{id}` (the SDK's `models.retrieve`): the checkpoint or
+/// one of its aliases ([`MODEL_ALIASES`]); any other id is OpenAI's 404
+/// (`model_not_found`), naming the ids this server answers to.
 pub async fn model(
     State(st): State<Arc<AppState>>,
     headers: HeaderMap,
@@ -868,18 +925,20 @@ pub async fn model(
         Ok(m) => m,
         Err(r) => return *r,
     };
-    if id != m.model_id {
-        return error_response(
+    if id != m.model_id && !MODEL_ALIASES.contains(&id.as_str()) {
+        return error_with_code(
             StatusCode::NOT_FOUND,
             &format!(
-                "the model '{id}' does not exist: this server serves '{}'",
-                m.model_id
+                "The model '{id}' does not exist: this server serves '{}' (also as '{}')",
+                m.model_id,
+                MODEL_ALIASES.join("', '")
             ),
             "invalid_request_error",
             Some("model"),
+            Some("model_not_found"),
         );
     }
-    Json(model_object(&m.model_id)).into_response()
+    Json(model_object(&id, &m.model_id)).into_response()
 }
 
 pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Response {
@@ -924,6 +983,8 @@ pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         "uploaded_voices": library::summaries(&m),
         // What the checkpoint speaks: CustomVoice, Base or VoiceDesign.
         "family": m.kind().name(),
+        // What `instructions` do here: `voice`, `style` or `none`.
+        "instructions": validate::instructions_role(&m),
         "languages": m.languages,
         "sample_rate": m.native_rate,
     }))

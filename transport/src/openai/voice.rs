@@ -31,6 +31,9 @@ pub(super) struct VoiceChoice {
     pub(super) speaker: Option<String>,
     pub(super) clone: Option<Arc<VoiceClone>>,
     pub(super) inline: Option<Inline>,
+    /// VoiceDesign: the request's OpenAI voice name, which means nothing
+    /// there, was left out (named in `X-TTS-Ignored`).
+    pub(super) ignored_voice: bool,
 }
 
 pub(super) fn choose(
@@ -44,6 +47,7 @@ pub(super) fn choose(
         speaker: None,
         clone: None,
         inline: None,
+        ignored_voice: false,
     };
     match m.kind() {
         ModelKind::Base => {
@@ -69,12 +73,15 @@ pub(super) fn choose(
             }
             if kind == ModelKind::VoiceDesign {
                 // SDKs always send a voice: OpenAI's names mean "any".
-                if let Some(v) = voice.filter(|v| !is_openai_voice(v)) {
-                    return Err(library::wrong_family(
-                        m,
-                        &format!("the request names the voice {v:?}"),
-                    )
-                    .into());
+                if let Some(v) = voice {
+                    if !is_openai_voice(v) {
+                        return Err(library::wrong_family(
+                            m,
+                            &format!("the request names the voice {v:?}"),
+                        )
+                        .into());
+                    }
+                    choice.ignored_voice = true;
                 }
                 if r.instructions
                     .as_deref()
@@ -113,15 +120,16 @@ fn stored_voice(m: &Loaded, name: &str) -> Result<Arc<VoiceClone>, Invalid> {
             } else {
                 format!("stored voices: {}", known.join(", "))
             };
-            let what = if deleted {
-                format!("voice {name:?} was deleted from the library")
+            let message = if deleted {
+                format!("voice {name:?} was deleted from the library: this Base checkpoint speaks stored voices ({stored}); upload one with POST /v1/audio/voices, or send ref_audio (with ref_text) in the request")
+            } else if is_openai_voice(name) {
+                // OpenAI's SDKs need a voice and apps default to one of its
+                // names: say how to make that name speak here.
+                format!("voice {name:?} is an OpenAI voice name, and this Base checkpoint has no preset voices: it speaks voices cloned from a clip ({stored}). Store one under that name (POST /v1/audio/voices with name \"{lower}\", or `tts-rt voice add {lower}`) and requests for {name:?} speak it; or name a stored voice, or send ref_audio (with ref_text) in the request", lower = name.trim().to_lowercase())
             } else {
-                format!("unknown voice {name:?}")
+                format!("unknown voice {name:?}: this Base checkpoint speaks stored voices ({stored}); upload one with POST /v1/audio/voices, or send ref_audio (with ref_text) in the request")
             };
-            Err(invalid(
-                format!("{what}: this Base checkpoint speaks stored voices ({stored}); upload one with POST /v1/audio/voices, or send ref_audio (with ref_text) in the request"),
-                "voice",
-            ))
+            Err(invalid(message, "voice"))
         }
         Err(e) => Err(library::voice_refusal(&e, "voice").into()),
     }

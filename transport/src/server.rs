@@ -684,27 +684,7 @@ async fn realtime(
     if let Err(r) = st.authorize_upgrade(req.headers(), q.token.as_deref()) {
         return r.into_response();
     }
-    let hs = match realtime::handshake(&mut req) {
-        Ok(h) => h,
-        Err(r) => return *r,
-    };
-    let loaded =
-        match st.ready_for_work("the server is shutting down; reconnect to another instance") {
-            Ok(m) => m,
-            Err(r) => return *r,
-        };
-    let permit = match st.session_permit().await {
-        Ok(p) => p,
-        Err(r) => return *r,
-    };
-    // The session's events carry the upgrade request's id.
-    let span = tracing::info_span!(
-        "session",
-        request_id = %access_log::current().unwrap_or_default()
-    );
-    hs.accept(move |socket| {
-        tracing::Instrument::instrument(realtime::run(st, loaded, socket, permit), span)
-    })
+    realtime::admit(st, &mut req, realtime::run).await
 }
 
 /// Runs a server until SIGTERM or ctrl-c, then drains and returns. Builds

@@ -49,8 +49,8 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use axum::Router;
 
+use crate::realtime;
 use crate::state::{AppState, Unauthorized};
-use crate::{access_log, realtime};
 
 pub use cartesia::{CartesiaIn, CartesiaOut, CartesiaVoice, OutputFormatSpec};
 pub use elevenlabs::{ElevenLabsIn, ElevenLabsOut};
@@ -141,29 +141,13 @@ async fn upgrade<D: bridge::Dialect>(
     if let Err(r) = authorize(&st, req.headers(), &q) {
         return r.into_response();
     }
-    let hs = match realtime::handshake(&mut req) {
-        Ok(h) => h,
-        Err(r) => return *r,
-    };
-    let loaded =
-        match st.ready_for_work("the server is shutting down; reconnect to another instance") {
-            Ok(m) => m,
-            Err(r) => return *r,
-        };
-    let permit = match st.session_permit().await {
-        Ok(p) => p,
-        Err(r) => return *r,
-    };
     let d = dialect(&q);
     // The connection's events (the adapter's and its native session's)
     // carry the upgrade request's id, as `/v1/realtime`'s do.
-    let span = tracing::info_span!(
-        "session",
-        request_id = %access_log::current().unwrap_or_default()
-    );
-    hs.accept(move |socket| {
-        tracing::Instrument::instrument(bridge::run(st, loaded, socket, permit, d), span)
+    realtime::admit(st, &mut req, move |st, loaded, socket, permit| {
+        bridge::run(st, loaded, socket, permit, d)
     })
+    .await
 }
 
 async fn elevenlabs_single(

@@ -48,4 +48,4 @@ pub(crate) use connection::run;
 pub(crate) use liveness::Timeouts;
 pub(crate) use output::SEND_TIMEOUT;
 pub(crate) use queue::MAX_CONTEXT_ID;
-pub(crate) use upgrade::{close_and_drain, handshake, pipe, PipeClient, Socket};
+pub(crate) use upgrade::{admit, close_and_drain, pipe, PipeClient, Socket};

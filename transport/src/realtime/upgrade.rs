@@ -192,3 +192,46 @@ pub async fn close_and_drain(ws: &mut Socket, code: u16, reason: &str, send_time
         }
     }
 }
+
+/// What every WebSocket route does once its client is authorised: the
+/// handshake, readiness, a session slot (`/v1/realtime` and the dialects'
+/// sockets share them; the longest-idle session may be evicted for it),
+/// then `session` on the accepted socket, in a `session` span that carries
+/// the upgrade request's id (so its context lines name the request).
+pub(crate) async fn admit<F, Fut>(
+    st: std::sync::Arc<crate::state::AppState>,
+    req: &mut Request,
+    session: F,
+) -> Response
+where
+    F: FnOnce(
+            std::sync::Arc<crate::state::AppState>,
+            std::sync::Arc<crate::state::Loaded>,
+            Socket,
+            tokio::sync::OwnedSemaphorePermit,
+        ) -> Fut
+        + Send
+        + 'static,
+    Fut: std::future::Future<Output = ()> + Send + 'static,
+{
+    let hs = match handshake(req) {
+        Ok(h) => h,
+        Err(r) => return *r,
+    };
+    let loaded =
+        match st.ready_for_work("the server is shutting down; reconnect to another instance") {
+            Ok(m) => m,
+            Err(r) => return *r,
+        };
+    let permit = match st.session_permit().await {
+        Ok(p) => p,
+        Err(r) => return *r,
+    };
+    let span = tracing::info_span!(
+        "session",
+        request_id = %crate::access_log::current().unwrap_or_default()
+    );
+    hs.accept(move |socket| {
+        tracing::Instrument::instrument(session(st, loaded, socket, permit), span)
+    })
+}

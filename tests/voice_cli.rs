@@ -435,3 +435,65 @@ fn a_voice_removed_with_voice_rm_is_refused_as_maybe_deleted() {
         ],
     );
 }
+
+/// The lines of a failed run's stderr that carry `needle`.
+fn lines_with(stderr: &str, needle: &str) -> usize {
+    stderr.matches(needle).count()
+}
+
+/// Issue 31: every reference-audio refusal printed its cause twice (the
+/// wrapper's message included its cause, and the cause was printed again as
+/// the next "caused by"). Each cause is said once, by `voice add` and by
+/// `speak --ref-audio`.
+#[test]
+fn reference_audio_errors_print_their_cause_once() {
+    let voices = tempfile::tempdir().unwrap();
+    let vd = voices.path().to_string_lossy().into_owned();
+    let base = clone_root().join("tiny-base");
+    let scratch = tempfile::tempdir().unwrap();
+    let junk = scratch.path().join("junk.wav");
+    std::fs::write(
+        &junk,
+        b"RIFF\x24\x00\x00\x00WAVEjunk-that-is-not-a-fmt-chunk",
+    )
+    .unwrap();
+    let empty = scratch.path().join("empty.wav");
+    std::fs::write(&empty, b"").unwrap();
+    let missing = scratch.path().join("missing.wav");
+    let out = scratch.path().join("x.wav");
+    for (clip, cause) in [
+        (&junk, "the reference audio is"),
+        (&empty, "the reference audio is empty"),
+    ] {
+        let o = run(bin()
+            .args(["voice", "add", "v", "--x-vector-only", "--voices-dir", &vd])
+            .arg("--audio")
+            .arg(clip)
+            .arg("--model")
+            .arg(&base));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert_eq!(lines_with(&err, cause), 1, "voice add: {err}");
+        assert!(
+            !err.contains("reference audio: the reference audio"),
+            "{err}"
+        );
+    }
+    for (clip, cause) in [
+        (&junk, "the reference audio is"),
+        (&empty, "the reference audio is empty"),
+        (&missing, "os error 2"),
+    ] {
+        let o = run(bin()
+            .args(["speak", "Hello.", "--x-vector-only", "--max-frames", "3"])
+            .arg("--ref-audio")
+            .arg(clip)
+            .arg("--model")
+            .arg(&base)
+            .arg("--out")
+            .arg(&out));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert_eq!(lines_with(&err, cause), 1, "speak --ref-audio: {err}");
+    }
+}

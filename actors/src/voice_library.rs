@@ -31,7 +31,9 @@ use tts_voices::{
 #[non_exhaustive]
 pub enum VoiceError {
     /// The reference clip could not be used (unreadable, too short, silent...).
-    #[error("reference audio: {0}")]
+    /// Its message is the clip's refusal as it stands (each names the
+    /// reference audio), so a chain of causes says it once.
+    #[error(transparent)]
     Audio(#[from] ReferenceAudioError),
     /// The checkpoint refused: not a Base checkpoint, no transcript for ICL,
     /// a clip the encoders cannot take.

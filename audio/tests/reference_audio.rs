@@ -719,9 +719,9 @@ fn a_missing_path_is_refused() {
     let path = dir.path().join("nope.wav");
     let err = ReferenceAudio::from_path(&path).unwrap_err();
     match &err {
-        ReferenceAudioError::Io { path: p, source } => {
+        ReferenceAudioError::Io { path: p, error } => {
             assert_eq!(p, &path);
-            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
         }
         other => panic!("{other:?}"),
     }
@@ -1046,4 +1046,17 @@ fn a_file_past_the_size_limit_is_refused_before_it_is_read() {
         matches!(err, ReferenceAudioError::TooLarge { bytes, max: m } if bytes == max + 1 && m == max),
         "{err:?}"
     );
+}
+
+/// Issue 31: a refusal that wraps another error (a read failure) said the
+/// cause in its message and again as its source, so every renderer that
+/// walks the chain printed it twice. The message carries it; the chain
+/// stops there.
+#[test]
+fn reference_audio_errors_print_their_cause_once() {
+    use std::error::Error as _;
+    let dir = tempfile::tempdir().unwrap();
+    let err = ReferenceAudio::from_path(&dir.path().join("nope.wav")).unwrap_err();
+    assert!(err.to_string().contains("os error"), "{err}");
+    assert!(err.source().is_none(), "{err}: {:?}", err.source());
 }

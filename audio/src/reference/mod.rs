@@ -153,9 +153,9 @@ impl ReferenceAudio {
     /// Reads and decodes a file. The format is recognised from the content;
     /// the extension only appears in error messages.
     pub fn from_path(path: &Path) -> Result<Self, ReferenceAudioError> {
-        let io = |source| ReferenceAudioError::Io {
+        let io = |error| ReferenceAudioError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let meta = std::fs::metadata(path).map_err(io)?;
         if !meta.is_file() {

@@ -497,3 +497,61 @@ fn reference_audio_errors_print_their_cause_once() {
         assert_eq!(lines_with(&err, cause), 1, "speak --ref-audio: {err}");
     }
 }
+
+/// Issue 31: a voice whose file is corrupt (truncated, bad JSON, a version
+/// this build does not read) was skipped by every command, and `voice rm
+/// NAME` refused it as "no voice named": the only way out was deleting the
+/// file by hand. `voice list` shows it as corrupt; `voice rm` removes it,
+/// saying what it removed.
+#[test]
+fn voice_rm_removes_a_corrupt_voice_file() {
+    let voices = tempfile::tempdir().unwrap();
+    let vd = voices.path().to_string_lossy().into_owned();
+    ok(bin()
+        .args([
+            "voice",
+            "add",
+            "good",
+            "--x-vector-only",
+            "--voices-dir",
+            &vd,
+        ])
+        .arg("--audio")
+        .arg(clip("ref_b"))
+        .arg("--model")
+        .arg(clone_root().join("tiny-base")));
+    let good = std::fs::read(voices.path().join("good.safetensors")).unwrap();
+    let mut version = good.clone();
+    let tag = b"\"version\":\"";
+    let at = version.windows(tag.len()).position(|w| w == tag).unwrap() + tag.len();
+    version[at] = b'9';
+    let mut badjson = 12u64.to_le_bytes().to_vec();
+    badjson.extend_from_slice(b"{not json!!}");
+    for (name, bytes) in [
+        ("truncated", good[..good.len() / 2].to_vec()),
+        ("badjson", badjson),
+        ("version", version),
+    ] {
+        std::fs::write(voices.path().join(format!("{name}.safetensors")), bytes).unwrap();
+    }
+    let listed = ok(bin().args(["voice", "list", "--voices-dir", &vd]));
+    assert!(listed.contains("good"), "{listed}");
+    for name in ["truncated", "badjson", "version"] {
+        assert!(
+            listed.contains(&format!("{name}  corrupt")),
+            "{name}: {listed}"
+        );
+        let said = ok(bin().args(["voice", "rm", name, "--voices-dir", &vd]));
+        assert!(
+            said.contains(&format!("removed voice \"{name}\"")) && said.contains("corrupt"),
+            "{name}: {said}"
+        );
+        assert!(!voices.path().join(format!("{name}.safetensors")).exists());
+    }
+    fails_with(
+        bin().args(["voice", "rm", "truncated", "--voices-dir", &vd]),
+        &["no voice named \"truncated\"", "good"],
+    );
+    let listed = ok(bin().args(["voice", "list", "--voices-dir", &vd]));
+    assert!(!listed.contains("corrupt"), "{listed}");
+}

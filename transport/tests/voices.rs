@@ -868,3 +868,29 @@ async fn reference_audio_errors_print_their_cause_once() -> Result<()> {
     }
     stop(s).await
 }
+
+/// Issue 31: a voice file that does not load (here truncated) was skipped
+/// at start and then `DELETE /v1/audio/voices/{name}` answered 404: it
+/// could not be removed over the API. It is deleted, the reply saying it was
+/// corrupt; a second DELETE is the usual 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voice_rm_removes_a_corrupt_voice_file() -> Result<()> {
+    let dir = TempDir::new("corrupt-rm");
+    std::fs::create_dir_all(&dir.0)?;
+    std::fs::write(dir.0.join("broken.safetensors"), b"\x10\x00\x00\x00garbage")?;
+    let s = start(config("tiny-base", Some(&dir.0))).await?;
+    let addr = s.local_addr();
+    let gone = http(addr, "DELETE", "/v1/audio/voices/broken", None, b"").await?;
+    assert_eq!(gone.status, 200, "{}", gone.message());
+    assert_eq!(gone.json()["deleted"], true);
+    assert_eq!(gone.json()["name"], "broken");
+    let why = gone.json()["corrupt"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(why.contains("not a safetensors file"), "{why}");
+    assert!(!dir.0.join("broken.safetensors").exists());
+    let again = http(addr, "DELETE", "/v1/audio/voices/broken", None, b"").await?;
+    assert_eq!(again.status, 404, "{}", again.message());
+    stop(s).await
+}

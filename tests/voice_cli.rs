@@ -435,3 +435,123 @@ fn a_voice_removed_with_voice_rm_is_refused_as_maybe_deleted() {
         ],
     );
 }
+
+/// The lines of a failed run's stderr that carry `needle`.
+fn lines_with(stderr: &str, needle: &str) -> usize {
+    stderr.matches(needle).count()
+}
+
+/// Issue 31: every reference-audio refusal printed its cause twice (the
+/// wrapper's message included its cause, and the cause was printed again as
+/// the next "caused by"). Each cause is said once, by `voice add` and by
+/// `speak --ref-audio`.
+#[test]
+fn reference_audio_errors_print_their_cause_once() {
+    let voices = tempfile::tempdir().unwrap();
+    let vd = voices.path().to_string_lossy().into_owned();
+    let base = clone_root().join("tiny-base");
+    let scratch = tempfile::tempdir().unwrap();
+    let junk = scratch.path().join("junk.wav");
+    std::fs::write(
+        &junk,
+        b"RIFF\x24\x00\x00\x00WAVEjunk-that-is-not-a-fmt-chunk",
+    )
+    .unwrap();
+    let empty = scratch.path().join("empty.wav");
+    std::fs::write(&empty, b"").unwrap();
+    let missing = scratch.path().join("missing.wav");
+    let out = scratch.path().join("x.wav");
+    for (clip, cause) in [
+        (&junk, "the reference audio is"),
+        (&empty, "the reference audio is empty"),
+    ] {
+        let o = run(bin()
+            .args(["voice", "add", "v", "--x-vector-only", "--voices-dir", &vd])
+            .arg("--audio")
+            .arg(clip)
+            .arg("--model")
+            .arg(&base));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert_eq!(lines_with(&err, cause), 1, "voice add: {err}");
+        assert!(
+            !err.contains("reference audio: the reference audio"),
+            "{err}"
+        );
+    }
+    for (clip, cause) in [
+        (&junk, "the reference audio is"),
+        (&empty, "the reference audio is empty"),
+        (&missing, "os error 2"),
+    ] {
+        let o = run(bin()
+            .args(["speak", "Hello.", "--x-vector-only", "--max-frames", "3"])
+            .arg("--ref-audio")
+            .arg(clip)
+            .arg("--model")
+            .arg(&base)
+            .arg("--out")
+            .arg(&out));
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(!o.status.success(), "{err}");
+        assert_eq!(lines_with(&err, cause), 1, "speak --ref-audio: {err}");
+    }
+}
+
+/// Issue 31: a voice whose file is corrupt (truncated, bad JSON, a version
+/// this build does not read) was skipped by every command, and `voice rm
+/// NAME` refused it as "no voice named": the only way out was deleting the
+/// file by hand. `voice list` shows it as corrupt; `voice rm` removes it,
+/// saying what it removed.
+#[test]
+fn voice_rm_removes_a_corrupt_voice_file() {
+    let voices = tempfile::tempdir().unwrap();
+    let vd = voices.path().to_string_lossy().into_owned();
+    ok(bin()
+        .args([
+            "voice",
+            "add",
+            "good",
+            "--x-vector-only",
+            "--voices-dir",
+            &vd,
+        ])
+        .arg("--audio")
+        .arg(clip("ref_b"))
+        .arg("--model")
+        .arg(clone_root().join("tiny-base")));
+    let good = std::fs::read(voices.path().join("good.safetensors")).unwrap();
+    let mut version = good.clone();
+    let tag = b"\"version\":\"";
+    let at = version.windows(tag.len()).position(|w| w == tag).unwrap() + tag.len();
+    version[at] = b'9';
+    let mut badjson = 12u64.to_le_bytes().to_vec();
+    badjson.extend_from_slice(b"{not json!!}");
+    for (name, bytes) in [
+        ("truncated", good[..good.len() / 2].to_vec()),
+        ("badjson", badjson),
+        ("version", version),
+    ] {
+        std::fs::write(voices.path().join(format!("{name}.safetensors")), bytes).unwrap();
+    }
+    let listed = ok(bin().args(["voice", "list", "--voices-dir", &vd]));
+    assert!(listed.contains("good"), "{listed}");
+    for name in ["truncated", "badjson", "version"] {
+        assert!(
+            listed.contains(&format!("{name}  corrupt")),
+            "{name}: {listed}"
+        );
+        let said = ok(bin().args(["voice", "rm", name, "--voices-dir", &vd]));
+        assert!(
+            said.contains(&format!("removed voice \"{name}\"")) && said.contains("corrupt"),
+            "{name}: {said}"
+        );
+        assert!(!voices.path().join(format!("{name}.safetensors")).exists());
+    }
+    fails_with(
+        bin().args(["voice", "rm", "truncated", "--voices-dir", &vd]),
+        &["no voice named \"truncated\"", "good"],
+    );
+    let listed = ok(bin().args(["voice", "list", "--voices-dir", &vd]));
+    assert!(!listed.contains("corrupt"), "{listed}");
+}

@@ -13,7 +13,7 @@
 # path (librosa.load + librosa.resample, soxr HQ) on those clips and on a
 # synthetic signal, for audio/tests/reference_official.rs.
 #
-# Needs ffmpeg with libmp3lame, libvorbis and the native AAC encoder
+# Needs ffmpeg with libmp3lame, libvorbis, libopus and the native AAC encoder
 # (Debian: apt-get install ffmpeg), and the reference venv
 # (TTS_RT_REF_VENV, default tools/.venv, as tools/make_fixtures.sh makes it;
 # librosa comes with qwen-tts). CI never runs this: the outputs are
@@ -48,6 +48,10 @@ ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 48000)" \
     -c:a libvorbis -q:a 3 "${outopts[@]}" "$out/tone440-48000-stereo.ogg"
 ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 44100)" \
     -c:a aac -b:a 96k "${outopts[@]}" "$out/tone440-44100-stereo.m4a"
+# Ogg Opus, as browsers and phones record it (libopus, 48 kHz, family 0):
+# decoded by the crate's own demuxer and libopus, not symphonia.
+ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 48000)" \
+    -c:a libopus -b:a 64k "${outopts[@]}" "$out/tone440-48000-stereo.opus"
 
 venv="${TTS_RT_REF_VENV:-$root/tools/.venv}"
 if [ ! -x "$venv/bin/python" ]; then

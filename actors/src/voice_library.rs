@@ -22,8 +22,8 @@ use tts_models::config::ModelKind;
 use tts_models::model::CloneTimings;
 use tts_models::{CloneReference, ModelError, Qwen3Tts, VoiceClone};
 use tts_voices::{
-    CodecShape, ModelInfo, Provenance, RecordError, RefCodes, SkippedVoice, Source, StoreError,
-    StoreOptions, VoiceName, VoiceRecord, VoiceStore,
+    CodecShape, ModelInfo, Provenance, RecordError, RefCodes, Removed, SkippedVoice, Source,
+    StoreError, StoreOptions, VoiceName, VoiceRecord, VoiceStore,
 };
 
 /// Why a voice could not be made, found or used.
@@ -31,7 +31,9 @@ use tts_voices::{
 #[non_exhaustive]
 pub enum VoiceError {
     /// The reference clip could not be used (unreadable, too short, silent...).
-    #[error("reference audio: {0}")]
+    /// Its message is the clip's refusal as it stands (each names the
+    /// reference audio), so a chain of causes says it once.
+    #[error(transparent)]
     Audio(#[from] ReferenceAudioError),
     /// The checkpoint refused: not a Base checkpoint, no transcript for ICL,
     /// a clip the encoders cannot take.
@@ -233,19 +235,20 @@ impl VoiceLibrary {
         })
     }
 
-    /// Removes a stored voice.
-    pub fn remove(&self, name: &str) -> Result<Arc<VoiceRecord>, VoiceError> {
+    /// Removes a stored voice, or the file of one that did not load
+    /// ([`Removed::Corrupt`]).
+    pub fn remove(&self, name: &str) -> Result<Removed, VoiceError> {
         let r = self.store.remove(name).map_err(|e| match e {
             StoreError::NotFound { name } => self.not_found(&name),
             e => e.into(),
         })?;
-        self.lock().remove(r.name.key());
+        self.lock().remove(r.key());
         let mut removed = self.removed_keys();
-        removed.retain(|k| k != r.name.key());
+        removed.retain(|k| k != r.key());
         if removed.len() == REMEMBERED_REMOVALS {
             removed.pop_front();
         }
-        removed.push_back(r.name.key().to_string());
+        removed.push_back(r.key().to_string());
         Ok(r)
     }
 

@@ -422,7 +422,7 @@ fn unreadable_file_random_bytes_is_refused() {
     );
     let msg = err.to_string();
     assert!(
-        msg.contains("WAV, FLAC, MP3, OGG/Vorbis or M4A/AAC") && msg.contains(".txt"),
+        msg.contains("WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus or M4A/AAC") && msg.contains(".txt"),
         "{msg}"
     );
 }
@@ -719,9 +719,9 @@ fn a_missing_path_is_refused() {
     let path = dir.path().join("nope.wav");
     let err = ReferenceAudio::from_path(&path).unwrap_err();
     match &err {
-        ReferenceAudioError::Io { path: p, source } => {
+        ReferenceAudioError::Io { path: p, error } => {
             assert_eq!(p, &path);
-            assert_eq!(source.kind(), std::io::ErrorKind::NotFound);
+            assert_eq!(error.kind(), std::io::ErrorKind::NotFound);
         }
         other => panic!("{other:?}"),
     }
@@ -1044,6 +1044,68 @@ fn a_file_past_the_size_limit_is_refused_before_it_is_read() {
     let err = ReferenceAudio::from_bytes(&vec![0u8; max as usize + 1], None).unwrap_err();
     assert!(
         matches!(err, ReferenceAudioError::TooLarge { bytes, max: m } if bytes == max + 1 && m == max),
+        "{err:?}"
+    );
+}
+
+/// Issue 31: a refusal that wraps another error (a read failure) said the
+/// cause in its message and again as its source, so every renderer that
+/// walks the chain printed it twice. The message carries it; the chain
+/// stops there.
+#[test]
+fn reference_audio_errors_print_their_cause_once() {
+    use std::error::Error as _;
+    let dir = tempfile::tempdir().unwrap();
+    let err = ReferenceAudio::from_path(&dir.path().join("nope.wav")).unwrap_err();
+    assert!(err.to_string().contains("os error"), "{err}");
+    assert!(err.source().is_none(), "{err}: {:?}", err.source());
+}
+
+/// Issue 31: a clip in Ogg Opus (what phones and browsers record:
+/// MediaRecorder's `audio/ogg;codecs=opus`) was refused as "codec 0x1005".
+/// The fixture (1 s of the stereo tone at 48 kHz through libopus, made by
+/// tools/make_audio_fixtures.sh) decodes to exactly its 48,000 samples
+/// (pre-skip dropped, the end trimmed to the last granule position) and to
+/// the tone of its WAV source: the same frequency, level and waveform
+/// within the codec's loss. Cut short, or with a damaged page, it is a
+/// clean refusal.
+#[test]
+fn ogg_opus_clips_decode_like_their_wav_source() {
+    let bytes = std::fs::read(fixture("tone440-48000-stereo.opus")).unwrap();
+    let r = ReferenceAudio::from_bytes(&bytes, Some("opus")).unwrap();
+    assert_eq!(r.source_format, "OGG/Opus");
+    assert_eq!((r.source_rate, r.source_channels), (48_000, 2));
+    assert_eq!(r.duration_secs, 1.0, "{r:?}");
+    let source = ReferenceAudio::from_samples(tone(48_000, 1.0, 2), 48_000, 2).unwrap();
+    assert_eq!(r.samples.len(), source.samples.len());
+    let f = frequency(&r.samples, REFERENCE_RATE);
+    assert!((f - TONE_HZ).abs() < 0.2, "tone at {f} Hz");
+    let level = rms(&r.samples) / rms(&source.samples);
+    assert!((level - 1.0).abs() < 0.06, "level {level} of the source");
+    // The waveform, not just its spectrum: aligned with the source (the
+    // pre-skip is dropped), within a few percent of its amplitude.
+    let err = sine_error(&r.samples, STEREO_MEAN_AMP);
+    assert!(err < 0.05, "largest difference from the source {err}");
+    assert_eq!(
+        ReferenceAudio::from_path(&fixture("tone440-48000-stereo.opus")).unwrap(),
+        r
+    );
+
+    assert_truncated("opus", &bytes);
+    // Cut at a page boundary: no end-of-stream page.
+    let last_page = bytes.windows(4).rposition(|w| w == b"OggS").unwrap();
+    let err = ReferenceAudio::from_bytes(&bytes[..last_page], None).unwrap_err();
+    assert!(
+        matches!(err, ReferenceAudioError::Corrupt { ref detail } if detail.contains("truncated")),
+        "{err:?}"
+    );
+    // A flipped byte in an audio page: its checksum fails.
+    let mut flipped = bytes.clone();
+    let mid = flipped.len() / 2;
+    flipped[mid] ^= 0x55;
+    let err = ReferenceAudio::from_bytes(&flipped, None).unwrap_err();
+    assert!(
+        matches!(err, ReferenceAudioError::Corrupt { .. }),
         "{err:?}"
     );
 }

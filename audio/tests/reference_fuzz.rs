@@ -11,7 +11,7 @@
 //! take a lock so one case's peak is its own.
 //!
 //! Seeds: the committed FLAC, MP3 (with and without a Xing header; both
-//! carry an ID3v2.4 tag), OGG/Vorbis and M4A/AAC fixtures
+//! carry an ID3v2.4 tag), OGG/Vorbis, OGG/Opus and M4A/AAC fixtures
 //! (tests/fixtures/audio, tools/make_audio_fixtures.sh), WAVs written here
 //! with hound (8-bit, 16-bit, 24-bit extensible, 32-bit float), an ADTS AAC
 //! clip from this crate's own encoder, and tagged variants (a FLAC with a
@@ -397,7 +397,7 @@ fn seeds() -> Vec<Seed> {
     let seed = |name, hint, bytes: Vec<u8>| Seed {
         name,
         hint,
-        ogg: hint == "ogg",
+        ogg: hint == "ogg" || hint == "opus",
         bytes,
     };
     vec![
@@ -415,6 +415,7 @@ fn seeds() -> Vec<Seed> {
         ),
         seed("MP3 with ID3v2.3", "mp3", mp3_id3v23()),
         seed("OGG/Vorbis", "ogg", fixture("tone440-48000-stereo.ogg")),
+        seed("OGG/Opus", "opus", fixture("tone440-48000-stereo.opus")),
         seed("M4A/AAC", "m4a", fixture("tone440-44100-stereo.m4a")),
         seed("AAC (ADTS)", "aac", adts()),
     ]

@@ -10,7 +10,9 @@ use anyhow::{bail, Context, Result};
 use clap::{Args, Subcommand, ValueEnum};
 use tts_actors::{NewVoice, VoiceLibrary};
 use tts_voices::interop::{self, ImportTarget};
-use tts_voices::{talker_size_for_hidden, ModelInfo, VoiceName, VoiceRecord, VoiceStore};
+use tts_voices::{
+    talker_size_for_hidden, ModelInfo, Removed, StoreError, VoiceName, VoiceRecord, VoiceStore,
+};
 
 use super::{load, ModelArg, VoicesDirArg};
 
@@ -44,7 +46,7 @@ struct AddArgs {
     name: String,
     #[command(flatten)]
     model: ModelArg,
-    /// The reference clip: WAV, FLAC, MP3, OGG/Vorbis or M4A/AAC, any rate,
+    /// The reference clip: WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus or M4A/AAC, any rate,
     /// mono or stereo, 0.5 to 60 s (3 to 15 s of clean speech works best).
     #[arg(long)]
     audio: PathBuf,
@@ -198,7 +200,20 @@ fn add(a: AddArgs) -> Result<()> {
 }
 
 fn list(a: ListArgs) -> Result<()> {
-    let store = open_store(&a.dir)?;
+    let path = a.dir.resolve()?;
+    let (store, skipped) = VoiceStore::open(&path)
+        .with_context(|| format!("opening the voice library {}", path.display()))?;
+    report_skipped(&skipped);
+    // A voice file that did not load, under a voice's name: listed as
+    // corrupt (its reason is on stderr), with how to remove it.
+    let corrupt: Vec<String> = skipped
+        .iter()
+        .filter_map(|s| {
+            let stem = s.path.file_stem()?.to_str()?;
+            let name = VoiceName::new(stem).ok()?;
+            (name.key() == stem && store.get(stem).is_none()).then(|| stem.to_owned())
+        })
+        .collect();
     let mut voices = store.list();
     voices.sort_by(|x, y| x.name.key().cmp(y.name.key()));
     let mut out = std::io::stdout().lock();
@@ -208,12 +223,18 @@ fn list(a: ListArgs) -> Result<()> {
         }
         return Ok(());
     }
-    if voices.is_empty() {
+    if voices.is_empty() && corrupt.is_empty() {
         writeln!(out, "no voices in {}", store.dir().display())?;
         return Ok(());
     }
     for v in &voices {
         writeln!(out, "{}", summary_line(v))?;
+    }
+    for name in &corrupt {
+        writeln!(
+            out,
+            "{name}  corrupt (its file does not load); remove it with `tts-rt voice rm {name}`"
+        )?;
     }
     Ok(())
 }
@@ -281,9 +302,20 @@ fn show(a: ShowArgs) -> Result<()> {
 
 fn rm(a: RmArgs) -> Result<()> {
     let store = open_store(&a.dir)?;
-    find(&store, &a.name)?;
-    let v = store.remove(&a.name)?;
-    println!("removed voice {:?}", v.name.as_str());
+    // A voice whose file does not load is removed all the same.
+    match store.remove(&a.name) {
+        Ok(Removed::Corrupt { name, path, reason }) => println!(
+            "removed voice {:?}: its file {} was corrupt ({reason})",
+            name.as_str(),
+            path.display()
+        ),
+        Ok(r) => println!("removed voice {:?}", r.name()),
+        Err(StoreError::NotFound { .. }) => {
+            find(&store, &a.name)?;
+            bail!("no voice named {:?}", a.name);
+        }
+        Err(e) => return Err(e.into()),
+    }
     Ok(())
 }
 

@@ -837,3 +837,60 @@ async fn a_deleted_voice_fails_later_contexts_saying_it_was_deleted() -> Result<
     assert!(!r.message().contains("was deleted"), "{}", r.message());
     stop(s).await
 }
+
+/// Issue 31: a refused clip's message said "reference audio: the reference
+/// audio is ...": the library's wrapper repeated what the clip's refusal
+/// says. The message (uploaded or inline) says it once.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reference_audio_errors_print_their_cause_once() -> Result<()> {
+    let dir = TempDir::new("cause-once");
+    let s = start(config("tiny-base", Some(&dir.0))).await?;
+    let addr = s.local_addr();
+    let clip = ref_clip();
+    let short = wav(&tone(0.02, 24_000), 24_000);
+    for (what, r) in [
+        (
+            "an upload",
+            upload_form(addr, &[("name", "x")], &clip[..clip.len() / 2]).await?,
+        ),
+        (
+            "an inline clip",
+            speak(
+                addr,
+                json!({"ref_audio": b64(&short), "x_vector_only_mode": true}),
+            )
+            .await?,
+        ),
+    ] {
+        assert_eq!(r.status, 400, "{what}: {}", r.message());
+        let m = r.message();
+        assert_eq!(m.matches("reference audio").count(), 1, "{what}: {m}");
+    }
+    stop(s).await
+}
+
+/// Issue 31: a voice file that does not load (here truncated) was skipped
+/// at start and then `DELETE /v1/audio/voices/{name}` answered 404: it
+/// could not be removed over the API. It is deleted, the reply saying it was
+/// corrupt; a second DELETE is the usual 404.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn voice_rm_removes_a_corrupt_voice_file() -> Result<()> {
+    let dir = TempDir::new("corrupt-rm");
+    std::fs::create_dir_all(&dir.0)?;
+    std::fs::write(dir.0.join("broken.safetensors"), b"\x10\x00\x00\x00garbage")?;
+    let s = start(config("tiny-base", Some(&dir.0))).await?;
+    let addr = s.local_addr();
+    let gone = http(addr, "DELETE", "/v1/audio/voices/broken", None, b"").await?;
+    assert_eq!(gone.status, 200, "{}", gone.message());
+    assert_eq!(gone.json()["deleted"], true);
+    assert_eq!(gone.json()["name"], "broken");
+    let why = gone.json()["corrupt"]
+        .as_str()
+        .unwrap_or_default()
+        .to_owned();
+    assert!(why.contains("not a safetensors file"), "{why}");
+    assert!(!dir.0.join("broken.safetensors").exists());
+    let again = http(addr, "DELETE", "/v1/audio/voices/broken", None, b"").await?;
+    assert_eq!(again.status, 404, "{}", again.message());
+    stop(s).await
+}

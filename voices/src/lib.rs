@@ -60,5 +60,5 @@ pub use record::{
     sha256_hex, talker_size_for_hidden, CodecShape, ModelInfo, Provenance, RecordError, RefCodes,
     Source, VoiceMode, VoiceRecord,
 };
-pub use store::{SkippedVoice, StoreError, StoreOptions, VoiceStore, VoiceWatcher};
+pub use store::{Removed, SkippedVoice, StoreError, StoreOptions, VoiceStore, VoiceWatcher};
 pub use time::Timestamp;

@@ -138,7 +138,7 @@ fn remove_deletes_the_file_and_readers_keep_their_copy() {
     store.insert(icl("Alice", 32, 3), false).unwrap();
     let held = store.get("alice").unwrap();
     let removed = store.remove("ALICE").unwrap();
-    assert_eq!(removed, held);
+    assert_eq!(removed.record(), Some(&held));
     assert_eq!(held.ref_frames(), 3);
     assert!(store.get("alice").is_none());
     assert!(names(tmp.path()).is_empty());
@@ -381,4 +381,69 @@ fn the_store_is_shareable_across_threads() {
     fn check<T: Send + Sync>() {}
     check::<VoiceStore>();
     check::<StoreError>();
+}
+
+/// Issue 31: a voice whose file does not load (truncated, not safetensors,
+/// bad JSON, a version this build does not read, another voice's file) was
+/// skipped at open and then could not be removed by its name: `remove`
+/// said there was no such voice. It removes the file, saying it was
+/// corrupt and why; a name with no file is still `NotFound`.
+#[test]
+fn voice_rm_removes_a_corrupt_voice_file() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path();
+    let (store, _) = VoiceStore::open(dir).unwrap();
+    for name in ["good", "truncated", "version", "other"] {
+        store.insert(xvec(name, 64, 1), false).unwrap();
+    }
+    drop(store);
+    let truncated = dir.join("truncated.safetensors");
+    let len = fs::metadata(&truncated).unwrap().len();
+    fs::OpenOptions::new()
+        .write(true)
+        .open(&truncated)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    let mut bytes = fs::read(dir.join("version.safetensors")).unwrap();
+    let at = bytes
+        .windows(b"\"version\":\"".len())
+        .position(|w| w == b"\"version\":\"")
+        .expect("a version in the metadata")
+        + b"\"version\":\"".len();
+    bytes[at] = b'9';
+    fs::write(dir.join("version.safetensors"), bytes).unwrap();
+    let mut json = 20u64.to_le_bytes().to_vec();
+    json.extend_from_slice(b"{\"not\": json at all}");
+    fs::write(dir.join("badjson.safetensors"), json).unwrap();
+    fs::write(dir.join("garbage.safetensors"), [0xAB; 300]).unwrap();
+    fs::copy(dir.join("good.safetensors"), dir.join("copied.safetensors")).unwrap();
+    fs::remove_file(dir.join("other.safetensors")).unwrap();
+
+    let (store, skipped) = VoiceStore::open(dir).unwrap();
+    assert_eq!(skipped.len(), 5, "{skipped:?}");
+    for (name, says) in [
+        ("Truncated", "truncated"),
+        ("version", "version"),
+        ("badjson", "not a safetensors"),
+        ("garbage", "not a safetensors"),
+        ("copied", "belongs in good.safetensors"),
+    ] {
+        let removed = store
+            .remove(name)
+            .unwrap_or_else(|e| panic!("removing {name}: {e}"));
+        assert_eq!(removed.name(), name);
+        assert!(removed.record().is_none(), "{name}: {removed:?}");
+        let reason = removed.corrupt_reason().unwrap_or_default();
+        assert!(reason.contains(says), "{name}: {reason}");
+        assert!(!dir
+            .join(format!("{}.safetensors", name.to_lowercase()))
+            .exists());
+    }
+    assert!(matches!(
+        store.remove("other"),
+        Err(StoreError::NotFound { .. })
+    ));
+    assert!(store.remove("good").unwrap().record().is_some());
+    assert!(names(dir).is_empty(), "{:?}", names(dir));
 }

@@ -71,6 +71,14 @@ pub(super) fn decode_file(
     let container = guarded(Container::Unknown, "checking the container", || {
         preflight::check(&mut bytes)
     })?;
+    // Ogg Opus: symphonia has no Opus decoder; libopus decodes it.
+    if container == Container::Ogg {
+        if let Some(start) = super::ogg_opus::opus_start(&bytes) {
+            return guarded(container, "decoding", || {
+                super::ogg_opus::decode(&bytes, start, max_secs)
+            });
+        }
+    }
     guarded(container, "decoding", || {
         decode(Box::new(Cursor::new(bytes)), ext, max_secs, container)
     })

@@ -1,5 +1,10 @@
 //! Why a reference clip was refused: one variant per cause, each message
 //! naming the problem and what to do about it.
+//!
+//! Every message is whole: a variant that wraps another error (a read
+//! failure, the resampler's) says that error's text in its own message and
+//! has no [`source`](std::error::Error::source), so a renderer that walks
+//! the chain (the CLI's "caused by" lines) says each cause once.
 
 use std::path::PathBuf;
 
@@ -8,11 +13,11 @@ use std::path::PathBuf;
 #[non_exhaustive]
 pub enum ReferenceAudioError {
     /// The file could not be opened or read.
-    #[error("reading reference audio {}: {source}", .path.display())]
+    /// (`error` is in the message, not the error's source.)
+    #[error("reading reference audio {}: {error}", .path.display())]
     Io {
         path: PathBuf,
-        #[source]
-        source: std::io::Error,
+        error: std::io::Error,
     },
     /// The path exists but is a directory (or another non-file).
     #[error("reference audio {} is not a file", .path.display())]
@@ -21,7 +26,7 @@ pub enum ReferenceAudioError {
     #[error("the reference audio is empty (0 bytes)")]
     Empty,
     /// Not a recognised container or codec. `what` names what was tried.
-    #[error("the reference audio is not in a supported format ({what}); use WAV, FLAC, MP3, OGG/Vorbis or M4A/AAC")]
+    #[error("the reference audio is not in a supported format ({what}); use WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus or M4A/AAC")]
     Unsupported { what: String },
     /// The container was recognised but the stream is damaged: a decoder
     /// error, a file shorter than its header says (truncated), or samples
@@ -104,7 +109,14 @@ pub enum ReferenceAudioError {
         detail: String,
     },
     /// The resampler to 24 kHz could not be built (a bug, not the input's
-    /// fault: rates are checked before).
+    /// fault: rates are checked before). (The error is in the message, not
+    /// the error's source.)
     #[error("resampling the reference audio: {0}")]
-    Resample(#[from] crate::AudioError),
+    Resample(crate::AudioError),
+}
+
+impl From<crate::AudioError> for ReferenceAudioError {
+    fn from(e: crate::AudioError) -> Self {
+        ReferenceAudioError::Resample(e)
+    }
 }

@@ -9,7 +9,9 @@
 //! `librosa.resample` (soxr HQ). Here:
 //! - decoding is symphonia (`decode.rs`): WAV (8/16/24/32-bit
 //!   integer and float PCM), FLAC, MP3, OGG/Vorbis and M4A/AAC; integer PCM
-//!   maps to floats as `s / 2^(bits-1)`, like libsndfile;
+//!   maps to floats as `s / 2^(bits-1)`, like libsndfile; OGG/Opus, which
+//!   symphonia does not decode, is demuxed here and decoded with libopus at
+//!   48 kHz (`ogg_opus.rs`);
 //! - mono is the mean over channels, as `mono=True`;
 //! - resampling is [`resample_offline`]:
 //!   the crate's sinc resampler with a 256-tap filter per output sample (flat to ~0.95 of
@@ -45,8 +47,13 @@
 //!   `.aac` (ADTS) stream has no declared length (symphonia estimates one
 //!   from its first frames), so it decodes to the end like an MP3 without
 //!   a Xing header, keeping the encoder's delay at its start. An MP3
-//!   without a Xing/Info header, or an OGG file cut exactly at a page
-//!   boundary, looks complete and decodes to the audio that is there.
+//!   without a Xing/Info header, or an OGG/Vorbis file cut exactly at a
+//!   page boundary, looks complete and decodes to the audio that is there;
+//!   an OGG/Opus file must end with its end-of-stream page, so one cut at a
+//!   page boundary is refused as truncated (a recording still being
+//!   written, without that page, is refused too).
+//! - OGG/Opus: mono and stereo (channel mapping family 0) only; Opus in
+//!   WebM/Matroska (Chrome's MediaRecorder default) is not read.
 //! - An MP3 without a LAME tag keeps the encoder's delay and padding (about
 //!   50 ms at the start and up to one frame at the end).
 //! - Untrusted files are bounded in memory (see above), not in time: the
@@ -63,6 +70,7 @@
 
 mod decode;
 mod error;
+mod ogg_opus;
 mod preflight;
 mod synthetic;
 
@@ -128,7 +136,8 @@ pub struct ReferenceAudio {
     /// How many channels were averaged into `samples`.
     pub source_channels: u16,
     /// The format it was decoded from: "WAV/PCM", "FLAC", "MP3",
-    /// "OGG/Vorbis", "M4A/AAC", or "samples" for [`Self::from_samples`].
+    /// "OGG/Vorbis", "OGG/Opus", "M4A/AAC", or "samples" for
+    /// [`Self::from_samples`].
     pub source_format: &'static str,
     /// Duration of the decoded audio (source frames / source rate).
     pub duration_secs: f64,
@@ -153,9 +162,9 @@ impl ReferenceAudio {
     /// Reads and decodes a file. The format is recognised from the content;
     /// the extension only appears in error messages.
     pub fn from_path(path: &Path) -> Result<Self, ReferenceAudioError> {
-        let io = |source| ReferenceAudioError::Io {
+        let io = |error| ReferenceAudioError::Io {
             path: path.to_path_buf(),
-            source,
+            error,
         };
         let meta = std::fs::metadata(path).map_err(io)?;
         if !meta.is_file() {

@@ -89,6 +89,7 @@ fn hint_for(media: &str) -> Option<&'static str> {
         "audio/flac" | "audio/x-flac" => "clip.flac",
         "audio/mpeg" | "audio/mp3" => "clip.mp3",
         "audio/ogg" | "audio/vorbis" => "clip.ogg",
+        "audio/opus" => "clip.opus",
         "audio/mp4" | "audio/m4a" | "audio/x-m4a" | "audio/aac" => "clip.m4a",
         _ => return None,
     })

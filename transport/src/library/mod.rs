@@ -196,12 +196,19 @@ pub async fn delete(
         return not_found(&m, &name).into_response();
     };
     match tokio::task::spawn_blocking(move || lib.remove(&name)).await {
-        Ok(Ok(r)) => Json(serde_json::json!({
-            "object": "voice",
-            "name": r.name.as_str(),
-            "deleted": true,
-        }))
-        .into_response(),
+        Ok(Ok(r)) => {
+            let mut body = serde_json::json!({
+                "object": "voice",
+                "name": r.name(),
+                "deleted": true,
+            });
+            // A voice file that did not load is removed by its name; the
+            // reply says what it was.
+            if let Some(reason) = r.corrupt_reason() {
+                body["corrupt"] = reason.into();
+            }
+            Json(body).into_response()
+        }
         Ok(Err(e)) => voice_refusal(&e, "name").into_response(),
         Err(e) => {
             Refusal::new(StatusCode::INTERNAL_SERVER_ERROR, e.to_string(), None).into_response()

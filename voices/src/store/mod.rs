@@ -92,6 +92,53 @@ pub enum StoreError {
     NotFound { name: String },
 }
 
+/// What [`VoiceStore::remove`] deleted.
+#[derive(Clone, Debug)]
+pub enum Removed {
+    /// A stored voice (readers holding it keep their copy).
+    Voice(Arc<VoiceRecord>),
+    /// A voice file that did not load, and why: removed by its name.
+    Corrupt {
+        name: VoiceName,
+        path: PathBuf,
+        reason: String,
+    },
+}
+
+impl Removed {
+    /// The voice's name as stored, or as asked for when its file was corrupt.
+    pub fn name(&self) -> &str {
+        match self {
+            Removed::Voice(r) => r.name.as_str(),
+            Removed::Corrupt { name, .. } => name.as_str(),
+        }
+    }
+
+    /// The name's lower-case key.
+    pub fn key(&self) -> &str {
+        match self {
+            Removed::Voice(r) => r.name.key(),
+            Removed::Corrupt { name, .. } => name.key(),
+        }
+    }
+
+    /// The removed voice, when its file loaded.
+    pub fn record(&self) -> Option<&Arc<VoiceRecord>> {
+        match self {
+            Removed::Voice(r) => Some(r),
+            Removed::Corrupt { .. } => None,
+        }
+    }
+
+    /// Why the removed file did not load, when it did not.
+    pub fn corrupt_reason(&self) -> Option<&str> {
+        match self {
+            Removed::Voice(_) => None,
+            Removed::Corrupt { reason, .. } => Some(reason),
+        }
+    }
+}
+
 /// Names being written by this process, and how many of them are new
 /// (reserved against `max_voices` before their file exists).
 #[derive(Default)]
@@ -241,32 +288,73 @@ impl VoiceStore {
         Ok(record)
     }
 
-    /// Deletes the voice called `name` (any case) and returns it.
-    pub fn remove(&self, name: &str) -> Result<Arc<VoiceRecord>, StoreError> {
+    /// Deletes the voice called `name` (any case) and returns what it was.
+    /// A voice file that did not load (unreadable, truncated, not a voice,
+    /// a version this build does not read) is removed by its name all the
+    /// same, as [`Removed::Corrupt`] with the reason: it is listed as
+    /// skipped, and this is how it goes away. A name with no file is
+    /// [`StoreError::NotFound`].
+    pub fn remove(&self, name: &str) -> Result<Removed, StoreError> {
         let name = VoiceName::new(name)?;
         let guard = self.begin_write(&name)?;
         let path = self.path_of(&name);
-        let Some(record) = self.read_map().get(name.key()).cloned() else {
-            return Err(StoreError::NotFound {
-                name: name.to_string(),
-            });
-        };
         let io_err = |source| StoreError::Io {
             path: path.clone(),
             source,
+        };
+        let held = self.read_map().get(name.key()).cloned();
+        let removed = match held {
+            Some(record) => Removed::Voice(record),
+            None => {
+                // Not loaded: a file that did not load at the last scan, or
+                // one another process wrote since. Either is the file this
+                // name stands for.
+                match fs::symlink_metadata(&path) {
+                    Ok(m) if !m.is_dir() => {}
+                    Ok(_) => {
+                        return Err(StoreError::NotFound {
+                            name: name.to_string(),
+                        })
+                    }
+                    Err(e) if e.kind() == io::ErrorKind::NotFound => {
+                        return Err(StoreError::NotFound {
+                            name: name.to_string(),
+                        })
+                    }
+                    Err(e) => return Err(io_err(e)),
+                }
+                match format::read_file(&path, &self.opts.codec) {
+                    Ok(r) if r.name.key() == name.key() => Removed::Voice(Arc::new(r)),
+                    Ok(r) => Removed::Corrupt {
+                        name,
+                        path: path.clone(),
+                        reason: format!(
+                            "it holds the voice {:?}, which belongs in {}.{VOICE_EXT}",
+                            r.name.as_str(),
+                            r.name.key()
+                        ),
+                    },
+                    Err(e) => Removed::Corrupt {
+                        name,
+                        path: path.clone(),
+                        reason: e.problem.to_string(),
+                    },
+                }
+            }
         };
         match fs::remove_file(&path) {
             Ok(()) => sync_dir(&self.dir).map_err(io_err)?,
             Err(e) if e.kind() == io::ErrorKind::NotFound => {}
             Err(e) => return Err(io_err(e)),
         }
+        let key = removed.key().to_owned();
         self.voices
             .write()
             .unwrap_or_else(PoisonError::into_inner)
-            .remove(name.key());
+            .remove(&key);
         drop(guard);
-        self.notify(name.key());
-        Ok(record)
+        self.notify(&key);
+        Ok(removed)
     }
 
     fn read_map(&self) -> std::sync::RwLockReadGuard<'_, BTreeMap<String, Arc<VoiceRecord>>> {

@@ -34,16 +34,9 @@ use symphonia::core::io::{MediaSource, MediaSourceStream};
 use symphonia::core::meta::MetadataOptions;
 use symphonia::core::probe::Hint;
 
+use super::decoded::{mean, Decoded};
 use super::preflight::{self, Container};
 use super::{check_channels, check_rate, ReferenceAudioError};
-
-/// What the decoder produced: the channel mean at the source rate.
-pub(super) struct Decoded {
-    pub mono: Vec<f32>,
-    pub rate: u32,
-    pub channels: u16,
-    pub format: &'static str,
-}
 
 /// Most frames a codec pads its last frame with (Vorbis's largest block is
 /// 8,192 samples; AAC's frame 1,024; observed: 832 and 956).
@@ -374,16 +367,6 @@ fn mix_into(
         mono.push(mean(frame));
     }
     Ok(())
-}
-
-/// The mean over channels, as numpy's `mean(axis=...)` computes it for the
-/// small channel counts of audio: the sum divided by the count.
-pub(super) fn mean(frame: &[f32]) -> f32 {
-    if frame.len() == 1 {
-        frame[0]
-    } else {
-        frame.iter().sum::<f32>() / frame.len() as f32
-    }
 }
 
 fn probe_error(e: SymError, ext: Option<&str>) -> ReferenceAudioError {

@@ -12,7 +12,8 @@
 //!   maps to floats as `s / 2^(bits-1)`, like libsndfile; OGG/Opus, which
 //!   symphonia does not decode, is demuxed here and decoded with libopus at
 //!   48 kHz (`ogg_opus.rs`);
-//! - mono is the mean over channels, as `mono=True`;
+//! - mono is the mean over channels, as `mono=True` (`decoded.rs`, what
+//!   both decoders hand on);
 //! - resampling is [`resample_offline`]:
 //!   the crate's sinc resampler with a 256-tap filter per output sample (flat to ~0.95 of
 //!   Nyquist) and exact time alignment, not soxr: close to the official
@@ -69,6 +70,7 @@
 //!   symphonia drops the last partial packet of such a stream (under 0.1 s).
 
 mod decode;
+mod decoded;
 mod error;
 mod ogg_opus;
 mod preflight;
@@ -234,7 +236,7 @@ impl ReferenceAudio {
         let mono = if c == 1 {
             samples
         } else {
-            samples.chunks_exact(c).map(decode::mean).collect()
+            samples.chunks_exact(c).map(decoded::mean).collect()
         };
         Self::finish(mono, rate, channels, "samples")
     }

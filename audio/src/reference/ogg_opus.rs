@@ -30,7 +30,7 @@
 
 use std::io::Cursor;
 
-use super::decode::Decoded;
+use super::decoded::{mean, Decoded};
 use super::{check_channels, ReferenceAudioError};
 
 /// Opus always decodes at this rate here.
@@ -195,7 +195,7 @@ pub(super) fn decode(
                         "Opus packet {index} decoded to {bad}, not a finite number"
                     )));
                 }
-                mono.push(super::decode::mean(frame));
+                mono.push(mean(frame));
             }
             decoded += got as u64;
         }

@@ -67,11 +67,6 @@ impl BodyBudget {
         }
     }
 
-    /// The whole budget, in bytes.
-    pub fn total(&self) -> usize {
-        self.total
-    }
-
     /// Bytes not leased right now.
     pub fn available(&self) -> usize {
         self.sem.available_permits() * UNIT

@@ -182,24 +182,20 @@ async fn refuse(mut tcp: TcpStream, _permit: OwnedSemaphorePermit) {
             .ok()
             .and_then(Result::ok)
             .unwrap_or(0);
-        let health = head[..n].starts_with(b"GET /health ") || head[..n].starts_with(b"GET /health?");
-        let (status, body) = if health {
-            ("200 OK", r#"{"status":"ok"}"#.to_string())
+        if is_health_probe(&head[..n]) {
+            tcp.write_all(HEALTH_ANSWER.as_bytes()).await?;
         } else {
-            (
-                "503 Service Unavailable",
-                serde_json::json!({"error": {
-                    "message": "too many connections; retry shortly (the server caps open connections: --max-connections)",
-                    "type": "server_error", "param": null, "code": null,
-                }})
-                .to_string(),
-            )
-        };
-        let resp = format!(
-            "HTTP/1.1 {status}\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        tcp.write_all(resp.as_bytes()).await?;
+            let body = serde_json::json!({"error": {
+                "message": "too many connections; retry shortly (the server caps open connections: --max-connections)",
+                "type": "server_error", "param": null, "code": null,
+            }})
+            .to_string();
+            let resp = format!(
+                "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\ncontent-length: {}\r\nretry-after: 1\r\nconnection: close\r\n\r\n{body}",
+                body.len()
+            );
+            tcp.write_all(resp.as_bytes()).await?;
+        }
         tcp.shutdown().await?;
         // Let the rest of what the client sent in, so closing is a FIN.
         let mut sink = [0u8; 4096];
@@ -219,15 +215,19 @@ async fn answer_health_now(mut tcp: TcpStream) {
         Ok(Ok(n)) => n,
         _ => return,
     };
-    if head[..n].starts_with(b"GET /health ") || head[..n].starts_with(b"GET /health?") {
-        let body = r#"{"status":"ok"}"#;
-        let resp = format!(
-            "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: {}\r\nconnection: close\r\n\r\n{body}",
-            body.len()
-        );
-        let _ = tokio::time::timeout(QUICK_HEALTH_WAIT, tcp.write_all(resp.as_bytes())).await;
+    if is_health_probe(&head[..n]) {
+        let _ =
+            tokio::time::timeout(QUICK_HEALTH_WAIT, tcp.write_all(HEALTH_ANSWER.as_bytes())).await;
     }
 }
+
+/// A request head that is `GET /health` (with or without a query).
+fn is_health_probe(head: &[u8]) -> bool {
+    head.starts_with(b"GET /health ") || head.starts_with(b"GET /health?")
+}
+
+/// What a connection past the cap that asked `GET /health` is answered.
+const HEALTH_ANSWER: &str = "HTTP/1.1 200 OK\r\ncontent-type: application/json\r\ncontent-length: 15\r\nconnection: close\r\n\r\n{\"status\":\"ok\"}";
 
 /// How long [`answer_health_now`] waits for a probe's request, and for its
 /// answer to be taken.
@@ -380,5 +380,16 @@ mod nodelay_tests {
             let e = p(Some(v)).unwrap_err();
             assert!(e.contains("TTS_RT_NODELAY") && e.contains("`off`"), "{e}");
         }
+    }
+}
+
+#[cfg(test)]
+mod health_answer_tests {
+    #[test]
+    fn the_health_answer_states_its_body_length() {
+        let (head, body) = super::HEALTH_ANSWER.split_once("\r\n\r\n").unwrap();
+        assert!(head.contains(&format!("content-length: {}\r\n", body.len())));
+        assert!(super::is_health_probe(b"GET /health?x=1 HTTP/1.1"));
+        assert!(!super::is_health_probe(b"GET /healthz HTTP/1.1"));
     }
 }

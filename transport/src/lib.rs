@@ -11,12 +11,13 @@
 //!   no bytes of for 10 s (a client that stopped reading).
 //! - [`dialects`]: ElevenLabs (`/v1/text-to-speech/{voice}/stream-input`,
 //!   `multi-stream-input`) and Cartesia (`/tts/websocket`) sockets: thin
-//!   translators that drive a native realtime session over an in-process
-//!   pipe (`bridge`, and the `Dialect` each implements), one file per
-//!   dialect, `sink` for their encodings; their one-shot HTTP routes answer
-//!   through `openai`.
-//! - `realtime/`: `/v1/realtime`, one `RealtimeConnection` task per
-//!   WebSocket — the loop and message routing (`connection`), settings
+//!   translators, each a port of an ordinary realtime session (`port`, and
+//!   the `Dialect` each implements), one file per dialect, `format` for
+//!   their encodings; their one-shot HTTP routes answer through `openai`
+//!   with typed requests.
+//! - `realtime/`: the realtime session, one `RealtimeConnection` task per
+//!   connection, talking to a `Port` (`port`; `/v1/realtime`'s WebSocket is
+//!   `native`) — the loop and message routing (`connection`), settings
 //!   (`settings`), the context queue (`queue`), live contexts fed to one
 //!   live request and their long-context cut (`live`), barge-in
 //!   (`barge_in`), frames and bounded sends (`output`).

@@ -2,7 +2,7 @@
 //! requests (segments), measured where the server hands frames to the
 //! socket.
 
-use std::time::Instant;
+use tokio::time::Instant;
 
 use tts_actors::metrics::{ChunkLog, EngineSide, MetricsInput, Outcome};
 use tts_actors::RequestMetrics;
@@ -36,7 +36,7 @@ impl Recorder {
 
     /// A segment went to the engine; the first one is `t_req`.
     pub fn submitted(&mut self, now: Instant) {
-        self.log.start(now);
+        self.log.start(now.into_std());
         self.segments += 1;
     }
 
@@ -44,7 +44,7 @@ impl Recorder {
     /// rate) was handed to the socket at `now`.
     pub fn chunk(&mut self, now: Instant, native: &[f32], output: usize) {
         self.output_samples += output as u64;
-        self.log.record(now, native);
+        self.log.record(now.into_std(), native);
     }
 
     /// Output samples that are not a model chunk (the resampler's tail).
@@ -91,7 +91,7 @@ impl Recorder {
         let r = RequestMetrics::compute(&MetricsInput {
             chunk_ms: self.log.chunk_ms(),
             chunk_samples: self.log.chunk_samples(),
-            terminal_ms: self.log.ms_since_start(now).unwrap_or(0.0),
+            terminal_ms: self.log.ms_since_start(now.into_std()).unwrap_or(0.0),
             sample_rate,
             samples_per_frame,
             outcome,
@@ -126,14 +126,20 @@ impl Recorder {
             output_samples: self.output_samples,
             output_sample_rate,
             segments: self.segments,
-            text_wait_ms: t_req
-                .map(|t| t.saturating_duration_since(self.first_text).as_secs_f64() * 1e3),
+            text_wait_ms: t_req.map(|t| {
+                t.saturating_duration_since(self.first_text.into_std())
+                    .as_secs_f64()
+                    * 1e3
+            }),
             talker_ms: self.stage_ms[0],
             code_predictor_ms: self.stage_ms[1],
             code2wav_ms: self.stage_ms[2],
             handoff_ms: self.stage_ms[3],
             ttfp_from_text_ms: t_req.zip(r.ttfp_ms).map(|(t, ttfp)| {
-                t.saturating_duration_since(self.first_text).as_secs_f64() * 1e3 + ttfp
+                t.saturating_duration_since(self.first_text.into_std())
+                    .as_secs_f64()
+                    * 1e3
+                    + ttfp
             }),
             pauses: None,
             utterances: None,

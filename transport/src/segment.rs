@@ -7,7 +7,9 @@
 //! as a boundary is confirmed starts audio one sentence (not one reply)
 //! after the text starts.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use crate::protocol::{Chunking, ChunkingMode};
 

@@ -684,7 +684,10 @@ async fn realtime(
     if let Err(r) = st.authorize_upgrade(req.headers(), q.token.as_deref()) {
         return r.into_response();
     }
-    realtime::admit(st, &mut req, realtime::run).await
+    realtime::admit(st, &mut req, |st, m, socket, permit| {
+        realtime::run(st, m, realtime::NativePort::new(socket), permit)
+    })
+    .await
 }
 
 /// Runs a server until SIGTERM or ctrl-c, then drains and returns. Builds

@@ -28,11 +28,12 @@
 
 use serde::{Deserialize, Serialize};
 
-use crate::protocol::{self, ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
+use crate::protocol::{self, AudioFormat, ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
+use crate::realtime::AudioOut;
 
-use super::bridge::{Dialect, Gone, Native, Out, Refused};
 use super::contexts::Contexts;
-use super::sink::{self, Encoding, OutputFormat, Sink};
+use super::format::{Encoding, OutputFormat};
+use super::port::{Dialect, Refused, Session};
 use super::VendorError;
 
 /// `voice`: `{"mode": "id", "id": "<voice>"}`.
@@ -203,11 +204,11 @@ impl CartesiaOut {
 struct Bound {
     voice: String,
     sample_rate: u32,
+    format: AudioFormat,
 }
 
 /// One lifecycle of a context.
 struct Ctx {
-    sink: Sink,
     bound: Bound,
     /// Text reached the native context (it exists there).
     appended: bool,
@@ -221,7 +222,7 @@ struct Ctx {
 #[derive(Default)]
 pub struct Cartesia {
     contexts: Contexts<Ctx>,
-    /// The voice and rate the native session is set to.
+    /// The voice, rate and format the session is set to.
     session: Option<Bound>,
     /// For requests without a `context_id`.
     next_anonymous: u64,
@@ -238,28 +239,42 @@ fn status_of(code: ErrorCode) -> u16 {
 }
 
 impl Dialect for Cartesia {
-    async fn on_text(&mut self, t: &str, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
-        Cartesia::on_text(self, t, n, out).await
+    fn on_text(&mut self, t: &str, n: &mut Session, out: &mut Vec<String>) {
+        Cartesia::on_text(self, t, n, out)
     }
 
-    async fn on_native(
-        &mut self,
-        m: ServerMessage,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
-        Cartesia::on_native(self, m, n, out).await
+    fn on_event(&mut self, m: &ServerMessage, n: &mut Session, out: &mut Vec<String>) {
+        Cartesia::on_event(self, m, n, out)
     }
 
-    fn on_binary(&mut self, message: &str, out: &mut Vec<Out>) {
+    fn on_audio(&mut self, a: &AudioOut<'_>, out: &mut Vec<String>) {
+        let Some(life) = self.contexts.get_mut(a.context_id) else {
+            return;
+        };
+        if a.payload.is_empty() {
+            return;
+        }
+        out.push(
+            CartesiaOut::Chunk {
+                context_id: life.vendor_id.clone(),
+                data: protocol::base64_encode(a.payload),
+                done: false,
+                status_code: 206,
+                step_time: 0.0,
+            }
+            .to_json(),
+        );
+    }
+
+    fn on_binary(&mut self, message: &str, out: &mut Vec<String>) {
         self.refuse(None, ErrorCode::InvalidMessage, message, out);
     }
 }
 
 impl Cartesia {
-    pub fn refuse(&self, id: Option<&str>, code: ErrorCode, message: &str, out: &mut Vec<Out>) {
+    pub fn refuse(&self, id: Option<&str>, code: ErrorCode, message: &str, out: &mut Vec<String>) {
         let error_code = code.wire_name();
-        out.push(Out::Text(
+        out.push(
             CartesiaOut::Error {
                 context_id: id.map(str::to_string),
                 done: true,
@@ -270,18 +285,18 @@ impl Cartesia {
                 error_code,
             }
             .to_json(),
-        ));
+        );
     }
 
-    fn done(id: &str, out: &mut Vec<Out>) {
-        out.push(Out::Text(
+    fn done(id: &str, out: &mut Vec<String>) {
+        out.push(
             CartesiaOut::Done {
                 context_id: id.to_string(),
                 done: true,
                 status_code: 200,
             }
             .to_json(),
-        ));
+        );
     }
 
     /// The server ends lifecycle `native` with an error (its one end: the
@@ -289,17 +304,17 @@ impl Cartesia {
     /// `stale_follows` (the client had not ended it), what the client still
     /// sends for the context is dropped until its `continue: false` or
     /// `cancel`.
-    async fn fail(
+    fn fail(
         &mut self,
         native: &str,
         code: ErrorCode,
         message: &str,
         stale_follows: bool,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
+        n: &mut Session,
+        out: &mut Vec<String>,
+    ) {
         let Some(life) = self.contexts.end(native) else {
-            return Ok(());
+            return;
         };
         self.refuse(Some(&life.vendor_id), code, message, out);
         if stale_follows {
@@ -308,41 +323,33 @@ impl Cartesia {
         if life.ctx.appended {
             n.send(ClientMessage::ContextCancel {
                 context_id: native.to_string(),
-            })
-            .await?;
+            });
         }
-        Ok(())
     }
 
-    pub async fn on_text(
-        &mut self,
-        t: &str,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
+    pub fn on_text(&mut self, t: &str, n: &mut Session, out: &mut Vec<String>) {
         let m = match CartesiaIn::parse(t) {
             Ok(m) => m,
             Err(e) => {
                 self.refuse(None, ErrorCode::InvalidMessage, &e.to_string(), out);
-                return Ok(());
+                return;
             }
         };
         if m.cancel {
             let Some(id) = m.context_id else {
                 let e = "cancel needs the context_id to cancel";
                 self.refuse(None, ErrorCode::InvalidMessage, e, out);
-                return Ok(());
+                return;
             };
             self.contexts.forgive(&id);
             if let Some((native, c)) = self.contexts.current_mut(&id) {
                 let appended = c.appended;
                 self.contexts.end(&native);
                 if appended {
-                    n.send(ClientMessage::ContextCancel { context_id: native })
-                        .await?;
+                    n.send(ClientMessage::ContextCancel { context_id: native });
                 }
             }
-            return Ok(());
+            return;
         }
         let id = match m.context_id.clone() {
             Some(id) => id,
@@ -357,10 +364,10 @@ impl Cartesia {
             if !m.continues {
                 self.contexts.forgive(&id);
             }
-            return Ok(());
+            return;
         }
-        if self.contexts.current(&id).is_none() && !self.open(&id, &m, n, out).await? {
-            return Ok(());
+        if self.contexts.current(&id).is_none() && !self.open(&id, &m, n, out) {
+            return;
         }
         let (native, c) = self.contexts.current_mut(&id).expect("opened");
         let text = m.transcript.filter(|t| !t.is_empty());
@@ -371,23 +378,21 @@ impl Cartesia {
                      further text in a new context"
                 );
                 let stale = m.continues;
-                return self
-                    .fail(&native, ErrorCode::OutOfOrder, &e, stale, n, out)
-                    .await;
+                return self.fail(&native, ErrorCode::OutOfOrder, &e, stale, n, out);
             }
         } else if let Some(text) = text {
             if !c.appended {
                 // The native context opens now, with the session's
                 // settings: make them this context's.
                 let bound = c.bound.clone();
-                if let Err(r) = self.bind(bound, n).await? {
+                if let Err(r) = self.bind(bound, n) {
                     let stale = m.continues;
-                    return self.fail(&native, r.code, &r.message, stale, n, out).await;
+                    return self.fail(&native, r.code, &r.message, stale, n, out);
                 }
             }
             let (_, c) = self.contexts.current_mut(&id).expect("open");
             c.appended = true;
-            n.append(&native, &text).await?;
+            n.append(&native, &text);
         }
         let (_, c) = self.contexts.current_mut(&id).expect("open");
         if m.flush {
@@ -395,10 +400,9 @@ impl Cartesia {
             if c.appended && !c.ended {
                 n.send(ClientMessage::ContextFlush {
                     context_id: native.clone(),
-                })
-                .await?;
+                });
             }
-            out.push(Out::Text(
+            out.push(
                 CartesiaOut::FlushDone {
                     context_id: id.clone(),
                     done: false,
@@ -407,59 +411,51 @@ impl Cartesia {
                     status_code: 206,
                 }
                 .to_json(),
-            ));
+            );
         }
         if !m.continues && !c.ended {
             c.ended = true;
             if c.appended {
-                n.send(ClientMessage::ContextEnd { context_id: native })
-                    .await?;
+                n.send(ClientMessage::ContextEnd { context_id: native });
             } else {
                 self.contexts.end(&native);
                 Self::done(&id, out);
             }
         }
-        Ok(())
     }
 
-    /// Sets the native session to `bound` (voice, rate) unless it is.
-    async fn bind(&mut self, bound: Bound, n: &mut Native) -> Result<Result<(), Refused>, Gone> {
+    /// Sets the session to `bound` (voice, rate, format) unless it is.
+    fn bind(&mut self, bound: Bound, n: &mut Session) -> Result<(), Refused> {
         if self.session.as_ref() == Some(&bound) {
-            return Ok(Ok(()));
+            return Ok(());
         }
         let u = SessionUpdate {
             voice: Some(bound.voice.clone()),
             sample_rate: Some(bound.sample_rate),
+            format: Some(bound.format),
             ..SessionUpdate::default()
         };
-        let r = n.update(u).await?;
+        let r = n.update(u);
         if r.is_ok() {
             self.session = Some(bound);
         }
-        Ok(r)
+        r
     }
 
     /// A new lifecycle of context `id`: its voice and output format
     /// (required) are checked and bound to it. `false`: refused (the error
     /// is in `out`).
-    async fn open(
-        &mut self,
-        id: &str,
-        m: &CartesiaIn,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<bool, Gone> {
-        match self.check(m, n).await? {
-            Ok((sink, bound)) => {
+    fn open(&mut self, id: &str, m: &CartesiaIn, n: &mut Session, out: &mut Vec<String>) -> bool {
+        match self.check(m, n) {
+            Ok(bound) => {
                 let c = Ctx {
-                    sink,
                     bound,
                     appended: false,
                     ended: false,
                     flushes: 0,
                 };
                 self.contexts.open(id, c);
-                Ok(true)
+                true
             }
             Err((code, e)) => {
                 self.refuse(Some(id), code, &e, out);
@@ -467,23 +463,18 @@ impl Cartesia {
                     // The rest of this context is on its way: dropped.
                     self.contexts.refuse(id);
                 }
-                Ok(false)
+                false
             }
         }
     }
 
     /// A first request's voice and format, checked (the voice by the native
     /// session, which is set to it), or the refusal.
-    #[allow(clippy::type_complexity)]
-    async fn check(
-        &mut self,
-        m: &CartesiaIn,
-        n: &mut Native,
-    ) -> Result<Result<(Sink, Bound), (ErrorCode, String)>, Gone> {
+    fn check(&mut self, m: &CartesiaIn, n: &mut Session) -> Result<Bound, (ErrorCode, String)> {
         let max = n.limits.max_contexts;
         if self.contexts.len() >= max {
             let e = format!("{max} contexts are open (the limit); end or cancel one first");
-            return Ok(Err((ErrorCode::TooManyContexts, e)));
+            return Err((ErrorCode::TooManyContexts, e));
         }
         let voice = m
             .voice
@@ -493,69 +484,36 @@ impl Cartesia {
         let Some(voice) = voice else {
             let e = "voice must be {\"mode\": \"id\", \"id\": \"<voice>\"}: a checkpoint \
                      speaker or a stored voice's name (embeddings are not supported)";
-            return Ok(Err((ErrorCode::InvalidVoice, e.into())));
+            return Err((ErrorCode::InvalidVoice, e.into()));
         };
         let Some(spec) = &m.output_format else {
             let e = "output_format is required on a context's first request";
-            return Ok(Err((ErrorCode::InvalidSetting, e.into())));
+            return Err((ErrorCode::InvalidSetting, e.into()));
         };
-        let sink = match spec.resolve() {
-            Ok(f) => f.sink().map(|s| (s, f)).map_err(|e| e.to_string()),
+        let checked = match spec.resolve() {
+            Ok(f) => f.check().map(|()| f).map_err(|e| e.to_string()),
             Err(e) => Err(e.to_string()),
         };
-        let (sink, f) = match sink {
-            Ok(s) => s,
-            Err(e) => return Ok(Err((ErrorCode::InvalidSetting, e))),
+        let f = match checked {
+            Ok(f) => f,
+            Err(e) => return Err((ErrorCode::InvalidSetting, e)),
         };
         let bound = Bound {
             voice,
             sample_rate: f.sample_rate,
+            format: f.native(),
         };
         // Set now, so a bad voice is refused on the request that names it.
-        Ok(match self.bind(bound.clone(), n).await? {
-            Ok(()) => Ok((sink, bound)),
+        match self.bind(bound.clone(), n) {
+            Ok(()) => Ok(bound),
             Err(r) => Err((r.code, r.message)),
-        })
+        }
     }
 
-    pub async fn on_native(
-        &mut self,
-        m: ServerMessage,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
+    pub fn on_event(&mut self, m: &ServerMessage, n: &mut Session, out: &mut Vec<String>) {
         match m {
-            ServerMessage::Audio {
-                context_id,
-                audio,
-                terminal,
-                ..
-            } => {
-                let Some(life) = self.contexts.get_mut(&context_id) else {
-                    return Ok(());
-                };
-                match sink::encode_frame(&mut life.ctx.sink, &audio, terminal) {
-                    Ok(bytes) if bytes.is_empty() => {}
-                    Ok(bytes) => out.push(Out::Text(
-                        CartesiaOut::Chunk {
-                            context_id: life.vendor_id.clone(),
-                            data: protocol::base64_encode(&bytes),
-                            done: false,
-                            status_code: 206,
-                            step_time: 0.0,
-                        }
-                        .to_json(),
-                    )),
-                    Err(e) => {
-                        let stale = !life.ctx.ended;
-                        let m = e.to_string();
-                        self.fail(&context_id, ErrorCode::Internal, &m, stale, n, out)
-                            .await?
-                    }
-                }
-            }
             ServerMessage::ContextDone { context_id, .. } => {
-                if let Some(life) = self.contexts.end(&context_id) {
+                if let Some(life) = self.contexts.end(context_id) {
                     Self::done(&life.vendor_id, out);
                 }
             }
@@ -564,11 +522,10 @@ impl Cartesia {
             } => {
                 // Cancelled by the server (its drain deadline): a client's
                 // cancel ends the lifecycle first.
-                if let Some(life) = self.contexts.get_mut(&context_id) {
+                if let Some(life) = self.contexts.get_mut(context_id) {
                     let stale = !life.ctx.ended;
                     let m = format!("the context was cancelled ({reason:?})");
-                    self.fail(&context_id, ErrorCode::ShuttingDown, &m, stale, n, out)
-                        .await?
+                    self.fail(context_id, ErrorCode::ShuttingDown, &m, stale, n, out)
                 }
             }
             ServerMessage::ContextFailed {
@@ -583,15 +540,13 @@ impl Cartesia {
                 context_id: Some(context_id),
                 ..
             } => {
-                if let Some(life) = self.contexts.get_mut(&context_id) {
+                if let Some(life) = self.contexts.get_mut(context_id) {
                     let stale = !life.ctx.ended;
-                    self.fail(&context_id, code, &message, stale, n, out)
-                        .await?
+                    self.fail(context_id, *code, message, stale, n, out)
                 }
             }
-            ServerMessage::Error { code, message, .. } => self.refuse(None, code, &message, out),
+            ServerMessage::Error { code, message, .. } => self.refuse(None, *code, message, out),
             _ => {}
         }
-        Ok(())
     }
 }

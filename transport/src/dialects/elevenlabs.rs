@@ -39,10 +39,11 @@ use std::collections::HashMap;
 use serde::{Deserialize, Serialize};
 
 use crate::protocol::{self, ClientMessage, ErrorCode, ServerMessage, SessionUpdate};
+use crate::realtime::AudioOut;
 
-use super::bridge::{Dialect, Gone, Native, Out};
 use super::contexts::Contexts;
-use super::sink::{self, Encoding, OutputFormat, Sink};
+use super::format::{Encoding, OutputFormat};
+use super::port::{Dialect, Session};
 use super::VendorError;
 
 /// The context id of `stream-input`'s one utterance.
@@ -163,7 +164,6 @@ pub fn output_format(name: &str) -> Result<OutputFormat, VendorError> {
 
 /// One lifecycle of a context.
 struct Ctx {
-    sink: Sink,
     /// Text reached the native context (it exists there).
     appended: bool,
     /// No text since the last flush.
@@ -185,24 +185,39 @@ pub struct ElevenLabs {
 }
 
 impl Dialect for ElevenLabs {
-    async fn on_open(&mut self, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
-        ElevenLabs::on_open(self, n, out).await
+    fn on_open(&mut self, n: &mut Session, out: &mut Vec<String>) {
+        ElevenLabs::on_open(self, n, out)
     }
 
-    async fn on_text(&mut self, t: &str, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
-        ElevenLabs::on_text(self, t, n, out).await
+    fn on_text(&mut self, t: &str, n: &mut Session, out: &mut Vec<String>) {
+        ElevenLabs::on_text(self, t, n, out)
     }
 
-    async fn on_native(
-        &mut self,
-        m: ServerMessage,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
-        ElevenLabs::on_native(self, m, n, out).await
+    fn on_event(&mut self, m: &ServerMessage, n: &mut Session, out: &mut Vec<String>) {
+        ElevenLabs::on_event(self, m, n, out)
     }
 
-    fn on_binary(&mut self, message: &str, out: &mut Vec<Out>) {
+    fn on_audio(&mut self, a: &AudioOut<'_>, out: &mut Vec<String>) {
+        let Some(life) = self.contexts.get_mut(a.context_id) else {
+            return;
+        };
+        if a.payload.is_empty() {
+            return;
+        }
+        let vendor_id = life.vendor_id.clone();
+        out.push(
+            ElevenLabsOut::Audio {
+                audio: protocol::base64_encode(a.payload),
+                is_final: self.multi.then_some(false),
+                normalized_alignment: None,
+                alignment: None,
+                context_id: self.ctx_field(&vendor_id),
+            }
+            .to_json(),
+        )
+    }
+
+    fn on_binary(&mut self, message: &str, out: &mut Vec<String>) {
         self.refuse(None, "invalid_message", message, out);
     }
 }
@@ -222,8 +237,8 @@ impl ElevenLabs {
         self.multi.then(|| id.to_string())
     }
 
-    pub fn refuse(&self, id: Option<&str>, error: &str, message: &str, out: &mut Vec<Out>) {
-        out.push(Out::Text(
+    pub fn refuse(&self, id: Option<&str>, error: &str, message: &str, out: &mut Vec<String>) {
+        out.push(
             ElevenLabsOut::Error {
                 message: message.to_string(),
                 error: error.to_string(),
@@ -231,21 +246,21 @@ impl ElevenLabs {
                 context_id: id.and_then(|i| self.ctx_field(i)),
             }
             .to_json(),
-        ));
+        );
     }
 
     /// The end marker of vendor context `id`'s lifecycle.
-    fn is_final(&self, id: &str, out: &mut Vec<Out>) {
-        out.push(Out::Text(
+    fn is_final(&self, id: &str, n: &mut Session, out: &mut Vec<String>) {
+        out.push(
             ElevenLabsOut::Final {
                 is_final: true,
                 context_id: self.ctx_field(id),
             }
             .to_json(),
-        ));
+        );
         if !self.multi {
             // stream-input: one utterance per connection.
-            out.push(Out::Close(1000, String::new()));
+            n.close(1000, "");
         }
     }
 
@@ -253,83 +268,75 @@ impl ElevenLabs {
     /// `isFinal`, the native context cancelled (nothing of it follows).
     /// Unless the client had closed it, what it still sends for the vendor
     /// id is stale (dropped until it opens or closes the context again).
-    async fn fail(
+    fn fail(
         &mut self,
         native: &str,
         error: &str,
         message: &str,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
+        n: &mut Session,
+        out: &mut Vec<String>,
+    ) {
         let Some(life) = self.contexts.end(native) else {
-            return Ok(());
+            return;
         };
         self.refuse(Some(&life.vendor_id), error, message, out);
-        self.is_final(&life.vendor_id, out);
+        self.is_final(&life.vendor_id, n, out);
         if !life.ctx.closing {
             self.contexts.refuse(&life.vendor_id);
         }
         if life.ctx.appended {
             n.send(ClientMessage::ContextCancel {
                 context_id: native.to_string(),
-            })
-            .await?;
+            });
         }
-        Ok(())
     }
 
     /// The voice (URL path) and format (query) of the whole connection.
-    pub async fn on_open(&mut self, n: &mut Native, out: &mut Vec<Out>) -> Result<(), Gone> {
+    pub fn on_open(&mut self, n: &mut Session, out: &mut Vec<String>) {
         let f = match &self.format {
             Ok(f) => *f,
             Err(e) => {
                 let m = e.to_string();
                 self.refuse(None, "invalid_output_format", &m, out);
-                out.push(Out::Close(1008, "invalid output_format".into()));
-                return Ok(());
+                n.close(1008, "invalid output_format");
+                return;
             }
         };
-        if let Err(e) = f.sink() {
+        if let Err(e) = f.check() {
             self.refuse(None, "invalid_output_format", &e.to_string(), out);
-            out.push(Out::Close(1008, "invalid output_format".into()));
-            return Ok(());
+            n.close(1008, "invalid output_format");
+            return;
         }
         let u = SessionUpdate {
             voice: Some(self.voice.clone()),
             sample_rate: Some(f.sample_rate),
+            format: Some(f.native()),
             ..SessionUpdate::default()
         };
-        if let Err(r) = n.update(u).await? {
+        if let Err(r) = n.update(u) {
             let error = match r.code {
                 ErrorCode::InvalidVoice => "voice_not_found",
                 _ => "invalid_request",
             };
             self.refuse(None, error, &r.message, out);
-            out.push(Out::Close(1008, error.into()));
+            n.close(1008, error);
         }
-        Ok(())
     }
 
-    pub async fn on_text(
-        &mut self,
-        t: &str,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
+    pub fn on_text(&mut self, t: &str, n: &mut Session, out: &mut Vec<String>) {
         let m = match ElevenLabsIn::parse(t) {
             Ok(m) => m,
             Err(e) => {
                 self.refuse(None, "invalid_message", &e.to_string(), out);
-                return Ok(());
+                return;
             }
         };
         if m.close_socket {
             for id in self.contexts.end_all() {
-                n.send(ClientMessage::ContextCancel { context_id: id })
-                    .await?;
+                n.send(ClientMessage::ContextCancel { context_id: id });
             }
-            out.push(Out::Close(1000, String::new()));
-            return Ok(());
+            n.close(1000, "");
+            return;
         }
         let id = match (self.multi, &m.context_id) {
             (false, _) => SINGLE.to_string(),
@@ -348,35 +355,34 @@ impl ElevenLabs {
                         self.contexts.forgive(&id);
                     }
                     if text == Some("") && self.multi {
-                        n.send(ClientMessage::Ping { id: None }).await?;
+                        n.heard();
                     }
-                    return Ok(());
+                    return;
                 }
             }
         }
         if let Some(text) = text {
             if !self.multi && text.is_empty() {
                 // stream-input's end of text (EOS).
-                return self.close(&id, true, n, out).await;
+                return self.close(&id, true, n, out);
             }
             if text.is_empty() {
-                // A keepalive: the native session's idle clock hears it.
-                n.send(ClientMessage::Ping { id: None }).await?;
+                // A keepalive: the session's idle clock hears it.
+                n.heard();
             } else if self.contexts.current(&id).is_none() {
                 // If refused there is no lifecycle: the rest of the
                 // message goes nowhere.
-                self.open(&id, n.limits.max_contexts, out);
+                self.open(&id, n, out);
             }
             if !text.trim().is_empty() {
-                self.append(&id, text, n, out).await?;
+                self.append(&id, text, n, out);
             }
         }
         if m.flush {
             if let Some((native, c)) = self.contexts.current_mut(&id) {
                 c.flushed = true;
                 if c.appended {
-                    n.send(ClientMessage::ContextFlush { context_id: native })
-                        .await?;
+                    n.send(ClientMessage::ContextFlush { context_id: native });
                 }
             }
         }
@@ -385,26 +391,25 @@ impl ElevenLabs {
                 // Refused by this very message: its close is the client's.
                 self.contexts.forgive(&id);
             } else {
-                self.close(&id, false, n, out).await?;
+                self.close(&id, false, n, out);
             }
         }
-        Ok(())
     }
 
     /// A new lifecycle for vendor context `id`, unless refused (the refusal
     /// and its `isFinal` go to `out`).
-    fn open(&mut self, id: &str, max: usize, out: &mut Vec<Out>) {
+    fn open(&mut self, id: &str, n: &mut Session, out: &mut Vec<String>) {
         let Ok(f) = self.format else { return };
+        let max = n.limits.max_contexts;
         let refusal = if self.contexts.len() >= max {
             Some((
                 "too_many_contexts".to_string(),
                 format!("{max} contexts are open (the limit); close one first"),
             ))
         } else {
-            match f.sink() {
-                Ok(sink) => {
+            match f.check() {
+                Ok(()) => {
                     let c = Ctx {
-                        sink,
                         appended: false,
                         flushed: true,
                         closing: false,
@@ -417,7 +422,7 @@ impl ElevenLabs {
         };
         if let Some((error, message)) = refusal {
             self.refuse(Some(id), &error, &message, out);
-            self.is_final(id, out);
+            self.is_final(id, n, out);
             self.contexts.refuse(id);
         }
     }
@@ -425,109 +430,58 @@ impl ElevenLabs {
     /// Text for vendor context `id`'s lifecycle, within the dialect's limit
     /// (the characters a context may have waiting, as the native session
     /// counts them): over it, the lifecycle ends with the refusal.
-    async fn append(
-        &mut self,
-        id: &str,
-        text: &str,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
+    fn append(&mut self, id: &str, text: &str, n: &mut Session, out: &mut Vec<String>) {
         let Some((native, c)) = self.contexts.current_mut(id) else {
-            return Ok(());
+            return;
         };
         let chars = text.chars().count();
         let limit = n.limits.max_pending_chars;
         if chars > limit {
             let m = too_much_text(id, Some(chars), limit);
-            return self.fail(&native, TOO_MUCH_TEXT, &m, n, out).await;
+            return self.fail(&native, TOO_MUCH_TEXT, &m, n, out);
         }
         c.appended = true;
         c.flushed = false;
-        n.append(&native, text).await
+        n.append(&native, text)
     }
 
     /// EOS or `close_context`: end a flushed context, cancel one with text
     /// since its last flush (an interruption: its `isFinal` now, nothing of
     /// it after); EOS always ends. The vendor id is free from then on.
-    async fn close(
-        &mut self,
-        id: &str,
-        eos: bool,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
+    fn close(&mut self, id: &str, eos: bool, n: &mut Session, out: &mut Vec<String>) {
         let Some((native, c)) = self.contexts.current_mut(id) else {
             // Closed already (a second close is a no-op), or never opened.
             if eos {
-                self.is_final(id, out);
+                self.is_final(id, n, out);
             }
-            return Ok(());
+            return;
         };
         if !c.appended {
             self.contexts.end(&native);
-            self.is_final(id, out);
+            self.is_final(id, n, out);
         } else if eos || c.flushed {
             c.closing = true;
             self.contexts.detach(id);
-            n.send(ClientMessage::ContextEnd { context_id: native })
-                .await?;
+            n.send(ClientMessage::ContextEnd { context_id: native });
         } else {
             self.contexts.end(&native);
-            self.is_final(id, out);
-            n.send(ClientMessage::ContextCancel { context_id: native })
-                .await?;
+            self.is_final(id, n, out);
+            n.send(ClientMessage::ContextCancel { context_id: native });
         }
-        Ok(())
     }
 
-    pub async fn on_native(
-        &mut self,
-        m: ServerMessage,
-        n: &mut Native,
-        out: &mut Vec<Out>,
-    ) -> Result<(), Gone> {
+    pub fn on_event(&mut self, m: &ServerMessage, n: &mut Session, out: &mut Vec<String>) {
         match m {
-            ServerMessage::Audio {
-                context_id,
-                audio,
-                terminal,
-                ..
-            } => {
-                let Some(life) = self.contexts.get_mut(&context_id) else {
-                    return Ok(());
-                };
-                match sink::encode_frame(&mut life.ctx.sink, &audio, terminal) {
-                    Ok(bytes) if bytes.is_empty() => {}
-                    Ok(bytes) => {
-                        let vendor_id = life.vendor_id.clone();
-                        out.push(Out::Text(
-                            ElevenLabsOut::Audio {
-                                audio: protocol::base64_encode(&bytes),
-                                is_final: self.multi.then_some(false),
-                                normalized_alignment: None,
-                                alignment: None,
-                                context_id: self.ctx_field(&vendor_id),
-                            }
-                            .to_json(),
-                        ))
-                    }
-                    Err(e) => {
-                        let m = e.to_string();
-                        self.fail(&context_id, "encoding_failed", &m, n, out)
-                            .await?
-                    }
-                }
-            }
             ServerMessage::ContextDone { context_id, .. } => {
-                if let Some(life) = self.contexts.end(&context_id) {
-                    self.is_final(&life.vendor_id, out);
+                if let Some(life) = self.contexts.end(context_id) {
+                    self.is_final(&life.vendor_id, n, out);
                 }
             }
             ServerMessage::ContextCancelled { context_id, .. } => {
                 // Cancelled by the server (its drain deadline): the client
                 // cancels only by closing, which ends the lifecycle first.
-                if let Some(life) = self.contexts.end(&context_id) {
-                    self.is_final(&life.vendor_id, out);
+                if let Some(life) = self.contexts.end(context_id) {
+                    self.is_final(&life.vendor_id, n, out);
                     if !life.ctx.closing {
                         self.contexts.refuse(&life.vendor_id);
                     }
@@ -538,34 +492,30 @@ impl ElevenLabs {
                 code,
                 message,
                 ..
-            } => {
-                self.fail(&context_id, &code.wire_name(), &message, n, out)
-                    .await?
-            }
+            } => self.fail(context_id, &code.wire_name(), message, n, out),
             ServerMessage::Error {
                 code,
                 message,
                 context_id: Some(native),
                 ..
             } => {
-                let Some(life) = self.contexts.get_mut(&native) else {
+                let Some(life) = self.contexts.get_mut(native) else {
                     // About a lifecycle that has ended: stale.
-                    return Ok(());
+                    return;
                 };
-                let (error, message) = if code == ErrorCode::TextTooLong {
+                let (error, message) = if *code == ErrorCode::TextTooLong {
                     let m = too_much_text(&life.vendor_id, None, n.limits.max_pending_chars);
                     (TOO_MUCH_TEXT.to_string(), m)
                 } else {
-                    (code.wire_name(), message)
+                    (code.wire_name(), message.clone())
                 };
-                self.fail(&native, &error, &message, n, out).await?
+                self.fail(native, &error, &message, n, out)
             }
             ServerMessage::Error { code, message, .. } => {
-                self.refuse(None, &code.wire_name(), &message, out)
+                self.refuse(None, &code.wire_name(), message, out)
             }
             _ => {}
         }
-        Ok(())
     }
 }
 

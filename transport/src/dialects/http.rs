@@ -13,8 +13,8 @@
 //!   `pcm_mulaw` or `pcm_alaw`; `mp3`; `wav` with `pcm_s16le`);
 //!   `model_id`, `language`, ... accepted and ignored.
 //!
-//! Each request is translated into a `POST /v1/audio/speech` body and
-//! answered by that route's own code ([`crate::openai::speak`]): the same
+//! Each request is translated into a typed `POST /v1/audio/speech` request
+//! and answered by that route's own code ([`crate::openai::speak_request`]): the same
 //! voice names, validation, engine path, streamed body, metrics and log
 //! line. Errors are the server's JSON error shape with a 4xx status (the
 //! vendors' clients raise on the status; the message names the field).
@@ -28,11 +28,12 @@ use axum::body::Body;
 use axum::extract::{Path, Query, State};
 use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
-use serde_json::{json, Map, Value};
+use serde_json::{Map, Value};
 
-use super::sink::Encoding;
+use super::format::Encoding;
 use super::{cartesia, elevenlabs, VendorError};
 use crate::http_error::error_response;
+use crate::openai::SpeechRequest;
 use crate::state::AppState;
 
 /// Largest vendor request body (text and a few settings; the text itself
@@ -75,9 +76,19 @@ fn text_field(o: &Map<String, Value>, name: &'static str) -> Result<String, BadR
     }
 }
 
-/// The speech route's `response_format` and `sample_rate` for a vendor
-/// encoding at `rate`.
-fn speech_format(encoding: Encoding, rate: u32, param: &'static str) -> Result<Value, BadRequest> {
+/// A speech request for `text` in `voice`, as `response_format` at `rate`.
+fn speech(text: String, voice: String, format: &str, rate: u32) -> SpeechRequest {
+    SpeechRequest {
+        input: text,
+        voice: Some(Value::String(voice)),
+        response_format: Some(format.to_string()),
+        sample_rate: Some(rate),
+        ..SpeechRequest::default()
+    }
+}
+
+/// The speech route's `response_format` for a vendor encoding.
+fn speech_format(encoding: Encoding, param: &'static str) -> Result<&'static str, BadRequest> {
     let name = match encoding {
         Encoding::Pcm16 => "pcm",
         Encoding::Mulaw => "mulaw",
@@ -91,29 +102,27 @@ fn speech_format(encoding: Encoding, rate: u32, param: &'static str) -> Result<V
             ))
         }
     };
-    Ok(json!({"response_format": name, "sample_rate": rate}))
+    Ok(name)
 }
 
-/// An ElevenLabs `text-to-speech` request as a speech-route body.
+/// An ElevenLabs `text-to-speech` request as a speech request.
 pub fn elevenlabs_body(
     voice: &str,
     q: &HashMap<String, String>,
     body: &[u8],
-) -> Result<Value, BadRequest> {
+) -> Result<SpeechRequest, BadRequest> {
     let o = object(body)?;
     let text = text_field(&o, "text")?;
     let format = q
         .get("output_format")
         .map_or(elevenlabs::DEFAULT_FORMAT, String::as_str);
     let f = elevenlabs::output_format(format).map_err(|e| bad(e.to_string(), "output_format"))?;
-    let mut req = speech_format(f.encoding, f.sample_rate, "output_format")?;
-    req["input"] = json!(text);
-    req["voice"] = json!(voice);
-    Ok(req)
+    let name = speech_format(f.encoding, "output_format")?;
+    Ok(speech(text, voice.to_string(), name, f.sample_rate))
 }
 
-/// A Cartesia `/tts/bytes` request as a speech-route body.
-pub fn cartesia_body(body: &[u8]) -> Result<Value, BadRequest> {
+/// A Cartesia `/tts/bytes` request as a speech request.
+pub fn cartesia_body(body: &[u8]) -> Result<SpeechRequest, BadRequest> {
     let o = object(body)?;
     let text = text_field(&o, "transcript")?;
     let voice: cartesia::CartesiaVoice = match o.get("voice") {
@@ -141,11 +150,9 @@ pub fn cartesia_body(body: &[u8]) -> Result<Value, BadRequest> {
             ))
         }
     };
-    let mut req = if spec.container == "wav" {
+    let (name, rate) = if spec.container == "wav" {
         match spec.encoding.as_deref() {
-            None | Some("pcm_s16le") => {
-                json!({"response_format": "wav", "sample_rate": spec.sample_rate})
-            }
+            None | Some("pcm_s16le") => ("wav", spec.sample_rate),
             Some(e) => {
                 return Err(bad(
                     format!(
@@ -159,11 +166,9 @@ pub fn cartesia_body(body: &[u8]) -> Result<Value, BadRequest> {
         let f = spec
             .resolve()
             .map_err(|e| bad(e.to_string(), "output_format"))?;
-        speech_format(f.encoding, f.sample_rate, "output_format")?
+        (speech_format(f.encoding, "output_format")?, f.sample_rate)
     };
-    req["input"] = json!(text);
-    req["voice"] = json!(voice);
-    Ok(req)
+    Ok(speech(text, voice, name, rate))
 }
 
 /// Auth, readiness, the body, the translation, then the speech route.
@@ -171,7 +176,7 @@ async fn answer(
     st: Arc<AppState>,
     headers: HeaderMap,
     body: Body,
-    translate: impl FnOnce(&[u8]) -> Result<Value, BadRequest>,
+    translate: impl FnOnce(&[u8]) -> Result<SpeechRequest, BadRequest>,
 ) -> Response {
     // `Authorization: Bearer`, or the vendor's key header (no query keys).
     if let Err(r) = st.authorize(&super::vendor_key_as_bearer(&headers, None)) {
@@ -215,7 +220,7 @@ async fn answer(
             );
         }
     };
-    crate::openai::speak(st, m, req.to_string().into(), lease).await
+    crate::openai::speak_request(st, m, req, lease).await
 }
 
 pub(super) async fn elevenlabs_speech(
@@ -240,6 +245,24 @@ pub(super) async fn cartesia_bytes(
 mod tests {
     use super::*;
 
+    /// The fields a translation sets: text, voice, format, rate.
+    fn fields(r: &SpeechRequest) -> (String, String, String, u32) {
+        (
+            r.input.clone(),
+            r.voice
+                .as_ref()
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_string(),
+            r.response_format.clone().unwrap_or_default(),
+            r.sample_rate.unwrap_or_default(),
+        )
+    }
+
+    fn expect(text: &str, voice: &str, format: &str, rate: u32) -> (String, String, String, u32) {
+        (text.into(), voice.into(), format.into(), rate)
+    }
+
     fn q(format: Option<&str>) -> HashMap<String, String> {
         format
             .map(|f| HashMap::from([("output_format".to_string(), f.to_string())]))
@@ -250,18 +273,11 @@ mod tests {
     fn elevenlabs_requests_become_speech_bodies() {
         let b = br#"{"text": "Hello.", "model_id": "eleven_turbo_v2_5", "voice_settings": {"stability": 0.5}}"#;
         let r = elevenlabs_body("ryan", &q(Some("pcm_24000")), b).unwrap();
-        assert_eq!(
-            r,
-            json!({"input": "Hello.", "voice": "ryan", "response_format": "pcm", "sample_rate": 24000})
-        );
+        assert_eq!(fields(&r), expect("Hello.", "ryan", "pcm", 24000));
         let r = elevenlabs_body("ryan", &q(None), b).unwrap();
-        assert_eq!(r["response_format"], "mp3");
-        assert_eq!(r["sample_rate"], 44100);
+        assert_eq!(fields(&r), expect("Hello.", "ryan", "mp3", 44100));
         let r = elevenlabs_body("alloy", &q(Some("ulaw_8000")), b).unwrap();
-        assert_eq!(
-            (&r["response_format"], &r["sample_rate"]),
-            (&json!("mulaw"), &json!(8000))
-        );
+        assert_eq!(fields(&r), expect("Hello.", "alloy", "mulaw", 8000));
     }
 
     #[test]
@@ -288,15 +304,21 @@ mod tests {
         let b = br#"{"model_id": "sonic-2", "transcript": "Hi there.", "voice": {"mode": "id", "id": "serena"},
             "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 24000}, "language": null}"#;
         assert_eq!(
-            cartesia_body(b).unwrap(),
-            json!({"input": "Hi there.", "voice": "serena", "response_format": "pcm", "sample_rate": 24000})
+            fields(&cartesia_body(b).unwrap()),
+            expect("Hi there.", "serena", "pcm", 24000)
         );
         let b = br#"{"transcript": "Hi.", "voice": {"mode": "id", "id": "ryan"},
             "output_format": {"container": "wav", "encoding": "pcm_s16le", "sample_rate": 16000}}"#;
-        assert_eq!(cartesia_body(b).unwrap()["response_format"], "wav");
+        assert_eq!(
+            fields(&cartesia_body(b).unwrap()),
+            expect("Hi.", "ryan", "wav", 16000)
+        );
         let b = br#"{"transcript": "Hi.", "voice": {"mode": "id", "id": "ryan"},
             "output_format": {"container": "mp3", "sample_rate": 22050, "bit_rate": 128000}}"#;
-        assert_eq!(cartesia_body(b).unwrap()["response_format"], "mp3");
+        assert_eq!(
+            fields(&cartesia_body(b).unwrap()),
+            expect("Hi.", "ryan", "mp3", 22050)
+        );
     }
 
     #[test]

@@ -3,24 +3,24 @@
 //! agent frameworks (Pipecat, LiveKit Agents) and the vendors' SDKs work
 //! against tts-rt with only their base URL changed.
 //!
-//! Each adapter is a translator, not a second engine path: the connection
-//! runs an ordinary native realtime session (`realtime::run`, the same
-//! context queue, segmentation, cancel, send timeouts and engine session as
-//! `/v1/realtime`) over an in-process pipe, and the adapter speaks the
-//! native protocol to it on one side and the vendor's on the other. A
-//! vendor message becomes native messages (`context.append`, `flush`,
-//! `end`, `cancel`, `session.update`); native events become vendor
-//! messages (base64 audio in the vendor's encoding, final/done markers,
-//! errors). Backpressure carries through: a vendor client that stops
-//! reading stops the adapter, whose pipe fills, and the native session's
-//! send timeout applies as on a TCP socket.
+//! Each dialect is a translator, not a second engine path: the connection
+//! runs an ordinary realtime session (`realtime::run`, the same context
+//! queue, segmentation, cancel, send bounds and engine session as
+//! `/v1/realtime`) on a port ([`port::DialectPort`]) that turns the
+//! vendor's messages into typed session input (`context.append`, `flush`,
+//! `end`, `cancel`, checked settings) and the session's events into the
+//! vendor's messages (final/done markers, errors). Audio is encoded by the
+//! session in the vendor's encoding (the context's native `format`), and
+//! the dialect only wraps each payload in base64 JSON. Backpressure carries
+//! through: a vendor client that stops reading holds up the session's
+//! sends, whose bound then ends the connection, as on `/v1/realtime`.
 //!
 //! Files, each depending only on those above it:
-//! - `sink`: the vendors' output encodings (PCM16, f32, μ-law, A-law, MP3)
-//!   and one streaming encoder per context.
-//! - `bridge`: the native session over the pipe ([`bridge::Native`]), the
-//!   [`bridge::Dialect`] each dialect implements, and the connection loop
-//!   that routes between the two sockets.
+//! - `format`: the vendors' output encodings and the native format each
+//!   one is spoken in.
+//! - `port`: the dialect's side of the session ([`port::Session`]), the
+//!   [`port::Dialect`] each dialect implements, and the port that drives
+//!   it.
 //! - `contexts`: a connection's vendor contexts, each lifecycle a native
 //!   context of its own, so that one ends once and a reused id starts
 //!   afresh.
@@ -28,14 +28,14 @@
 //!   and translation.
 //! - `http`: the vendors' one-shot HTTP routes (ElevenLabs
 //!   `text-to-speech/{voice_id}[/stream]`, Cartesia `/tts/bytes`),
-//!   translated into `POST /v1/audio/speech` requests.
+//!   translated into typed `POST /v1/audio/speech` requests.
 
-mod bridge;
 mod cartesia;
 mod contexts;
 mod elevenlabs;
+mod format;
 mod http;
-mod sink;
+mod port;
 #[cfg(test)]
 mod tests;
 
@@ -54,7 +54,7 @@ use crate::state::{AppState, Unauthorized};
 
 pub use cartesia::{CartesiaIn, CartesiaOut, CartesiaVoice, OutputFormatSpec};
 pub use elevenlabs::{ElevenLabsIn, ElevenLabsOut};
-pub use sink::{Encoding, OutputFormat};
+pub use format::{Encoding, OutputFormat};
 
 /// A vendor message the adapter refused, naming the problem.
 #[derive(Clone, Debug, PartialEq, thiserror::Error)]
@@ -132,7 +132,7 @@ fn vendor_key_as_bearer(headers: &HeaderMap, query_key: Option<&str>) -> HeaderM
 /// The upgrade every vendor route shares: auth, handshake, readiness, a
 /// session slot (the same as `/v1/realtime`'s), then `dialect` on the
 /// accepted socket.
-async fn upgrade<D: bridge::Dialect>(
+async fn upgrade<D: port::Dialect>(
     st: Arc<AppState>,
     q: HashMap<String, String>,
     mut req: axum::extract::Request,
@@ -145,7 +145,8 @@ async fn upgrade<D: bridge::Dialect>(
     // The connection's events (the adapter's and its native session's)
     // carry the upgrade request's id, as `/v1/realtime`'s do.
     realtime::admit(st, &mut req, move |st, loaded, socket, permit| {
-        bridge::run(st, loaded, socket, permit, d)
+        let port = port::DialectPort::new(socket, d, loaded.clone(), st.max_pending_chars);
+        realtime::run(st, loaded, port, permit)
     })
     .await
 }

@@ -8,7 +8,7 @@ use serde_json::json;
 
 use super::cartesia::{CartesiaIn, CartesiaOut, CartesiaVoice, OutputFormatSpec};
 use super::elevenlabs::{output_format, ElevenLabsIn, ElevenLabsOut};
-use super::sink::{Encoding, OutputFormat};
+use super::format::{Encoding, OutputFormat};
 use super::VendorError;
 
 fn el_round_trip(m: ElevenLabsIn) {
@@ -363,7 +363,7 @@ proptest! {
         }
         if let Ok(m) = CartesiaIn::parse(&s) {
             if let Some(f) = &m.output_format {
-                let _ = f.resolve().map(|f| f.sink().is_ok());
+                let _ = f.resolve().map(|f| f.check().is_ok());
             }
             let again = serde_json::to_string(&m).unwrap();
             prop_assert_eq!(CartesiaIn::parse(&again).unwrap(), m);

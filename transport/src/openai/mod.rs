@@ -179,40 +179,42 @@ fn edit_distance(a: &str, b: &str) -> usize {
     row[b.len()]
 }
 
-#[derive(serde::Deserialize)]
+/// A `POST /v1/audio/speech` request, as parsed from its body or made by
+/// the dialects' HTTP routes (`crate::dialects`) from theirs.
+#[derive(Debug, Default, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
-struct SpeechRequest {
+pub(crate) struct SpeechRequest {
     /// Any value is accepted (clients send `tts-1`, `gpt-4o-mini-tts`, ...):
     /// the server has one model. It says what the client was written for
     /// ([`sends_instructions_by_default`]).
-    model: Option<String>,
-    input: String,
+    pub(crate) model: Option<String>,
+    pub(crate) input: String,
     /// A name, or the SDK's custom-voice object `{"id": name}`.
     #[serde(default, deserialize_with = "voice_field")]
-    voice: Option<serde_json::Value>,
-    instructions: Option<String>,
-    response_format: Option<String>,
-    speed: Option<f64>,
-    stream_format: Option<String>,
+    pub(crate) voice: Option<serde_json::Value>,
+    pub(crate) instructions: Option<String>,
+    pub(crate) response_format: Option<String>,
+    pub(crate) speed: Option<f64>,
+    pub(crate) stream_format: Option<String>,
     // Extensions (not in OpenAI's API).
     /// `false`: the whole file in one body with exact sizes; `true`: bytes
     /// as they are encoded. Default: streamed, except `wav` (format.rs).
-    stream: Option<bool>,
-    sample_rate: Option<u32>,
-    language: Option<String>,
-    seed: Option<u64>,
-    greedy: Option<bool>,
-    max_frames: Option<usize>,
+    pub(crate) stream: Option<bool>,
+    pub(crate) sample_rate: Option<u32>,
+    pub(crate) language: Option<String>,
+    pub(crate) seed: Option<u64>,
+    pub(crate) greedy: Option<bool>,
+    pub(crate) max_frames: Option<usize>,
     // vllm-omni's fields (Base: clone from a clip in the request).
     /// The reference clip, base64 or a data URL (never fetched from a URL).
-    ref_audio: Option<String>,
+    pub(crate) ref_audio: Option<String>,
     /// Its transcript (in-context cloning).
-    ref_text: Option<String>,
+    pub(crate) ref_text: Option<String>,
     /// Clone from the x-vector only (default false: ICL, needs `ref_text`).
-    x_vector_only_mode: Option<bool>,
+    pub(crate) x_vector_only_mode: Option<bool>,
     /// `true`: all text in the prompt first; `false`: streamed in; absent
     /// or null: the family's official default (Base streams).
-    non_streaming_mode: Option<bool>,
+    pub(crate) non_streaming_mode: Option<bool>,
 }
 
 /// Everything a valid request resolved to.
@@ -278,7 +280,10 @@ fn unknown_field_of(e: &serde_json::Error) -> Option<String> {
 }
 
 fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
-    let mut r = parse_request(body)?;
+    plan_request(m, parse_request(body)?, max_upload)
+}
+
+fn plan_request(m: &Loaded, mut r: SpeechRequest, max_upload: usize) -> Result<Plan, Invalid> {
     let mut ignored = Vec::new();
     if let Err(e) = validate::instructions(m, r.instructions.as_deref()) {
         // A gpt-4o-mini-tts client's style: spoken without it, and said so.
@@ -474,11 +479,9 @@ pub async fn speech(State(st): State<Arc<AppState>>, headers: HeaderMap, body: B
 const PARSE_INLINE_BYTES: usize = 64 * 1024;
 
 /// `POST /v1/audio/speech` past auth and readiness, for a body in its
-/// shape: the vendor HTTP routes (`crate::dialects`) translate their requests
-/// into one and are answered here.
-/// `lease` holds the body's bytes in the server's body budget until the
-/// request is planned and its inline clip (if any) decoded.
-pub(crate) async fn speak(
+/// shape. `lease` holds the body's bytes in the server's body budget until
+/// the request is planned and its inline clip (if any) decoded.
+async fn speak(
     st: Arc<AppState>,
     m: Arc<Loaded>,
     body: Bytes,
@@ -499,6 +502,30 @@ pub(crate) async fn speak(
             }),
         }
     };
+    answer(st, m, planned, lease).await
+}
+
+/// A request the dialects' HTTP routes (`crate::dialects`) made from
+/// theirs, answered as `POST /v1/audio/speech` answers its own: the same
+/// voice names, validation, engine path, streamed body, metrics and log
+/// line.
+pub(crate) async fn speak_request(
+    st: Arc<AppState>,
+    m: Arc<Loaded>,
+    req: SpeechRequest,
+    lease: crate::body_budget::BodyLease,
+) -> Response {
+    let planned = plan_request(&m, req, st.max_upload_bytes);
+    answer(st, m, planned, lease).await
+}
+
+/// A planned (or refused) speech request, synthesized and answered.
+async fn answer(
+    st: Arc<AppState>,
+    m: Arc<Loaded>,
+    planned: Result<Plan, Invalid>,
+    lease: crate::body_budget::BodyLease,
+) -> Response {
     let mut plan = match planned {
         Ok(p) => p,
         Err(r) => {

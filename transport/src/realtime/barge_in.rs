@@ -5,7 +5,7 @@
 //! connection sends the events and cancels.
 
 use std::collections::VecDeque;
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::protocol::Vad;
 use crate::vad::WINDOW_MS;

@@ -10,11 +10,9 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
-use std::time::Instant;
+use tokio::time::Instant;
 
-use futures_util::StreamExt;
 use tokio::sync::OwnedSemaphorePermit;
-use tokio_tungstenite::tungstenite::{self, Message};
 use tts_actors::{Event, Stream};
 use tts_audio::StreamResampler;
 
@@ -29,10 +27,9 @@ use crate::validate::engine_message;
 use super::barge_in::{self, VadClock};
 use super::live::LiveCtx;
 use super::liveness::{Due, Liveness};
-use super::output::{close, send, send_json, Closed, Res};
+use super::port::{close, Closed, Incoming, Port, Res};
 use super::queue::{ContextQueue, Ctx, QueueLimits};
 use super::settings::{self, Bounds, CtxSettings};
-use super::upgrade::Socket;
 
 /// The engine request in flight, and the context it speaks for.
 pub(super) struct Active {
@@ -65,8 +62,13 @@ pub(super) struct RealtimeConnection {
     pub(super) last_progress: Instant,
 }
 
-/// Runs one connection to its end.
-pub async fn run(st: Arc<AppState>, m: Arc<Loaded>, mut ws: Socket, _permit: OwnedSemaphorePermit) {
+/// Runs one session on `port` to its end.
+pub async fn run(
+    st: Arc<AppState>,
+    m: Arc<Loaded>,
+    mut port: impl Port,
+    _permit: OwnedSemaphorePermit,
+) {
     let _live = st.track();
     st.metrics.session_opened();
     tracing::info!(target: "tts_transport::realtime", "session open");
@@ -93,7 +95,7 @@ pub async fn run(st: Arc<AppState>, m: Arc<Loaded>, mut ws: Socket, _permit: Own
         out: Vec::new(),
         last_progress: Instant::now(),
     };
-    let _ = c.run(&mut ws).await;
+    let _ = c.run(&mut port).await;
     // Disconnected (or closed by us): whatever is left is abandoned. Dropping
     // the engine stream cancels its request.
     for _ in 0..c.queue.len() {
@@ -116,34 +118,14 @@ async fn next_event(active: &mut Option<Active>) -> Option<Event> {
 
 async fn sleep_until(t: Option<Instant>) {
     match t {
-        Some(t) => tokio::time::sleep_until(t.into()).await,
+        Some(t) => tokio::time::sleep_until(t).await,
         None => std::future::pending().await,
     }
 }
 
-/// A frame the WebSocket layer refused: the close code RFC 6455 names for
-/// it (1009 too big, 1007 not UTF-8, 1002 a protocol violation), sent
-/// before the socket closes; a broken socket just ends.
-async fn on_socket_error(ws: &mut Socket, e: tungstenite::Error) -> Res {
-    use tungstenite::Error as E;
-    let (code, reason) = match e {
-        E::Capacity(_) => (
-            1009,
-            format!(
-                "message over {} MiB (the protocol's hard limit)",
-                protocol::HARD_MESSAGE_BYTES >> 20
-            ),
-        ),
-        E::Utf8(_) => (1007, "text message is not valid UTF-8".to_string()),
-        E::Protocol(p) => (1002, format!("WebSocket protocol error: {p}")),
-        _ => return Err(Closed),
-    };
-    close(ws, code, &reason).await
-}
-
 // The connection loop and message routing.
 impl RealtimeConnection {
-    async fn run(&mut self, ws: &mut Socket) -> Res {
+    async fn run(&mut self, ws: &mut impl Port) -> Res {
         let created = ServerMessage::SessionCreated {
             protocol_version: protocol::PROTOCOL_VERSION,
             session_id: self.engine.id(),
@@ -176,7 +158,7 @@ impl RealtimeConnection {
             },
             session: self.settings.clone(),
         };
-        send_json(ws, &created).await?;
+        ws.send(&created).await?;
         let mut drain = self.st.drain.subscribe();
         let mut drain_open = true;
         let d = *drain.borrow_and_update();
@@ -188,13 +170,16 @@ impl RealtimeConnection {
         let mut got_message = false;
         loop {
             self.pump(ws).await?;
+            ws.flush().await?;
             if self.draining && self.queue.is_empty() {
                 return close(ws, 1001, "server shutting down").await;
             }
             self.report_gauges();
             live.activity(!self.queue.is_empty(), got_message, Instant::now());
             got_message = false;
-            registered.slot.set_idle(live.idle_since(), epoch);
+            registered
+                .slot
+                .set_idle(live.idle_since().map(Instant::into_std), epoch);
             if self.queue.is_empty() {
                 // Nothing waits: the text-wait clock starts with the next
                 // context.
@@ -206,19 +191,13 @@ impl RealtimeConnection {
             let ack_deadline = self.ack_deadline();
             let wake = live.next_wake();
             tokio::select! {
-                msg = ws.next() => {
+                input = ws.recv() => {
                     live.heard(Instant::now());
-                    match msg {
-                        Some(Ok(m)) => {
-                            got_message = matches!(m, Message::Text(_) | Message::Binary(_));
-                            self.on_message(ws, m).await?
-                        }
-                        Some(Err(e)) => return on_socket_error(ws, e).await,
-                        None => return Err(Closed),
-                    }
+                    got_message = input.is_message();
+                    self.on_input(ws, input).await?
                 }
-                _ = tokio::time::sleep_until(wake.into()) => match live.poll(Instant::now()) {
-                    Due::Ping(payload) => send(ws, Message::Ping(payload.into())).await?,
+                _ = tokio::time::sleep_until(wake) => match live.poll(Instant::now()) {
+                    Due::Ping(payload) => ws.ping(payload).await?,
                     Due::DeadPeer => {
                         let t = st.liveness.pong_within.as_secs_f64();
                         return close(ws, 1001, &format!("no answer to a ping within {t:.0} s")).await;
@@ -256,7 +235,7 @@ impl RealtimeConnection {
     /// to its slot. Keepalives (pings, acks, whitespace-only appends, input
     /// audio) do not reset the clock: a client that holds a context open
     /// without text cannot hold a slot for ever.
-    async fn on_text_wait(&mut self, ws: &mut Socket) -> Res {
+    async fn on_text_wait(&mut self, ws: &mut impl Port) -> Res {
         let wait = self.st.text_wait;
         if self.last_progress.elapsed() < wait {
             return Ok(());
@@ -274,7 +253,7 @@ impl RealtimeConnection {
         Ok(())
     }
 
-    async fn on_drain(&mut self, ws: &mut Socket, d: Drain) -> Res {
+    async fn on_drain(&mut self, ws: &mut impl Port, d: Drain) -> Res {
         match d {
             Drain::Running => Ok(()),
             Drain::Draining => {
@@ -315,44 +294,44 @@ impl RealtimeConnection {
 
     pub(super) async fn refuse(
         &mut self,
-        ws: &mut Socket,
+        ws: &mut impl Port,
         e: ProtocolError,
         context_id: Option<&str>,
     ) -> Res {
         self.st.metrics.protocol_error();
-        send_json(ws, &e.to_message(context_id.map(str::to_string))).await
+        ws.send(&e.to_message(context_id.map(str::to_string))).await
     }
 
-    async fn on_message(&mut self, ws: &mut Socket, msg: Message) -> Res {
-        match msg {
-            Message::Text(t) => match protocol::parse_client_text(t.as_str()) {
-                Ok(m) => self.on_client(ws, m).await,
-                Err(e) => self.refuse(ws, e, None).await,
-            },
-            Message::Binary(b) => match protocol::parse_client_binary(&b) {
-                Ok(a) => self.on_input_audio(ws, a).await,
-                Err(e) => self.refuse(ws, e, None).await,
-            },
-            Message::Close(_) => Err(Closed),
-            // tungstenite answers pings itself.
-            Message::Ping(_) | Message::Pong(_) | Message::Frame(_) => Ok(()),
+    async fn on_input(&mut self, ws: &mut impl Port, input: Incoming) -> Res {
+        match input {
+            Incoming::Client(m) => self.on_client(ws, m).await,
+            Incoming::InputAudio(a) => self.on_input_audio(ws, a).await,
+            Incoming::Settings(s) => self.install(ws, *s).await,
+            Incoming::Refused(e) => self.refuse(ws, e, None).await,
+            Incoming::Heard { .. } => Ok(()),
+            Incoming::Close(code, reason) => close(ws, code, &reason).await,
+            Incoming::Closed => Err(Closed),
         }
     }
 
-    async fn on_client(&mut self, ws: &mut Socket, m: ClientMessage) -> Res {
+    /// Settings that passed `settings::apply`: in force from the next
+    /// context on, answered with `session.updated`.
+    async fn install(&mut self, ws: &mut impl Port, s: SessionSettings) -> Res {
+        if s.vad != self.settings.vad {
+            self.vad = Box::new(EnergyVad::new(s.vad.clone()));
+            self.vad_clock.clear();
+        }
+        self.settings = s;
+        let s = self.settings.clone();
+        ws.send(&ServerMessage::SessionUpdated { session: s }).await
+    }
+
+    async fn on_client(&mut self, ws: &mut impl Port, m: ClientMessage) -> Res {
         match m {
             ClientMessage::SessionUpdate { session } => {
                 let b = Bounds::of(&self.m, self.st.max_pending_chars);
                 match settings::apply(&self.settings, session, &b) {
-                    Ok(s) => {
-                        if s.vad != self.settings.vad {
-                            self.vad = Box::new(EnergyVad::new(s.vad.clone()));
-                            self.vad_clock.clear();
-                        }
-                        self.settings = s;
-                        let s = self.settings.clone();
-                        send_json(ws, &ServerMessage::SessionUpdated { session: s }).await
-                    }
+                    Ok(s) => self.install(ws, s).await,
                     Err(e) => self.refuse(ws, e, None).await,
                 }
             }
@@ -444,19 +423,19 @@ impl RealtimeConnection {
                 Ok(a) => self.on_input_audio(ws, a).await,
                 Err(e) => self.refuse(ws, e, None).await,
             },
-            ClientMessage::Ping { id } => send_json(ws, &ServerMessage::Pong { id }).await,
+            ClientMessage::Ping { id } => ws.send(&ServerMessage::Pong { id }).await,
         }
     }
 
     /// A live context's text changed: feed it on (if it speaks now).
-    async fn drive_if_live(&mut self, ws: &mut Socket, id: &str) -> Res {
+    async fn drive_if_live(&mut self, ws: &mut impl Port, id: &str) -> Res {
         if self.queue.get(id).is_some_and(|c| c.live.is_some()) {
             self.drive_live(ws, id).await?;
         }
         Ok(())
     }
 
-    async fn on_input_audio(&mut self, ws: &mut Socket, a: InputAudio) -> Res {
+    async fn on_input_audio(&mut self, ws: &mut impl Port, a: InputAudio) -> Res {
         let now = Instant::now();
         let pos = self.vad.position_ms();
         self.vad_clock
@@ -469,7 +448,7 @@ impl RealtimeConnection {
         r
     }
 
-    async fn on_vad(&mut self, ws: &mut Socket, events: &[VadEvent], now: Instant) -> Res {
+    async fn on_vad(&mut self, ws: &mut impl Port, events: &[VadEvent], now: Instant) -> Res {
         for &e in events {
             match e {
                 VadEvent::SpeechStarted {
@@ -477,13 +456,10 @@ impl RealtimeConnection {
                     detected_ms,
                 } => {
                     let onset = self.vad_clock.arrival(onset_ms).unwrap_or(now);
-                    send_json(
-                        ws,
-                        &ServerMessage::SpeechStarted {
-                            audio_start_ms: onset_ms,
-                            detection_ms: detected_ms - onset_ms,
-                        },
-                    )
+                    ws.send(&ServerMessage::SpeechStarted {
+                        audio_start_ms: onset_ms,
+                        detection_ms: detected_ms - onset_ms,
+                    })
                     .await?;
                     if barge_in::interrupts(&self.settings.vad, self.queue.len()) {
                         self.st.metrics.barge_in();
@@ -494,12 +470,9 @@ impl RealtimeConnection {
                     }
                 }
                 VadEvent::SpeechStopped { end_ms } => {
-                    send_json(
-                        ws,
-                        &ServerMessage::SpeechStopped {
-                            audio_end_ms: end_ms,
-                        },
-                    )
+                    ws.send(&ServerMessage::SpeechStopped {
+                        audio_end_ms: end_ms,
+                    })
                     .await?;
                 }
             }

@@ -5,7 +5,9 @@
 //! has waited too long for its ack). The loop and message routing that call
 //! these are in `connection`.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 use tts_actors::metrics::Outcome;
 use tts_actors::Request;
@@ -20,9 +22,8 @@ use crate::validate::engine_message;
 use super::barge_in;
 use super::connection::{Active, RealtimeConnection};
 use super::encode::FrameEncoder;
-use super::output::{audio_message, send, send_json, Res};
+use super::port::{AudioOut, Port, Res};
 use super::queue::{Ctx, Next, Unacked};
-use super::upgrade::Socket;
 
 fn engine_code(kind: ErrorKind) -> ErrorCode {
     match kind {
@@ -37,7 +38,7 @@ fn engine_code(kind: ErrorKind) -> ErrorCode {
 impl RealtimeConnection {
     /// `audio.ack`: the client played frames up to `seq`; the engine may
     /// run ahead by what that frees.
-    pub(super) async fn on_ack(&mut self, ws: &mut Socket, context_id: String, seq: u64) -> Res {
+    pub(super) async fn on_ack(&mut self, ws: &mut impl Port, context_id: String, seq: u64) -> Res {
         if self.queue.is_finished(&context_id) {
             // A player acknowledges the last frames after context.done went
             // out: a race, not an error.
@@ -86,7 +87,7 @@ impl RealtimeConnection {
 
     /// A frame sent `ack_fail_s` ago is still unacknowledged: the client is
     /// not playing what it was sent, and the context fails.
-    pub(super) async fn on_ack_stall(&mut self, ws: &mut Socket) -> Res {
+    pub(super) async fn on_ack_stall(&mut self, ws: &mut impl Port) -> Res {
         let Some(id) = self.queue.head().map(str::to_string) else {
             return Ok(());
         };
@@ -112,7 +113,7 @@ impl RealtimeConnection {
 
     /// Starts the next segment or finishes the head context, while the
     /// engine is idle.
-    pub(super) async fn pump(&mut self, ws: &mut Socket) -> Res {
+    pub(super) async fn pump(&mut self, ws: &mut impl Port) -> Res {
         while self.active.is_none() {
             if self.held() {
                 // The client is a pause's worth of audio behind: the next
@@ -135,7 +136,12 @@ impl RealtimeConnection {
         Ok(())
     }
 
-    pub(super) async fn start_segment(&mut self, ws: &mut Socket, id: &str, text: String) -> Res {
+    pub(super) async fn start_segment(
+        &mut self,
+        ws: &mut impl Port,
+        id: &str,
+        text: String,
+    ) -> Res {
         let c = self.queue.get_mut(id).expect("head context exists");
         if let Some(why) = c.s.voice_error.clone() {
             // Its stored voice is gone: the same failure the model would
@@ -169,7 +175,12 @@ impl RealtimeConnection {
 
     /// The engine request for context `id` is running: its first one sends
     /// `context.started`; its events are read from now on.
-    pub(super) async fn attach_stream(&mut self, ws: &mut Socket, id: &str, stream: Stream) -> Res {
+    pub(super) async fn attach_stream(
+        &mut self,
+        ws: &mut impl Port,
+        id: &str,
+        stream: Stream,
+    ) -> Res {
         let c = self.queue.get_mut(id).expect("head context exists");
         if c.stream_id.is_none() {
             let sid = self.next_stream;
@@ -194,15 +205,12 @@ impl RealtimeConnection {
                     *r = Some(StreamResampler::new(native, rate).expect("rates validated"));
                 }
             }
-            send_json(
-                ws,
-                &ServerMessage::ContextStarted {
-                    context_id: id.to_string(),
-                    stream_id: sid,
-                    sample_rate: rate,
-                    format,
-                },
-            )
+            ws.send(&ServerMessage::ContextStarted {
+                context_id: id.to_string(),
+                stream_id: sid,
+                sample_rate: rate,
+                format,
+            })
             .await?;
         }
         self.active = Some(Active {
@@ -216,7 +224,7 @@ impl RealtimeConnection {
     /// request as the cut rule allows, closes the request at a flush, the
     /// end or a cut, starts the next request once the previous one is done,
     /// and finishes the context when all is spoken.
-    pub(super) async fn drive_live(&mut self, ws: &mut Socket, id: &str) -> Res {
+    pub(super) async fn drive_live(&mut self, ws: &mut impl Port, id: &str) -> Res {
         if self.queue.head() != Some(id) || self.active.as_ref().is_some_and(|a| a.ctx != id) {
             // Another context speaks first: the text waits.
             return Ok(());
@@ -293,7 +301,7 @@ impl RealtimeConnection {
         }
     }
 
-    pub(super) async fn on_event(&mut self, ws: &mut Socket, ev: Option<Event>) -> Res {
+    pub(super) async fn on_event(&mut self, ws: &mut impl Port, ev: Option<Event>) -> Res {
         let Some(a) = &self.active else {
             return Ok(());
         };
@@ -391,21 +399,28 @@ impl RealtimeConnection {
     /// context's format) and advances its sequence number.
     pub(super) async fn send_audio(
         &mut self,
-        ws: &mut Socket,
+        ws: &mut impl Port,
         id: &str,
         payload: &[u8],
         terminal: bool,
     ) -> Res {
         let c = self.queue.get_mut(id).expect("context exists");
         let seq = c.take_seq();
-        let msg = audio_message(id, c.stream_id, seq, &c.s, payload, terminal);
-        send(ws, msg).await
+        ws.send_audio(AudioOut {
+            context_id: id,
+            stream_id: c.stream_id,
+            seq,
+            settings: &c.s,
+            payload,
+            terminal,
+        })
+        .await
     }
 
     /// The head context is ended and all its audio is out: the resampler's
     /// tail and the encoder's flush, the last frame terminal, then
     /// `context.done`.
-    pub(super) async fn finish_context(&mut self, ws: &mut Socket, id: &str) -> Res {
+    pub(super) async fn finish_context(&mut self, ws: &mut impl Port, id: &str) -> Res {
         let started = self.queue.get(id).is_some_and(|c| c.stream_id.is_some());
         if started {
             let mut tail = Vec::new();
@@ -443,20 +458,17 @@ impl RealtimeConnection {
             metrics.rtf,
             metrics.underruns,
         );
-        send_json(
-            ws,
-            &ServerMessage::ContextDone {
-                context_id: id.to_string(),
-                stream_id: c.stream_id,
-                metrics,
-            },
-        )
+        ws.send(&ServerMessage::ContextDone {
+            context_id: id.to_string(),
+            stream_id: c.stream_id,
+            metrics,
+        })
         .await
     }
 
     pub(super) async fn fail_context(
         &mut self,
-        ws: &mut Socket,
+        ws: &mut impl Port,
         id: &str,
         code: ErrorCode,
         message: String,
@@ -476,16 +488,13 @@ impl RealtimeConnection {
         log_context(id, c.s.speaker.as_deref(), c.text_chars, "failed", &metrics);
         tracing::warn!(target: "tts_transport::realtime", context = id, code = ?code, %message, "context failed");
         self.st.metrics.finished(false, "failed", None, None, None);
-        send_json(
-            ws,
-            &ServerMessage::ContextFailed {
-                context_id: id.to_string(),
-                stream_id: c.stream_id,
-                code,
-                message,
-                metrics,
-            },
-        )
+        ws.send(&ServerMessage::ContextFailed {
+            context_id: id.to_string(),
+            stream_id: c.stream_id,
+            code,
+            message,
+            metrics,
+        })
         .await
     }
 
@@ -494,7 +503,7 @@ impl RealtimeConnection {
     /// the context is gone from this session, so no frame of it can follow.
     pub(super) async fn cancel_context(
         &mut self,
-        ws: &mut Socket,
+        ws: &mut impl Port,
         id: &str,
         reason: CancelReason,
         t0: Instant,
@@ -527,18 +536,15 @@ impl RealtimeConnection {
         self.st
             .metrics
             .finished(false, "cancelled", None, None, None);
-        send_json(
-            ws,
-            &ServerMessage::ContextCancelled {
-                context_id: id.to_string(),
-                stream_id: c.stream_id,
-                reason,
-                cancel_ack_ms: t0.elapsed().as_secs_f64() * 1e3,
-                late_audio_samples: late,
-                interruption_ms,
-                metrics,
-            },
-        )
+        ws.send(&ServerMessage::ContextCancelled {
+            context_id: id.to_string(),
+            stream_id: c.stream_id,
+            reason,
+            cancel_ack_ms: t0.elapsed().as_secs_f64() * 1e3,
+            late_audio_samples: late,
+            interruption_ms,
+            metrics,
+        })
         .await
     }
 

@@ -10,7 +10,9 @@
 //!   or binary; pongs do not count, a browser sends those by itself) for
 //!   `idle_after` is closed, so parked sockets give their slot back.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
+
+use tokio::time::Instant;
 
 /// The timeouts (from `ServeConfig`).
 #[derive(Clone, Copy, Debug, PartialEq)]

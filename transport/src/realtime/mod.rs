@@ -1,9 +1,15 @@
-//! The realtime WebSocket endpoint (`/v1/realtime`): one task per
-//! connection owns everything it uses (settings, contexts, the engine stream
-//! in flight, the resampler, the VAD) and waits on four things at once: the
-//! next client message, the next engine event, the segmentation deadline,
-//! and the server's drain signal. Nothing is shared with other connections,
-//! so a bad message here can only ever produce an `error` event here.
+//! The realtime session: one per connection, which owns everything it
+//! uses (settings, contexts, the engine stream in flight, the resampler,
+//! the VAD) and waits on four things at once: the next input from its
+//! port, the next engine event, the segmentation deadline, and the
+//! server's drain signal. Nothing is shared with other connections, so a
+//! bad message here can only ever produce an `error` event here.
+//!
+//! The session talks to a [`Port`], never to a socket: `/v1/realtime`'s
+//! WebSocket is the native port; the ElevenLabs and Cartesia sockets are
+//! ports that translate their clients' messages (`crate::dialects`); the
+//! session's own tests run it on a port of channels, with time under their
+//! control.
 //!
 //! Frames are sent as soon as a chunk arrives; a send that cannot complete
 //! within [`output::SEND_TIMEOUT`] closes the connection (the client stopped
@@ -18,6 +24,9 @@
 //! - `connection`: `RealtimeConnection` — the loop and message routing.
 //! - `lifecycle`: each context's life on the wire (segments, frames,
 //!   done/failed/cancelled) and the `audio_acks` bound over a context.
+//! - `native`: the native port (`/v1/realtime`'s JSON and binary frames).
+//! - `port`: what a session talks to — typed input in, typed events and
+//!   encoded audio out, a close with a reason.
 //! - `settings`: defaults, `session.update` validation (all or nothing),
 //!   the per-context snapshot.
 //! - `queue`: open contexts in creation order, segments, finished ids.
@@ -27,8 +36,9 @@
 //!   interrupts.
 //! - `encode`: each context's encoder (`format`: pcm16/f32 samples, or
 //!   mp3, opus, opus_packets, flac, aac, mulaw, alaw bytes), fed chunk by
-//!   chunk on the session's task, its flush in the terminal frame.
-//! - `output`: frame headers and sends bounded by a timeout.
+//!   chunk on the session's task, its flush in the terminal frame; the
+//!   dialects' audio is encoded here too.
+//! - `output`: native frame headers, and the bound on every send.
 //! - `liveness`: server pings, the pong deadline, the idle timeout.
 //! - `upgrade`: the WebSocket handshake, and the close (1009, 1007, ...)
 //!   that drains what the client still sends so the socket ends cleanly.
@@ -39,13 +49,22 @@ mod encode;
 mod lifecycle;
 mod live;
 mod liveness;
+mod native;
 mod output;
+mod port;
 mod queue;
 mod settings;
+#[cfg(test)]
+mod tests;
 mod upgrade;
 
 pub(crate) use connection::run;
+#[cfg(test)]
+pub(crate) use encode::FrameEncoder;
 pub(crate) use liveness::Timeouts;
+pub(crate) use native::NativePort;
 pub(crate) use output::SEND_TIMEOUT;
+pub(crate) use port::{AudioOut, Closed, Incoming, Port, Res};
 pub(crate) use queue::MAX_CONTEXT_ID;
-pub(crate) use upgrade::{admit, close_and_drain, pipe, PipeClient, Socket};
+pub(crate) use settings::{apply as apply_settings, initial as initial_settings, Bounds};
+pub(crate) use upgrade::{admit, close_and_drain, Socket};

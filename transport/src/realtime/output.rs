@@ -1,43 +1,18 @@
-//! What leaves the socket: JSON events, audio frames (binary with the
-//! 16-byte header, or base64 inside JSON) and the close frame, each send
-//! bounded by [`SEND_TIMEOUT`] — a client that stops reading closes its own
+//! What leaves a native socket: audio frames (binary with the 16-byte
+//! header, or base64 inside JSON), and the bound on every send
+//! ([`SEND_TIMEOUT`]) — a client that stops reading closes its own
 //! connection and pauses nobody else.
 
 use std::time::Duration;
 
-use futures_util::SinkExt;
 use tokio_tungstenite::tungstenite::Message;
 
 use crate::protocol::{self, AudioHeader, AudioTransport, ServerMessage};
 
 use super::settings::CtxSettings;
-use super::upgrade::{close_and_drain, Socket};
 
 /// A client that takes no frame for this long is gone.
 pub const SEND_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// Why the connection loop stopped (the socket is closed or gone).
-pub struct Closed;
-
-pub type Res<T = ()> = Result<T, Closed>;
-
-pub async fn send(ws: &mut Socket, msg: Message) -> Res {
-    match tokio::time::timeout(SEND_TIMEOUT, ws.send(msg)).await {
-        Ok(Ok(())) => Ok(()),
-        _ => Err(Closed),
-    }
-}
-
-pub async fn send_json(ws: &mut Socket, m: &ServerMessage) -> Res {
-    send(ws, Message::Text(m.to_json().into())).await
-}
-
-/// Sends a close frame (best effort), lets the client's last bytes in,
-/// and stops the loop.
-pub async fn close(ws: &mut Socket, code: u16, reason: &str) -> Res {
-    close_and_drain(ws, code, reason, SEND_TIMEOUT).await;
-    Err(Closed)
-}
 
 /// Frame `seq` of context `id` in the transport its settings chose;
 /// `payload` is already in the context's format (`realtime/encode.rs`).

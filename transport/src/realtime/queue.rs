@@ -10,7 +10,7 @@
 //! "append after end" from a new context).
 
 use std::collections::{HashMap, VecDeque};
-use std::time::Instant;
+use tokio::time::Instant;
 
 use crate::protocol::{Chunking, ErrorCode, ProtocolError};
 use crate::record::Recorder;

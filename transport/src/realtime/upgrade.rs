@@ -19,7 +19,7 @@ use axum::response::{IntoResponse, Response};
 use futures_util::SinkExt;
 use hyper::upgrade::OnUpgrade;
 use hyper_util::rt::TokioIo;
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, DuplexStream};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite};
 use tokio_tungstenite::tungstenite::protocol::frame::coding::CloseCode;
 use tokio_tungstenite::tungstenite::protocol::{CloseFrame, Role, WebSocketConfig};
 use tokio_tungstenite::tungstenite::{handshake::derive_accept_key, Message};
@@ -28,38 +28,18 @@ use tokio_tungstenite::WebSocketStream;
 use crate::http_error::error_response;
 use crate::protocol::HARD_MESSAGE_BYTES;
 
-/// What a realtime socket runs over: the upgraded HTTP connection, or an
-/// in-process pipe ([`pipe`]: the vendor adapters drive a native session
-/// through one).
+/// What a WebSocket runs over: the upgraded HTTP connection (boxed, so
+/// tests may run one over an in-memory stream).
 pub trait Io: AsyncRead + AsyncWrite + Send + Unpin {}
 impl<T: AsyncRead + AsyncWrite + Send + Unpin> Io for T {}
 
-/// An accepted realtime WebSocket.
+/// An accepted WebSocket.
 pub type Socket = WebSocketStream<Box<dyn Io>>;
-
-/// The client end of a [`pipe`].
-pub type PipeClient = WebSocketStream<DuplexStream>;
-
-/// Bytes the in-process pipe buffers each way: a few frames, so a reader
-/// that stops reading holds up its writer (the native send timeout then
-/// applies) as a TCP socket would.
-const PIPE_BYTES: usize = 256 * 1024;
 
 fn config() -> WebSocketConfig {
     WebSocketConfig::default()
         .max_message_size(Some(HARD_MESSAGE_BYTES))
         .max_frame_size(Some(HARD_MESSAGE_BYTES))
-}
-
-/// A native realtime socket over an in-process pipe: the server end (for
-/// `realtime::run`) and the client end (for the adapter speaking to it).
-pub async fn pipe() -> (Socket, PipeClient) {
-    let (a, b) = tokio::io::duplex(PIPE_BYTES);
-    let server =
-        WebSocketStream::from_raw_socket(Box::new(a) as Box<dyn Io>, Role::Server, Some(config()))
-            .await;
-    let client = WebSocketStream::from_raw_socket(b, Role::Client, Some(config())).await;
-    (server, client)
 }
 
 /// After a close frame, how long the server keeps discarding what the

@@ -8,7 +8,9 @@
 //! session cuts at), and consecutive sentences are packed back together up
 //! to that length. Shorter text stays one request, exactly as before.
 
-use std::time::Instant;
+// The segmenter keeps the realtime session's clock (tokio's, which its tests
+// can pause); off a runtime it reads the system clock.
+use tokio::time::Instant;
 
 use tts_transport::protocol::{Chunking, ChunkingMode};
 use tts_transport::segment::Segmenter;

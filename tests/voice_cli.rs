@@ -200,7 +200,10 @@ fn voice_add_reads_the_code_groups_where_speak_does() {
         let made = ok(&mut add);
         if !case["x_vector_only"].as_bool().unwrap() {
             let frames = clip["ref_frames"].as_u64().unwrap();
-            assert!(made.contains(&format!("{frames} reference frames")), "{made}");
+            assert!(
+                made.contains(&format!("{frames} reference frames")),
+                "{made}"
+            );
         }
         let direct: Vec<&str> = direct.iter().map(String::as_str).collect();
         speak_case(fx, &case, &direct, out.path());
@@ -212,6 +215,7 @@ fn voice_add_reads_the_code_groups_where_speak_does() {
             out.path(),
         );
     }
+}
 
 #[test]
 fn stored_voices_are_made_listed_shown_spoken_and_removed() {

@@ -342,7 +342,9 @@ fn plan(m: &Loaded, body: &[u8], max_upload: usize) -> Result<Plan, Invalid> {
             text: r.input,
             speaker: voice.speaker,
             language,
-            instruct: r.instructions.filter(|i| !i.trim().is_empty()),
+            // As given: the model takes only "" as no instruction, as
+            // the official code does.
+            instruct: r.instructions,
             voice_clone: voice.clone,
             text_streaming,
             options,

@@ -195,7 +195,9 @@ pub fn apply(
         if let Some(m) = b.model {
             validate::instructions(m, Some(&i)).map_err(refused)?;
         }
-        s.instruct = (!i.trim().is_empty()).then_some(i);
+        // `""` clears it; any other text is kept as it stands, as the
+        // official code templates it.
+        s.instruct = (!i.is_empty()).then_some(i);
     }
     if let Some(r) = u.sample_rate {
         s.sample_rate = validate::sample_rate(r).map_err(refused)?;

@@ -85,15 +85,12 @@ fn cases(g: &Golden) -> Vec<Value> {
     g.cases["cases"].as_array().unwrap().clone()
 }
 
-/// The requests of a fixture's cases that tts-rt serves (VoiceDesign
-/// without a description is refused; see
-/// `voice_design_without_a_description_is_refused`).
+/// The requests of a fixture's cases, as the official script ran them.
 fn requests(fx: &str, m: &Qwen3Tts) -> Vec<(Value, Request)> {
     let g = Golden::load(fx);
     let enc = (fx == "tiny-base").then(Encoders::load);
     cases(&g)
         .into_iter()
-        .filter(|c| fx != "tiny-vd" || !c["instruct"].as_str().unwrap_or("").is_empty())
         .map(|c| {
             let r = match &enc {
                 Some(e) => clone_request(m, e, &c),
@@ -236,26 +233,41 @@ fn clone_and_design_waveforms_match_official() {
     }
 }
 
-/// Upstream treats an empty instruct on VoiceDesign as "no description";
-/// tts-rt refuses it, naming what the checkpoint needs, rather than
-/// speaking in an undefined voice.
+/// The official `generate_voice_design` takes an empty instruct as none
+/// (`if ins is None or ins == "": instruct_ids.append(None)`): no instruct
+/// rows, not an empty user turn, and it speaks. Given as `""` or left out,
+/// the request builds the official prompt, greedy codes and waveform.
 #[test]
-fn voice_design_without_a_description_is_refused() {
+fn voice_design_with_an_empty_instruct_speaks_as_the_official() {
     let g = Golden::load("tiny-vd");
     let m = model("tiny-vd");
     let case = cases(&g)
         .into_iter()
         .find(|c| c["instruct"].as_str() == Some(""))
-        .expect("the fixture has an instruct-less case");
-    match m.build_prompt(&request(&m, &case)) {
-        Err(e @ ModelError::WrongFamily { .. }) => {
-            let s = e.to_string();
-            assert!(
-                s.contains("no instruct") && s.contains("VoiceDesign"),
-                "{s}"
-            );
-        }
-        other => panic!("{:?}", other.map(|p| p.prefill_rows())),
+        .expect("the fixture has an empty-instruct case");
+    let name = case["name"].as_str().unwrap();
+    assert!(
+        case["instruct_ids"].is_null(),
+        "{name}: official instruct ids"
+    );
+    let (want_codes, shape) = g.codes(&format!("{name}.codes"));
+    let (want_wav, _) = g.f32(&format!("{name}.wav"));
+    let (want_prefill, prefill_shape) = g.f32(&format!("{name}.prefill_embeds"));
+    for instruct in [Some(String::new()), None] {
+        let mut req = request(&m, &case);
+        req.instruct = instruct.clone();
+        let p = m
+            .build_prompt(&req)
+            .unwrap_or_else(|e| panic!("{name} ({instruct:?}): {e}"));
+        assert_eq!(p.instruct_ids, None, "{name} ({instruct:?}): instruct ids");
+        assert_eq!(p.prefill_rows(), prefill_shape[0], "{name}: prefill rows");
+        let e = rel_l2(&p.prefill, &want_prefill);
+        assert!(e <= 1e-5, "{name}: prefill rows rel-L2 {e:.2e}");
+        let got = m.start(&req).unwrap().run_to_end();
+        assert_eq!(got, want_codes, "{name} ({instruct:?}): greedy codes");
+        let wav = m.decode_utterance(&req, &got, shape[0], false).unwrap();
+        let e = rel_l2(&wav, &want_wav);
+        assert!(e <= 1e-4, "{name} ({instruct:?}): waveform rel-L2 {e:.2e}");
     }
 }
 

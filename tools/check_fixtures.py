@@ -44,7 +44,7 @@ def files():
 def main() -> None:
     if not ROOT.is_dir():
         raise SystemExit(f"{ROOT} is missing")
-    for fx in ("tiny-a", "tiny-b", "tiny-base", "tiny-vd"):
+    for fx in ("tiny-a", "tiny-b", "tiny-base", "tiny-vd", "tiny-base8"):
         d = ROOT / fx
         for f in LAYOUT:
             if not (d / f).is_file():
@@ -58,6 +58,11 @@ def main() -> None:
     for f in ("encoders.safetensors", "ref_a.wav", "ref_b.wav"):
         if not (ROOT / "goldens" / "tiny-base" / f).is_file():
             raise SystemExit(f"{ROOT / 'goldens' / 'tiny-base' / f}: missing")
+    # A fixture may read its reference clips from another's goldens (ref_clips[].file).
+    for cases in sorted((ROOT / "goldens").glob("*/cases.json")):
+        for c in json.loads(cases.read_text(encoding="utf-8")).get("ref_clips", []):
+            if not (cases.parent / c["file"]).is_file():
+                raise SystemExit(f"{cases}: reference clip {c['file']} is missing")
     for p in files():
         if p.suffix == ".json":
             json.loads(p.read_text(encoding="utf-8"))

@@ -98,6 +98,39 @@ def base_spec(variant: str = "committed") -> dict:
     )
 
 
+def base8_spec() -> dict:
+    """tiny-base8: a Base checkpoint whose codec keeps 8 code groups (encoder_valid_num_quantizers 8
+    of 16 encoder levels; decoder and talker 8), unlike the released codec's 16. Small: a
+    shrunken speaker encoder, a narrower codec encoder, two cases on ref_a (built by tiny-base)."""
+    return dict(
+        name="tiny-base8",
+        kind="base",
+        seed=8642,
+        size="0b6",
+        talker=dict(hidden_size=24, intermediate_size=48, num_hidden_layers=2, num_attention_heads=4,
+                    num_key_value_heads=2, head_dim=8, mrope_section=[2, 1, 1], text_hidden_size=4,
+                    num_code_groups=8, vocab_size=3072),
+        cp=dict(hidden_size=24, intermediate_size=48, num_hidden_layers=1, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=8, vocab_size=2048),
+        speaker_encoder=dict(enc_channels=[32, 32, 32, 32, 96], enc_attention_channels=8, enc_se_channels=8),
+        codec_special=dict(mf.REAL_CODEC_SPECIAL),
+        languages=dict(BASE_LANGUAGE_IDS),
+        speakers={},
+        dialect={},
+        eos_gain=2.4,
+        st=dict(base_codec(True), enc=dict(base_codec(True)["enc"], num_quantizers=16)),
+        clips_from="tiny-base",
+        compact=True,  # only what the voice-library tests compare: x-vector, codes, prompt, waveforms
+        cases=[
+            dict(name="icl_stream_a", ref_audio="ref_a", x_vector_only=False, non_streaming_mode=False,
+                 language="English", max_new_tokens=16,
+                 text="A voice made from a clip, spoken from the library."),
+            dict(name="xvec_nonstream_a", ref_audio="ref_a", x_vector_only=True, non_streaming_mode=True,
+                 language="English", max_new_tokens=12, text="Only the x-vector."),
+        ],
+    )
+
+
 def base_codec(other: bool) -> dict:
     """The tiny codec with the real code shape: 16 talker groups = 16 valid of 32 encoder levels."""
     return dict(
@@ -368,12 +401,12 @@ class CloneRecorder(mf.Recorder):
 
 
 @torch.no_grad()
-def requantize(quantizer, z: torch.Tensor) -> torch.Tensor:
+def requantize(quantizer, z: torch.Tensor, valid: int = 16) -> torch.Tensor:
     """The documented quantizer (clone spec section 3.2) applied to a captured `downsample`
     output [C, T]: proves the hook caught the quantizer input and the README formula holds."""
     codes = []
     for part, levels in ((quantizer.semantic_residual_vector_quantizer, 1),
-                         (quantizer.acoustic_residual_vector_quantizer, 15)):
+                         (quantizer.acoustic_residual_vector_quantizer, valid - 1)):
         r = (part.input_proj.weight[:, :, 0] @ z).T
         for layer in part.layers[:levels]:
             cb = layer.codebook
@@ -397,6 +430,7 @@ def encoder_goldens(wrapper, clips: dict[str, dict]) -> dict[str, torch.Tensor]:
             lambda m, i, o: cap.__setitem__("transformer", o[0][0].transpose(0, 1).float().clone())),
         enc.downsample.register_forward_hook(lambda m, i, o: cap.__setitem__("downsample", o[0].float().clone())),
     ]
+    valid = model.speech_tokenizer.model.encoder_valid_num_quantizers
     out = {}
     for name, clip in clips.items():
         cap.clear()
@@ -407,7 +441,7 @@ def encoder_goldens(wrapper, clips: dict[str, dict]) -> dict[str, torch.Tensor]:
         n = samples.numel()
         ref_code = items[0].ref_code.to(torch.int64)
         frames = -(-n // SAMPLES_PER_FRAME)
-        assert ref_code.shape == (frames, 16), ref_code.shape
+        assert ref_code.shape == (frames, valid), ref_code.shape
         assert cap["mel"].shape == (n // 256, 128), cap["mel"].shape
         assert cap["seanet"].shape[1] == -(-n // 960) and cap["downsample"].shape[1] == frames
         # The clip the official loader read is exactly int16 / 32768.
@@ -419,7 +453,7 @@ def encoder_goldens(wrapper, clips: dict[str, dict]) -> dict[str, torch.Tensor]:
         out[f"{name}.ref_codes"] = ref_code
         for k in ("seanet", "transformer", "downsample"):
             out[f"{name}.{k}"] = cap[k]
-        assert torch.equal(requantize(enc.quantizer, cap["downsample"]), ref_code), "quantizer input mismatch"
+        assert torch.equal(requantize(enc.quantizer, cap["downsample"], valid), ref_code), "quantizer input mismatch"
         clip["frames"] = frames
         clip["xvector"] = out[f"{name}.xvector"]
     for h in hooks:
@@ -552,14 +586,33 @@ def build(spec: dict, out: Path, vocab_bytes: bytes, merges_bytes: bytes, versio
     }
     if spec["kind"] == "base":
         clips = {}
+        used = {c["ref_audio"] for c in spec["cases"]}
         for c in REF_CLIPS:
+            if c["name"] not in used:
+                continue
             pcm = synth_clip(c["samples"], c["seed"], c["f0"])
-            path = gdir / f"{c['name']}.wav"
-            write_wav(path, pcm)
-            clips[c["name"]] = dict(c, path=path, pcm=pcm)
-        save_goldens(gdir, None, encoder_goldens(wrapper, clips), "encoders.safetensors")
+            if spec.get("clips_from"):
+                # The same clip as another fixture's, read from there (not committed twice).
+                path = out / "goldens" / spec["clips_from"] / f"{c['name']}.wav"
+                if not path.is_file():
+                    raise SystemExit(f"{spec['name']} reads {path}, which is missing (build {spec['clips_from']} first)")
+                with wave.open(str(path), "rb") as w:
+                    assert np.array_equal(np.frombuffer(w.readframes(w.getnframes()), "<i2"), pcm), path
+                file = f"../{spec['clips_from']}/{c['name']}.wav"
+            else:
+                path = gdir / f"{c['name']}.wav"
+                write_wav(path, pcm)
+                file = f"{c['name']}.wav"
+            clips[c["name"]] = dict(c, path=path, pcm=pcm, file=file)
+        enc = encoder_goldens(wrapper, clips)
         cases, tensors = run_clone_cases(spec, wrapper, tok, clips)
-        doc["ref_clips"] = [dict(name=k, file=f"{k}.wav", samples=int(v["pcm"].size), text=v["text"],
+        if spec.get("compact"):
+            # x-vector and codes with the cases; no encoder stages, logits only as a prompt check.
+            tensors = {k: v for k, v in tensors.items() if not k.endswith(("talker_logits", "cp_logits_first", "wav_uncut"))}
+            tensors.update({k: v for k, v in enc.items() if k.endswith((".xvector", ".ref_codes"))})
+        else:
+            save_goldens(gdir, None, enc, "encoders.safetensors")
+        doc["ref_clips"] = [dict(name=k, file=v["file"], samples=int(v["pcm"].size), text=v["text"],
                                  ref_frames=v["frames"]) for k, v in clips.items()]
     else:
         cases, tensors = run_design_cases(spec, wrapper, tok)

@@ -1010,7 +1010,7 @@ def main() -> None:
     ap.add_argument("--out", type=Path, default=Path(__file__).resolve().parent.parent / "tests" / "fixtures")
     ap.add_argument("--cache", type=Path, default=Path(__file__).resolve().parent / ".cache")
     ap.add_argument("--only", default=None,
-                    help="comma-separated fixtures to build (tiny-a, tiny-b, tiny-base, tiny-vd); default all")
+                    help="comma-separated fixtures to build (tiny-a, tiny-b, tiny-base, tiny-vd, tiny-base8); default all")
     ap.add_argument("--variant", choices=["committed", "other"], default="committed",
                     help="'other': build differently sized tiny-base/tiny-vd (+ goldens) into --out, "
                          "for pointing the runtime at another checkpoint; never into tests/fixtures")
@@ -1096,7 +1096,10 @@ def main() -> None:
     sys.modules.setdefault("make_fixtures", sys.modules[__name__])
     import clone_fixtures
 
-    for spec in (clone_fixtures.base_spec(args.variant), clone_fixtures.vd_spec(args.variant)):
+    specs = [clone_fixtures.base_spec(args.variant), clone_fixtures.vd_spec(args.variant)]
+    if args.variant == "committed":
+        specs.append(clone_fixtures.base8_spec())
+    for spec in specs:
         if only is not None and spec["name"] not in only:
             continue
         t1 = time.time()

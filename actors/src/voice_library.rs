@@ -95,6 +95,24 @@ pub struct MadeVoice {
     pub reference_secs: f64,
 }
 
+/// The codec a library's voices are checked against. Every released
+/// checkpoint shares one codec (16 codebooks of 2048), so a checkpoint that
+/// makes no voices checks against it; a Base checkpoint checks against
+/// what its own encoder makes, read where `speak --ref-audio` gets its
+/// reference codes ([`Qwen3Tts::reference_code_groups`]), so a codec that
+/// keeps fewer groups (8 of its encoder's 16, say) stores the voices it
+/// speaks. A voice made for another talker is not corrupt: it loads, and
+/// `resolve` says which talker it belongs to.
+fn codec_of(model: &Qwen3Tts) -> CodecShape {
+    match model.reference_code_groups() {
+        Some(groups) if model.config.kind == ModelKind::Base => CodecShape {
+            groups,
+            codebook_size: model.code2wav.codebook_size() as u32,
+        },
+        _ => CodecShape::default(),
+    }
+}
+
 /// Stored voices for one loaded checkpoint. `Send + Sync`: one per server.
 pub struct VoiceLibrary {
     model: Arc<Qwen3Tts>,
@@ -124,21 +142,8 @@ impl VoiceLibrary {
         dir: &Path,
         max_voices: Option<usize>,
     ) -> Result<(Self, Vec<SkippedVoice>), VoiceError> {
-        // Every released checkpoint shares one codec (16 codebooks of 2048),
-        // so the library is checked against it, except on a Base checkpoint
-        // with another codec shape (small test checkpoints), whose voices
-        // must fit it. A voice made for another talker is not corrupt: it
-        // loads, and `resolve` says which talker it belongs to.
-        let codec = if model.config.kind == ModelKind::Base {
-            CodecShape {
-                groups: model.config.talker.num_code_groups,
-                codebook_size: model.code2wav.codebook_size() as u32,
-            }
-        } else {
-            CodecShape::default()
-        };
         let mut options = StoreOptions {
-            codec,
+            codec: codec_of(&model),
             ..StoreOptions::default()
         };
         if let Some(n) = max_voices {
@@ -215,7 +220,7 @@ impl VoiceLibrary {
                 name,
                 &size,
                 clone.x_vector.clone(),
-                RefCodes::new(self.model.config.talker.num_code_groups, r.codes.clone())?,
+                RefCodes::new(self.store.options().codec.groups, r.codes.clone())?,
                 &r.text,
                 provenance,
             )?,

@@ -248,6 +248,14 @@ impl Qwen3Tts {
         ))
     }
 
+    /// Codes per frame of the reference codes [`Self::clone_voice`] makes:
+    /// what the codec encoder keeps (`encoder_valid_num_quantizers`; the
+    /// load checked it equals the talker's code groups). None where the
+    /// checkpoint makes no voices (not Base).
+    pub fn reference_code_groups(&self) -> Option<usize> {
+        self.encoders.as_ref().map(|e| e.codec.num_quantizers())
+    }
+
     /// Speaker names (lower-case, sorted).
     pub fn speakers(&self) -> Vec<String> {
         self.config.talker.speaker_names()

@@ -123,12 +123,9 @@ pub fn build(m: &PromptParts<'_>, req: &Request) -> Result<Prompt> {
                     "the request asks to clone a voice",
                 ));
             }
-            if !has_text(&req.instruct) {
-                return Err(wrong_family(
-                    m.config.kind,
-                    "the request has no instruct describing the voice",
-                ));
-            }
+            // No description is allowed: the official
+            // `generate_voice_design` takes an empty instruct as none and
+            // speaks without instruct rows (`text_ids`).
             (None, None)
         }
     };
@@ -291,11 +288,16 @@ fn text_ids(m: &PromptParts<'_>, req: &Request, clone: Option<&VoiceClone>) -> R
         )));
     }
     // VoiceDesign always uses its instruction (upstream has no size guard
-    // there); CustomVoice only where the size supports one.
+    // there); CustomVoice only where the size supports one; Base never
+    // (`generate_voice_clone` takes none; a non-blank one was refused).
     let use_instruct = match m.config.kind {
         ModelKind::VoiceDesign => true,
-        _ => m.config.supports_instruct(),
+        ModelKind::CustomVoice => m.config.supports_instruct(),
+        ModelKind::Base => false,
     };
+    // Exactly the official test `ins is None or ins == ""`: an empty
+    // instruct gives no instruct rows at all (not an empty user turn),
+    // while any other text, blank or not, is templated as it stands.
     let instruct = match &req.instruct {
         Some(s) if !s.is_empty() && use_instruct => {
             Some(m.tokenizer.encode(&template::instruct(s))?)
@@ -737,6 +739,45 @@ mod tests {
         );
     }
 
+    /// The official `ins is None or ins == ""`: an empty instruct is none
+    /// (no rows, not an empty user turn); any other text is templated as
+    /// it stands, blanks too. Base never takes one.
+    #[test]
+    fn only_an_empty_instruct_is_no_instruct() {
+        let vd = as_family(ModelKind::VoiceDesign);
+        let mut req = vd.request("", "english", false);
+        req.speaker = None;
+        let mut rows = Vec::new();
+        for instruct in [None, Some(String::new())] {
+            req.instruct = instruct;
+            let p = vd.build(&req).unwrap();
+            assert_eq!(p.instruct_ids, None);
+            rows.push(p.prefill_rows());
+        }
+        assert_eq!(rows[0], rows[1]);
+        req.instruct = Some(" ".into());
+        let p = vd.build(&req).unwrap();
+        let ids = p
+            .instruct_ids
+            .clone()
+            .expect("a blank instruct is templated");
+        assert_eq!(ids, vd.tokenizer.encode(&template::instruct(" ")).unwrap());
+        assert_eq!(p.prefill_rows(), rows[0] + ids.len());
+
+        let mut cv = Fixture::load();
+        cv.config.size = "1b7".into();
+        let mut req = cv.request("ryan", "english", false);
+        req.instruct = Some(String::new());
+        assert_eq!(cv.build(&req).unwrap().instruct_ids, None);
+
+        let mut base = as_family(ModelKind::Base);
+        base.config.size = "1b7".into();
+        let voice = clone_voice(&base, 2, Some("Reference."));
+        let mut req = clone_request(&base, voice, true);
+        req.instruct = Some(" ".into());
+        assert_eq!(base.build(&req).unwrap().instruct_ids, None);
+    }
+
     #[test]
     fn unknown_speaker_error_lists_the_valid_speakers() {
         let f = Fixture::load();
@@ -997,13 +1038,6 @@ mod tests {
 
         let mut r = vd.request("", "english", false);
         r.speaker = None;
-        let e = refusal(&vd, &r);
-        assert!(
-            e.contains("no instruct") && e.contains("VoiceDesign"),
-            "{e}"
-        );
-        r.instruct = Some("  ".into());
-        assert!(refusal(&vd, &r).contains("no instruct"));
         r.instruct = Some("A bright voice.".into());
         r.voice_clone = Some(voice);
         assert!(refusal(&vd, &r).contains("clone a voice"));

@@ -63,7 +63,7 @@ pub fn instructions(m: &Loaded, instructions: Option<&str>) -> Result<(), Reject
 
 /// What instructions do on this checkpoint (`GET /v1/audio/voices`
 /// `instructions`, which the browser page reads): `voice` (VoiceDesign:
-/// they describe the voice, required), `style` (CustomVoice above 0.6B),
+/// they describe the voice), `style` (CustomVoice above 0.6B),
 /// `none` (0.6B CustomVoice, Base: refused).
 pub fn instructions_role(m: &Loaded) -> &'static str {
     match m.kind() {

@@ -169,7 +169,7 @@ fn the_page_loads_only_its_own_files_and_speaks_known_message_types() {
 /// the loaded checkpoint refuses. What the page reads (`GET
 /// /v1/audio/voices`) says what instructions do on the checkpoint — `none`
 /// (0.6B CustomVoice, Base), `style` (1.7B CustomVoice), `voice` (the
-/// VoiceDesign voice's description, required) — and the page hides the box
+/// VoiceDesign voice's description) — and the page hides the box
 /// where they do nothing (the browser test sees it hidden and shown).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_page_hides_instructions_the_checkpoint_cannot_follow() -> Result<()> {

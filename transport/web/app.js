@@ -158,7 +158,7 @@
     dbg.storedVoices = stored.map((x) => x.name);
     // Instructions only where the checkpoint follows them (`none`: 0.6B
     // CustomVoice and Base refuse them): a style, or on VoiceDesign the
-    // voice's description, which it needs.
+    // voice's description.
     const role = v.instructions;
     $('instruct-field').hidden = role === 'none';
     if (role === 'none') ui.instruct.value = '';
@@ -167,7 +167,7 @@
       $('instruct-hint').textContent = '(optional, e.g. cheerful, a little fast)';
     } else if (role === 'voice') {
       $('instruct-label').textContent = 'Voice description';
-      $('instruct-hint').textContent = '(required: this checkpoint makes the voice from it)';
+      $('instruct-hint').textContent = '(this checkpoint makes the voice from it; left empty, it speaks an undescribed voice)';
     }
     dbg.instructions = role;
     // Only a Base checkpoint makes voices; with no voice stored yet, that

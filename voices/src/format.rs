@@ -114,10 +114,7 @@ pub fn to_bytes(record: &VoiceRecord) -> Result<Vec<u8>, RecordError> {
     // Codes are checked against a codec by whoever holds one (the store,
     // with its options); the file itself needs a valid record whose codes
     // fit I32.
-    record.validate(&CodecShape {
-        groups: record.ref_codes.as_ref().map_or(16, RefCodes::groups),
-        codebook_size: i32::MAX as u32,
-    })?;
+    record.validate(&record.own_codec())?;
     let mut meta = BTreeMap::new();
     let mut put = |k: &'static str, v: String| {
         meta.insert(k, v);

@@ -347,7 +347,9 @@ fn plan_request(m: &Loaded, mut r: SpeechRequest, max_upload: usize) -> Result<P
             text: r.input,
             speaker: voice.speaker,
             language,
-            instruct: r.instructions.filter(|i| !i.trim().is_empty()),
+            // As given: the model takes only "" as no instruction, as
+            // the official code does.
+            instruct: r.instructions,
             voice_clone: voice.clone,
             text_streaming,
             options,

@@ -2,8 +2,9 @@
 //! CustomVoice maps `voice` onto its preset speakers (OpenAI's names too);
 //! Base speaks a stored voice named by `voice`, or clones the request's own
 //! `ref_audio` (vllm-omni's fields; made on a blocking thread); VoiceDesign
-//! needs `instructions` and ignores OpenAI's voice names, which SDKs always
-//! send.
+//! speaks the voice its `instructions` describe (without them, as the
+//! official code, an undescribed voice) and ignores OpenAI's voice names,
+//! which SDKs always send.
 
 use std::sync::Arc;
 
@@ -82,17 +83,6 @@ pub(super) fn choose(
                         .into());
                     }
                     choice.ignored_voice = true;
-                }
-                if r.instructions
-                    .as_deref()
-                    .is_none_or(|i| i.trim().is_empty())
-                {
-                    let mut e = Invalid::from(library::wrong_family(
-                        m,
-                        "the request has no instructions describing the voice",
-                    ));
-                    e.param = "instructions".into();
-                    return Err(e);
                 }
             } else {
                 choice.speaker = Some(match voice {

@@ -263,7 +263,8 @@ pub struct SessionUpdate {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
     /// Style instruction (CustomVoice), or the voice's description
-    /// (VoiceDesign, where it is required); `instructions` (OpenAI's name)
+    /// (VoiceDesign; without one it speaks an undescribed voice, as the
+    /// official code); `instructions` (OpenAI's name)
     /// is accepted as an alias; `""` clears it.
     #[serde(
         default,

@@ -195,7 +195,9 @@ pub fn apply(
         if let Some(m) = b.model {
             validate::instructions(m, Some(&i)).map_err(refused)?;
         }
-        s.instruct = (!i.trim().is_empty()).then_some(i);
+        // `""` clears it; any other text is kept as it stands, as the
+        // official code templates it.
+        s.instruct = (!i.is_empty()).then_some(i);
     }
     if let Some(r) = u.sample_rate {
         s.sample_rate = validate::sample_rate(r).map_err(refused)?;
@@ -437,13 +439,21 @@ mod tests {
         let s = applied(SessionUpdate {
             voice: Some("Vivian".into()),
             language: Some("English".into()),
-            instruct: Some("  ".into()),
+            instruct: Some(String::new()),
             ..Default::default()
         })
         .expect("valid");
         assert_eq!(s.voice, "vivian");
         assert_eq!(s.language, "english");
-        assert_eq!(s.instruct, None, "a blank instruct clears it");
+        assert_eq!(s.instruct, None, "an empty instruct clears it");
+        // Any other text is kept as given: the official code templates a
+        // blank instruct as it stands (only "" is no instruct).
+        let s = applied(SessionUpdate {
+            instruct: Some("  ".into()),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(s.instruct.as_deref(), Some("  "));
     }
 
     #[test]

@@ -85,7 +85,10 @@ pub struct VoiceRecord {
 }
 
 impl VoiceRecord {
-    /// An ICL voice; validated against the default codec.
+    /// An ICL voice, validated as a record: codes of whole frames, each
+    /// frame as wide as its codes say. Which codec they must fit is the
+    /// holder's to check (the store, with its options): a checkpoint's
+    /// encoder may keep fewer than the released codec's 16 groups.
     pub fn icl(
         name: VoiceName,
         talker_size: &str,
@@ -105,7 +108,7 @@ impl VoiceRecord {
             description: None,
             provenance,
         };
-        record.validate(&CodecShape::default())?;
+        record.validate(&record.own_codec())?;
         Ok(record)
     }
 
@@ -127,8 +130,20 @@ impl VoiceRecord {
             description: None,
             provenance,
         };
-        record.validate(&CodecShape::default())?;
+        record.validate(&record.own_codec())?;
         Ok(record)
+    }
+
+    /// The codec shape the record's own codes have: their groups per frame
+    /// (the released codec's when it has none), any code an I32 holds.
+    pub(crate) fn own_codec(&self) -> CodecShape {
+        CodecShape {
+            groups: self
+                .ref_codes
+                .as_ref()
+                .map_or(CodecShape::default().groups, RefCodes::groups),
+            codebook_size: i32::MAX as u32,
+        }
     }
 
     /// Reference frames (0 for x-vector-only voices).

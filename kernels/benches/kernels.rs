@@ -378,7 +378,7 @@ fn conv_bf16(c: &mut Criterion) {
         let t_in = t + (k - 1) * d;
         let x = data(ci * t_in, 3);
         let w = data(co * ci * k, 4);
-        let wb = ConvBf16::from_conv1d(&w, co, ci, k);
+        let wb = ConvBf16::from_conv1d(&w, co, ci, k, tts_kernels::bf16_layout());
         let bias = data(co, 5);
         let mut out = vec![0f32; co * t];
         g.throughput(Throughput::Elements((co * ci * k * t) as u64));
@@ -407,7 +407,7 @@ fn conv_bf16(c: &mut Criterion) {
     };
     let x = data(ci * t_in, 6);
     let w = data(ci * co * k, 7);
-    let wb = ConvBf16::from_conv_transpose1d(&w, ci, co, k);
+    let wb = ConvBf16::from_conv_transpose1d(&w, ci, co, k, tts_kernels::bf16_layout());
     let mut out = vec![0f32; co * ((t_in - 1) * s + k)];
     g.throughput(Throughput::Elements((ci * co * k * t_in) as u64));
     let name = format!("transpose{ci}to{co}_k{k}s{s}_t{t_in}");

@@ -53,9 +53,9 @@ fn main() {
         for &(name, transposed, c_in, c_out, k, sd, t_in) in &SHAPES {
             let w = data(c_in * c_out * k, 1);
             let cw = if transposed {
-                ConvBf16::from_conv_transpose1d(&w, c_in, c_out, k)
+                ConvBf16::from_conv_transpose1d(&w, c_in, c_out, k, tts_kernels::bf16_layout())
             } else {
-                ConvBf16::from_conv1d(&w, c_out, c_in, k)
+                ConvBf16::from_conv1d(&w, c_out, c_in, k, tts_kernels::bf16_layout())
             };
             let x = data(c_in * t_in, 2);
             let t_out = if transposed {

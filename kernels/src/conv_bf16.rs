@@ -96,16 +96,28 @@ pub fn dp_step(acc: f32, a: f32, b: f32) -> f32 {
     flush(a.mul_add(b, flush(acc)))
 }
 
+/// Which of its two layouts a [`ConvBf16`] is built in: the one the
+/// kernels that will run it read ([`crate::Kernels::bf16_layout`]), so a
+/// loaded weight holds one copy. The other is built from it on first use
+/// by a path that reads it (tests and benches comparing paths); the pairs
+/// are the same either way, so the layout changes memory, never a result.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Bf16Layout {
+    /// `[c_out / 16][pairs][kernel][16]`: the `vdpbf16ps` tiles, the
+    /// emulation and the reference.
+    Pairs,
+    /// `[kernel][co16][pairs16]`: AMX weight tiles.
+    AmxTiles,
+}
+
 /// A convolution weight in bf16 channel pairs (see the module docs).
 ///
-/// Two layouts of the same pairs: `[c_out / 16][pairs][kernel][16]`
-/// ([`ConvBf16::pair_index`]) for the `vdpbf16ps` tiles, the emulation and
-/// the reference, and AMX weight
+/// Two layouts of the same pairs ([`Bf16Layout`]):
+/// `[c_out / 16][pairs][kernel][16]` ([`ConvBf16::pair_index`]) for the
+/// `vdpbf16ps` tiles, the emulation and the reference, and AMX weight
 /// tiles `[kernel][co16][pairs16]` (output channels and pairs padded with
-/// zeros to multiples of 16). A weight is built in the layout this
-/// process's kernels read (AMX tiles where [`crate::Kernels::selected`]
-/// runs them), so it holds one copy; a path that reads the other builds
-/// it on first use (tests, benches comparing paths).
+/// zeros to multiples of 16). A weight is built in the layout its caller
+/// names and holds that one copy until a path asks for the other.
 #[derive(Clone, Debug)]
 pub struct ConvBf16 {
     pairs: OnceLock<Vec<u32>>,
@@ -123,18 +135,31 @@ impl PartialEq for ConvBf16 {
 }
 
 impl ConvBf16 {
-    /// From a `Conv1d` weight `[c_out, c_in, kernel]` (groups = 1).
-    pub fn from_conv1d(w: &[f32], c_out: usize, c_in: usize, kernel: usize) -> Self {
+    /// From a `Conv1d` weight `[c_out, c_in, kernel]` (groups = 1), in
+    /// `layout`.
+    pub fn from_conv1d(
+        w: &[f32],
+        c_out: usize,
+        c_in: usize,
+        kernel: usize,
+        layout: Bf16Layout,
+    ) -> Self {
         assert_eq!(w.len(), c_out * c_in * kernel, "ConvBf16: weight shape");
-        Self::build(c_in, c_out, kernel, |co, ci, kk| {
+        Self::build(c_in, c_out, kernel, layout, |co, ci, kk| {
             w[(co * c_in + ci) * kernel + kk]
         })
     }
 
-    /// From a `ConvTranspose1d` weight `[c_in, c_out, kernel]`.
-    pub fn from_conv_transpose1d(w: &[f32], c_in: usize, c_out: usize, kernel: usize) -> Self {
+    /// From a `ConvTranspose1d` weight `[c_in, c_out, kernel]`, in `layout`.
+    pub fn from_conv_transpose1d(
+        w: &[f32],
+        c_in: usize,
+        c_out: usize,
+        kernel: usize,
+        layout: Bf16Layout,
+    ) -> Self {
         assert_eq!(w.len(), c_out * c_in * kernel, "ConvBf16: weight shape");
-        Self::build(c_in, c_out, kernel, |co, ci, kk| {
+        Self::build(c_in, c_out, kernel, layout, |co, ci, kk| {
             w[(ci * c_out + co) * kernel + kk]
         })
     }
@@ -143,6 +168,7 @@ impl ConvBf16 {
         c_in: usize,
         c_out: usize,
         kernel: usize,
+        layout: Bf16Layout,
         get: impl Fn(usize, usize, usize) -> f32,
     ) -> Self {
         assert!(kernel > 0, "ConvBf16: kernel must be >= 1");
@@ -169,14 +195,15 @@ impl ConvBf16 {
             }
         }
         c.pairs = OnceLock::from(w);
-        if crate::Kernels::selected().bf16_on_amx() {
-            c.tile_layout();
-            ConvBf16 {
-                pairs: OnceLock::new(),
-                ..c
+        match layout {
+            Bf16Layout::Pairs => c,
+            Bf16Layout::AmxTiles => {
+                c.tile_layout();
+                ConvBf16 {
+                    pairs: OnceLock::new(),
+                    ..c
+                }
             }
-        } else {
-            c
         }
     }
 
@@ -366,7 +393,7 @@ mod tests {
         let w: Vec<f32> = (0..c_out * c_in * k)
             .map(|i| i as f32 * 0.37 - 4.0)
             .collect();
-        let a = ConvBf16::from_conv1d(&w, c_out, c_in, k);
+        let a = ConvBf16::from_conv1d(&w, c_out, c_in, k, Bf16Layout::Pairs);
         // The same weights stored [c_in, c_out, k].
         let mut t = vec![0f32; w.len()];
         for co in 0..c_out {
@@ -376,7 +403,7 @@ mod tests {
                 }
             }
         }
-        let b = ConvBf16::from_conv_transpose1d(&t, c_in, c_out, k);
+        let b = ConvBf16::from_conv_transpose1d(&t, c_in, c_out, k, Bf16Layout::Pairs);
         assert_eq!(a, b);
         assert_eq!(a.pairs(), 3);
         for co in 0..c_out {
@@ -400,7 +427,7 @@ mod tests {
         let w: Vec<f32> = (0..c_out * c_in * k)
             .map(|i| (i as f32 * 0.731).sin())
             .collect();
-        let a = ConvBf16::from_conv1d(&w, c_out, c_in, k);
+        let a = ConvBf16::from_conv1d(&w, c_out, c_in, k, Bf16Layout::Pairs);
         let (tiles, co16, p16) = a.tile_layout();
         let pairs = a.pair_layout().to_vec();
         assert_eq!(pairs.len(), 48 * a.pairs() * k);
@@ -414,12 +441,18 @@ mod tests {
                 }
             }
         }
-        // Built from the tiles alone (as on an AMX host), the pairs come back.
-        let b = ConvBf16 {
-            pairs: OnceLock::new(),
-            tiles: OnceLock::from(tiles.to_vec()),
-            ..a.clone()
-        };
+        // Built in the tile layout (as on an AMX host), it holds the tiles
+        // alone, and the pairs come back from them.
+        let b = ConvBf16::from_conv1d(&w, c_out, c_in, k, Bf16Layout::AmxTiles);
+        assert_eq!(b.bytes(), tiles.len() * 4);
+        for co in 0..c_out {
+            for ci in 0..c_in {
+                for kk in 0..k {
+                    assert_eq!(b.weight(co, ci, kk), a.weight(co, ci, kk));
+                }
+            }
+        }
+        assert_eq!(b.tile_layout().0, tiles);
         assert_eq!(b.pair_layout(), &pairs[..]);
         assert_eq!(a, b);
     }

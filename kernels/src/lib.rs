@@ -1,36 +1,62 @@
 //! Numeric kernels for tts-rt.
 //!
 //! # Layout
-//! - [`reference`](mod@reference): one plain scalar implementation per kernel. It defines the
-//!   semantics; every optimised path is tested against it.
-//! - [`Isa`] / [`isa()`]: the instruction set chosen once at run time
-//!   (AVX-512, AVX2+FMA, or portable scalar). [`KernelSettings::isa`]
+//! From the bottom up: each file imports only files listed above it, and
+//! the crate root, last, is imported by none (`tools/import_circles.py`
+//! finds no circle).
+//! - `shape.rs`: the parameter structs shapes travel in, shared by the
+//!   reference, the SIMD paths and the entry points: [`AttnShape`] and
+//!   [`KvRows`] for [`attention`], [`Conv1dShape`], [`StridedConv1dShape`]
+//!   (for [`conv1d_strided`]), [`ConvTranspose1dShape`].
+//! - `simd/` (private): a `Simd` token trait (`simd/mod.rs`, with the
+//!   vector maths: exp, sin, GELU) and one implementation per ISA file
+//!   (`avx2.rs`, `avx512.rs`).
+//! - [`Isa`] (`instruction_set.rs`): the paths and what this CPU supports;
+//!   [`KernelSettings`] (`settings.rs`): the process-wide switches
+//!   (instruction set, pool, teams, team spin, AMX, prefetch), installed
+//!   once by the program before the first kernel runs
+//!   ([`KernelSettings::install`]); the crate reads no environment
+//!   variable itself. `KernelSettings::from_env_map` is the one parser of
+//!   their `TTS_RT_*` spellings. [`isa()`] (`dispatch.rs`): the
+//!   instruction set chosen once at run time (AVX-512, AVX2+FMA, or
+//!   portable scalar); [`KernelSettings::isa`]
 //!   (`TTS_RT_ISA=scalar|avx2|avx512`) forces a path (a path the CPU lacks
 //!   is refused, falling back to detection).
-//! - [`KernelSettings`]: the process-wide switches (instruction set, pool,
-//!   teams, team spin, AMX, prefetch), installed once by the program before
-//!   the first kernel runs ([`KernelSettings::install`]); the crate reads no
-//!   environment variable itself. `KernelSettings::from_env_map` is the one
-//!   parser of their `TTS_RT_*` spellings.
-//! - [`Kernels`]: every kernel as a method, bound to one path. Built for the
-//!   selected path ([`Kernels::selected`]) or a named one ([`Kernels::new`],
-//!   `None` when the CPU lacks it), which is how tests and benches compare
-//!   paths whatever `TTS_RT_ISA` says.
-//! - The free functions at the crate root ([`matmul`], [`rms_norm`], ...) are
-//!   the dispatching entry points the models call: `Kernels::selected()`.
-//!   Shapes travel as parameter structs shared by the reference, the SIMD
-//!   paths and these entry points: [`AttnShape`] and [`KvRows`] for
-//!   [`attention`], [`Conv1dShape`], [`StridedConv1dShape`] (for
-//!   [`conv1d_strided`]), [`ConvTranspose1dShape`].
-//! - [`on_pool`]: runs a whole step on a thread of the kernel pool (the
-//!   models wrap their steps and decodes in it).
-//! - `simd` (private): a `Simd` token trait with one implementation per ISA
-//!   file (`avx2.rs`, `avx512.rs`) and the vector maths (exp, sin, GELU);
-//!   `fast` (private): the optimised kernels, generic over the token, with
-//!   rayon over output rows / channels / heads when the work is large.
-//!   `fast::group` drives the group-wise integer formats (q4, iq4, q6): one
-//!   activation preparation, row split and register blocking, and per
-//!   format only its row workers (`fast/q4.rs`, `fast/iq4.rs`, `fast/q6.rs`).
+//! - [`Team`] (`team.rs`): where a kernel's parallel work runs (a team of
+//!   threads one caller owns, or rayon's pool); [`probe`]: the host's
+//!   memory read bandwidth, measured on it.
+//! - The weight formats: [`q4`], then [`iq4`] and [`q6`] on its layout,
+//!   [`group`] ([`GroupFormat`], the three as one family), `mat.rs`
+//!   ([`Mat`], the weight view a matmul takes); [`conv_bf16`]: the packed
+//!   bf16 convolution weight ([`ConvBf16`], built in the [`Bf16Layout`]
+//!   its caller names) and the arithmetic every bf16 path computes.
+//! - [`reference`](mod@reference): one plain scalar implementation per
+//!   kernel. It defines the semantics; every optimised path is tested
+//!   against it.
+//! - `fast/` (private): the optimised kernels, generic over the token,
+//!   with rayon over output rows / channels / heads when the work is
+//!   large: `fast/mod.rs` first (the task split and the shared output
+//!   they all use), then `elementwise.rs`, `attention.rs`, `q8.rs` (the
+//!   int8 matmul). `fast::group` drives the group-wise integer formats
+//!   (q4, iq4, q6): one activation preparation, row split and register
+//!   blocking, and per format only its row workers (`fast/q4.rs`,
+//!   `fast/iq4.rs`, `fast/q6.rs`), named by format in
+//!   `fast/group_formats.rs` for `fast/matmul.rs`. `fast/conv.rs` is the
+//!   f32 convolution tile (`fast/conv_strided.rs` runs it over a
+//!   polyphase split). The bf16 convolutions: `fast/conv_bf16_setup.rs`
+//!   (what every bf16 tile does around it: the call's checks, the bias,
+//!   the parallel packing), `fast/conv_amx.rs` (AMX tiles), then
+//!   `fast/conv_bf16.rs` (the `vdpbf16ps` and emulation tiles, and the
+//!   choice among the three).
+//! - The crate root: [`Kernels`], every kernel as a method, bound to one
+//!   path. Built for the selected path ([`Kernels::selected`]) or a named
+//!   one ([`Kernels::new`], `None` when the CPU lacks it), which is how
+//!   tests and benches compare paths whatever `TTS_RT_ISA` says. The free
+//!   functions ([`matmul`], [`rms_norm`], ...) are the dispatching entry
+//!   points the models call: `Kernels::selected()`; [`bf16_layout`] is the
+//!   layout those entry points read bf16 convolution weights in, for the
+//!   loaders that build them. [`on_pool`] runs a whole step on a thread of
+//!   the kernel pool (the models wrap their steps and decodes in it).
 //!
 //! Weights: [`Mat`] is f32, bf16 or int8 with one scale per row
 //! ([`Mat::Q8`], made by [`quantize_q8_rows`]). Int8 matmul quantizes each
@@ -96,11 +122,12 @@ pub mod q4;
 pub mod q6;
 pub mod reference;
 mod settings;
+mod shape;
 #[cfg_attr(not(target_arch = "x86_64"), allow(dead_code))]
 mod simd;
 mod team;
 
-pub use conv_bf16::ConvBf16;
+pub use conv_bf16::{Bf16Layout, ConvBf16};
 pub use dispatch::isa;
 pub use group::GroupFormat;
 pub use instruction_set::Isa;
@@ -112,6 +139,7 @@ pub use q4::{quantize_a8_row, quantize_q4_rows, Q4Rows};
 pub use settings::{
     parse_switch, KernelSettings, PrefetchLevel, SettingError, SettingsFixed, SWITCH_VALUES,
 };
+pub use shape::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, StridedConv1dShape};
 pub use team::{teams_enabled, Team};
 
 #[cfg(target_arch = "x86_64")]
@@ -543,13 +571,15 @@ impl Kernels {
         }
     }
 
-    /// Whether bf16 convolution weights are read as AMX tiles on this path
-    /// (`ConvBf16` is built in that layout).
-    pub(crate) fn bf16_on_amx(&self) -> bool {
+    /// The layout this path's bf16 convolutions read their weights in:
+    /// what a [`ConvBf16`] they will run should be built in (AMX tiles
+    /// where this path runs `tdpbf16ps`, channel pairs elsewhere).
+    pub fn bf16_layout(&self) -> Bf16Layout {
         #[cfg(target_arch = "x86_64")]
-        return self.amx_tiles().is_some();
-        #[cfg(not(target_arch = "x86_64"))]
-        false
+        if self.amx_tiles().is_some() {
+            return Bf16Layout::AmxTiles;
+        }
+        Bf16Layout::Pairs
     }
 
     /// The bf16 tile for the token `s` of this path.
@@ -722,6 +752,14 @@ pub fn bf16_conv_path() -> &'static str {
     Kernels::selected().bf16_conv_path()
 }
 
+/// The layout the bf16 convolution entry points ([`conv1d_bf16`],
+/// [`conv_transpose1d_bf16`]) read weights in: what a loader passes to
+/// [`ConvBf16::from_conv1d`] and [`ConvBf16::from_conv_transpose1d`]
+/// ([`Kernels::bf16_layout`] of [`Kernels::selected`]).
+pub fn bf16_layout() -> Bf16Layout {
+    Kernels::selected().bf16_layout()
+}
+
 /// The AMX token (detected and permitted once, `TTS_RT_AMX=off` refuses).
 #[cfg(target_arch = "x86_64")]
 fn amx() -> Option<fast::conv_amx::Amx> {
@@ -764,30 +802,6 @@ pub fn conv_transpose1d_bf16(
     Kernels::selected().conv_transpose1d_bf16(x, t_in, w, bias, stride, out)
 }
 
-/// Attention parameters shared by [`attention`] calls of one layer.
-#[derive(Clone, Copy, Debug)]
-pub struct AttnShape {
-    pub n_heads: usize,
-    pub n_kv_heads: usize,
-    pub head_dim: usize,
-    /// Multiplier on `q . k` (usually `head_dim^-0.5`).
-    pub scale: f32,
-    /// Sliding window: a query at position `p` sees keys `p - w + 1 ..= p`.
-    pub window: Option<usize>,
-}
-
-/// The keys and values an [`attention`] call reads: `k`, `v` are
-/// `[n, n_kv_heads, head_dim]`, key `j` at absolute position `pos0 + j`
-/// (the cache may have dropped its oldest rows: ring buffers pass the
-/// position of their first retained row).
-#[derive(Clone, Copy, Debug)]
-pub struct KvRows<'a> {
-    pub k: &'a [f32],
-    pub v: &'a [f32],
-    pub n: usize,
-    pub pos0: usize,
-}
-
 /// Causal attention of `n_q` new queries against a KV cache.
 ///
 /// - `q`: `[n_q, n_heads, head_dim]`; query `i` is at absolute position
@@ -809,25 +823,6 @@ pub fn attention(
     Kernels::selected().attention(q, n_q, q_pos0, kv, shape, out)
 }
 
-/// Parameters of a 1-D convolution.
-#[derive(Clone, Copy, Debug)]
-pub struct Conv1dShape {
-    pub c_in: usize,
-    pub c_out: usize,
-    pub kernel: usize,
-    pub dilation: usize,
-    pub groups: usize,
-}
-
-impl Conv1dShape {
-    /// Output columns of the "valid" convolution of `t_in` input columns:
-    /// `t_in - (kernel - 1) * dilation`, 0 when the input is shorter.
-    /// `kernel >= 1`.
-    pub fn t_out(&self, t_in: usize) -> usize {
-        t_in.saturating_sub((self.kernel - 1) * self.dilation)
-    }
-}
-
 /// "Valid" 1-D convolution, stride 1, on channel-major `x = [c_in, t_in]`
 /// with weight `[c_out, c_in / groups, kernel]` and optional bias:
 /// `out = [c_out, t_in - (kernel - 1) * dilation]`. Causal padding and
@@ -842,30 +837,6 @@ pub fn conv1d(
     out: &mut [f32],
 ) {
     Kernels::selected().conv1d(x, t_in, w, bias, s, out)
-}
-
-/// Parameters of a strided 1-D convolution: a [`Conv1dShape`] whose outputs
-/// are taken every `stride` input columns (the SEANet encoder's
-/// downsampling convs, kernel `2 * stride`).
-#[derive(Clone, Copy, Debug)]
-pub struct StridedConv1dShape {
-    pub conv: Conv1dShape,
-    /// `>= 1`; 1 is [`conv1d`].
-    pub stride: usize,
-}
-
-impl StridedConv1dShape {
-    /// Output columns of the "valid" strided convolution of `t_in` input
-    /// columns: `(t_in - span - 1) / stride + 1` with `span = (kernel - 1) *
-    /// dilation`, 0 when the input is shorter than one kernel span.
-    pub fn t_out(&self, t_in: usize) -> usize {
-        let span = (self.conv.kernel - 1) * self.conv.dilation;
-        if t_in <= span {
-            0
-        } else {
-            (t_in - span - 1) / self.stride + 1
-        }
-    }
 }
 
 /// "Valid" strided 1-D convolution on channel-major `x = [c_in, t_in]` with
@@ -887,28 +858,6 @@ pub fn conv1d_strided(
     out: &mut [f32],
 ) {
     Kernels::selected().conv1d_strided(x, t_in, w, bias, s, out)
-}
-
-/// Parameters of a transposed 1-D convolution (no padding, no groups, no
-/// dilation: the checkpoint's upsamplers use none).
-#[derive(Clone, Copy, Debug)]
-pub struct ConvTranspose1dShape {
-    pub c_in: usize,
-    pub c_out: usize,
-    pub kernel: usize,
-    pub stride: usize,
-}
-
-impl ConvTranspose1dShape {
-    /// Output columns for `t_in` input columns: `(t_in - 1) * stride +
-    /// kernel`, 0 for no input.
-    pub fn t_out(&self, t_in: usize) -> usize {
-        if t_in == 0 {
-            0
-        } else {
-            (t_in - 1) * self.stride + self.kernel
-        }
-    }
 }
 
 /// Full transposed 1-D convolution (PyTorch `ConvTranspose1d`, no padding)

@@ -49,7 +49,7 @@ pub fn read_bandwidth(bytes: usize, passes: usize) -> Bandwidth {
     let buf: Vec<u64> = (0..tasks * words_per_task).map(|i| i as u64).collect();
     let total = std::sync::atomic::AtomicU64::new(0);
     let pass = || {
-        crate::parallel_for(tasks, |t| {
+        crate::team::for_each(tasks, |t| {
             let s = sum_u64(black_box(
                 &buf[t * words_per_task..(t + 1) * words_per_task],
             ));

@@ -4,8 +4,9 @@
 use crate::conv_bf16::{bf16_value, dp_step, flush, ConvBf16};
 use crate::group::GroupFormat;
 use crate::mat::quantize_a16_row;
+use crate::mat::Mat;
 use crate::q4::{q4_get, quantize_a8_row, Q4_GROUP};
-use crate::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, Mat, StridedConv1dShape};
+use crate::shape::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, StridedConv1dShape};
 
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
     let (n, k) = (w.rows(), w.cols());

@@ -1375,8 +1375,13 @@ fn conv1d_bf16_is_bit_exact_on_every_path() {
         for &(c_in, c_out, kernel, dilation, t_in) in &CONV1D_BF16_SHAPES {
             let t_out = t_in.saturating_sub((kernel - 1) * dilation);
             let x = unaligned(&rng.vec(c_in * t_in, 2.0));
-            let w =
-                ConvBf16::from_conv1d(&rng.vec(c_out * c_in * kernel, 0.5), c_out, c_in, kernel);
+            let w = ConvBf16::from_conv1d(
+                &rng.vec(c_out * c_in * kernel, 0.5),
+                c_out,
+                c_in,
+                kernel,
+                tts_kernels::bf16_layout(),
+            );
             let bias = rng.vec(c_out, 1.0);
             for b in [None, Some(&bias[..])] {
                 let mut want = vec![0f32; c_out * t_out];
@@ -1432,6 +1437,7 @@ fn conv_transpose1d_bf16_is_bit_exact_on_every_path() {
                 c_in,
                 c_out,
                 kernel,
+                tts_kernels::bf16_layout(),
             );
             let bias = rng.vec(c_out, 1.0);
             for b in [None, Some(&bias[..])] {
@@ -1491,8 +1497,14 @@ fn conv1d_bf16_amx_is_within_rounding_of_the_reference() {
             let t_out = t_in.saturating_sub((kernel - 1) * dilation);
             let x = unaligned(&rng.vec(c_in * t_in, 2.0));
             let wf = rng.vec(c_out * c_in * kernel, 0.5);
-            let w = ConvBf16::from_conv1d(&wf, c_out, c_in, kernel);
-            let wa = ConvBf16::from_conv1d(&abs_vec(&wf), c_out, c_in, kernel);
+            let w = ConvBf16::from_conv1d(&wf, c_out, c_in, kernel, tts_kernels::bf16_layout());
+            let wa = ConvBf16::from_conv1d(
+                &abs_vec(&wf),
+                c_out,
+                c_in,
+                kernel,
+                tts_kernels::bf16_layout(),
+            );
             let conv =
                 |k: Option<&Kernels>, x: &[f32], w: &ConvBf16, b: Option<&[f32]>, o: &mut [f32]| {
                     match k {
@@ -1522,8 +1534,20 @@ fn conv_transpose1d_bf16_amx_is_within_rounding_of_the_reference() {
             };
             let x = unaligned(&rng.vec(c_in * t_in, 2.0));
             let wf = rng.vec(c_in * c_out * kernel, 0.5);
-            let w = ConvBf16::from_conv_transpose1d(&wf, c_in, c_out, kernel);
-            let wa = ConvBf16::from_conv_transpose1d(&abs_vec(&wf), c_in, c_out, kernel);
+            let w = ConvBf16::from_conv_transpose1d(
+                &wf,
+                c_in,
+                c_out,
+                kernel,
+                tts_kernels::bf16_layout(),
+            );
+            let wa = ConvBf16::from_conv_transpose1d(
+                &abs_vec(&wf),
+                c_in,
+                c_out,
+                kernel,
+                tts_kernels::bf16_layout(),
+            );
             let conv =
                 |k: Option<&Kernels>, x: &[f32], w: &ConvBf16, b: Option<&[f32]>, o: &mut [f32]| {
                     match k {
@@ -1550,7 +1574,13 @@ fn conv_bf16_amx_output_bits_do_not_depend_on_the_window() {
     for ks in amx_bf16_paths() {
         let (c_in, c_out, k, d, t_in) = (70, 40, 7, 3, 700);
         let x = rng.vec(c_in * t_in, 1.0);
-        let w = ConvBf16::from_conv1d(&rng.vec(c_out * c_in * k, 0.5), c_out, c_in, k);
+        let w = ConvBf16::from_conv1d(
+            &rng.vec(c_out * c_in * k, 0.5),
+            c_out,
+            c_in,
+            k,
+            tts_kernels::bf16_layout(),
+        );
         let bias = rng.vec(c_out, 1.0);
         let t_out = t_in - (k - 1) * d;
         let mut whole = vec![0f32; c_out * t_out];
@@ -1574,7 +1604,13 @@ fn conv_bf16_amx_output_bits_do_not_depend_on_the_window() {
         }
         let (ci, co, kt, st, tt) = (50, 24, 10, 5, 90);
         let xt = rng.vec(ci * tt, 1.0);
-        let wt = ConvBf16::from_conv_transpose1d(&rng.vec(ci * co * kt, 0.5), ci, co, kt);
+        let wt = ConvBf16::from_conv_transpose1d(
+            &rng.vec(ci * co * kt, 0.5),
+            ci,
+            co,
+            kt,
+            tts_kernels::bf16_layout(),
+        );
         let to = (tt - 1) * st + kt;
         let mut whole = vec![0f32; co * to];
         ks.conv_transpose1d_bf16(&xt, tt, &wt, None, st, &mut whole);
@@ -1611,7 +1647,7 @@ fn conv_bf16_is_within_bf16_rounding_of_f32() {
     let (c_in, c_out, kernel, t_in) = (40, 12, 7, 60);
     let x = rng.vec(c_in * t_in, 1.0);
     let wf = rng.vec(c_out * c_in * kernel, 1.0);
-    let w = ConvBf16::from_conv1d(&wf, c_out, c_in, kernel);
+    let w = ConvBf16::from_conv1d(&wf, c_out, c_in, kernel, tts_kernels::bf16_layout());
     let sh = Conv1dShape {
         c_in,
         c_out,
@@ -1633,9 +1669,9 @@ fn conv_bf16_is_within_bf16_rounding_of_f32() {
 fn conv_bf16_is_deterministic_across_thread_counts() {
     let mut rng = Rng(24);
     let (x, wf) = (rng.vec(100 * 300, 1.0), rng.vec(36 * 100 * 7, 1.0));
-    let w = ConvBf16::from_conv1d(&wf, 36, 100, 7);
+    let w = ConvBf16::from_conv1d(&wf, 36, 100, 7, tts_kernels::bf16_layout());
     let (xt, wtf) = (rng.vec(70 * 40, 1.0), rng.vec(70 * 24 * 10, 1.0));
-    let wt = ConvBf16::from_conv_transpose1d(&wtf, 70, 24, 10);
+    let wt = ConvBf16::from_conv_transpose1d(&wtf, 70, 24, 10, tts_kernels::bf16_layout());
     for ks in bf16_paths().into_iter().chain(amx_bf16_paths()) {
         let conv = || {
             let mut o = vec![0f32; 36 * 282];
@@ -1750,7 +1786,7 @@ fn conv_bf16_cpu_rate_report() {
         let t_in = t + (k - 1) * d;
         let x = rng.vec(ci * t_in, 1.0);
         let wf = rng.vec(co * ci * k, 1.0);
-        let w = ConvBf16::from_conv1d(&wf, co, ci, k);
+        let w = ConvBf16::from_conv1d(&wf, co, ci, k, tts_kernels::bf16_layout());
         let mut out = vec![0f32; co * t];
         let macs = (co * ci * k * t) as f64;
         let rate = |f: &mut (dyn FnMut() + Send)| {
@@ -1780,7 +1816,7 @@ fn conv_bf16_cpu_rate_report() {
     for (ci, co, k, st, t_in) in [(768, 384, 10, 5, 6400), (192, 96, 6, 3, 25600)] {
         let x = rng.vec(ci * t_in, 1.0);
         let wf = rng.vec(ci * co * k, 1.0);
-        let w = ConvBf16::from_conv_transpose1d(&wf, ci, co, k);
+        let w = ConvBf16::from_conv_transpose1d(&wf, ci, co, k, tts_kernels::bf16_layout());
         let mut out = vec![0f32; co * ((t_in - 1) * st + k)];
         let macs = (co * ci * k * t_in) as f64;
         let rate = |f: &mut (dyn FnMut() + Send)| {

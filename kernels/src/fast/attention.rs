@@ -4,8 +4,8 @@
 //! vector exp, then `sum_j p_j v_j` as SIMD axpys in key order.
 
 use super::{for_blocks, Simd};
+use crate::shape::{AttnShape, KvRows};
 use crate::simd::exp;
-use crate::{AttnShape, KvRows};
 
 /// Keys whose scores fit in a stack buffer (4 KB).
 const STACK_SCORES: usize = 1024;

@@ -22,7 +22,7 @@
 //! (im2col GEMM, outer products) sit beside the path they replace.
 
 use super::{for_blocks, run_tasks, SharedOut, Simd};
-use crate::{Conv1dShape, ConvTranspose1dShape};
+use crate::shape::{Conv1dShape, ConvTranspose1dShape};
 
 /// Output channels per block handed to a task (a multiple of every tile
 /// height below).
@@ -494,7 +494,7 @@ fn short_dense<S: Simd>(
         }
     }
     let mut tmp = vec![0f32; t_out * sh.c_out];
-    let wm = crate::Mat::F32 {
+    let wm = crate::mat::Mat::F32 {
         data: w,
         rows: sh.c_out,
         cols: kk_n,

@@ -31,7 +31,7 @@
 //! keeps the process on `vdpbf16ps`.
 
 use super::conv::{slab_len, Tap};
-use super::conv_bf16::{conv1d_setup, fill_bias, flushed, pack_par, transposed_setup};
+use super::conv_bf16_setup::{conv1d_setup, fill_bias, flushed, pack_par, transposed_setup};
 use super::{run_tasks, SharedOut};
 use crate::conv_bf16::{pack_pairs, ConvBf16};
 use core::arch::asm;

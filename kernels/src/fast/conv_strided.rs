@@ -16,7 +16,8 @@
 //! terms in another order.
 
 use super::Simd;
-use crate::{reference, Conv1dShape, StridedConv1dShape};
+use crate::reference;
+use crate::shape::{Conv1dShape, StridedConv1dShape};
 
 pub(crate) fn conv1d_strided<S: Simd>(
     tok: S,

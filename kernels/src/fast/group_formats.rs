@@ -3,7 +3,7 @@
 //! [`super::group::matmul`] and [`super::group::matmul_shared`].
 
 use super::group::GroupKernels;
-use crate::GroupFormat;
+use crate::group::GroupFormat;
 
 /// The kernels of `format`.
 pub(crate) fn kernels(format: GroupFormat) -> &'static GroupKernels {

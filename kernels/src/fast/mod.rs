@@ -13,6 +13,7 @@ pub(crate) mod conv;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod conv_amx;
 pub(crate) mod conv_bf16;
+pub(crate) mod conv_bf16_setup;
 pub(crate) mod conv_strided;
 pub(crate) mod elementwise;
 pub(crate) mod group;
@@ -24,9 +25,9 @@ pub(crate) mod q6;
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod q8;
 
+use crate::settings::PrefetchLevel;
 #[allow(unused_imports)]
 pub(crate) use crate::simd::Simd;
-use crate::PrefetchLevel;
 
 /// Below this many multiply-adds a call runs on the calling thread: a rayon
 /// fork-join costs a few microseconds, ~50k FMAs of one core.

@@ -62,8 +62,9 @@ impl CausalConv {
         } else {
             None
         };
-        let bf16 = (precision == Code2WavPrecision::Bf16 && groups == 1)
-            .then(|| ConvBf16::from_conv1d(w.data(), c_out, c_in, kernel));
+        let bf16 = (precision == Code2WavPrecision::Bf16 && groups == 1).then(|| {
+            ConvBf16::from_conv1d(w.data(), c_out, c_in, kernel, tts_kernels::bf16_layout())
+        });
         Ok(CausalConv {
             w,
             bf16,
@@ -132,8 +133,15 @@ impl CausalTransConv {
     ) -> Result<Self> {
         debug_assert!(kernel.is_multiple_of(stride) && kernel >= stride);
         let w = F32Tensor::load(store, &format!("{prefix}.weight"), &[c_in, c_out, kernel])?;
-        let bf16 = (precision == Code2WavPrecision::Bf16)
-            .then(|| ConvBf16::from_conv_transpose1d(w.data(), c_in, c_out, kernel));
+        let bf16 = (precision == Code2WavPrecision::Bf16).then(|| {
+            ConvBf16::from_conv_transpose1d(
+                w.data(),
+                c_in,
+                c_out,
+                kernel,
+                tts_kernels::bf16_layout(),
+            )
+        });
         Ok(CausalTransConv {
             w,
             bf16,

@@ -1,0 +1,92 @@
+//! The parameter structs the kernels take their shapes in, shared by the
+//! reference, the SIMD paths and the crate's entry points (which re-export
+//! them). Plain data: this file imports nothing of the crate.
+
+/// Attention parameters shared by [`attention`](crate::attention) calls of one layer.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnShape {
+    pub n_heads: usize,
+    pub n_kv_heads: usize,
+    pub head_dim: usize,
+    /// Multiplier on `q . k` (usually `head_dim^-0.5`).
+    pub scale: f32,
+    /// Sliding window: a query at position `p` sees keys `p - w + 1 ..= p`.
+    pub window: Option<usize>,
+}
+
+/// The keys and values an [`attention`](crate::attention) call reads: `k`, `v` are
+/// `[n, n_kv_heads, head_dim]`, key `j` at absolute position `pos0 + j`
+/// (the cache may have dropped its oldest rows: ring buffers pass the
+/// position of their first retained row).
+#[derive(Clone, Copy, Debug)]
+pub struct KvRows<'a> {
+    pub k: &'a [f32],
+    pub v: &'a [f32],
+    pub n: usize,
+    pub pos0: usize,
+}
+
+/// Parameters of a 1-D convolution.
+#[derive(Clone, Copy, Debug)]
+pub struct Conv1dShape {
+    pub c_in: usize,
+    pub c_out: usize,
+    pub kernel: usize,
+    pub dilation: usize,
+    pub groups: usize,
+}
+
+impl Conv1dShape {
+    /// Output columns of the "valid" convolution of `t_in` input columns:
+    /// `t_in - (kernel - 1) * dilation`, 0 when the input is shorter.
+    /// `kernel >= 1`.
+    pub fn t_out(&self, t_in: usize) -> usize {
+        t_in.saturating_sub((self.kernel - 1) * self.dilation)
+    }
+}
+
+/// Parameters of a strided 1-D convolution: a [`Conv1dShape`] whose outputs
+/// are taken every `stride` input columns (the SEANet encoder's
+/// downsampling convs, kernel `2 * stride`).
+#[derive(Clone, Copy, Debug)]
+pub struct StridedConv1dShape {
+    pub conv: Conv1dShape,
+    /// `>= 1`; 1 is [`conv1d`](crate::conv1d).
+    pub stride: usize,
+}
+
+impl StridedConv1dShape {
+    /// Output columns of the "valid" strided convolution of `t_in` input
+    /// columns: `(t_in - span - 1) / stride + 1` with `span = (kernel - 1) *
+    /// dilation`, 0 when the input is shorter than one kernel span.
+    pub fn t_out(&self, t_in: usize) -> usize {
+        let span = (self.conv.kernel - 1) * self.conv.dilation;
+        if t_in <= span {
+            0
+        } else {
+            (t_in - span - 1) / self.stride + 1
+        }
+    }
+}
+
+/// Parameters of a transposed 1-D convolution (no padding, no groups, no
+/// dilation: the checkpoint's upsamplers use none).
+#[derive(Clone, Copy, Debug)]
+pub struct ConvTranspose1dShape {
+    pub c_in: usize,
+    pub c_out: usize,
+    pub kernel: usize,
+    pub stride: usize,
+}
+
+impl ConvTranspose1dShape {
+    /// Output columns for `t_in` input columns: `(t_in - 1) * stride +
+    /// kernel`, 0 for no input.
+    pub fn t_out(&self, t_in: usize) -> usize {
+        if t_in == 0 {
+            0
+        } else {
+            (t_in - 1) * self.stride + self.kernel
+        }
+    }
+}

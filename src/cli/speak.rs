@@ -44,7 +44,7 @@ pub(crate) struct SpeakArgs {
     #[arg(long)]
     speaker: Option<String>,
     /// Clone the voice of this reference clip (Base checkpoints): WAV, FLAC,
-    /// MP3, OGG/Vorbis, OGG/Opus or M4A/AAC, any rate, 0.5 to 60 s.
+    /// MP3, OGG/Vorbis, OGG/Opus, WebM/Opus or M4A/AAC, any rate, 0.5 to 60 s.
     #[arg(long, conflicts_with_all = ["speaker", "voice"])]
     ref_audio: Option<PathBuf>,
     /// What the reference clip says: in-context cloning (the official

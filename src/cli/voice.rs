@@ -50,7 +50,7 @@ struct AddArgs {
     name: String,
     #[command(flatten)]
     model: ModelArg,
-    /// The reference clip: WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus or M4A/AAC, any rate,
+    /// The reference clip: WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus, WebM/Opus or M4A/AAC, any rate,
     /// mono or stereo, 0.5 to 60 s (3 to 15 s of clean speech works best).
     #[arg(long)]
     audio: PathBuf,

@@ -341,9 +341,9 @@ fn one_cause_per_error_line_in_the_voices_errors() {
     // Store: a directory that is a file, a record refused.
     let file = tmp.path().join("a-file");
     fs::write(&file, b"x").unwrap();
-    let store = VoiceStore::open(&file)
-        .err()
-        .expect("a file is not a directory");
+    let Err(store) = VoiceStore::open(&file) else {
+        panic!("a file is not a directory");
+    };
     assert!(matches!(store, StoreError::Io { .. }), "{store}");
     assert!(store.to_string().contains("a-file"), "{store}");
     assert_once(&store);

@@ -185,7 +185,7 @@ fn frames(data: &[u8], lacing: u8) -> Result<Vec<(usize, usize)>, String> {
         // Fixed: equal sizes.
         _ => {
             let rest = data.len() - at;
-            if rest % count != 0 {
+            if !rest.is_multiple_of(count) {
                 return Err(format!(
                     "{rest} bytes do not split into {count} equal frames"
                 ));
@@ -262,12 +262,10 @@ pub(super) fn decode(bytes: &[u8], max_secs: f64) -> Result<Decoded, ReferenceAu
                     e.private = Some((h.data, next));
                 }
             }
-            DISCARD_PADDING => {
-                if data.len() <= 8 && !data.is_empty() {
-                    // Signed, big-endian, in nanoseconds.
-                    let shift = 64 - 8 * data.len() as u32;
-                    discard_ns = ((uint(data).unwrap_or(0) << shift) as i64) >> shift;
-                }
+            // Signed, big-endian, in nanoseconds.
+            DISCARD_PADDING if (1..=8).contains(&data.len()) => {
+                let shift = 64 - 8 * data.len() as u32;
+                discard_ns = ((uint(data).unwrap_or(0) << shift) as i64) >> shift;
             }
             SIMPLE_BLOCK | BLOCK => {
                 if let Some(done) = entry.take() {

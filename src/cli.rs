@@ -21,6 +21,11 @@
 //!   leaves an existing file as it was).
 //! - `speak/split`: long text cut into sentence-aligned pieces (the
 //!   server's segmenter).
+//! - `progress`: the progress line of long jobs (audio seconds and rtf),
+//!   on a terminal only.
+//! - `realtime`: the precision a command runs without `--precision`
+//!   (`fast` where audio is heard as it is made, `reference` for files)
+//!   and the startup line naming it with its cost.
 //! - `switches`: the `TTS_RT_*` measurement and override switches of the
 //!   kernels, the engine and the server, read from the environment once at
 //!   start (a malformed value is refused by name) and handed down as typed
@@ -52,6 +57,8 @@ mod io;
 mod logging;
 mod outfile;
 mod play;
+mod progress;
+mod realtime;
 mod serve;
 mod serve_config;
 mod speak;
@@ -113,9 +120,10 @@ struct ModelArg {
     #[arg(long)]
     model: Option<PathBuf>,
     /// Weight precision: a preset, TALKER[,CODE_PREDICTOR[,CODE2WAV]], or
-    /// per-tensor-class items.
+    /// per-tensor-class items. Default: `fast` where audio is heard as it
+    /// is made (`speak --play`, `bench`), `reference` for a file.
     /// Presets: `reference` (stored weights, code2wav f32: what the goldens
-    /// hold to; the default `f32` is the same), `balanced` (int8 except the
+    /// hold to; `f32` is the same), `balanced` (int8 except the
     /// code predictor's MLP down projection, the heads and embeddings,
     /// which stay stored bf16; code2wav bf16), `fast` (`int8,int8,bf16`).
     /// The LMs: f32 (alias bf16, stored: the checkpoint's weights, f32
@@ -129,8 +137,8 @@ struct ModelArg {
     /// or `balanced,cp.mlp_down=int8`. Embeddings and projections always
     /// keep the stored weights. `tts-rt fidelity` measures what each costs
     /// on a checkpoint; docs/performance.md, "Precision by tensor".
-    #[arg(long, default_value = "f32", value_parser = parse_precision)]
-    precision: LoadOptions,
+    #[arg(long, value_parser = parse_precision)]
+    precision: Option<LoadOptions>,
     /// Cache int8/q4-converted LM weights in DIR: the first load writes
     /// them, later loads memory-map them (no conversion, weights shared
     /// between processes instead of per-process memory). Off by default.
@@ -281,12 +289,20 @@ fn check_threads(n: usize, cores: usize) -> Result<()> {
     Ok(())
 }
 
-fn load(model: &ModelArg) -> Result<Arc<Qwen3Tts>> {
+/// Loads `--model` at `--precision`, or at the default for `use_`
+/// (`realtime.rs`). `announce`: print the startup line saying which
+/// precision runs and what it costs (the commands that speak).
+fn load(model: &ModelArg, use_: realtime::Use, announce: bool) -> Result<Arc<Qwen3Tts>> {
     let dir = model_path::resolve(model.model.as_deref())?;
     let t = Instant::now();
-    let options = model
-        .precision
-        .with_weights_cache(model.weights_cache.as_deref());
+    let (precision, defaulted) = realtime::resolve(model.precision, use_);
+    if announce {
+        eprintln!(
+            "{}",
+            realtime::startup_line(&precision.plan(), defaulted.then_some(use_))
+        );
+    }
+    let options = precision.with_weights_cache(model.weights_cache.as_deref());
     let mut m = Qwen3Tts::load_with(&dir, options)
         .with_context(|| format!("loading checkpoint {}", dir.display()))?;
     m.prefix_cache = PrefixCache::new(model.prefix_cache_mb.saturating_mul(1 << 20));

@@ -10,6 +10,9 @@ use anyhow::{bail, Context, Result};
 use crate::download;
 
 pub const DEFAULT_REPO: &str = "Qwen/Qwen3-TTS-12Hz-0.6B-CustomVoice";
+/// The default where a command needs a Base checkpoint (`voice add`: only
+/// Base checkpoints make voices).
+pub const DEFAULT_BASE_REPO: &str = "Qwen/Qwen3-TTS-12Hz-0.6B-Base";
 
 /// The Hugging Face hub cache directory (`$HF_HUB_CACHE`, `$HF_HOME/hub`,
 /// `~/.cache/huggingface/hub`).
@@ -52,13 +55,27 @@ fn cached_snapshot(cache: &Path, repo: &str) -> Option<PathBuf> {
 /// same), else [`DEFAULT_REPO`]. A repo id is looked up in the hub cache and
 /// downloaded there when it is missing.
 pub fn resolve(explicit: Option<&Path>) -> Result<PathBuf> {
+    resolve_or(explicit, DEFAULT_REPO)
+}
+
+/// [`resolve`] with `default_repo` in place of [`DEFAULT_REPO`].
+pub fn resolve_or(explicit: Option<&Path>, default_repo: &str) -> Result<PathBuf> {
     if let Some(p) = explicit {
         return directory_or_repo(p, "--model");
     }
     if let Some(p) = std::env::var_os("TTS_RT_MODEL") {
         return directory_or_repo(Path::new(&p), "$TTS_RT_MODEL");
     }
-    from_hub(DEFAULT_REPO, "no model given and")
+    from_hub(default_repo, "no model given and")
+}
+
+/// Where `--model` / `$TTS_RT_MODEL` came from, for messages: the flag, the
+/// variable, or neither (the default repo).
+pub fn model_source(explicit: Option<&Path>) -> Option<(&'static str, PathBuf)> {
+    match explicit {
+        Some(p) => Some(("--model", p.to_path_buf())),
+        None => std::env::var_os("TTS_RT_MODEL").map(|p| ("$TTS_RT_MODEL", PathBuf::from(p))),
+    }
 }
 
 /// `p` as a directory when one exists there; else, when it reads as a hub

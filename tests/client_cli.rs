@@ -65,6 +65,10 @@ fn server() -> Serve {
             "0",
             "--token",
             TOKEN,
+            // speak's default for a file, so the two outputs compare
+            // sample for sample (serve's own default is `fast`).
+            "--precision",
+            "f32",
         ])
         .env_remove("TTS_RT_TOKEN")
         .stdout(Stdio::piped())

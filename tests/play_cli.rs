@@ -24,11 +24,12 @@ use std::sync::OnceLock;
 use tts_audio::StreamResampler;
 
 /// Sinks, one per test (tests run in parallel).
-const PCMS: [&str; 4] = [
+const PCMS: [&str; 5] = [
     "cli_f32_48k",
     "cli_pcm16_16k",
     "cli_native",
     "cli_prebuffer",
+    "cli_precision",
 ];
 
 fn dir() -> &'static Path {
@@ -384,4 +385,48 @@ fn no_devices_is_a_clear_message() {
             && err.contains("no audio output device"),
         "{err}"
     );
+}
+
+/// Issue 31, item 1: `speak --play` runs `fast` unless told otherwise (real
+/// time on 2 cores at 0.6B) and `speak --out` alone the reference; each says
+/// at start, in one line, which precision runs and what it costs.
+#[test]
+fn real_time_by_default_speak_play_runs_fast_and_a_file_the_reference() {
+    let precision_lines = |err: &str| -> Vec<String> {
+        err.lines()
+            .filter(|l| l.starts_with("precision "))
+            .map(str::to_string)
+            .collect()
+    };
+    let out = dir().join("precision.wav");
+    let err = speak("cli_precision", &out, &[]);
+    let lines = precision_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0]
+            .starts_with("precision fast (int8 LMs, bf16 vocoder, the default for live audio): "),
+        "{err}"
+    );
+    assert!(lines[0].contains("--precision f32"), "{err}");
+    let fixture = fixture();
+    let (o, err) = run(bin().args([
+        "speak",
+        "A file.",
+        "--model",
+        &fixture,
+        "--max-frames",
+        "2",
+        "--out",
+        dir().join("precision-file.wav").to_str().unwrap(),
+    ]));
+    assert!(o.status.success(), "{err}");
+    let lines = precision_lines(&err);
+    assert_eq!(lines.len(), 1, "{err}");
+    assert!(
+        lines[0].starts_with(
+            "precision reference (stored weights, f32 vocoder, the default for files): "
+        ),
+        "{err}"
+    );
+    assert!(lines[0].contains("--precision fast"), "{err}");
 }

@@ -66,3 +66,53 @@ fn serve_starts_reports_ready_and_drains_on_sigterm() {
     assert!(status.success(), "exit {status:?}; stderr:\n{err}");
     assert!(err.contains("shutting down"), "{err}");
 }
+
+/// Issue 31, item 1: without `--precision`, `serve` runs `fast` (int8 LMs,
+/// bf16 vocoder: real time on 2 cores at 0.6B) and says so at start, in one
+/// line with what it costs; `--precision f32` is one flag away.
+#[cfg(unix)]
+#[test]
+fn real_time_by_default_serve_runs_fast_and_says_so_at_start() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny-a");
+    for (extra, line, label) in [
+        (
+            None,
+            "precision fast (int8 LMs, bf16 vocoder, the default for live audio): ",
+            "precision=\"int8,int8,bf16\"",
+        ),
+        (
+            Some("f32"),
+            "precision reference (stored weights, f32 vocoder): ",
+            "precision=\"f32,f32,f32\"",
+        ),
+    ] {
+        let mut c = Command::new(env!("CARGO_BIN_EXE_tts-rt"));
+        c.args(["serve", "--model", fixture, "--port", "0"])
+            .env_remove("RUST_LOG")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped());
+        if let Some(p) = extra {
+            c.args(["--precision", p]);
+        }
+        let mut child = c.spawn().expect("spawn tts-rt serve");
+        let addr = common::listening_addr(&mut child);
+        let (_, metrics) = get(addr, "/metrics").unwrap();
+        let _ = child.kill();
+        let _ = child.wait();
+        let mut err = String::new();
+        child
+            .stderr
+            .take()
+            .unwrap()
+            .read_to_string(&mut err)
+            .unwrap();
+        assert!(
+            metrics.contains(label),
+            "{label} in tts_build_info: {metrics}"
+        );
+        let found: Vec<&str> = err.lines().filter(|l| l.contains("precision ")).collect();
+        assert_eq!(found.len(), 1, "one line: {err}");
+        assert!(found[0].contains(line), "{line:?} in {err}");
+        assert!(found[0].contains("real time"), "{err}");
+    }
+}

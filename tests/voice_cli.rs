@@ -619,3 +619,145 @@ fn voice_rm_removes_a_corrupt_voice_file() {
     let listed = ok(bin().args(["voice", "list", "--voices-dir", &vd]));
     assert!(!listed.contains("corrupt"), "{listed}");
 }
+
+/// Copies `fixture` into a Hugging Face cache under `repo` (as `hf
+/// download` leaves it: refs/main and a snapshot), for runs with
+/// `HF_HUB_OFFLINE=1` that resolve a repo id without the network.
+fn cache_with(cache: &Path, repo: &str, fixture: &Path) {
+    let base = cache.join(format!("models--{}", repo.replace('/', "--")));
+    let snap = base.join("snapshots/0123456789abcdef");
+    copy_dir(fixture, &snap);
+    std::fs::create_dir_all(base.join("refs")).unwrap();
+    std::fs::write(base.join("refs/main"), "0123456789abcdef").unwrap();
+}
+
+fn copy_dir(from: &Path, to: &Path) {
+    std::fs::create_dir_all(to).unwrap();
+    for e in std::fs::read_dir(from).unwrap() {
+        let e = e.unwrap();
+        let dest = to.join(e.file_name());
+        if e.file_type().unwrap().is_dir() {
+            copy_dir(&e.path(), &dest);
+        } else {
+            std::fs::copy(e.path(), dest).unwrap();
+        }
+    }
+}
+
+/// Issue 31, item 4: `voice add` without `--model` took the general
+/// default, the 0.6B CustomVoice checkpoint (a 2.3 GB download on a fresh
+/// machine), and then refused: CustomVoice cannot make voices. It takes the
+/// 0.6B Base checkpoint; a checkpoint of another family named by
+/// `$TTS_RT_MODEL` or `--model` is refused before it loads (a hub id before
+/// it downloads), with advice that works.
+#[test]
+fn voice_add_without_model_picks_a_base_checkpoint() {
+    let cache = tempfile::tempdir().unwrap();
+    let voices = tempfile::tempdir().unwrap();
+    // The Base checkpoint is cached; the CustomVoice one is not, and the
+    // hub is off limits: the old default failed here.
+    cache_with(
+        cache.path(),
+        "Qwen/Qwen3-TTS-12Hz-0.6B-Base",
+        &clone_root().join("tiny-base"),
+    );
+    let add = || {
+        let mut c = bin();
+        c.args(["voice", "add", "alice", "--x-vector-only"])
+            .arg("--audio")
+            .arg(clip("ref_a"))
+            .arg("--voices-dir")
+            .arg(voices.path())
+            .env("HF_HUB_CACHE", cache.path())
+            .env("HF_HUB_OFFLINE", "1");
+        c
+    };
+    let out = ok(&mut add());
+    assert!(out.contains("voice \"alice\""), "{out}");
+    assert!(voices.path().join("alice.safetensors").is_file());
+    // A CustomVoice directory in $TTS_RT_MODEL: refused before it loads.
+    fails_with(
+        add().env("TTS_RT_MODEL", common::root().join("tiny-a")),
+        &[
+            "is a CustomVoice checkpoint, which cannot make voices",
+            "--model Qwen/Qwen3-TTS-12Hz-0.6B-Base",
+        ],
+    );
+    // A CustomVoice repo id: refused before it is looked for or downloaded.
+    fails_with(
+        add().args(["--model", "Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice"]),
+        &[
+            "--model = Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice is a CustomVoice checkpoint",
+            "--model Qwen/Qwen3-TTS-12Hz-0.6B-Base",
+        ],
+    );
+}
+
+/// Issue 31, item 4: `speak --voice NAME` on a CustomVoice checkpoint
+/// compared the stored voice's talker with one that takes no clone ("made
+/// for the 0b6 talker ...; this checkpoint is 0b6 ...: make the voice again
+/// with this checkpoint", advice that cannot work). It names the
+/// checkpoint's speakers and the real fix.
+#[test]
+fn custom_voice_voice_flag_names_the_speakers_and_the_fix() {
+    let voices = tempfile::tempdir().unwrap();
+    let scratch = tempfile::tempdir().unwrap();
+    ok(bin()
+        .args(["voice", "add", "alice", "--x-vector-only"])
+        .arg("--audio")
+        .arg(clip("ref_a"))
+        .arg("--model")
+        .arg(clone_root().join("tiny-base"))
+        .arg("--voices-dir")
+        .arg(voices.path()));
+    let speak = |voice: &str| {
+        let mut c = bin();
+        c.args(["speak", "Hello.", "--max-frames", "3", "--voice", voice])
+            .arg("--model")
+            .arg(common::root().join("tiny-a"))
+            .arg("--voices-dir")
+            .arg(voices.path())
+            .arg("--out")
+            .arg(scratch.path().join("x.wav"));
+        c
+    };
+    let o = run(&mut speak("alice"));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    for n in [
+        "this checkpoint is CustomVoice",
+        "dylan, eric, ryan, serena",
+        "--speaker NAME",
+        "--model Qwen/Qwen3-TTS-12Hz-0.6B-Base",
+    ] {
+        assert!(err.contains(n), "{n:?} in {err}");
+    }
+    assert!(!err.contains("0b6"), "{err}");
+    assert!(!scratch.path().join("x.wav").exists());
+    // A speaker's name given as --voice: the flag to use.
+    fails_with(
+        &mut speak("ryan"),
+        &["\"ryan\" is one of its preset speakers: give --speaker ryan"],
+    );
+}
+
+/// Issue 31, item 4: the voice library's errors said their cause in their
+/// message and again as the next "caused by" line. One cause per line.
+#[test]
+fn one_cause_per_error_line_from_the_voice_library() {
+    let scratch = tempfile::tempdir().unwrap();
+    let not_a_dir = scratch.path().join("voices-file");
+    std::fs::write(&not_a_dir, b"x").unwrap();
+    let o = run(bin()
+        .args(["voice", "list", "--voices-dir"])
+        .arg(&not_a_dir));
+    let err = String::from_utf8_lossy(&o.stderr);
+    assert!(!o.status.success(), "{err}");
+    let lines: Vec<&str> = err.lines().collect();
+    assert!(lines.len() >= 2, "{err}");
+    for w in lines.windows(2) {
+        let cause = w[1].trim_start().trim_start_matches("caused by: ");
+        assert!(!w[0].contains(cause), "said twice: {err}");
+    }
+    assert_eq!(lines_with(&err, "os error"), 1, "{err}");
+}

@@ -52,6 +52,11 @@ ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 44100)" \
 # decoded by the crate's own demuxer and libopus, not symphonia.
 ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 48000)" \
     -c:a libopus -b:a 64k "${outopts[@]}" "$out/tone440-48000-stereo.opus"
+# The same in WebM (Matroska), what Chrome's and Firefox's MediaRecorder
+# write by default (audio/webm;codecs=opus): walked by the crate's own
+# reader, decoded by libopus.
+ffmpeg "${common[@]}" -f lavfi -i "$(tone "$stereo" 48000)" \
+    -c:a libopus -b:a 64k "${outopts[@]}" "$out/tone440-48000-stereo.webm"
 
 venv="${TTS_RT_REF_VENV:-$root/tools/.venv}"
 if [ ! -x "$venv/bin/python" ]; then

@@ -69,7 +69,7 @@ pub use engine::{CancelHandle, Engine, EngineStats, Event, Session, Stream};
 pub use error::{EngineError, ErrorKind};
 pub use flow::TextPause;
 pub use live::LiveRequest;
-pub use metrics::{ChunkLog, RequestMetrics, Summary};
+pub use metrics::{ChunkLog, RequestMetrics, SlowRequestWarning, Summary};
 pub use router::CancelAck;
 pub use tts_models::config::ModelKind;
 /// The model vocabulary the runtime's API takes and returns (the loaded

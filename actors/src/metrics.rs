@@ -286,6 +286,77 @@ impl Summary {
     }
 }
 
+/// Says once per process (per server, or per `speak --play`) that a request
+/// ran slower than real time, with its rtf: the first such request is
+/// logged at WARN, later ones only reach the per-request log lines and the
+/// `tts_rtf` histogram (a busy server would otherwise warn on every
+/// request). Pure over the rtf it is given, so tests set the threshold
+/// instead of timing anything.
+#[derive(Debug)]
+pub struct SlowRequestWarning {
+    /// An rtf above this is slower than real time (1.0 in use).
+    threshold: f64,
+    warned: std::sync::atomic::AtomicBool,
+}
+
+impl Default for SlowRequestWarning {
+    fn default() -> Self {
+        SlowRequestWarning::new(SlowRequestWarning::REAL_TIME)
+    }
+}
+
+impl SlowRequestWarning {
+    /// rtf 1.0: audio made exactly as fast as it plays.
+    pub const REAL_TIME: f64 = 1.0;
+
+    pub fn new(threshold: f64) -> Self {
+        SlowRequestWarning {
+            threshold,
+            warned: std::sync::atomic::AtomicBool::new(false),
+        }
+    }
+
+    /// Whether this request's `rtf` is the first above the threshold (the
+    /// one to warn about); false for every later one, and for a request
+    /// with no rtf (no audio).
+    pub fn first_slow(&self, rtf: Option<f64>) -> bool {
+        match rtf {
+            Some(r) if r.is_finite() && r > self.threshold => {
+                !self.warned.swap(true, std::sync::atomic::Ordering::Relaxed)
+            }
+            _ => false,
+        }
+    }
+
+    /// [`Self::first_slow`], and if so the WARN line: the rtf, the
+    /// precision the process runs (`precision`, its `--precision`
+    /// spelling) and what to change.
+    pub fn observe(&self, rtf: Option<f64>, precision: &str) -> bool {
+        let first = self.first_slow(rtf);
+        if first {
+            let rtf = rtf.unwrap_or(f64::NAN);
+            tracing::warn!(
+                rtf,
+                precision,
+                "a request ran slower than real time (rtf {rtf:.2}: a listener hears gaps unless it buffers); {} (said once per process)",
+                slow_advice(precision)
+            );
+        }
+        first
+    }
+}
+
+/// What to change when requests run slower than real time, by the
+/// precision running.
+fn slow_advice(precision: &str) -> &'static str {
+    if precision == "int8,int8,bf16" || precision.starts_with("q4") || precision.starts_with("iq4")
+    {
+        "fewer requests at once, fewer --threads fighting other work, or a host with more memory bandwidth help (docs/performance.md)"
+    } else {
+        "--precision fast streams in real time on 2 cores at 0.6B (docs/performance.md, \"Precision by tensor\"); fewer requests at once also help"
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -411,5 +482,28 @@ mod tests {
             (s.n, s.p50, s.max, s.argmax.as_deref()),
             (3, Some(2.0), Some(9.0), Some("c"))
         );
+    }
+    /// Issue 31, item 1: a request slower than real time is warned about
+    /// once per process, not per request; the threshold is a parameter, so
+    /// no clock is involved.
+    #[test]
+    fn real_time_by_default_a_slow_request_warns_once_per_process() {
+        let w = SlowRequestWarning::new(1.0);
+        assert!(!w.first_slow(Some(0.5)), "faster than real time");
+        assert!(!w.first_slow(None), "no audio, no rtf");
+        assert!(!w.first_slow(Some(f64::NAN)));
+        assert!(!w.first_slow(Some(1.0)), "exactly real time is not slower");
+        assert!(w.first_slow(Some(1.3)), "the first slow request");
+        assert!(!w.first_slow(Some(2.0)), "later ones are not warned about");
+        assert!(!w.first_slow(Some(1.3)));
+        let strict = SlowRequestWarning::new(0.25);
+        assert!(strict.first_slow(Some(0.5)), "a lower threshold");
+        assert!(!strict.first_slow(Some(0.9)));
+    }
+
+    #[test]
+    fn the_slow_request_advice_names_fast_unless_it_runs() {
+        assert!(slow_advice("f32,f32,f32").contains("--precision fast"));
+        assert!(!slow_advice("int8,int8,bf16").contains("--precision fast"));
     }
 }

@@ -16,7 +16,7 @@
 //!   allocates, logs or blocks; `devices.rs` device listing and selection;
 //!   `negotiate.rs` format negotiation.
 //! - [`reference`](mod@reference): [`ReferenceAudio`], reference audio in
-//!   for voice cloning: any WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus or M4A/AAC file (or
+//!   for voice cloning: any WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus, WebM/Opus or M4A/AAC file (or
 //!   samples) at any rate from 8 to 192 kHz, mono or more channels, to
 //!   24 kHz mono with typed refusals ([`ReferenceAudioError`]) for
 //!   unreadable, damaged, silent, too short and too long clips. `reference/mod.rs` the checks and

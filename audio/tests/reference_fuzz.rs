@@ -11,7 +11,7 @@
 //! take a lock so one case's peak is its own.
 //!
 //! Seeds: the committed FLAC, MP3 (with and without a Xing header; both
-//! carry an ID3v2.4 tag), OGG/Vorbis, OGG/Opus and M4A/AAC fixtures
+//! carry an ID3v2.4 tag), OGG/Vorbis, OGG/Opus, WebM/Opus and M4A/AAC fixtures
 //! (tests/fixtures/audio, tools/make_audio_fixtures.sh), WAVs written here
 //! with hound (8-bit, 16-bit, 24-bit extensible, 32-bit float), an ADTS AAC
 //! clip from this crate's own encoder, and tagged variants (a FLAC with a
@@ -416,6 +416,7 @@ fn seeds() -> Vec<Seed> {
         seed("MP3 with ID3v2.3", "mp3", mp3_id3v23()),
         seed("OGG/Vorbis", "ogg", fixture("tone440-48000-stereo.ogg")),
         seed("OGG/Opus", "opus", fixture("tone440-48000-stereo.opus")),
+        seed("WebM/Opus", "webm", fixture("tone440-48000-stereo.webm")),
         seed("M4A/AAC", "m4a", fixture("tone440-44100-stereo.m4a")),
         seed("AAC (ADTS)", "aac", adts()),
     ]
@@ -442,8 +443,8 @@ impl Rng {
 
 /// Markers near which header, size and count fields lie: MP4 boxes, RIFF
 /// chunks, FLAC, Ogg and Vorbis headers (`BCV` starts a codebook), ID3v2
-/// frames, MP3 info frames.
-const MARKERS: [&[u8]; 36] = [
+/// frames, MP3 info frames, Matroska elements.
+const MARKERS: [&[u8]; 41] = [
     b"ftyp",
     b"moov",
     b"mvhd",
@@ -480,6 +481,12 @@ const MARKERS: [&[u8]; 36] = [
     b"Info",
     b"Xing",
     b"METADATA_BLOCK",
+    // WebM/Matroska: Segment, Tracks, Cluster, CodecPrivate, the codec id.
+    &[0x18, 0x53, 0x80, 0x67],
+    &[0x16, 0x54, 0xAE, 0x6B],
+    &[0x1F, 0x43, 0xB6, 0x75],
+    &[0x63, 0xA2],
+    b"A_OPUS",
 ];
 
 /// Offsets worth overwriting: the first 64 bytes, the 32 around each

@@ -650,7 +650,15 @@ pub fn write_checkpoint_with(dir: &Path, preset: Preset, seed: u64, proxy: Proxy
         path: st.clone(),
         source,
     })?;
-    let (config, codec) = config_files(preset);
+    let (mut config, codec) = config_files(preset);
+    // Says the weights are random, so a run without a frame cap can be
+    // warned about (they seldom end an utterance); an extra key, which the
+    // official code keeps as an attribute and ignores.
+    config[tts_models::config::RANDOM_WEIGHTS_KEY] = json!({
+        "written_by": "tts-rt gen-checkpoint",
+        "seed": seed,
+        "proxy": proxy.name(),
+    });
     let speaker = preset.speaker_encoder(d.hidden);
     let encoder = preset.codec_encoder();
     write(

@@ -223,7 +223,8 @@ fn run_one(session: &tts_actors::Session, req: Request) -> Result<RequestMetrics
 /// the table or the JSON document.
 pub fn bench(a: BenchArgs, switches: &Switches) -> Result<()> {
     if a.voice.clone_cost {
-        let model = super::load(&a.model)?;
+        // The encoders only: the LMs' precision does not matter here.
+        let model = super::load(&a.model, super::realtime::Use::File, false)?;
         let prov = provenance(&model, &a, switches);
         return voice::clone_cost(&model, &a.voice, prov, a.json);
     }
@@ -349,7 +350,8 @@ struct Started {
 fn load_and_start(a: &BenchArgs, config: EngineConfig, sampler: &RssSampler) -> Result<Started> {
     let rss_start = sampler.now();
     let t_cold = Instant::now();
-    let model: Arc<Qwen3Tts> = super::load(&a.model)?;
+    // bench measures what `serve` does: the same default precision.
+    let model: Arc<Qwen3Tts> = super::load(&a.model, super::realtime::Use::Live, true)?;
     let load_ms = t_cold.elapsed().as_secs_f64() * 1e3;
     // Weights are mapped, not read: this is what loading allocated (int8/q4
     // copies of the LM weights, code2wav, tokenizer).

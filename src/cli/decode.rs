@@ -49,7 +49,7 @@ pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
             a.codes.display()
         )
     })?;
-    let model = load(&a.model)?;
+    let model = load(&a.model, super::realtime::Use::File, false)?;
     container.check_rate(model.code2wav.sample_rate())?;
     let groups = model.code2wav.num_quantizers();
     let book = model.code2wav.codebook_size() as i64;

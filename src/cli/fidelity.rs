@@ -34,6 +34,7 @@ use tts_models::config::ModelKind;
 use tts_models::fidelity::{teacher_forced, StageFidelity};
 use tts_models::{LoadOptions, Precision, Preset, Qwen3Tts, Request, VoiceClone};
 
+use super::progress::Progress;
 use super::{model_path, parse_precision};
 
 #[derive(Args)]
@@ -246,9 +247,16 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
     };
     let base = base_request(&reference, a.max_frames)?;
     let seeds: Vec<u64> = (0..a.seeds).collect();
+    // On a terminal: which step runs (minutes on the full-size checkpoints).
+    let progress = Progress::stderr("fidelity");
+    let n_cases = texts.len() * seeds.len();
     let mut cases = Vec::new();
     for t in &texts {
         for &seed in &seeds {
+            progress.show(&format!(
+                "the reference's codes, case {}/{n_cases}",
+                cases.len() + 1
+            ));
             let mut req = base.clone();
             req.text = t.clone();
             req.options.seed = seed;
@@ -258,7 +266,8 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
     }
     let measure = |m: &Arc<Qwen3Tts>, spec: &str, plan: String| -> Result<Arm> {
         let mut stages = StageFidelity::default();
-        for c in &cases {
+        for (j, c) in cases.iter().enumerate() {
+            progress.show(&format!("{spec}: case {}/{n_cases}", j + 1));
             stages.merge(&teacher_forced(&reference, m, &c.req, &c.codes)?);
         }
         Ok(Arm {
@@ -299,6 +308,7 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
     let mut held: Vec<(usize, Arc<Qwen3Tts>)> = Vec::new();
     for &i in &order {
         let spec = &specs[i];
+        progress.finish();
         eprintln!("measuring {spec} ...");
         let o = parse_precision(spec).map_err(anyhow::Error::msg)?;
         let m = load(&dir, o)?;
@@ -315,6 +325,7 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
         arms[i] = Some(arm);
     }
     let mut arms: Vec<Arm> = arms.into_iter().flatten().collect();
+    progress.finish();
     if !held.is_empty() {
         eprintln!(
             "timing {} in {} interleaved passes ...",
@@ -328,11 +339,19 @@ pub(crate) fn fidelity(a: FidelityArgs) -> Result<()> {
     for pass in 0..a.timing_passes {
         for k in 0..held.len() {
             let (i, m) = &held[(k + pass) % held.len()];
-            arms[*i].rtf.push(time_once(m, &timing_req)?);
+            let rtf = time_once(m, &timing_req)?;
+            progress.show(&format!(
+                "timing pass {}/{}, {}: rtf {rtf:.2}",
+                pass + 1,
+                a.timing_passes,
+                arms[*i].spec
+            ));
+            arms[*i].rtf.push(rtf);
             arms[*i].interleaved = true;
         }
     }
     drop(held);
+    progress.finish();
     let (a0, ap) = anchor_kl.expect("int8 is always measured");
     let candidates: Vec<&Arm> = arms.iter().filter(|x| within(x, (a0, ap))).collect();
     let (recommended, reason) = recommend(&candidates);

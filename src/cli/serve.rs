@@ -16,6 +16,7 @@ use tts_actors::{EngineConfig, StageThreads};
 use tts_transport::ServeConfig;
 
 use super::logging::{self, LogFormat};
+use super::realtime::{self, Use};
 use super::serve_config::ServeFile;
 use super::switches::Switches;
 use crate::model_path;
@@ -37,7 +38,8 @@ pub struct ServeArgs {
     /// q6, iq4 or q4 for the LMs; f32 or bf16 for code2wav), a preset
     /// (`reference`, `balanced`, `fast`) or per-class items
     /// (`talker.attn=int8,cp.mlp_down=bf16`);
-    /// see `tts-rt speak --help`. Default f32.
+    /// see `tts-rt speak --help`. Default `fast` (int8 LMs, bf16 vocoder:
+    /// real time on 2 cores at 0.6B); `f32` for the reference numerics.
     #[arg(long, value_parser = super::parse_precision)]
     precision: Option<tts_models::LoadOptions>,
     /// Cache int8/q4-converted LM weights in DIR (written once, then
@@ -191,7 +193,9 @@ pub fn serve(a: ServeArgs, switches: &Switches) -> Result<()> {
         file.log_level.as_deref().unwrap_or("info"),
         true,
     )?;
-    let cfg = config(a, file, switches)?;
+    let (cfg, precision_line) = config(a, file, switches)?;
+    // One line: the precision the server runs and what it costs.
+    tracing::info!("{precision_line}");
     tts_transport::run_blocking(cfg, |addr| {
         println!("listening on http://{addr} (WebSocket: ws://{addr}/v1/realtime)");
     })
@@ -200,8 +204,10 @@ pub fn serve(a: ServeArgs, switches: &Switches) -> Result<()> {
 
 /// The flags over the file over the defaults; the environment switches
 /// read at start for the engine (`TTS_RT_TEAM_HOLD`) and the listener
-/// (`TTS_RT_NODELAY`).
-fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<ServeConfig> {
+/// (`TTS_RT_NODELAY`). Also the startup line naming the precision
+/// (`realtime.rs`; "the default for live audio" when neither the flag nor
+/// the file chose it).
+fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfig, String)> {
     let stage_threads = match (a.stage_threads, &f.stage_threads) {
         (Some(t), _) => Some(t),
         (None, Some(s)) => Some(
@@ -226,13 +232,16 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<ServeConfig
     let mut cfg = ServeConfig::new(dir);
     cfg.engine = engine;
     cfg.nodelay = switches.nodelay;
-    let precision = match (a.precision, &f.precision) {
-        (Some(p), _) => p,
-        (None, Some(s)) => {
-            super::parse_precision(s).map_err(|e| anyhow::anyhow!("config file: precision: {e}"))?
-        }
-        (None, None) => tts_models::LoadOptions::default(),
+    let given = match (a.precision, &f.precision) {
+        (Some(p), _) => Some(p),
+        (None, Some(s)) => Some(
+            super::parse_precision(s)
+                .map_err(|e| anyhow::anyhow!("config file: precision: {e}"))?,
+        ),
+        (None, None) => None,
     };
+    let (precision, defaulted) = realtime::resolve(given, Use::Live);
+    let precision_line = realtime::startup_line(&precision.plan(), defaulted.then_some(Use::Live));
     let weights_cache = a.weights_cache.or(f.weights_cache);
     cfg.precision = precision.with_weights_cache(weights_cache.as_deref());
     let host = match (a.host, &f.host) {
@@ -330,7 +339,7 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<ServeConfig
             None
         }
     };
-    Ok(cfg)
+    Ok((cfg, precision_line))
 }
 
 #[cfg(test)]

@@ -98,6 +98,8 @@ mod tests {
         let f = ServeFile::load(&example()).expect("examples/serve.toml loads");
         assert_eq!(f.port, Some(8080));
         assert_eq!(f.log_format, Some(LogFormat::Text));
+        // Real time by default, as `serve` without the file (issue 31).
+        assert_eq!(f.precision.as_deref(), Some("fast"));
         assert_eq!(
             f.voice_map
                 .as_ref()

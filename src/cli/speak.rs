@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Context, Result};
 use clap::Args;
-use tts_actors::{Engine, EngineConfig, Event, TeamHold, VoiceLibrary};
+use tts_actors::{Engine, EngineConfig, Event, SlowRequestWarning, TeamHold, VoiceLibrary};
 use tts_audio::WavFormat;
 use tts_models::config::ModelKind;
 use tts_models::StopReason;
@@ -18,6 +18,8 @@ use tts_models::{GenOptions, Qwen3Tts, Request, VoiceClone};
 
 use super::io::{check_out, out_container, read_text, write_codes, AudioWriter, Container, Output};
 use super::outfile::{catch_interrupts, check_target};
+use super::progress::Progress;
+use super::realtime::Use;
 use super::{load, play, ModelArg, OutArgs, VoicesDirArg};
 
 mod split;
@@ -42,7 +44,7 @@ pub(crate) struct SpeakArgs {
     #[arg(long)]
     speaker: Option<String>,
     /// Clone the voice of this reference clip (Base checkpoints): WAV, FLAC,
-    /// MP3, OGG/Vorbis, OGG/Opus or M4A/AAC, any rate, 0.5 to 60 s.
+    /// MP3, OGG/Vorbis, OGG/Opus, WebM/Opus or M4A/AAC, any rate, 0.5 to 60 s.
     #[arg(long, conflicts_with_all = ["speaker", "voice"])]
     ref_audio: Option<PathBuf>,
     /// What the reference clip says: in-context cloning (the official
@@ -150,11 +152,43 @@ fn clone_for(model: &Arc<Qwen3Tts>, a: &SpeakArgs) -> Result<Option<Arc<VoiceClo
     let Some(name) = &a.voice else {
         return Ok(None);
     };
+    check_voice_family(model, name)?;
     let dir = a.voices.resolve()?;
     let (library, skipped) = VoiceLibrary::open(model.clone(), &dir, None)
         .with_context(|| format!("opening the voice library {}", dir.display()))?;
     super::voice::report_skipped(&skipped);
     Ok(Some(library.resolve(name)?))
+}
+
+/// `--voice NAME` speaks a stored voice, which only a Base checkpoint can
+/// (the voice is a clone). On another family it is refused before the
+/// library opens (a stored voice's size check would otherwise compare
+/// against a talker that takes no clone, "made for the 0b6 talker ...;
+/// this checkpoint is 0b6"), naming what the checkpoint speaks instead:
+/// its speakers (`--speaker`, the name itself when it is one), or a
+/// described voice.
+fn check_voice_family(model: &Qwen3Tts, name: &str) -> Result<()> {
+    let kind = model.config.kind;
+    if kind == ModelKind::Base {
+        return Ok(());
+    }
+    let speakers = model.speakers();
+    let instead = match kind {
+        ModelKind::CustomVoice if speakers.iter().any(|s| s.eq_ignore_ascii_case(name)) => {
+            format!("{name:?} is one of its preset speakers: give --speaker {name}")
+        }
+        ModelKind::CustomVoice => format!(
+            "it speaks its preset speakers ({}): give --speaker NAME",
+            speakers.join(", ")
+        ),
+        _ => "it speaks a voice described in words: give --instruct \"a warm, low female voice\""
+            .into(),
+    };
+    bail!(
+        "--voice {name}: stored voices are clones, which only a Base checkpoint speaks, and this checkpoint is {}; {instead}. To speak the stored voice {name:?}, give --model {} (or the Base checkpoint it was made with)",
+        kind.name(),
+        crate::model_path::DEFAULT_BASE_REPO
+    )
 }
 
 /// `team_hold`: the engine's `TTS_RT_TEAM_HOLD` (read at start), for
@@ -179,7 +213,9 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
         check_target(p, "--codes-out")?;
     }
     check_sampling_flags(&a)?;
-    let model = load(&a.model)?;
+    // Heard as it is made (--play): real time first; a file: the reference.
+    let use_ = if a.play.play { Use::Live } else { Use::File };
+    let model = load(&a.model, use_, true)?;
     container.check_rate(model.code2wav.sample_rate())?;
     let mut opts: GenOptions = model.default_options();
     if let Some(v) = a.temperature {
@@ -211,6 +247,9 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
     let max_positions = model.config.talker.lm.max_position_embeddings;
     if let Some(n) = a.max_frames {
         opts.max_frames = check_max_frames(n, max_positions, model.code2wav.config().frame_rate())?;
+    }
+    if let Some(w) = random_weights_warning(&model, a.max_frames, opts.max_frames) {
+        eprintln!("{w}");
     }
     let voice_clone = clone_for(&model, &a)?;
     // CustomVoice needs a speaker: default to the checkpoint's first. The
@@ -330,21 +369,18 @@ fn speak_offline(
     let fps = model.code2wav.config().frame_rate();
     let mut codes: Vec<u32> = Vec::new();
     let mut n = 0usize;
+    // On a terminal: audio seconds made and the rtf so far, in place.
+    let progress = Progress::new(show, format!("{label}generating"));
     while n < frames_cap {
         let Some(frame) = gen.next_frame() else { break };
         codes.extend(frame);
         n += 1;
-        if show && n.is_multiple_of(5) {
-            eprint!(
-                "\r{label}generating: {n} frames ({:.1} s of audio) in {:.1} s",
-                n as f64 / fps,
-                t0.elapsed().as_secs_f64()
-            );
-        }
+        progress.audio(n as f64 / fps);
     }
+    progress.finish();
     if show {
         eprintln!(
-            "\r{label}generated {n} frames ({:.2} s of audio) in {:.2} s{}",
+            "{label}generated {n} frames ({:.2} s of audio) in {:.2} s{}",
             n as f64 / fps,
             t0.elapsed().as_secs_f64(),
             stop_note(gen.stop_reason())
@@ -462,13 +498,16 @@ fn speak_streamed(
     let session = engine.open_session();
     let show = std::io::stderr().is_terminal();
     // A progress line rewritten in place would garble the playback lines.
-    let progress = show && player.is_none();
+    let progress = Progress::new(show && player.is_none(), "streaming");
     let fps = model.code2wav.config().frame_rate();
     let t0 = Instant::now();
     let mut codes = Vec::new();
     let (mut frames, mut audio_s, mut first_audio_ms) = (0u64, 0.0f64, None);
     let mut last_stop = None;
     let n_reqs = reqs.len();
+    // Playing: the first piece slower than real time is warned about, once.
+    let slow = SlowRequestWarning::default();
+    let precision = model.precision.name();
     for (i, mut req) in reqs.into_iter().enumerate() {
         let prompt_rows = model.build_prompt(&req)?.prefill_rows();
         req.options.max_frames = frame_cap(req.options.max_frames, max_positions, prompt_rows);
@@ -483,14 +522,8 @@ fn speak_streamed(
                         p.write(&c.samples)?;
                     }
                     codes.extend_from_slice(&c.codes);
-                    if progress {
-                        let n = frames + c.first_frame + c.frames as u64;
-                        eprint!(
-                            "\rstreaming: {n} frames ({:.1} s of audio) in {:.1} s",
-                            n as f64 / fps,
-                            t0.elapsed().as_secs_f64()
-                        );
-                    }
+                    let n = frames + c.first_frame + c.frames as u64;
+                    progress.audio(n as f64 / fps);
                 }
                 Some(Event::Done { metrics, stop, .. }) => break (metrics, stop),
                 Some(Event::Error { error, .. }) => return Err(error).context("synthesis failed"),
@@ -501,6 +534,9 @@ fn speak_streamed(
         };
         if first_audio_ms.is_none() {
             first_audio_ms = metrics.ttfp_ms;
+        }
+        if player.is_some() {
+            slow.observe(metrics.rtf, &precision);
         }
         frames += metrics.frames.unwrap_or(0);
         audio_s += metrics.audio_s;
@@ -520,12 +556,13 @@ fn speak_streamed(
         }
     }
     engine.shutdown();
+    progress.finish();
     if let Some(p) = player {
         p.finish()?;
     }
     if show {
         eprintln!(
-            "\rstreamed {frames} frames ({audio_s:.2} s of audio) in {:.2} s, first audio after {:.0} ms{}",
+            "streamed {frames} frames ({audio_s:.2} s of audio) in {:.2} s, first audio after {:.0} ms{}",
             t0.elapsed().as_secs_f64(),
             first_audio_ms.unwrap_or(f64::NAN),
             stop_note(last_stop)
@@ -562,6 +599,27 @@ fn check_sampling_flags(a: &SpeakArgs) -> Result<()> {
         }
     }
     Ok(())
+}
+
+/// A checkpoint with random weights (`tts-rt gen-checkpoint` marks its
+/// config) seldom ends an utterance, so without `--max-frames` a run goes
+/// to the frame cap of its generation config, minutes of noise: said before
+/// it starts, with the flag to give.
+fn random_weights_warning(
+    model: &Qwen3Tts,
+    max_frames_flag: Option<usize>,
+    cap: usize,
+) -> Option<String> {
+    if !model.config.random_weights || max_frames_flag.is_some() {
+        return None;
+    }
+    let fps = model.code2wav.config().frame_rate();
+    let cap = cap.min(model.config.talker.lm.max_position_embeddings);
+    Some(format!(
+        "warning: {} has random weights (written by gen-checkpoint): it makes noise and seldom ends an utterance, so without --max-frames this runs to {cap} frames ({:.1} min of audio) per piece; give --max-frames N (12.5 a second of audio, e.g. --max-frames 40)",
+        model.dir.display(),
+        cap as f64 / fps / 60.0
+    ))
 }
 
 /// `--max-frames N`: at least 1, and below the positions the talker can

@@ -14,7 +14,10 @@ use tts_voices::{
     talker_size_for_hidden, ModelInfo, Removed, StoreError, VoiceName, VoiceRecord, VoiceStore,
 };
 
+use tts_models::config::{ModelKind, TtsConfig};
+
 use super::{load, ModelArg, VoicesDirArg};
+use crate::model_path;
 
 #[derive(Args)]
 pub(crate) struct VoiceArgs {
@@ -24,7 +27,8 @@ pub(crate) struct VoiceArgs {
 
 #[derive(Subcommand)]
 enum VoiceCommand {
-    /// Make a voice from a reference clip with a Base checkpoint and store it.
+    /// Make a voice from a reference clip with a Base checkpoint and store it
+    /// (without --model: $TTS_RT_MODEL, else Qwen/Qwen3-TTS-12Hz-0.6B-Base).
     Add(AddArgs),
     /// List the stored voices.
     List(ListArgs),
@@ -46,7 +50,7 @@ struct AddArgs {
     name: String,
     #[command(flatten)]
     model: ModelArg,
-    /// The reference clip: WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus or M4A/AAC, any rate,
+    /// The reference clip: WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus, WebM/Opus or M4A/AAC, any rate,
     /// mono or stereo, 0.5 to 60 s (3 to 15 s of clean speech works best).
     #[arg(long)]
     audio: PathBuf,
@@ -155,8 +159,48 @@ pub(crate) fn report_skipped(skipped: &[tts_voices::SkippedVoice]) {
     }
 }
 
-fn add(a: AddArgs) -> Result<()> {
-    let model = load(&a.model)?;
+/// The checkpoint `voice add` makes the voice with: `--model`, else
+/// `$TTS_RT_MODEL`, else the 0.6B Base (only Base checkpoints make voices;
+/// the general default, a CustomVoice checkpoint, cannot). One of another
+/// family is refused here, before its weights load, and a hub repo id that
+/// names another family before it is downloaded, saying what to use.
+fn base_checkpoint(explicit: Option<&Path>) -> Result<PathBuf> {
+    let advice = format!(
+        "only Base checkpoints make voices: give --model {} (or --model 1.7B-Base, or a Base directory)",
+        model_path::DEFAULT_BASE_REPO
+    );
+    if let Some((from, p)) = model_path::model_source(explicit) {
+        let id = p
+            .to_str()
+            .filter(|s| !p.exists() && model_path::is_repo_id(s));
+        if let Some(id) = id {
+            if let Some(family) = ["CustomVoice", "VoiceDesign"]
+                .into_iter()
+                .find(|f| id.ends_with(&format!("-{f}")))
+            {
+                bail!("{from} = {id} is a {family} checkpoint, which cannot make voices; {advice}");
+            }
+        }
+    }
+    let dir = model_path::resolve_or(explicit, model_path::DEFAULT_BASE_REPO)?;
+    let config = TtsConfig::load(&dir.join("config.json"))
+        .with_context(|| format!("loading checkpoint {}", dir.display()))?;
+    if config.kind != ModelKind::Base {
+        bail!(
+            "{} is a {} checkpoint, which cannot make voices (it {}); {advice}",
+            dir.display(),
+            config.kind.name(),
+            config.kind.capability()
+        );
+    }
+    Ok(dir)
+}
+
+fn add(mut a: AddArgs) -> Result<()> {
+    let dir = base_checkpoint(a.model.model.as_deref())?;
+    a.model.model = Some(dir);
+    // The encoders only: the LMs' precision does not matter here.
+    let model = load(&a.model, super::realtime::Use::File, false)?;
     let dir = a.dir.resolve()?;
     let (library, skipped) = VoiceLibrary::open(model, &dir, None)
         .with_context(|| format!("opening the voice library {}", dir.display()))?;
@@ -168,6 +212,10 @@ fn add(a: AddArgs) -> Result<()> {
         .file_name()
         .map(|n| n.to_string_lossy().into_owned())
         .unwrap_or_else(|| "clip".into());
+    // On a terminal, while the encoders run (the checkpoint's download, if
+    // any, drew its own line of bytes).
+    let progress = super::progress::Progress::stderr("voice add");
+    progress.show(&format!("encoding {source} (x-vector, then codes)"));
     let made = library
         .add(
             &NewVoice {
@@ -181,6 +229,7 @@ fn add(a: AddArgs) -> Result<()> {
             &source,
         )
         .with_context(|| format!("making a voice from {}", a.audio.display()))?;
+    progress.finish();
     let r = &made.record;
     let codes = match made.record.ref_frames() {
         0 => String::new(),

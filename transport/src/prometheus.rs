@@ -175,6 +175,11 @@ pub struct ServerMetrics {
     live_cuts: AtomicU64,
     /// `tts_build_info`'s labels, rendered once at startup.
     build_info: OnceLock<String>,
+    /// The precision the server runs (its `--precision` spelling, from
+    /// the build info), named in the slow-request warning.
+    precision: OnceLock<String>,
+    /// The first request slower than real time is logged at WARN, once.
+    slow: tts_actors::SlowRequestWarning,
 }
 
 /// A label value in the text format: backslash, quote and newline escaped.
@@ -201,6 +206,8 @@ impl Default for ServerMetrics {
             pending_segments: AtomicI64::new(0),
             session_retained_items: AtomicI64::new(0),
             build_info: OnceLock::new(),
+            precision: OnceLock::new(),
+            slow: tts_actors::SlowRequestWarning::default(),
             live_ttfp: Histogram::new(&TTFP_BUCKETS),
             live_pauses: AtomicU64::new(0),
             live_pause_us: AtomicU64::new(0),
@@ -245,6 +252,8 @@ impl ServerMetrics {
         if let Some(r) = rtf {
             self.rtf.observe(r, request_id);
         }
+        let precision = self.precision.get().map_or("unknown", String::as_str);
+        self.slow.observe(rtf, precision);
         if let Some(u) = underruns {
             self.underruns.fetch_add(u as u64, Ordering::Relaxed);
         }
@@ -253,6 +262,9 @@ impl ServerMetrics {
     /// Sets `tts_build_info{...} 1`'s labels (version, git revision,
     /// precision, model): the first call wins.
     pub fn set_build_info(&self, labels: &[(&str, &str)]) {
+        if let Some((_, p)) = labels.iter().find(|(k, _)| *k == "precision") {
+            let _ = self.precision.set(p.to_string());
+        }
         let l: Vec<String> = labels
             .iter()
             .map(|(k, v)| format!("{k}=\"{}\"", escape_label(v)))
@@ -578,5 +590,45 @@ mod tests {
             t.contains("tts_build_info{version=\"0.1.0\",model=\"a\\\"b\\\\c\"} 1"),
             "{t}"
         );
+    }
+    /// Issue 31, item 1: the server warns about the first request slower
+    /// than real time, with its rtf and the precision, and not about the
+    /// next ones (each still has its own info line). The rtfs are given,
+    /// not timed.
+    #[test]
+    fn real_time_by_default_the_server_warns_once_about_a_slow_request() {
+        use std::sync::{Arc, Mutex};
+        #[derive(Clone, Default)]
+        struct Lines(Arc<Mutex<Vec<u8>>>);
+        impl std::io::Write for Lines {
+            fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+                self.0.lock().unwrap().extend_from_slice(b);
+                Ok(b.len())
+            }
+            fn flush(&mut self) -> std::io::Result<()> {
+                Ok(())
+            }
+        }
+        let out = Lines::default();
+        let w = out.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || w.clone())
+            .with_ansi(false)
+            .finish();
+        tracing::subscriber::with_default(subscriber, || {
+            let m = ServerMetrics::default();
+            m.set_build_info(&[("precision", "f32,f32,f32")]);
+            m.finished(false, "done", Some(90.0), Some(0.7), None);
+            m.finished_request(true, "done", Some(90.0), Some(1.43), None, Some("req_a"));
+            m.finished(false, "done", Some(90.0), Some(2.5), None);
+            m.finished(true, "done", Some(90.0), Some(1.2), None);
+        });
+        let text = String::from_utf8(out.0.lock().unwrap().clone()).unwrap();
+        let warns: Vec<&str> = text.lines().filter(|l| l.contains("WARN")).collect();
+        assert_eq!(warns.len(), 1, "{text}");
+        assert!(warns[0].contains("slower than real time"), "{text}");
+        assert!(warns[0].contains("rtf=1.43"), "{text}");
+        assert!(warns[0].contains("precision=\"f32,f32,f32\""), "{text}");
+        assert!(warns[0].contains("--precision fast"), "{text}");
     }
 }

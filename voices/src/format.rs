@@ -70,8 +70,9 @@ pub struct FormatError {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum FormatProblem {
+    /// (The read error is in the message, not the error's source.)
     #[error("cannot read it: {0}")]
-    Io(#[from] std::io::Error),
+    Io(std::io::Error),
     #[error("it is {len} bytes; a voice file is at most {MAX_FILE_BYTES}")]
     TooLarge { len: u64 },
     #[error("it is truncated ({detail})")]
@@ -96,8 +97,14 @@ pub enum FormatProblem {
     },
     #[error("metadata {key:?} {problem}")]
     Metadata { key: &'static str, problem: String },
-    #[error("{0}")]
+    #[error(transparent)]
     Record(#[from] RecordError),
+}
+
+impl From<std::io::Error> for FormatProblem {
+    fn from(e: std::io::Error) -> Self {
+        FormatProblem::Io(e)
+    }
 }
 
 impl FormatProblem {

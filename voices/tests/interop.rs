@@ -310,3 +310,52 @@ fn qwentts_import_refuses_sizes_that_do_not_fit() {
         Err(InteropError::Io { .. })
     ));
 }
+
+/// Issue 31, item 4: an error whose message already says its cause (a read
+/// failure, a refused record) must not also return it as its source, or
+/// every renderer that walks the chain (the CLI's "caused by" lines) says
+/// it twice. Each cause in a chain is new text.
+#[test]
+fn one_cause_per_error_line_in_the_voices_errors() {
+    use std::error::Error;
+    use tts_voices::{format, CodecShape, RecordError, StoreError, VoiceStore};
+    fn assert_once(e: &dyn Error) {
+        let mut line = e.to_string();
+        let mut cause = e.source();
+        while let Some(c) = cause {
+            let text = c.to_string();
+            assert!(
+                !line.contains(&text),
+                "the cause {text:?} is said twice: in {line:?} and again as its source"
+            );
+            line = text;
+            cause = c.source();
+        }
+    }
+    let tmp = tempfile::tempdir().unwrap();
+    // Interop: an unreadable directory, a record refused.
+    let missing = import_vllm_omni(&tmp.path().join("none"), &target(8)).unwrap_err();
+    assert!(matches!(missing, InteropError::Io { .. }), "{missing}");
+    assert_once(&missing);
+    assert_once(&InteropError::from(RecordError::IclNeedsCodes));
+    // Store: a directory that is a file, a record refused.
+    let file = tmp.path().join("a-file");
+    fs::write(&file, b"x").unwrap();
+    let Err(store) = VoiceStore::open(&file) else {
+        panic!("a file is not a directory");
+    };
+    assert!(matches!(store, StoreError::Io { .. }), "{store}");
+    assert!(store.to_string().contains("a-file"), "{store}");
+    assert_once(&store);
+    let record = StoreError::from(RecordError::IclNeedsCodes);
+    assert!(
+        record.to_string().starts_with("invalid voice: "),
+        "{record}"
+    );
+    assert_once(&record);
+    // Format: a file that cannot be read.
+    let unread = format::read_file(&tmp.path().join("none.safetensors"), &CodecShape::default())
+        .unwrap_err();
+    assert!(unread.to_string().contains("cannot read it"), "{unread}");
+    assert_once(&unread);
+}

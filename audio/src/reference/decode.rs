@@ -61,6 +61,14 @@ pub(super) fn decode_file(
     ext: Option<&str>,
     max_secs: f64,
 ) -> Result<Decoded, ReferenceAudioError> {
+    // WebM/Matroska (browsers' MediaRecorder): walked and decoded here
+    // (`webm_opus.rs`), before the probe's marker search could take a
+    // sync pattern inside its audio for an MP3.
+    if super::webm_opus::is_ebml(&bytes) {
+        return guarded(Container::Matroska, "decoding", || {
+            super::webm_opus::decode(&bytes, max_secs)
+        });
+    }
     let container = guarded(Container::Unknown, "checking the container", || {
         preflight::check(&mut bytes)
     })?;

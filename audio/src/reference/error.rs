@@ -26,7 +26,7 @@ pub enum ReferenceAudioError {
     #[error("the reference audio is empty (0 bytes)")]
     Empty,
     /// Not a recognised container or codec. `what` names what was tried.
-    #[error("the reference audio is not in a supported format ({what}); use WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus or M4A/AAC")]
+    #[error("the reference audio is not in a supported format ({what}); use WAV, FLAC, MP3, OGG/Vorbis, OGG/Opus, WebM/Opus or M4A/AAC")]
     Unsupported { what: String },
     /// The container was recognised but the stream is damaged: a decoder
     /// error, a file shorter than its header says (truncated), or samples

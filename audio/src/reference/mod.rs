@@ -11,7 +11,9 @@
 //!   integer and float PCM), FLAC, MP3, OGG/Vorbis and M4A/AAC; integer PCM
 //!   maps to floats as `s / 2^(bits-1)`, like libsndfile; OGG/Opus, which
 //!   symphonia does not decode, is demuxed here and decoded with libopus at
-//!   48 kHz (`ogg_opus.rs`);
+//!   48 kHz (`ogg_opus.rs`), and so is Opus in WebM/Matroska, browsers'
+//!   MediaRecorder default (`webm_opus.rs`; `opus.rs` decodes the packets
+//!   of both);
 //! - mono is the mean over channels, as `mono=True` (`decoded.rs`, what
 //!   both decoders hand on);
 //! - resampling is [`resample_offline`]:
@@ -53,8 +55,10 @@
 //!   an OGG/Opus file must end with its end-of-stream page, so one cut at a
 //!   page boundary is refused as truncated (a recording still being
 //!   written, without that page, is refused too).
-//! - OGG/Opus: mono and stereo (channel mapping family 0) only; Opus in
-//!   WebM/Matroska (Chrome's MediaRecorder default) is not read.
+//! - OGG/Opus and WebM/Opus: mono and stereo (channel mapping family 0)
+//!   only; other codecs in WebM/Matroska are refused by name. A WebM
+//!   recording states no length, so one cut at an element boundary decodes
+//!   to the audio that is there (cut inside an element: truncated).
 //! - An MP3 without a LAME tag keeps the encoder's delay and padding (about
 //!   50 ms at the start and up to one frame at the end).
 //! - Untrusted files are bounded in memory (see above), not in time: the
@@ -73,8 +77,10 @@ mod decode;
 mod decoded;
 mod error;
 mod ogg_opus;
+mod opus;
 mod preflight;
 mod synthetic;
+mod webm_opus;
 
 use std::path::Path;
 

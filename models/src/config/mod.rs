@@ -187,7 +187,17 @@ pub struct TtsConfig {
     /// family whose checkpoint has it (the official model builds it only
     /// for base); its `enc_dim` equals the talker hidden size.
     pub speaker_encoder: Option<SpeakerEncoderConfig>,
+    /// The checkpoint says its weights are random ([`RANDOM_WEIGHTS_KEY`]
+    /// in `config.json`, written by `tts-rt gen-checkpoint`): it makes
+    /// noise and seldom ends an utterance on its own.
+    pub random_weights: bool,
 }
+
+/// The `config.json` key `tts-rt gen-checkpoint` writes into a random-weight
+/// checkpoint (an object: what wrote it, the seed, the proxy). The official
+/// code and transformers keep unknown keys as attributes and ignore them,
+/// so the Hugging Face layout is unchanged.
+pub const RANDOM_WEIGHTS_KEY: &str = "tts_rt_random_weights";
 
 impl TtsConfig {
     pub fn load(path: &Path) -> Result<Self> {
@@ -291,6 +301,7 @@ impl TtsConfig {
             tts_eos_token_id: root.u32("tts_eos_token_id")?,
             talker,
             speaker_encoder: None,
+            random_weights: root.get(RANDOM_WEIGHTS_KEY).is_some(),
         };
         cfg.validate(&root, &t)?;
         if kind == ModelKind::Base {

@@ -38,14 +38,17 @@ pub struct ImportTarget {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum InteropError {
-    #[error("{}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    /// (`error` is in the message, not the error's source: one cause per
+    /// line where a chain is printed.)
+    #[error("{}: {error}", path.display())]
+    Io { path: PathBuf, error: io::Error },
     #[error("manifest {}: {problem}", path.display())]
     Manifest { path: PathBuf, problem: String },
     #[error(transparent)]
     Format(#[from] FormatError),
+    /// (The record's refusal is in the message, not the error's source.)
     #[error("invalid voice: {0}")]
-    Record(#[from] RecordError),
+    Record(RecordError),
     #[error(transparent)]
     Name(#[from] NameError),
     #[error("{}: x-vectors have {found} values but this model's hidden size is {expected}; these voices were made for another talker size", path.display())]
@@ -60,11 +63,17 @@ pub enum InteropError {
     Export(String),
 }
 
+impl From<RecordError> for InteropError {
+    fn from(e: RecordError) -> Self {
+        InteropError::Record(e)
+    }
+}
+
 impl InteropError {
     pub(crate) fn io(path: &Path) -> impl FnOnce(io::Error) -> InteropError + '_ {
-        move |source| InteropError::Io {
+        move |error| InteropError::Io {
             path: path.to_owned(),
-            source,
+            error,
         }
     }
 

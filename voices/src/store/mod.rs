@@ -76,12 +76,15 @@ pub trait VoiceWatcher: Send + Sync {
 #[derive(Debug, thiserror::Error)]
 #[non_exhaustive]
 pub enum StoreError {
-    #[error("voice directory {}: {source}", path.display())]
-    Io { path: PathBuf, source: io::Error },
+    /// (`error` is in the message, not the error's source: one cause per
+    /// line where a chain is printed.)
+    #[error("voice directory {}: {error}", path.display())]
+    Io { path: PathBuf, error: io::Error },
     #[error(transparent)]
     Name(#[from] NameError),
+    /// (The record's refusal is in the message, not the error's source.)
     #[error("invalid voice: {0}")]
-    Record(#[from] RecordError),
+    Record(RecordError),
     #[error("a voice named {name:?} already exists; remove it first or replace it")]
     AlreadyExists { name: String },
     #[error("voice {name:?} is being written by another request; try again")]
@@ -90,6 +93,12 @@ pub enum StoreError {
     Full { max: usize },
     #[error("no voice named {name:?}")]
     NotFound { name: String },
+}
+
+impl From<RecordError> for StoreError {
+    fn from(e: RecordError) -> Self {
+        StoreError::Record(e)
+    }
 }
 
 /// What [`VoiceStore::remove`] deleted.
@@ -169,9 +178,9 @@ impl VoiceStore {
         opts: StoreOptions,
     ) -> Result<(VoiceStore, Vec<SkippedVoice>), StoreError> {
         let dir = dir.as_ref().to_owned();
-        fs::create_dir_all(&dir).map_err(|source| StoreError::Io {
+        fs::create_dir_all(&dir).map_err(|error| StoreError::Io {
             path: dir.clone(),
-            source,
+            error,
         })?;
         let store = VoiceStore {
             dir,
@@ -274,9 +283,9 @@ impl VoiceStore {
         } else {
             Some(self.reserve_new()?)
         };
-        write_atomic(&self.dir, &path, &bytes).map_err(|source| StoreError::Io {
+        write_atomic(&self.dir, &path, &bytes).map_err(|error| StoreError::Io {
             path: path.clone(),
-            source,
+            error,
         })?;
         let record = Arc::new(record);
         self.voices
@@ -298,9 +307,9 @@ impl VoiceStore {
         let name = VoiceName::new(name)?;
         let guard = self.begin_write(&name)?;
         let path = self.path_of(&name);
-        let io_err = |source| StoreError::Io {
+        let io_err = |error| StoreError::Io {
             path: path.clone(),
-            source,
+            error,
         };
         let held = self.read_map().get(name.key()).cloned();
         let removed = match held {
@@ -380,10 +389,10 @@ impl VoiceStore {
         match LockFile::acquire(&self.dir, name.key(), self.opts.stale_after) {
             Ok(lock) => guard.lock = Some(lock),
             Err(LockFailure::Busy) => return Err(busy()),
-            Err(LockFailure::Io(source)) => {
+            Err(LockFailure::Io(error)) => {
                 return Err(StoreError::Io {
                     path: self.dir.clone(),
-                    source,
+                    error,
                 })
             }
         }
@@ -464,9 +473,9 @@ type Scan = (BTreeMap<String, Arc<VoiceRecord>>, Vec<SkippedVoice>);
 /// once stale), directories and other files are not voices and are passed
 /// over silently; a voice file that does not load is skipped with a reason.
 fn scan(dir: &Path, opts: &StoreOptions) -> Result<Scan, StoreError> {
-    let io_err = |source| StoreError::Io {
+    let io_err = |error| StoreError::Io {
         path: dir.to_owned(),
-        source,
+        error,
     };
     let mut files: Vec<(String, PathBuf)> = Vec::new();
     let mut skipped = Vec::new();

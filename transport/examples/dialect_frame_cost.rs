@@ -103,8 +103,16 @@ fn main() {
         (v[v.len() / 2], v[0], v[v.len() - 1])
     };
     let (o, n) = (stat(&mut old), stat(&mut new));
-    println!("one 80 ms PCM16 frame at 24 kHz, ElevenLabs JSON; median (min..max) of 9 runs of {frames}");
-    println!("  through a native socket: {:.1} us ({:.1}..{:.1})", o.0, o.1, o.2);
-    println!("  as a port:               {:.1} us ({:.1}..{:.1})", n.0, n.1, n.2);
+    println!(
+        "one 80 ms PCM16 frame at 24 kHz, ElevenLabs JSON; median (min..max) of 9 runs of {frames}"
+    );
+    println!(
+        "  through a native socket: {:.1} us ({:.1}..{:.1})",
+        o.0, o.1, o.2
+    );
+    println!(
+        "  as a port:               {:.1} us ({:.1}..{:.1})",
+        n.0, n.1, n.2
+    );
     std::hint::black_box(keep);
 }

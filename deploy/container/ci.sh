@@ -21,6 +21,10 @@ target=$(mkdir -p "${CARGO_TARGET_DIR:-target}" && cd "${CARGO_TARGET_DIR:-targe
 work=$target/container
 mkdir -p "$work"
 log=$work/ci.log
+# One run at a time on a machine: two would share the container name and
+# the storage.
+exec 9>"$work/.lock"
+flock -w 900 9 || { echo "container: FAILED (another container test held $work/.lock for 15 minutes)"; exit 1; }
 : >"$log"
 name=tts-rt-ci
 image=localhost/tts-rt:ci
@@ -137,7 +141,7 @@ for _ in $(seq 120); do
     ready=yes
     break
   fi
-  [ "$("${podman[@]}" inspect "$name" --format '{{.State.Running}}')" = true ] || break
+  [ "$("${podman[@]}" inspect "$name" --format '{{.State.Running}}' 2>/dev/null)" = true ] || break
   sleep 0.5
 done
 "${podman[@]}" logs "$name" >>"$log" 2>&1 || true

@@ -18,6 +18,7 @@ if ! command -v systemd-analyze >/dev/null; then
     { echo "systemd: SKIPPED (no systemd-analyze, and apt-get could not install systemd)"; exit 0; }
 fi
 [ -x "$bin" ] || fail "no binary at $bin (verify checks that ExecStart's program exists)"
+bin=$(cd "$(dirname "$bin")" && pwd)/$(basename "$bin")
 
 # verify resolves ExecStart's program: point it at the binary CI built,
 # under the unit's own file name.

@@ -54,7 +54,7 @@ say "podman $(podman --version | awk '{print $3}'), $(runc --version | head -1)"
 
 # This test's own storage: nothing of the machine's podman state is read or
 # changed, and a cold run is `rm -rf $work/storage`.
-runroot=/run/tts-rt-ci-podman
+runroot=/run/tts-rt-ci-podman-$(echo "$work" | sha256sum | cut -c1-8)
 podman=(podman --root "$work/storage" --runroot "$runroot")
 cleanup() {
   "${podman[@]}" rm -f -t 0 "$name" >/dev/null 2>&1 || true
@@ -149,6 +149,14 @@ done
 "${podman[@]}" logs "$name" >>"$log" 2>&1 || true
 [ -n "$ready" ] || fail "the container did not become healthy within 60 s: ${hc_out:-no answer}"
 say "health check: $hc_out"
+# Non-root, and its state volume writable under the read-only root.
+uid=$("${podman[@]}" exec "$name" id -u) || fail "podman exec id -u"
+[ "$uid" = 10001 ] || fail "the server runs as uid $uid, not 10001"
+"${podman[@]}" exec "$name" sh -c 'touch /var/lib/tts-rt/voices/.probe && rm /var/lib/tts-rt/voices/.probe' >>"$log" 2>&1 ||
+  fail "the voice library on the volume is not writable by the tts-rt user"
+"${podman[@]}" exec "$name" sh -c 'touch /usr/.probe' >>"$log" 2>&1 &&
+  fail "the root file system is writable (--read-only did not hold)"
+say "runs as uid $uid; root file system read-only; /var/lib/tts-rt/voices writable"
 "${podman[@]}" healthcheck run "$name" >>"$log" 2>&1 || fail "podman healthcheck run reports unhealthy"
 
 # The client-interop venv when it is there (it has websockets); else a small

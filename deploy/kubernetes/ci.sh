@@ -5,7 +5,8 @@
 # ScaledObject, and the checks no schema makes); then renders each
 # deliberately bad manifest under tests/ and checks that validation refuses
 # it with the message its `expect` file names. Called by .ci/run; ends with
-# one line, `kubernetes: ok (...)` or `kubernetes: FAILED (...)`.
+# one line, `kubernetes: ok (...)`, `kubernetes: FAILED (...)`, or
+# `kubernetes: SKIPPED (...)` when no kubectl with kustomize v4+ is at hand.
 set -euo pipefail
 cd "$(dirname "$0")"
 t0=$SECONDS
@@ -13,18 +14,20 @@ target=$(mkdir -p "${CARGO_TARGET_DIR:-../../target}" && cd "${CARGO_TARGET_DIR:
 work=$target/kubernetes
 mkdir -p "$work"
 fail() { echo "kubernetes: FAILED ($*)"; exit 1; }
+# The machine lacks a tool this check needs: said, and the run goes on.
+skip() { echo "kubernetes: SKIPPED ($*)"; exit 0; }
 
 # kubectl with kustomize v4 or later (components). Debian packages kubectl
 # as kubernetes-client, but bookworm's (1.20) carries kustomize v2, which
 # cannot read these files: say so rather than render them wrong.
 if ! command -v kubectl >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Retries=3 install -y -qq kubernetes-client >/dev/null 2>&1 ||
-    fail "no kubectl, and apt-get could not install kubernetes-client"
+    skip "no kubectl, and apt-get could not install kubernetes-client"
 fi
 kustomize_version=$(kubectl version --client 2>/dev/null | sed -n 's/^Kustomize Version: v\{0,1\}//p')
 case $kustomize_version in
   [4-9].*) ;;
-  *) fail "kubectl $(kubectl version --client 2>/dev/null | head -1) has kustomize '${kustomize_version:-unknown}'; these manifests need v4 or later (components)" ;;
+  *) skip "kubectl $(kubectl version --client 2>/dev/null | grep -o 'v[0-9]*\.[0-9]*\.[0-9]*' | head -1) has kustomize '${kustomize_version:-unknown}'; these manifests need v4 or later (components)" ;;
 esac
 
 venv=$work/venv

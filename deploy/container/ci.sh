@@ -65,16 +65,26 @@ cleanup() {
 trap cleanup EXIT
 cleanup
 
-# 2. The base, made again only when make-base.sh changes.
+# 2. The base, made again only when make-base.sh changes. debootstrap
+# takes minutes, so a made base is also saved outside the clone, for the
+# next runs on this machine (each clone starts with an empty target/), and
+# made afresh once it is a week old (the archive's security updates).
 base_tag=$(sha256sum deploy/container/make-base.sh | cut -c1-12)
 base=localhost/tts-rt-base:bookworm-$base_tag
-if ! "${podman[@]}" image exists "$base"; then
-  tb=$SECONDS
+base_cache=/var/cache/tts-rt-ci
+saved=$base_cache/base-bookworm-$base_tag.tar
+mkdir -p "$base_cache"
+find "$base_cache" -name 'base-*.tar' -mtime +7 -delete 2>/dev/null || true
+tb=$SECONDS
+if "${podman[@]}" image exists "$base"; then
+  say "base: $base (kept from an earlier run)"
+elif [ -f "$saved" ] && "${podman[@]}" load -q -i "$saved" >>"$log" 2>&1 && "${podman[@]}" image exists "$base"; then
+  say "base: $base loaded from $saved ($(( ($(date +%s) - $(stat -c %Y "$saved")) / 3600 )) h old) in $((SECONDS - tb)) s"
+else
   PODMAN="${podman[*]}" deploy/container/make-base.sh "$base" >>"$log" 2>&1 ||
     skip "could not make the Debian base with debootstrap (is deb.debian.org reachable?)"
+  "${podman[@]}" save -q -o "$saved.tmp" "$base" >>"$log" 2>&1 && mv "$saved.tmp" "$saved" || rm -f "$saved.tmp"
   say "base: $base made from the Debian archive in $((SECONDS - tb)) s"
-else
-  say "base: $base (kept from an earlier run)"
 fi
 
 # Which runtime options run a container here: the defaults first, then what

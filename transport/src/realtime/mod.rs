@@ -21,15 +21,17 @@
 //! [`barge_in::VAD_CLOCK`] input-audio arrival stamps.
 //!
 //! Files, each depending only on those below it:
-//! - `connection`: `RealtimeConnection` — the loop and message routing.
 //! - `lifecycle`: each context's life on the wire (segments, frames,
-//!   done/failed/cancelled) and the `audio_acks` bound over a context.
+//!   done/failed/cancelled) and the `audio_acks` bound over a context
+//!   (methods of the connection's type).
+//! - `connection`: `RealtimeConnection` — the loop and message routing.
 //! - `native`: the native port (`/v1/realtime`'s JSON and binary frames).
 //! - `port`: what a session talks to — typed input in, typed events and
 //!   encoded audio out, a close with a reason.
+//! - `output`: native frame headers, and the bound on every send.
+//! - `queue`: open contexts in creation order, segments, finished ids.
 //! - `settings`: defaults, `session.update` validation (all or nothing),
 //!   the per-context snapshot.
-//! - `queue`: open contexts in creation order, segments, finished ids.
 //! - `live`: a live context's text (`chunking.mode: live`): what its live
 //!   request takes when, and the long-context cut at a sentence end.
 //! - `barge_in`: the input clock that dates a speech onset, and whether it
@@ -38,10 +40,11 @@
 //!   mp3, opus, opus_packets, flac, aac, mulaw, alaw bytes), fed chunk by
 //!   chunk on the session's task, its flush in the terminal frame; the
 //!   dialects' audio is encoded here too.
-//! - `output`: native frame headers, and the bound on every send.
 //! - `liveness`: server pings, the pong deadline, the idle timeout.
 //! - `upgrade`: the WebSocket handshake, and the close (1009, 1007, ...)
 //!   that drains what the client still sends so the socket ends cleanly.
+//! - `tests`: the session's lifecycle through a test port, the clock
+//!   paused.
 
 mod barge_in;
 mod connection;

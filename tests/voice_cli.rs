@@ -217,6 +217,95 @@ fn voice_add_reads_the_code_groups_where_speak_does() {
     }
 }
 
+/// A Base checkpoint whose codec keeps 8 code groups (tiny-base8) stores
+/// voices with `ref_code` `[T, 8]`; the commands that load no model (`voice
+/// list|show|export|rm`) checked every voice against the released codec's
+/// 16 groups and called it corrupt. Without a model each voice is read in
+/// its own shape.
+#[test]
+fn voices_of_a_codec_keeping_8_groups_are_not_corrupt_without_a_model() {
+    let fx = "tiny-base8";
+    let g = Golden::load(fx);
+    let clip = &g.cases["ref_clips"][0];
+    let clip_path = root()
+        .join("goldens")
+        .join(fx)
+        .join(clip["file"].as_str().unwrap());
+    let (text, frames) = (
+        clip["text"].as_str().unwrap(),
+        clip["ref_frames"].as_u64().unwrap(),
+    );
+    let voices = tempfile::tempdir().unwrap();
+    let vd = voices.path().to_string_lossy().into_owned();
+    ok(bin()
+        .args(["voice", "add", "eight", "--audio"])
+        .arg(&clip_path)
+        .args(["--text", text, "--voices-dir", &vd])
+        .arg("--model")
+        .arg(fixture_dir(fx)));
+    // Succeeds, and neither output speaks of a corrupt or skipped file.
+    let clean = |c: &mut Command| {
+        let o = run(c);
+        let (out, err) = (
+            String::from_utf8_lossy(&o.stdout).into_owned(),
+            String::from_utf8_lossy(&o.stderr),
+        );
+        assert!(o.status.success(), "tts-rt failed: {err}");
+        for text in [out.as_str(), &err] {
+            assert!(
+                !text.contains("corrupt") && !text.contains("skipped"),
+                "{out}{err}"
+            );
+        }
+        out
+    };
+    let listed = clean(bin().args(["voice", "list", "--voices-dir", &vd]));
+    assert!(listed.starts_with("eight  icl"), "{listed}");
+    let shown = clean(bin().args(["voice", "show", "eight", "--voices-dir", &vd]));
+    assert!(
+        shown.contains(&format!("reference frames: {frames}")),
+        "{shown}"
+    );
+    let json: Value = serde_json::from_str(&clean(bin().args([
+        "voice",
+        "show",
+        "eight",
+        "--json",
+        "--voices-dir",
+        &vd,
+    ])))
+    .unwrap();
+    let codes = json["ref_codes"].as_array().unwrap();
+    assert_eq!(codes.len() as u64, frames);
+    assert!(codes.iter().all(|f| f.as_array().unwrap().len() == 8));
+
+    let out = tempfile::tempdir().unwrap();
+    let exported = clean(
+        bin()
+            .args(["voice", "export", "eight", "--format", "vllm-omni"])
+            .args(["--voices-dir", &vd, "--out"])
+            .arg(out.path()),
+    );
+    assert!(exported.contains("exported voice \"eight\""), "{exported}");
+    assert_eq!(
+        std::fs::read(out.path().join("eight.safetensors")).unwrap(),
+        std::fs::read(voices.path().join("eight.safetensors")).unwrap()
+    );
+    // qwentts.cpp's .rvq holds 16 codebooks and cannot say otherwise.
+    fails_with(
+        bin()
+            .args(["voice", "export", "eight", "--format", "qwentts"])
+            .args(["--voices-dir", &vd, "--out"])
+            .arg(out.path().join("qwentts")),
+        &["8 code groups", "16"],
+    );
+
+    let removed = clean(bin().args(["voice", "rm", "eight", "--voices-dir", &vd]));
+    assert_eq!(removed.trim(), "removed voice \"eight\"");
+    let listed = clean(bin().args(["voice", "list", "--voices-dir", &vd]));
+    assert!(listed.starts_with("no voices"), "{listed}");
+}
+
 #[test]
 fn stored_voices_are_made_listed_shown_spoken_and_removed() {
     let voices = tempfile::tempdir().unwrap();

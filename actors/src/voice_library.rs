@@ -102,7 +102,8 @@ pub struct MadeVoice {
 /// reference codes ([`Qwen3Tts::reference_code_groups`]), so a codec that
 /// keeps fewer groups (8 of its encoder's 16, say) stores the voices it
 /// speaks. A voice made for another talker is not corrupt: it loads, and
-/// `resolve` says which talker it belongs to.
+/// `resolve` says which talker it belongs to. (Commands that load no model
+/// open the store with no codec, and hold each voice to its own shape.)
 fn codec_of(model: &Qwen3Tts) -> CodecShape {
     match model.reference_code_groups() {
         Some(groups) if model.config.kind == ModelKind::Base => CodecShape {
@@ -143,7 +144,7 @@ impl VoiceLibrary {
         max_voices: Option<usize>,
     ) -> Result<(Self, Vec<SkippedVoice>), VoiceError> {
         let mut options = StoreOptions {
-            codec: codec_of(&model),
+            codec: Some(codec_of(&model)),
             ..StoreOptions::default()
         };
         if let Some(n) = max_voices {
@@ -220,7 +221,7 @@ impl VoiceLibrary {
                 name,
                 &size,
                 clone.x_vector.clone(),
-                RefCodes::new(self.store.options().codec.groups, r.codes.clone())?,
+                RefCodes::new(codec_of(&self.model).groups, r.codes.clone())?,
                 &r.text,
                 provenance,
             )?,

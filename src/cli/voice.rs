@@ -144,7 +144,9 @@ pub(crate) fn voice(a: VoiceArgs) -> Result<()> {
     }
 }
 
-/// Opens the store, reporting skipped (corrupt) voice files on stderr.
+/// Opens the store, reporting skipped (corrupt) voice files on stderr. No
+/// model is loaded, so each voice is held to its own shape (a checkpoint's
+/// codec may keep fewer than the released 16 code groups).
 fn open_store(dir: &VoicesDirArg) -> Result<VoiceStore> {
     let path = dir.resolve()?;
     let (store, skipped) = VoiceStore::open(&path)

@@ -6,7 +6,12 @@
 //! | tensor | dtype | shape | present |
 //! |---|---|---|---|
 //! | `speaker_embedding` | F32 | `[E]` | always |
-//! | `ref_code` | I32 | `[T, 16]` | ICL voices only |
+//! | `ref_code` | I32 | `[T, G]` | ICL voices only |
+//!
+//! G is the code groups per frame of the codec the voice was made with: 16
+//! for the released checkpoints, fewer for a checkpoint whose encoder keeps
+//! fewer. A reader given a model's codec ([`CodecShape`]) wants exactly its
+//! G; a reader without one takes the file's own, 1 to [`MAX_CODE_GROUPS`].
 //!
 //! `__metadata__` (all values are strings, as safetensors requires):
 //!
@@ -42,7 +47,7 @@ use serde_json::json;
 use crate::name::VoiceName;
 use crate::record::{
     CodecShape, ModelInfo, Provenance, RecordError, RefCodes, Source, VoiceMode, VoiceRecord,
-    FORMAT_VERSION,
+    FORMAT_VERSION, MAX_CODE_GROUPS,
 };
 use crate::time::Timestamp;
 
@@ -55,7 +60,8 @@ pub const SPEAKER_EMBEDDING: &str = "speaker_embedding";
 /// Tensor holding the reference codes.
 pub const REF_CODE: &str = "ref_code";
 /// Largest voice file read: a 10-minute ICL reference is 7,500 frames of
-/// 16 i32 codes (480 KB); this leaves room and refuses stray huge files.
+/// 16 i32 codes (480 KB; 960 KB at [`MAX_CODE_GROUPS`]); this leaves room
+/// and refuses stray huge files.
 pub const MAX_FILE_BYTES: u64 = 16 * 1024 * 1024;
 
 /// A voice file that could not be read, naming the file and what is wrong.
@@ -121,7 +127,7 @@ pub fn to_bytes(record: &VoiceRecord) -> Result<Vec<u8>, RecordError> {
     // Codes are checked against a codec by whoever holds one (the store,
     // with its options); the file itself needs a valid record whose codes
     // fit I32.
-    record.validate(&record.own_codec())?;
+    record.validate(Some(&record.own_codec()))?;
     let mut meta = BTreeMap::new();
     let mut put = |k: &'static str, v: String| {
         meta.insert(k, v);
@@ -197,8 +203,9 @@ fn tensors_to_bytes(
     out
 }
 
-/// Reads and checks the voice file at `path`.
-pub fn read_file(path: &Path, codec: &CodecShape) -> Result<VoiceRecord, FormatError> {
+/// Reads and checks the voice file at `path`: its codes against `codec`,
+/// or with `None` against their own shape ([`VoiceRecord::validate`]).
+pub fn read_file(path: &Path, codec: Option<&CodecShape>) -> Result<VoiceRecord, FormatError> {
     let bytes = read_bounded(path).map_err(|p| p.at(path))?;
     from_bytes(&bytes, codec).map_err(|p| p.at(path))
 }
@@ -212,8 +219,8 @@ pub(crate) fn read_bounded(path: &Path) -> Result<Vec<u8>, FormatProblem> {
     Ok(std::fs::read(path)?)
 }
 
-/// Parses and checks the bytes of a voice file.
-pub fn from_bytes(bytes: &[u8], codec: &CodecShape) -> Result<VoiceRecord, FormatProblem> {
+/// Parses and checks the bytes of a voice file (`codec` as in [`read_file`]).
+pub fn from_bytes(bytes: &[u8], codec: Option<&CodecShape>) -> Result<VoiceRecord, FormatProblem> {
     let st = parse_safetensors(bytes)?;
     let meta = st.1;
     let tensors = st.0;
@@ -278,7 +285,7 @@ pub fn from_bytes(bytes: &[u8], codec: &CodecShape) -> Result<VoiceRecord, Forma
     let x_vector = read_embedding(&tensors, Some(hidden_size), false)?;
     let ref_codes = match mode {
         VoiceMode::Icl => Some(
-            read_codes(&tensors, codec.groups, false)?
+            read_codes(&tensors, codec.map(|c| c.groups), false)?
                 .ok_or(FormatProblem::MissingTensor(REF_CODE))?,
         ),
         VoiceMode::XVectorOnly => {
@@ -399,11 +406,13 @@ pub(crate) fn read_embedding(
     })
 }
 
-/// `ref_code` `[T, groups]` if present. `lenient` also takes I64 (what
-/// `torch.save` of the official prompt holds). Negative codes are refused.
+/// `ref_code` `[T, groups]` if present; with `groups` `None`, `[T, G]` with
+/// the file's own G, 1 to [`MAX_CODE_GROUPS`]. `lenient` also takes I64
+/// (what `torch.save` of the official prompt holds). Negative codes are
+/// refused.
 pub(crate) fn read_codes(
     st: &SafeTensors<'_>,
-    groups: usize,
+    groups: Option<usize>,
     lenient: bool,
 ) -> Result<Option<RefCodes>, FormatProblem> {
     let Ok(t) = st.tensor(REF_CODE) else {
@@ -411,13 +420,19 @@ pub(crate) fn read_codes(
     };
     let shape = t.shape().to_vec();
     let dtype_ok = t.dtype() == Dtype::I32 || (lenient && t.dtype() == Dtype::I64);
-    if shape.len() != 2 || shape[1] != groups || shape[0] == 0 || !dtype_ok {
+    let groups_ok = |g: usize| groups.map_or((1..=MAX_CODE_GROUPS).contains(&g), |want| g == want);
+    if shape.len() != 2 || shape[0] == 0 || !groups_ok(shape[1]) || !dtype_ok {
+        let expected = match groups {
+            Some(g) => format!("I32 [T, {g}] with T >= 1"),
+            None => format!("I32 [T, G] with T >= 1 and G in 1..={MAX_CODE_GROUPS}"),
+        };
         return Err(FormatProblem::Tensor {
             tensor: REF_CODE,
-            expected: format!("I32 [T, {groups}] with T >= 1"),
+            expected,
             found: format!("{:?} {shape:?}", t.dtype()),
         });
     }
+    let groups = shape[1];
     let values: Vec<i64> = match t.dtype() {
         Dtype::I64 => t
             .data()

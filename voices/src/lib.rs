@@ -40,7 +40,10 @@
 //! # On-disk format (version 1)
 //! See [`format`](mod@format) for the tensor and metadata tables. In short: a voice
 //! `Alice` lives in `alice.safetensors` holding `speaker_embedding` (F32
-//! `[E]`) and, for ICL, `ref_code` (I32 `[T, 16]`); `__metadata__` carries
+//! `[E]`) and, for ICL, `ref_code` (I32 `[T, G]`, G = 16 for the released
+//! codec, fewer where a checkpoint's encoder keeps fewer; a store opened
+//! for a model checks G and the codes against its codec, one opened without
+//! checks each file against its own shape); `__metadata__` carries
 //! `format = "tts-rt-voice"`, `version = "1"`, the name, mode (`icl` /
 //! `xvec`), reference text, talker size and hidden size, and the provenance
 //! (`created`, `source_*`, `model`, `model_fingerprint`). The directory may

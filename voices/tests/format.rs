@@ -9,7 +9,7 @@ use safetensors::tensor::{Dtype, SafeTensors, TensorView};
 use tts_voices::format::{self, FormatProblem};
 use tts_voices::{CodecShape, RecordError, VoiceMode};
 
-use common::{icl, xvec};
+use common::{codes_of_groups, icl, xvec};
 
 fn meta_of(bytes: &[u8]) -> HashMap<String, String> {
     let (_, m) = SafeTensors::read_metadata(bytes).unwrap();
@@ -33,7 +33,7 @@ fn f32_bytes(v: &[f32]) -> Vec<u8> {
 }
 
 fn read(bytes: &[u8]) -> Result<tts_voices::VoiceRecord, FormatProblem> {
-    format::from_bytes(bytes, &CodecShape::default())
+    format::from_bytes(bytes, Some(&CodecShape::default()))
 }
 
 #[test]
@@ -316,15 +316,85 @@ fn every_metadata_and_tensor_problem_is_named() {
     assert!(matches!(t(extra), FormatProblem::UnexpectedTensor(n) if n == "weights"));
 }
 
+/// Without a model's codec (`None`) a file's codes are read in their own
+/// shape: the 8 groups a trimmed checkpoint's encoder keeps read back as
+/// written, where a reader holding the released codec refuses them; a
+/// shape no codec makes (no groups, more than 32, a code past the 2048-entry
+/// codebook) is refused all the same, naming the problem.
+#[test]
+fn a_voice_of_8_code_groups_reads_without_a_model_and_bad_shapes_do_not() {
+    let mut eight = icl("Alice", 32, 3);
+    eight.ref_codes = Some(codes_of_groups(8, 3));
+    let bytes = format::to_bytes(&eight).unwrap();
+    assert_eq!(format::from_bytes(&bytes, None).unwrap(), eight);
+    let released = read(&bytes).unwrap_err();
+    assert!(
+        matches!(&released, FormatProblem::Tensor { tensor: "ref_code", expected, found }
+            if expected.contains("[T, 16]") && found.contains("[3, 8]")),
+        "{released}"
+    );
+    let trimmed = CodecShape {
+        groups: 8,
+        ..CodecShape::default()
+    };
+    assert_eq!(format::from_bytes(&bytes, Some(&trimmed)).unwrap(), eight);
+
+    let meta = meta_of(&bytes);
+    let emb = f32_bytes(&eight.x_vector);
+    let refuse = |shape: Vec<usize>, codes: Vec<i32>| {
+        let codes: Vec<u8> = codes.iter().flat_map(|c| c.to_le_bytes()).collect();
+        let list = [
+            ("speaker_embedding", Dtype::F32, vec![32], emb.clone()),
+            ("ref_code", Dtype::I32, shape, codes),
+        ];
+        format::from_bytes(&build(&meta, &list), None).unwrap_err()
+    };
+    for (shape, n) in [(vec![3, 0], 0), (vec![1, 33], 33), (vec![24], 24)] {
+        let err = refuse(shape.clone(), vec![0; n]);
+        assert!(
+            matches!(&err, FormatProblem::Tensor { tensor: "ref_code", expected, .. }
+                if expected.contains("G in 1..=32")),
+            "{shape:?}: {err}"
+        );
+    }
+    let mut past = vec![0; 16];
+    past[11] = 2048;
+    assert!(matches!(
+        refuse(vec![2, 8], past),
+        FormatProblem::Record(RecordError::CodeOutOfRange {
+            frame: 1,
+            group: 3,
+            code: 2048,
+            codebook_size: 2048,
+        })
+    ));
+    // A record made in memory is held to the same bounds.
+    let mut wide = eight.clone();
+    wide.ref_codes = Some(codes_of_groups(33, 1));
+    assert_eq!(
+        wide.validate(None),
+        Err(RecordError::TooManyGroups { groups: 33 })
+    );
+    assert!(wide
+        .validate(None)
+        .unwrap_err()
+        .to_string()
+        .contains("1..=32"));
+    assert_eq!(eight.validate(None), Ok(()));
+}
+
 #[test]
 fn reading_a_file_names_it() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("alice.safetensors");
     std::fs::write(&path, b"not a voice").unwrap();
-    let err = format::read_file(&path, &CodecShape::default()).unwrap_err();
+    let err = format::read_file(&path, Some(&CodecShape::default())).unwrap_err();
     assert_eq!(err.path, path);
     assert!(err.to_string().contains("alice.safetensors"), "{err}");
-    let missing = format::read_file(&dir.path().join("none.safetensors"), &CodecShape::default());
+    let missing = format::read_file(
+        &dir.path().join("none.safetensors"),
+        Some(&CodecShape::default()),
+    );
     assert!(matches!(missing.unwrap_err().problem, FormatProblem::Io(_)));
 }
 
@@ -333,25 +403,25 @@ fn records_refuse_what_the_model_cannot_use() {
     let mut r = icl("Alice", 16, 2);
     r.ref_text = Some(String::new());
     assert_eq!(
-        r.validate(&CodecShape::default()),
+        r.validate(Some(&CodecShape::default())),
         Err(RecordError::IclNeedsRefText)
     );
     let mut r = icl("Alice", 16, 2);
     r.ref_codes = None;
     assert_eq!(
-        r.validate(&CodecShape::default()),
+        r.validate(Some(&CodecShape::default())),
         Err(RecordError::IclNeedsCodes)
     );
     let mut r = xvec("bob", 16, 1);
     r.ref_text = Some("hi".into());
     assert!(matches!(
-        r.validate(&CodecShape::default()),
+        r.validate(Some(&CodecShape::default())),
         Err(RecordError::XVectorOnlyHas(_))
     ));
     let mut r = xvec("bob", 16, 1);
     r.hidden_size = 17;
     assert!(matches!(
-        r.validate(&CodecShape::default()),
+        r.validate(Some(&CodecShape::default())),
         Err(RecordError::HiddenSizeMismatch { .. })
     ));
     let r = icl("Alice", 16, 2);
@@ -360,7 +430,7 @@ fn records_refuse_what_the_model_cannot_use() {
         codebook_size: 1024,
     };
     assert!(matches!(
-        r.validate(&small),
+        r.validate(Some(&small)),
         Err(RecordError::CodeOutOfRange { .. })
     ));
     assert!(r.check_talker("0b6", 16).is_ok());

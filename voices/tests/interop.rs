@@ -11,7 +11,7 @@ use tts_voices::interop::{
 };
 use tts_voices::{ModelInfo, VoiceMode, VoiceName};
 
-use common::{icl, xvec};
+use common::{codes_of_groups, icl, xvec};
 
 fn target(hidden_size: usize) -> ImportTarget {
     ImportTarget {
@@ -354,8 +354,31 @@ fn one_cause_per_error_line_in_the_voices_errors() {
     );
     assert_once(&record);
     // Format: a file that cannot be read.
-    let unread = format::read_file(&tmp.path().join("none.safetensors"), &CodecShape::default())
-        .unwrap_err();
+    let unread = format::read_file(
+        &tmp.path().join("none.safetensors"),
+        Some(&CodecShape::default()),
+    )
+    .unwrap_err();
     assert!(unread.to_string().contains("cannot read it"), "{unread}");
     assert_once(&unread);
+}
+
+/// A voice of a checkpoint keeping 8 code groups: the vllm-omni layout
+/// carries its `[T, 8]` codes there and back; a qwentts.cpp `.rvq` (16
+/// codebooks, no header to say otherwise) is refused before any file is
+/// written, naming both widths.
+#[test]
+fn a_voice_of_8_code_groups_exports_to_vllm_omni_not_to_qwentts() {
+    let tmp = tempfile::tempdir().unwrap();
+    let mut eight = icl("eight", 64, 5);
+    eight.ref_codes = Some(codes_of_groups(8, 5));
+    export_vllm_omni(tmp.path(), &[&eight], "tiny-base8").unwrap();
+    let (records, skipped) = import_vllm_omni(tmp.path(), &target(64)).unwrap();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    assert_eq!(records, [eight.clone()]);
+
+    let out = tmp.path().join("qwentts");
+    let err = export_qwentts(&out, &eight).unwrap_err().to_string();
+    assert!(err.contains("8 code groups") && err.contains("16"), "{err}");
+    assert!(!out.join("eight.spk").exists());
 }

@@ -8,9 +8,12 @@ use std::path::Path;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, SystemTime};
 
-use tts_voices::{format, StoreError, StoreOptions, VoiceStore, VoiceWatcher};
+use tts_voices::{
+    format, CodecShape, RecordError, RefCodes, Removed, StoreError, StoreOptions, VoiceStore,
+    VoiceWatcher,
+};
 
-use common::{icl, xvec};
+use common::{codes_of_groups, icl, xvec};
 
 fn names(dir: &Path) -> Vec<String> {
     let mut v: Vec<String> = fs::read_dir(dir)
@@ -446,4 +449,95 @@ fn voice_rm_removes_a_corrupt_voice_file() {
     ));
     assert!(store.remove("good").unwrap().record().is_some());
     assert!(names(dir).is_empty(), "{:?}", names(dir));
+}
+
+/// A Base checkpoint whose encoder keeps 8 code groups (not the released 16)
+/// stores voices with `ref_code` `[T, 8]`; a store opened without a model
+/// (the CLI's `voice list|show|rm|export`) checked them against the
+/// released 16 and skipped them as corrupt. Without a model each voice is
+/// held to its own shape; a store opened for a model still holds every
+/// voice to that model's codec, and a shape no codec makes is still refused
+/// with its reason.
+#[test]
+fn voices_of_8_code_groups_are_not_corrupt_without_a_model() {
+    let tmp = tempfile::tempdir().unwrap();
+    let with_groups = |name: &str, groups: usize| {
+        let mut r = icl(name, 16, 3);
+        r.ref_codes = Some(codes_of_groups(groups, 3));
+        r
+    };
+    let eight = with_groups("eight", 8);
+    let sixteen = with_groups("sixteen", 16);
+    let (store, skipped) = VoiceStore::open(tmp.path()).unwrap();
+    assert!(skipped.is_empty(), "{skipped:?}");
+    store.insert(eight.clone(), false).unwrap();
+    store.insert(sixteen.clone(), false).unwrap();
+    // Shapes no Qwen3-TTS codec makes: written as files (the record
+    // constructors leave the codec to the holder), refused on insert.
+    let mut past = with_groups("past", 8);
+    past.ref_codes = Some(RefCodes::new(8, vec![2048; 8]).unwrap());
+    let wide = with_groups("wide", 33);
+    for bad in [&past, &wide] {
+        let path = tmp.path().join(format!("{}.safetensors", bad.name.key()));
+        fs::write(path, format::to_bytes(bad).unwrap()).unwrap();
+    }
+    assert!(matches!(
+        store.insert(past.clone(), true),
+        Err(StoreError::Record(RecordError::CodeOutOfRange {
+            code: 2048,
+            ..
+        }))
+    ));
+    assert!(matches!(
+        store.insert(wide.clone(), true),
+        Err(StoreError::Record(RecordError::TooManyGroups {
+            groups: 33
+        }))
+    ));
+    drop(store);
+
+    let (store, skipped) = VoiceStore::open(tmp.path()).unwrap();
+    assert_eq!(*store.get("eight").unwrap(), eight);
+    assert_eq!(*store.get("sixteen").unwrap(), sixteen);
+    let reasons: Vec<(String, &str)> = skipped
+        .iter()
+        .map(|s| {
+            let file = s.path.file_name().unwrap().to_string_lossy().into_owned();
+            (file, s.reason.as_str())
+        })
+        .collect();
+    assert_eq!(reasons.len(), 2, "{reasons:?}");
+    assert_eq!(reasons[0].0, "past.safetensors");
+    assert!(reasons[0].1.contains("2048") && reasons[0].1.contains("codebook"));
+    assert_eq!(reasons[1].0, "wide.safetensors");
+    assert!(reasons[1].1.contains("[3, 33]") && reasons[1].1.contains("1..=32"));
+    assert!(matches!(store.remove("eight").unwrap(), Removed::Voice(r) if *r == eight));
+    assert!(store.remove("wide").unwrap().corrupt_reason().is_some());
+    store.insert(eight.clone(), false).unwrap();
+    drop(store);
+
+    // Opened for a model, the store checks its codec exactly: the released
+    // one skips the 8-group voice, naming both widths; an 8-group one loads
+    // it and skips the 16-group voice.
+    let for_codec = |groups: usize| StoreOptions {
+        codec: Some(CodecShape {
+            groups,
+            ..CodecShape::default()
+        }),
+        ..StoreOptions::default()
+    };
+    let (released, skipped) = VoiceStore::open_with(tmp.path(), for_codec(16)).unwrap();
+    assert!(released.get("eight").is_none() && released.get("sixteen").is_some());
+    let eight_skipped = skipped
+        .iter()
+        .find(|s| s.path.ends_with("eight.safetensors"))
+        .unwrap();
+    assert!(
+        eight_skipped.reason.contains("[3, 8]") && eight_skipped.reason.contains("[T, 16]"),
+        "{}",
+        eight_skipped.reason
+    );
+    let (trimmed, _) = VoiceStore::open_with(tmp.path(), for_codec(8)).unwrap();
+    assert_eq!(*trimmed.get("eight").unwrap(), eight);
+    assert!(trimmed.get("sixteen").is_none());
 }

@@ -167,7 +167,22 @@ pub struct QwenttsFiles {
 }
 
 /// Writes `<key>.spk` (and for ICL `<key>.rvq`, `<key>.txt`) into `dir`.
+/// An ICL voice whose codes are not the released codec's 16 groups is
+/// refused before anything is written: a `.rvq` has no header to say K,
+/// and qwentts.cpp (like [`import_qwentts`]) reads it as 16 codebooks.
 pub fn export_qwentts(dir: &Path, record: &VoiceRecord) -> Result<QwenttsFiles, InteropError> {
+    if let Some(codes) = record
+        .ref_codes
+        .as_ref()
+        .filter(|c| c.groups() != CODE_GROUPS)
+    {
+        return Err(InteropError::Export(format!(
+            "voice {:?} has {} code groups per frame; a qwentts.cpp .rvq holds {CODE_GROUPS} \
+             and does not say how many, so it cannot carry this voice (the vllm-omni layout can)",
+            record.name.as_str(),
+            codes.groups()
+        )));
+    }
     std::fs::create_dir_all(dir).map_err(InteropError::io(dir))?;
     let key = record.name.key();
     let write = |ext: &str, bytes: &[u8]| -> Result<PathBuf, InteropError> {

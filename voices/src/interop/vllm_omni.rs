@@ -9,10 +9,11 @@
 //! ```
 //!
 //! and one safetensors per voice with `speaker_embedding` (f32 `[E]`; bf16
-//! is accepted too) and, for `icl`, `ref_code` (int32 `[T, 16]`; int64 is
-//! accepted too). Other manifest fields (`ref_code_length`,
-//! `embedding_dim`, `name`, ...) are read where useful and otherwise
-//! ignored. A missing `mode` means `icl` when the file has codes and the
+//! is accepted too) and, for `icl`, `ref_code` (int32 `[T, G]`, G = 16 for
+//! the released codec; int64 is accepted too). Codes are read in their own
+//! shape; the store they go into checks them against its codec. Other
+//! manifest fields (`ref_code_length`, `embedding_dim`, `name`, ...) are
+//! read where useful and otherwise ignored. A missing `mode` means `icl` when the file has codes and the
 //! entry a `ref_text`, `xvec` otherwise.
 //!
 //! Export writes the same layout, with each voice's file in the tts-rt voice
@@ -28,7 +29,7 @@ use serde::{Deserialize, Serialize};
 use super::{imported_provenance, plain_file_name, read, ImportTarget, InteropError};
 use crate::format::{self, FormatProblem, FORMAT_NAME, VOICE_EXT};
 use crate::name::VoiceName;
-use crate::record::{CodecShape, VoiceMode, VoiceRecord};
+use crate::record::{VoiceMode, VoiceRecord};
 use crate::store::atomic::write_atomic;
 use crate::store::SkippedVoice;
 
@@ -122,10 +123,9 @@ fn import_entry(
     let bytes = format::read_bounded(&path).map_err(|p| p.to_string())?;
     let (st, meta) = format::parse_safetensors(&bytes).map_err(|p| p.to_string())?;
     // A tts-rt voice file (e.g. our own export): read it whole, provenance
-    // included, and hold it to the same checks as the store does.
+    // included, and hold it to the same checks as a store without a model.
     if meta.get("format").map(String::as_str) == Some(FORMAT_NAME) {
-        let record =
-            format::from_bytes(&bytes, &CodecShape::default()).map_err(|p| p.to_string())?;
+        let record = format::from_bytes(&bytes, None).map_err(|p| p.to_string())?;
         if record.name.key() != name.key() {
             return Err(format!(
                 "the file holds the voice {:?}",
@@ -145,8 +145,7 @@ fn import_entry(
             target.hidden_size
         ));
     }
-    let codes =
-        format::read_codes(&st, CodecShape::default().groups, true).map_err(|p| p.to_string())?;
+    let codes = format::read_codes(&st, None, true).map_err(|p| p.to_string())?;
     let ref_text = entry.ref_text.as_deref().filter(|t| !t.trim().is_empty());
     let mode = match entry.mode.as_deref() {
         Some(m) => VoiceMode::parse(m)
@@ -177,9 +176,7 @@ fn import_entry(
     }
     .map_err(|e| e.to_string())?;
     record.description = entry.speaker_description.clone().filter(|d| !d.is_empty());
-    record
-        .validate(&CodecShape::default())
-        .map_err(|e| e.to_string())?;
+    record.validate(None).map_err(|e| e.to_string())?;
     Ok(record)
 }
 

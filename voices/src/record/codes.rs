@@ -1,7 +1,7 @@
 //! Reference codes and the codec shape they are checked against.
 
 use super::error::RecordError;
-use super::limits::{CODEBOOK_SIZE, CODE_GROUPS};
+use super::limits::{CODEBOOK_SIZE, CODE_GROUPS, MAX_CODE_GROUPS};
 
 /// The codec a record's codes are checked against.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -78,23 +78,31 @@ impl RefCodes {
     }
 }
 
-pub(super) fn check_codes(codes: &RefCodes, codec: &CodecShape) -> Result<(), RecordError> {
-    if codes.groups() != codec.groups {
-        return Err(RecordError::GroupsMismatch {
-            expected: codec.groups,
-            actual: codes.groups(),
-        });
-    }
-    if let Some(i) = codes
-        .as_slice()
-        .iter()
-        .position(|&c| c >= codec.codebook_size)
-    {
+/// `codes` against `codec` (its groups exactly, its codebook), or with none
+/// against their own shape: at most [`MAX_CODE_GROUPS`] groups (a
+/// [`RefCodes`] has at least one), every code below [`CODEBOOK_SIZE`].
+pub(super) fn check_codes(codes: &RefCodes, codec: Option<&CodecShape>) -> Result<(), RecordError> {
+    let codebook_size = match codec {
+        Some(c) if codes.groups() != c.groups => {
+            return Err(RecordError::GroupsMismatch {
+                expected: c.groups,
+                actual: codes.groups(),
+            })
+        }
+        Some(c) => c.codebook_size,
+        None if codes.groups() > MAX_CODE_GROUPS => {
+            return Err(RecordError::TooManyGroups {
+                groups: codes.groups(),
+            })
+        }
+        None => CODEBOOK_SIZE,
+    };
+    if let Some(i) = codes.as_slice().iter().position(|&c| c >= codebook_size) {
         return Err(RecordError::CodeOutOfRange {
             frame: i / codes.groups(),
             group: i % codes.groups(),
             code: codes.as_slice()[i],
-            codebook_size: codec.codebook_size,
+            codebook_size,
         });
     }
     Ok(())

@@ -1,6 +1,6 @@
 //! Why a record is not a valid voice.
 
-use super::limits::{FORMAT_VERSION, MAX_HIDDEN_SIZE, MAX_TEXT_BYTES};
+use super::limits::{FORMAT_VERSION, MAX_CODE_GROUPS, MAX_HIDDEN_SIZE, MAX_TEXT_BYTES};
 
 /// Why a record is not a valid voice.
 #[derive(Debug, Clone, PartialEq, thiserror::Error)]
@@ -18,6 +18,8 @@ pub enum RecordError {
     CodesShape { len: usize, groups: usize },
     #[error("reference codes have {actual} groups per frame; the codec has {expected}")]
     GroupsMismatch { expected: usize, actual: usize },
+    #[error("reference codes have {groups} groups per frame; a Qwen3-TTS codec keeps 1..={MAX_CODE_GROUPS}")]
+    TooManyGroups { groups: usize },
     #[error("reference code {code} at frame {frame}, group {group} is outside the codebook (size {codebook_size})")]
     CodeOutOfRange {
         frame: usize,

@@ -7,6 +7,13 @@
 pub const CODE_GROUPS: usize = 16;
 /// Entries per codebook in that codec: every code is below this.
 pub const CODEBOOK_SIZE: u32 = 2048;
+/// Most codes per frame a stored voice may have where no model says how
+/// many (each record is then held to its own shape). A frame holds the
+/// codes the speech tokenizer's encoder keeps: `encoder_valid_num_quantizers`
+/// of its `encoder_config.num_quantizers` (the config loader refuses more),
+/// and the released encoder has 32 quantizers (1 semantic + 31 acoustic),
+/// of which it keeps 16; a trimmed checkpoint keeps fewer (8 in tiny-base8).
+pub const MAX_CODE_GROUPS: usize = 32;
 /// The talker-size label of the 0.6B checkpoints (E = 1024).
 pub const TALKER_0B6: &str = "0b6";
 /// The talker-size label of the 1.7B checkpoints (E = 2048).

@@ -3,11 +3,14 @@
 //! A voice is made once from a reference clip with a Base checkpoint: its
 //! speaker encoder gives the x-vector (`[E]`, E = the talker's hidden size:
 //! 1024 for 0.6B, 2048 for 1.7B) and, for ICL voices, the codec encoder gives
-//! the reference codes (`[T, 16]`, values below 2048) that are prompted
-//! together with the reference text. The x-vector is specific to one talker
-//! size (the two speaker encoders differ), so a record says which it belongs
-//! to; the codes are not (the codec is shared). Provenance says when, from
-//! what and with which model the voice was made.
+//! the reference codes (`[T, G]`, G the code groups its encoder keeps: 16
+//! for the released codec; values below 2048) that are prompted together
+//! with the reference text. The x-vector is specific to one talker size (the
+//! two speaker encoders differ), so a record says which it belongs to; the
+//! codes are not (the released checkpoints share one codec), and are checked
+//! against the codec of the model at hand, or, with none, against their own
+//! shape ([`VoiceRecord::validate`]). Provenance says when, from what and
+//! with which model the voice was made.
 
 mod codes;
 mod error;
@@ -18,8 +21,8 @@ mod provenance;
 pub use codes::{CodecShape, RefCodes};
 pub use error::RecordError;
 pub use limits::{
-    CODEBOOK_SIZE, CODE_GROUPS, FORMAT_VERSION, MAX_HIDDEN_SIZE, MAX_TEXT_BYTES, TALKER_0B6,
-    TALKER_1B7,
+    CODEBOOK_SIZE, CODE_GROUPS, FORMAT_VERSION, MAX_CODE_GROUPS, MAX_HIDDEN_SIZE, MAX_TEXT_BYTES,
+    TALKER_0B6, TALKER_1B7,
 };
 pub use provenance::{sha256_hex, ModelInfo, Provenance, Source};
 
@@ -108,7 +111,7 @@ impl VoiceRecord {
             description: None,
             provenance,
         };
-        record.validate(&record.own_codec())?;
+        record.validate(Some(&record.own_codec()))?;
         Ok(record)
     }
 
@@ -130,7 +133,7 @@ impl VoiceRecord {
             description: None,
             provenance,
         };
-        record.validate(&record.own_codec())?;
+        record.validate(Some(&record.own_codec()))?;
         Ok(record)
     }
 
@@ -163,7 +166,14 @@ impl VoiceRecord {
     }
 
     /// Every rule a stored voice obeys; the first broken one is returned.
-    pub fn validate(&self, codec: &CodecShape) -> Result<(), RecordError> {
+    ///
+    /// `codec`: the codec of the model the voice is for, whose groups and
+    /// codebook the codes must match exactly. `None` where no model is at
+    /// hand (listing, showing, removing, exporting): the codes are held to
+    /// their own shape, within what a Qwen3-TTS codec makes: 1 to
+    /// [`MAX_CODE_GROUPS`] groups per frame, every code below
+    /// [`CODEBOOK_SIZE`].
+    pub fn validate(&self, codec: Option<&CodecShape>) -> Result<(), RecordError> {
         let e = self.x_vector.len();
         if e == 0 || e > MAX_HIDDEN_SIZE {
             return Err(RecordError::XVectorSize { len: e });

@@ -42,8 +42,13 @@ pub const DEFAULT_STALE_AFTER: Duration = Duration::from_secs(600);
 pub struct StoreOptions {
     /// Inserting a new voice past this many gives [`StoreError::Full`].
     pub max_voices: usize,
-    /// The codec records' codes are checked against.
-    pub codec: CodecShape,
+    /// The codec records' codes are checked against: the model's that will
+    /// speak them (its code groups and codebook exactly), or `None` (the
+    /// default) where no model is loaded, each record against its own shape
+    /// within what a Qwen3-TTS codec makes ([`VoiceRecord::validate`]). A
+    /// checkpoint's encoder may keep fewer than the released 16 groups, so
+    /// without a model the shape a file has is the one it was made with.
+    pub codec: Option<CodecShape>,
     /// Age at which a lock file is taken over and a temp file removed.
     pub stale_after: Duration,
 }
@@ -52,7 +57,7 @@ impl Default for StoreOptions {
     fn default() -> Self {
         StoreOptions {
             max_voices: DEFAULT_MAX_VOICES,
-            codec: CodecShape::default(),
+            codec: None,
             stale_after: DEFAULT_STALE_AFTER,
         }
     }
@@ -266,7 +271,7 @@ impl VoiceStore {
         record: VoiceRecord,
         replace: bool,
     ) -> Result<Arc<VoiceRecord>, StoreError> {
-        record.validate(&self.opts.codec)?;
+        record.validate(self.opts.codec.as_ref())?;
         let bytes = format::to_bytes(&record)?;
         let name = record.name.clone();
         let guard = self.begin_write(&name)?;
@@ -332,7 +337,7 @@ impl VoiceStore {
                     }
                     Err(e) => return Err(io_err(e)),
                 }
-                match format::read_file(&path, &self.opts.codec) {
+                match format::read_file(&path, self.opts.codec.as_ref()) {
                     Ok(r) if r.name.key() == name.key() => Removed::Voice(Arc::new(r)),
                     Ok(r) => Removed::Corrupt {
                         name,
@@ -515,7 +520,9 @@ fn scan(dir: &Path, opts: &StoreOptions) -> Result<Scan, StoreError> {
                 "voice files are named by the lower-case name; rename it to {}.{VOICE_EXT}",
                 n.key()
             )),
-            Ok(_) => format::read_file(&path, &opts.codec).map_err(|e| e.problem.to_string()),
+            Ok(_) => {
+                format::read_file(&path, opts.codec.as_ref()).map_err(|e| e.problem.to_string())
+            }
         };
         let record = match record {
             Ok(r) if r.name.key() != stem => Err(format!(

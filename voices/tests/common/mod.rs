@@ -27,10 +27,16 @@ pub fn x_vector(e: usize, seed: u32) -> Vec<f32> {
 
 /// `t` frames of 16 codes spread over the whole codebook (0 and 2047 included).
 pub fn codes(t: usize) -> RefCodes {
-    let flat = (0..t * 16)
+    codes_of_groups(16, t)
+}
+
+/// `t` frames of `groups` codes, spread as [`codes`]'s: the codes of a
+/// codec that keeps another number of groups than the released 16.
+pub fn codes_of_groups(groups: usize, t: usize) -> RefCodes {
+    let flat = (0..t * groups)
         .map(|i| if i == 1 { 2047 } else { (i as u32 * 97) % 2048 })
         .collect();
-    RefCodes::new(16, flat).unwrap()
+    RefCodes::new(groups, flat).unwrap()
 }
 
 pub fn icl(name: &str, e: usize, t: usize) -> VoiceRecord {

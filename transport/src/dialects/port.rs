@@ -15,7 +15,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use futures_util::{SinkExt, StreamExt};
-use tokio_tungstenite::tungstenite::{self, Message};
+use tokio_tungstenite::tungstenite::Message;
 
 use crate::protocol::{
     self, ClientMessage, ErrorCode, Limits, ServerMessage, SessionSettings, SessionUpdate,
@@ -202,23 +202,6 @@ impl<D: Dialect> DialectPort<D> {
     }
 }
 
-/// A frame the WebSocket layer refused: the close RFC 6455 names for it.
-fn socket_error(e: tungstenite::Error) -> Incoming {
-    use tungstenite::Error as E;
-    match e {
-        E::Capacity(_) => Incoming::Close(
-            1009,
-            format!(
-                "message over {} MiB (the hard limit)",
-                protocol::HARD_MESSAGE_BYTES >> 20
-            ),
-        ),
-        E::Utf8(_) => Incoming::Close(1007, "text message is not valid UTF-8".into()),
-        E::Protocol(p) => Incoming::Close(1002, format!("WebSocket protocol error: {p}")),
-        _ => Incoming::Closed,
-    }
-}
-
 impl<D: Dialect> Port for DialectPort<D> {
     async fn recv(&mut self) -> Incoming {
         if let Some(i) = self.n.inbox.pop_front() {
@@ -239,7 +222,7 @@ impl<D: Dialect> Port for DialectPort<D> {
             Some(Ok(Message::Close(_))) | None => Incoming::Closed,
             // tungstenite answers pings itself.
             Some(Ok(_)) => Incoming::Heard { message: false },
-            Some(Err(e)) => socket_error(e),
+            Some(Err(e)) => realtime::socket_error(e, "the hard limit"),
         };
         // What the message made for the session comes first (the session
         // hears the message through it); the rest on the next calls.

@@ -65,7 +65,7 @@ pub(crate) use connection::run;
 #[cfg(test)]
 pub(crate) use encode::FrameEncoder;
 pub(crate) use liveness::Timeouts;
-pub(crate) use native::NativePort;
+pub(crate) use native::{socket_error, NativePort};
 pub(crate) use output::SEND_TIMEOUT;
 pub(crate) use port::{AudioOut, Closed, Incoming, Port, Res};
 pub(crate) use queue::MAX_CONTEXT_ID;

@@ -32,15 +32,16 @@ impl NativePort {
 }
 
 /// A frame the WebSocket layer refused: the close code RFC 6455 names for
-/// it (1009 too big, 1007 not UTF-8, 1002 a protocol violation); a broken
-/// socket just ends.
-fn socket_error(e: tungstenite::Error) -> Incoming {
+/// it (1009 too big, 1007 not UTF-8, 1002 a protocol violation), its
+/// reason naming `limit` for a message that is too big; a broken socket
+/// just ends. Every WebSocket port closes so.
+pub fn socket_error(e: tungstenite::Error, limit: &str) -> Incoming {
     use tungstenite::Error as E;
     match e {
         E::Capacity(_) => Incoming::Close(
             1009,
             format!(
-                "message over {} MiB (the protocol's hard limit)",
+                "message over {} MiB ({limit})",
                 protocol::HARD_MESSAGE_BYTES >> 20
             ),
         ),
@@ -66,7 +67,7 @@ impl Port for NativePort {
             Some(Ok(Message::Ping(_) | Message::Pong(_) | Message::Frame(_))) => {
                 Incoming::Heard { message: false }
             }
-            Some(Err(e)) => socket_error(e),
+            Some(Err(e)) => socket_error(e, "the protocol's hard limit"),
         }
     }
 

@@ -45,6 +45,20 @@ TIMEOUT_MS = 60_000
 
 
 @pytest.fixture(scope="module")
+def server():
+    """The page's tests run on the reference numerics (`--precision f32`):
+    on the tiny random fixture they keep every segment running to
+    --max-frames, so a long text is still being spoken when the test
+    presses Stop. At `serve`'s default (`fast`) the same random weights end
+    most segments within a few frames, and the text can be spoken whole
+    before the click."""
+    from conftest import serve
+
+    with serve("tiny-a", "--precision", "f32") as srv:
+        yield srv
+
+
+@pytest.fixture(scope="module")
 def browser():
     if not Path(CHROMIUM).exists():
         pytest.fail(f"Chromium not found at {CHROMIUM} (apt-get install chromium, or set TTS_RT_CHROMIUM)")

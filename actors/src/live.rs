@@ -206,6 +206,18 @@ impl LiveRequest {
     }
 }
 
+impl LiveRequest {
+    /// The request is given up together with its stream (its context
+    /// failed, was cancelled, or its session ended): dropped without
+    /// closing its text, so a request the talker has parked waiting for
+    /// text stays parked — not counted as computing — until the stream's
+    /// cancel releases it. (Closing it would wake it to speak its last
+    /// rows first, holding an engine slot for a request nobody hears.)
+    pub fn abandon(mut self) {
+        self.ended = true;
+    }
+}
+
 impl Drop for LiveRequest {
     fn drop(&mut self) {
         // A started request must not wait for text forever: close it.

@@ -102,6 +102,11 @@ pub async fn run(
         c.st.metrics.finished(false, "abandoned", None, None, None);
     }
     c.active = None;
+    for id in c.queue.ids() {
+        if let Some(mut ctx) = c.queue.remove(&id) {
+            super::lifecycle::abandon_live(&mut ctx);
+        }
+    }
     c.queue.clear();
     c.vad_clock.clear();
     c.report_gauges();

@@ -476,9 +476,10 @@ impl RealtimeConnection {
         if self.active.as_ref().is_some_and(|a| a.ctx == id) {
             self.active = None;
         }
-        let Some(c) = self.queue.remove(id) else {
+        let Some(mut c) = self.queue.remove(id) else {
             return Ok(());
         };
+        abandon_live(&mut c);
         if c.stream_id.is_some() {
             if let Some(r) = &mut self.resampler {
                 r.reset();
@@ -516,9 +517,10 @@ impl RealtimeConnection {
                 late = ack.late_audio_samples;
             }
         }
-        let Some(c) = self.queue.remove(id) else {
+        let Some(mut c) = self.queue.remove(id) else {
             return Ok(());
         };
+        abandon_live(&mut c);
         if c.stream_id.is_some() {
             if let Some(r) = &mut self.resampler {
                 r.reset();
@@ -564,6 +566,16 @@ impl RealtimeConnection {
             m.utterances = Some(l.utterances);
         }
         m
+    }
+}
+
+/// A context that ends unheard (failed, cancelled, abandoned) gives up its
+/// live request with its stream (`LiveRequest::abandon`): a request parked
+/// waiting for text is not woken to speak what nobody will hear, so its
+/// engine slot is free as soon as the stream's cancel releases it.
+pub(super) fn abandon_live(c: &mut Ctx) {
+    if let Some(r) = c.live.as_mut().and_then(|l| l.req.take()) {
+        r.abandon();
     }
 }
 

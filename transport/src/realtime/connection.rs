@@ -104,7 +104,7 @@ pub async fn run(
     c.active = None;
     for id in c.queue.ids() {
         if let Some(mut ctx) = c.queue.remove(&id) {
-            super::lifecycle::abandon_live(&mut ctx);
+            ctx.abandon_live();
         }
     }
     c.queue.clear();

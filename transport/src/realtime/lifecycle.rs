@@ -479,7 +479,7 @@ impl RealtimeConnection {
         let Some(mut c) = self.queue.remove(id) else {
             return Ok(());
         };
-        abandon_live(&mut c);
+        c.abandon_live();
         if c.stream_id.is_some() {
             if let Some(r) = &mut self.resampler {
                 r.reset();
@@ -520,7 +520,7 @@ impl RealtimeConnection {
         let Some(mut c) = self.queue.remove(id) else {
             return Ok(());
         };
-        abandon_live(&mut c);
+        c.abandon_live();
         if c.stream_id.is_some() {
             if let Some(r) = &mut self.resampler {
                 r.reset();
@@ -566,16 +566,6 @@ impl RealtimeConnection {
             m.utterances = Some(l.utterances);
         }
         m
-    }
-}
-
-/// A context that ends unheard (failed, cancelled, abandoned) gives up its
-/// live request with its stream (`LiveRequest::abandon`): a request parked
-/// waiting for text is not woken to speak what nobody will hear, so its
-/// engine slot is free as soon as the stream's cancel releases it.
-pub(super) fn abandon_live(c: &mut Ctx) {
-    if let Some(r) = c.live.as_mut().and_then(|l| l.req.take()) {
-        r.abandon();
     }
 }
 

@@ -103,6 +103,17 @@ impl Ctx {
         upto
     }
 
+    /// The context ends unheard (failed, cancelled, its session over): its
+    /// live request is given up with its stream (`LiveRequest::abandon`),
+    /// so a request parked waiting for text is not woken to speak what
+    /// nobody will hear, and its engine slot is free as soon as the
+    /// stream's cancel releases it.
+    pub fn abandon_live(&mut self) {
+        if let Some(r) = self.live.as_mut().and_then(|l| l.req.take()) {
+            r.abandon();
+        }
+    }
+
     /// When the oldest unacknowledged frame went out.
     pub fn oldest_unacked(&self) -> Option<Instant> {
         self.acks.front().map(|f| f.sent)

@@ -93,6 +93,13 @@ fn fixture() -> PathBuf {
 /// Loads the fixture (real time), then pauses the clock and opens one
 /// session on a test port.
 async fn session(configure: impl FnOnce(&mut ServeConfig)) -> Harness {
+    open(configure, true).await
+}
+
+/// One session on a test port, the clock paused once the model is loaded
+/// (`pause`) or left running (synthesis runs on the engine's own threads
+/// in real time).
+async fn open(configure: impl FnOnce(&mut ServeConfig), pause: bool) -> Harness {
     let mut cfg = ServeConfig::new(fixture());
     cfg.addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
     cfg.max_frames = Some(400);
@@ -104,7 +111,9 @@ async fn session(configure: impl FnOnce(&mut ServeConfig)) -> Harness {
         .expect("model loads");
     let st = server.state().clone();
     let m: Arc<Loaded> = st.loaded.get().expect("loaded").clone();
-    tokio::time::pause();
+    if pause {
+        tokio::time::pause();
+    }
     let Ok(permit) = st.session_permit().await else {
         panic!("no session slot");
     };
@@ -377,30 +386,13 @@ async fn refused_input_is_answered_and_the_session_goes_on() {
 /// leaves the clock running.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_spoken_context_starts_sends_its_frames_in_order_and_is_done() {
-    let mut cfg = ServeConfig::new(fixture());
-    cfg.addr = std::net::SocketAddr::from(([127, 0, 0, 1], 0));
-    cfg.max_frames = Some(40);
-    let server = Server::start(cfg).await.expect("server starts");
-    tokio::time::timeout(Duration::from_secs(60), server.ready())
-        .await
-        .expect("model loads in time")
-        .expect("model loads");
-    let st = server.state().clone();
-    let m = st.loaded.get().expect("loaded").clone();
-    let Ok(permit) = st.session_permit().await else {
-        panic!("no session slot");
-    };
-    let (input, rx) = mpsc::unbounded_channel();
-    let (tx, mut sent) = mpsc::unbounded_channel();
-    let session = tokio::spawn(super::run(
-        st.clone(),
-        m,
-        TestPort {
-            input: rx,
-            sent: tx,
-        },
-        permit,
-    ));
+    let Harness {
+        input,
+        mut sent,
+        session,
+        _server,
+        ..
+    } = open(|c| c.max_frames = Some(40), false).await;
     for m in [
         ClientMessage::ContextAppend {
             context_id: "c".into(),

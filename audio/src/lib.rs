@@ -35,6 +35,12 @@
 //! - [`stretch`]: [`Stretch`], OpenAI's `speed` (0.25-4.0): streaming,
 //!   pitch-preserving tempo change by WSOLA (the `wsola` crate); chunked
 //!   output equals one-shot output.
+//! - [`timing`]: [`timing::Aligner`], word and character timings of speech
+//!   as it streams, from the waveform (speech, pauses, syllable nuclei) and
+//!   the text (syllables, punctuation): `text.rs` the text's weights,
+//!   `voicing.rs` the 10 ms speech/silence frames and the nuclei,
+//!   `words.rs` words from characters, `mod.rs` the progress, snapping and
+//!   settling.
 //! - [`continuity`]: the METRICS.md playout simulation (underruns and stall
 //!   time at a prebuffer, the smallest prebuffer without underrun) as pure
 //!   functions of chunk arrival times and durations.
@@ -48,6 +54,7 @@ pub mod reference;
 pub mod resample;
 pub mod ring;
 pub mod stretch;
+pub mod timing;
 
 pub use encode::{encode_all, EncodeError, Encoder, Format};
 pub use playback::{list_output_devices, DeviceInfo, PlaybackOptions, PlaybackStats, Player};

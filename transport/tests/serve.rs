@@ -732,6 +732,7 @@ async fn cancel_stops_audio_and_the_next_context_runs() -> Result<()> {
                 cancel_ack_ms,
                 interruption_ms,
                 metrics,
+                ..
             }) => {
                 assert_eq!(reason, CancelReason::Client);
                 assert_eq!(late_audio_samples, 0);

@@ -115,6 +115,18 @@ pub enum ServerMessage {
         format: AudioFormat,
         audio: String,
     },
+    /// Word and character timings of a context's audio (`timings: true`),
+    /// sent before the audio message `seq` that ends them (or, for the
+    /// last words of an utterance, right after its last audio message).
+    #[serde(rename = "timings")]
+    Timings {
+        context_id: String,
+        stream_id: Option<u32>,
+        /// The context's next audio frame number when these were settled.
+        seq: u64,
+        words: Vec<WordTimingMsg>,
+        chars: CharTimings,
+    },
     #[serde(rename = "context.done")]
     ContextDone {
         context_id: String,
@@ -133,6 +145,13 @@ pub enum ServerMessage {
         /// Barge-in: speech start → the last audio frame of the context
         /// sent (0 when nothing went out after speech started).
         interruption_ms: Option<f64>,
+        /// With `timings`: the context's text up to the last word whose
+        /// audio had been played (acknowledged with `audio_acks`, else
+        /// sent), and that audio's length.
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        played_text: Option<String>,
+        #[serde(default, skip_serializing_if = "Option::is_none")]
+        played_ms: Option<f64>,
         metrics: ContextMetrics,
     },
     /// The context ended with an error (no `context.done` follows).
@@ -203,4 +222,26 @@ impl ProtocolError {
 pub fn parse_server_text(text: &str) -> Result<ServerMessage, ProtocolError> {
     serde_json::from_str(text)
         .map_err(|e| ProtocolError::new(ErrorCode::InvalidMessage, format!("{e}")))
+}
+
+/// One word's timing (`timings` events): `char_start..char_end` index the
+/// context's text as sent (Unicode scalar values), times in ms from the
+/// start of the context's audio.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WordTimingMsg {
+    pub text: String,
+    pub char_start: usize,
+    pub char_end: usize,
+    pub start_ms: f64,
+    pub end_ms: f64,
+}
+
+/// Consecutive characters' timings: `chars[k]` is character `index + k`
+/// of the context's text.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct CharTimings {
+    pub index: usize,
+    pub chars: Vec<String>,
+    pub start_ms: Vec<f64>,
+    pub end_ms: Vec<f64>,
 }

@@ -286,6 +286,10 @@ pub struct SessionUpdate {
     /// bounds what the server buffers (else: written to the socket = acked).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub audio_acks: Option<bool>,
+    /// Word and character timings of each context's audio (`timings`
+    /// events), and the played text when a context is cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub timings: Option<bool>,
     /// Greedy decoding for both LMs (reproducible; parity tests).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub greedy: Option<bool>,
@@ -316,6 +320,9 @@ pub struct SessionSettings {
     pub chunking: Chunking,
     pub vad: Vad,
     pub audio_acks: bool,
+    /// Echoed only when on (a client that never asks sees no new field).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub timings: bool,
     pub greedy: bool,
     pub seed: u64,
     pub max_frames: usize,

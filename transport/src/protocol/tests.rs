@@ -15,6 +15,7 @@ fn settings() -> SessionSettings {
         chunking: Chunking::default(),
         vad: Vad::default(),
         audio_acks: true,
+        timings: true,
         greedy: false,
         seed: 7,
         max_frames: 100,
@@ -140,7 +141,27 @@ fn server_samples() -> Vec<ServerMessage> {
             cancel_ack_ms: 3.5,
             late_audio_samples: 0,
             interruption_ms: Some(12.0),
+            played_text: Some("One two".into()),
+            played_ms: Some(480.0),
             metrics: metrics(),
+        },
+        ServerMessage::Timings {
+            context_id: "c1".into(),
+            stream_id: Some(1),
+            seq: 3,
+            words: vec![WordTimingMsg {
+                text: "Hi,".into(),
+                char_start: 0,
+                char_end: 3,
+                start_ms: 10.0,
+                end_ms: 250.5,
+            }],
+            chars: CharTimings {
+                index: 0,
+                chars: vec!["H".into(), "i".into(), ",".into()],
+                start_ms: vec![10.0, 130.0, 250.5],
+                end_ms: vec![130.0, 250.5, 250.5],
+            },
         },
         ServerMessage::ContextFailed {
             context_id: "c1".into(),
@@ -192,7 +213,7 @@ fn every_server_message_round_trips() {
         let json = m.to_json();
         assert_eq!(parse_server_text(&json).unwrap(), m, "{json}");
     }
-    assert_eq!(server_samples().len(), 11);
+    assert_eq!(server_samples().len(), 12);
 }
 
 #[test]

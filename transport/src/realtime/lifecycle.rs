@@ -24,6 +24,7 @@ use super::connection::{Active, RealtimeConnection};
 use super::encode::FrameEncoder;
 use super::port::{AudioOut, Port, Res};
 use super::queue::{Ctx, Next, Unacked};
+use super::timings::Settled;
 
 fn engine_code(kind: ErrorKind) -> ErrorCode {
     match kind {
@@ -150,6 +151,9 @@ impl RealtimeConnection {
                 .fail_context(ws, id, ErrorCode::SynthesisFailed, why)
                 .await;
         }
+        if let Some(t) = &mut c.timing {
+            t.speak(&text);
+        }
         let req = Request {
             text,
             speaker: c.s.speaker.clone(),
@@ -263,6 +267,9 @@ impl RealtimeConnection {
             if t.cut {
                 self.st.metrics.live_cut();
             }
+            if let Some(tm) = &mut c.timing {
+                tm.speak(&t.text);
+            }
             let req = l.req.as_mut().expect("a request takes the text");
             if t.close && !req.started() && format!("{}{}", req.text(), t.text).trim().is_empty() {
                 // An utterance of nothing (a flush or end with only
@@ -332,6 +339,11 @@ impl RealtimeConnection {
                     let msg = format!("the {} encoder failed: {e}", c.s.format);
                     return self.fail_context(ws, &id, ErrorCode::Internal, msg).await;
                 }
+                // The timings this audio settles go out before it.
+                if let Some(settled) = c.timing.as_mut().map(|t| t.audio(&self.out)) {
+                    self.send_timings(ws, &id, settled).await?;
+                }
+                let c = self.queue.get_mut(&id).expect("active context exists");
                 if payloads.is_empty() {
                     // Nothing to send (no samples yet, or a codec holding
                     // a partial frame): acknowledged with the frame before
@@ -378,6 +390,10 @@ impl RealtimeConnection {
             }
             Some(Event::Done { metrics, .. }) => {
                 let c = self.queue.get_mut(&id).expect("active context exists");
+                if let Some(settled) = c.timing.as_mut().map(|t| t.utterance_done()) {
+                    self.send_timings(ws, &id, settled).await?;
+                }
+                let c = self.queue.get_mut(&id).expect("active context exists");
                 c.rec.segment_done(&metrics);
                 if let Some(l) = &mut c.live {
                     l.request_done(metrics.frames.unwrap_or(0));
@@ -393,6 +409,25 @@ impl RealtimeConnection {
                     .await
             }
         }
+    }
+
+    /// Sends the timings `s` settled for context `id` (nothing when none).
+    pub(super) async fn send_timings(&mut self, ws: &mut impl Port, id: &str, s: Settled) -> Res {
+        if s.is_empty() {
+            return Ok(());
+        }
+        let Some(c) = self.queue.get(id) else {
+            return Ok(());
+        };
+        let (words, chars) = s.to_msg();
+        ws.send(&ServerMessage::Timings {
+            context_id: id.to_string(),
+            stream_id: c.stream_id,
+            seq: c.seq,
+            words,
+            chars,
+        })
+        .await
     }
 
     /// Sends one frame of context `id` (binary or base64; `payload` in the
@@ -422,6 +457,13 @@ impl RealtimeConnection {
     /// `context.done`.
     pub(super) async fn finish_context(&mut self, ws: &mut impl Port, id: &str) -> Res {
         let started = self.queue.get(id).is_some_and(|c| c.stream_id.is_some());
+        let settled = self
+            .queue
+            .get_mut(id)
+            .and_then(|c| c.timing.as_mut().map(|t| t.finish()));
+        if let Some(settled) = settled {
+            self.send_timings(ws, id, settled).await?;
+        }
         if started {
             let mut tail = Vec::new();
             if let Some(r) = &mut self.resampler {
@@ -527,6 +569,17 @@ impl RealtimeConnection {
             }
         }
         let interruption_ms = barge_in::interruption_ms(onset, c.stream_id.is_some(), c.last_sent);
+        // What the listener heard: the audio sent, less what the client
+        // has not acknowledged playing.
+        let unplayed = if c.s.acks {
+            c.unacked_samples as f64 / self.m.native_rate.max(1) as f64
+        } else {
+            0.0
+        };
+        let played = c.timing.as_ref().map(|t| {
+            let s = (t.audio_seconds() - unplayed).max(0.0);
+            (t.played_text(s), (s * 10_000.0).round() / 10.0)
+        });
         let metrics = self.metrics_of(&c, Outcome::Cancelled);
         log_context(
             id,
@@ -545,6 +598,8 @@ impl RealtimeConnection {
             cancel_ack_ms: t0.elapsed().as_secs_f64() * 1e3,
             late_audio_samples: late,
             interruption_ms,
+            played_text: played.as_ref().map(|p| p.0.clone()),
+            played_ms: played.map(|p| p.1),
             metrics,
         })
         .await

@@ -59,6 +59,7 @@ mod queue;
 mod settings;
 #[cfg(test)]
 mod tests;
+mod timings;
 mod upgrade;
 
 pub(crate) use connection::run;

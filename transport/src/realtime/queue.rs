@@ -19,6 +19,7 @@ use crate::segment::Segmenter;
 use super::encode::FrameEncoder;
 use super::live::LiveCtx;
 use super::settings::CtxSettings;
+use super::timings::CtxTimings;
 
 /// Finished context ids remembered per session.
 pub const REMEMBERED_IDS: usize = 64;
@@ -51,6 +52,8 @@ pub struct Ctx {
     /// The context's encoder, made when its first segment starts (one per
     /// context, dropped with it: a cancelled context's codec state is gone).
     pub enc: Option<FrameEncoder>,
+    /// Its word and character timings (`timings: true`).
+    pub timing: Option<CtxTimings>,
 }
 
 /// A frame sent and not yet acknowledged (`audio_acks`).
@@ -70,6 +73,7 @@ pub struct Unacked {
 impl Ctx {
     /// A context whose first text arrives at `now`.
     pub fn new(s: CtxSettings, chunking: Chunking, now: Instant) -> Self {
+        let timing = s.timings.then(|| CtxTimings::new(s.rate));
         Ctx {
             seg: Segmenter::new(chunking),
             s,
@@ -85,6 +89,7 @@ impl Ctx {
             live: None,
             text_chars: 0,
             enc: None,
+            timing,
         }
     }
 
@@ -298,6 +303,9 @@ impl ContextQueue {
             ));
         }
         c.text_chars += n as u64;
+        if let Some(t) = &mut c.timing {
+            t.append(text);
+        }
         if let Some(l) = &mut c.live {
             l.append(text);
             return Ok(());

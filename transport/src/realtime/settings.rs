@@ -71,6 +71,8 @@ pub struct CtxSettings {
     pub format: AudioFormat,
     pub transport: AudioTransport,
     pub acks: bool,
+    /// Word and character timings (`realtime/timings.rs`).
+    pub timings: bool,
     pub options: GenOptions,
     pub text_mode: TextMode,
 }
@@ -90,6 +92,7 @@ impl CtxSettings {
             format: AudioFormat::Pcm16,
             transport,
             acks: false,
+            timings: false,
             options: GenOptions::from_config(&Default::default()),
             text_mode: TextMode::default(),
         }
@@ -110,6 +113,7 @@ pub fn initial(voices: &Voices, native_rate: u32, max_frames: usize) -> SessionS
         chunking: Chunking::default(),
         vad: Vad::default(),
         audio_acks: false,
+        timings: false,
         greedy: false,
         seed: 0,
         max_frames,
@@ -299,6 +303,9 @@ pub fn apply(
     if let Some(a) = u.audio_acks {
         s.audio_acks = a;
     }
+    if let Some(t) = u.timings {
+        s.timings = t;
+    }
     if let Some(g) = u.greedy {
         s.greedy = g;
     }
@@ -346,6 +353,7 @@ pub fn ctx_settings(s: &SessionSettings, m: &Loaded) -> CtxSettings {
         format: s.format,
         transport: s.audio_transport,
         acks: s.audio_acks,
+        timings: s.timings,
         options: validate::gen_options(m, s.greedy, s.seed, s.max_frames),
         text_mode: s.text_mode,
     }

@@ -1,0 +1,244 @@
+//! Word and character timings on the realtime socket (`timings: true`),
+//! end to end on loopback with the tiny-a fixture: every character of the
+//! text is timed exactly once, in order, monotonic, each timing sent no
+//! later than the audio that carries it and never past the audio sent; a
+//! cancelled context says which text was played. Without `timings` nothing
+//! changes on the wire.
+
+use std::collections::HashMap;
+
+use anyhow::{bail, Result};
+use serde_json::json;
+use tts_transport::protocol::{ServerMessage, WordTimingMsg};
+
+mod common;
+
+use common::ws::{connect, next, send, Got};
+use common::{config, start, stop};
+
+/// What one context sent, in order.
+#[derive(Default)]
+struct Context {
+    /// (seq, samples) of each audio frame, in arrival order.
+    frames: Vec<(u32, usize)>,
+    /// Each timing event with the samples received before it.
+    timings: Vec<(u64, ServerMessage, usize)>,
+    rate: u32,
+    end: Option<ServerMessage>,
+}
+
+async fn hear(ws: &mut common::ws::Ws, id: &str) -> Result<Context> {
+    let mut c = Context::default();
+    let mut received = 0;
+    loop {
+        match next(ws).await? {
+            Got::Audio(h, n) => {
+                c.frames.push((h.seq, n));
+                c.rate = h.sample_rate;
+                received += n;
+            }
+            Got::Msg(m @ ServerMessage::Timings { .. }) => {
+                let ServerMessage::Timings {
+                    seq, context_id, ..
+                } = &m
+                else {
+                    unreachable!()
+                };
+                assert_eq!(context_id, id);
+                c.timings.push((*seq, m.clone(), received));
+            }
+            Got::Msg(
+                m @ (ServerMessage::ContextDone { .. }
+                | ServerMessage::ContextCancelled { .. }
+                | ServerMessage::ContextFailed { .. }),
+            ) => {
+                c.end = Some(m);
+                return Ok(c);
+            }
+            Got::Msg(_) => {}
+            Got::Closed(code) => bail!("closed {code:?}"),
+        }
+    }
+}
+
+fn check(text: &str, c: &Context) -> Vec<WordTimingMsg> {
+    let samples_through = |seq: u64| -> usize {
+        c.frames
+            .iter()
+            .filter(|(s, _)| u64::from(*s) <= seq)
+            .map(|(_, n)| n)
+            .sum()
+    };
+    let mut chars = String::new();
+    let mut next_index = 0;
+    let mut last_end = 0.0f64;
+    let mut words = Vec::new();
+    for (seq, m, received) in &c.timings {
+        let ServerMessage::Timings {
+            words: w,
+            chars: ch,
+            ..
+        } = m
+        else {
+            unreachable!()
+        };
+        // Never past the audio sent: what came before this event and the
+        // frame it precedes.
+        let bound = samples_through(*seq).max(*received) as f64 * 1000.0 / c.rate as f64;
+        assert_eq!(ch.index, next_index, "characters in order, none twice");
+        assert_eq!(ch.chars.len(), ch.start_ms.len());
+        assert_eq!(ch.chars.len(), ch.end_ms.len());
+        for k in 0..ch.chars.len() {
+            assert!(ch.start_ms[k] >= last_end - 0.11, "monotonic");
+            assert!(ch.end_ms[k] >= ch.start_ms[k]);
+            assert!(
+                ch.end_ms[k] <= bound + 0.11,
+                "{} past the audio {bound}",
+                ch.end_ms[k]
+            );
+            last_end = ch.end_ms[k];
+            chars.push_str(&ch.chars[k]);
+        }
+        next_index += ch.chars.len();
+        words.extend(w.iter().cloned());
+    }
+    assert_eq!(chars, text, "every character exactly once");
+    let spoken: Vec<&str> = text.split_whitespace().collect();
+    let timed: Vec<&str> = words.iter().map(|w| w.text.as_str()).collect();
+    assert_eq!(timed, spoken, "every word");
+    for w in &words {
+        let slice: String = text
+            .chars()
+            .skip(w.char_start)
+            .take(w.char_end - w.char_start)
+            .collect();
+        assert_eq!(slice, w.text);
+    }
+    words
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_character_is_timed_once_and_never_past_the_audio() -> Result<()> {
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let mut ws = connect(server.local_addr()).await?;
+    send(&mut ws, json!({"type": "session.update", "session": {"timings": true, "max_frames": 40, "sample_rate": 16000}})).await?;
+    let text = "Hello there, my friend.  This is the second sentence! And a third one?";
+    send(
+        &mut ws,
+        json!({"type": "context.append", "context_id": "a", "text": text}),
+    )
+    .await?;
+    send(&mut ws, json!({"type": "context.end", "context_id": "a"})).await?;
+    let c = hear(&mut ws, "a").await?;
+    assert!(
+        matches!(c.end, Some(ServerMessage::ContextDone { .. })),
+        "{:?}",
+        c.end
+    );
+    assert!(c.frames.len() > 1);
+    let words = check(text, &c);
+    assert!(words.windows(2).all(|w| w[1].start_ms >= w[0].start_ms));
+    stop(server).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn live_text_is_timed_as_it_arrives() -> Result<()> {
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let mut ws = connect(server.local_addr()).await?;
+    send(&mut ws, json!({"type": "session.update", "session": {"timings": true, "max_frames": 60, "text_mode": "streaming", "chunking": {"mode": "live"}}})).await?;
+    let text = "Live text arrives a few words at a time, and still every word is timed.";
+    for piece in text.split_inclusive(' ') {
+        send(
+            &mut ws,
+            json!({"type": "context.append", "context_id": "l", "text": piece}),
+        )
+        .await?;
+    }
+    send(&mut ws, json!({"type": "context.end", "context_id": "l"})).await?;
+    let c = hear(&mut ws, "l").await?;
+    assert!(
+        matches!(c.end, Some(ServerMessage::ContextDone { .. })),
+        "{:?}",
+        c.end
+    );
+    check(text, &c);
+    stop(server).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_cancelled_context_says_what_was_played() -> Result<()> {
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let mut ws = connect(server.local_addr()).await?;
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"timings": true, "max_frames": 200}}),
+    )
+    .await?;
+    let text = "One two three four five six seven eight nine ten eleven twelve.";
+    send(
+        &mut ws,
+        json!({"type": "context.append", "context_id": "c", "text": text}),
+    )
+    .await?;
+    send(&mut ws, json!({"type": "context.flush", "context_id": "c"})).await?;
+    // Wait for some audio, then cancel.
+    let mut received = 0usize;
+    let mut rate = 0;
+    while received < 3 {
+        if let Got::Audio(h, _) = next(&mut ws).await? {
+            received += 1;
+            rate = h.sample_rate;
+        }
+    }
+    send(
+        &mut ws,
+        json!({"type": "context.cancel", "context_id": "c"}),
+    )
+    .await?;
+    let mut samples = HashMap::new();
+    loop {
+        match next(&mut ws).await? {
+            Got::Audio(h, n) => {
+                samples.insert(h.seq, n);
+            }
+            Got::Msg(ServerMessage::ContextCancelled {
+                played_text,
+                played_ms,
+                ..
+            }) => {
+                let played = played_text.expect("played_text with timings");
+                let ms = played_ms.expect("played_ms with timings");
+                assert!(text.starts_with(&played), "{played:?}");
+                assert!(
+                    played.is_empty() || text[played.len()..].starts_with([' ', '.']),
+                    "whole words: {played:?}"
+                );
+                assert!(ms > 0.0 && rate > 0);
+                break;
+            }
+            Got::Msg(_) => {}
+            Got::Closed(c) => bail!("closed {c:?}"),
+        }
+    }
+    stop(server).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn without_timings_nothing_changes() -> Result<()> {
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let mut ws = connect(server.local_addr()).await?;
+    send(
+        &mut ws,
+        json!({"type": "session.update", "session": {"max_frames": 8}}),
+    )
+    .await?;
+    send(
+        &mut ws,
+        json!({"type": "context.append", "context_id": "n", "text": "Plain."}),
+    )
+    .await?;
+    send(&mut ws, json!({"type": "context.end", "context_id": "n"})).await?;
+    let c = hear(&mut ws, "n").await?;
+    assert!(c.timings.is_empty());
+    stop(server).await
+}

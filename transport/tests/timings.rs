@@ -242,3 +242,161 @@ async fn without_timings_nothing_changes() -> Result<()> {
     assert!(c.timings.is_empty());
     stop(server).await
 }
+
+/// A vendor socket on the test server.
+async fn vendor(url: String) -> Result<common::ws::Ws> {
+    let (ws, _) = tokio_tungstenite::connect_async(url).await?;
+    Ok(ws)
+}
+
+async fn vendor_next(ws: &mut common::ws::Ws) -> Result<serde_json::Value> {
+    use futures_util::StreamExt;
+    loop {
+        match tokio::time::timeout(common::WAIT, ws.next()).await? {
+            Some(Ok(tokio_tungstenite::tungstenite::Message::Text(t))) => {
+                return Ok(serde_json::from_str(t.as_str())?)
+            }
+            Some(Ok(_)) => continue,
+            other => bail!("socket ended: {other:?}"),
+        }
+    }
+}
+
+async fn vendor_send(ws: &mut common::ws::Ws, v: serde_json::Value) -> Result<()> {
+    use futures_util::SinkExt;
+    ws.send(tokio_tungstenite::tungstenite::Message::Text(
+        v.to_string().into(),
+    ))
+    .await?;
+    Ok(())
+}
+
+/// ElevenLabs messages of context `ctx` until its `isFinal`: (audio bytes,
+/// alignments in order).
+async fn elevenlabs_context(
+    ws: &mut common::ws::Ws,
+    ctx: &str,
+) -> Result<(usize, Vec<serde_json::Value>)> {
+    let mut bytes = 0;
+    let mut alignments = Vec::new();
+    loop {
+        let m = vendor_next(ws).await?;
+        if m["contextId"] != ctx {
+            continue;
+        }
+        if m["isFinal"] == json!(true) {
+            return Ok((bytes, alignments));
+        }
+        if let Some(a) = m["audio"].as_str() {
+            use base64::Engine as _;
+            bytes += base64::engine::general_purpose::STANDARD.decode(a)?.len();
+        }
+        assert_eq!(m["alignment"], m["normalizedAlignment"]);
+        if !m["alignment"].is_null() {
+            alignments.push(m["alignment"].clone());
+        }
+    }
+}
+
+fn ints(v: &serde_json::Value) -> Vec<i64> {
+    v.as_array()
+        .expect("array")
+        .iter()
+        .map(|x| x.as_i64().expect("integer ms"))
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_alignment_covers_the_text_as_pipecat_reads_it() -> Result<()> {
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let addr = server.local_addr();
+    for (sync, ctx) in [(false, "a"), (true, "b")] {
+        let q = if sync { "&sync_alignment=true" } else { "" };
+        let mut ws = vendor(format!(
+            "ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000{q}"
+        ))
+        .await?;
+        let text = "Hello there, my friend. How are you today?";
+        vendor_send(&mut ws, json!({"text": " ", "context_id": ctx})).await?;
+        vendor_send(&mut ws, json!({"text": text, "context_id": ctx})).await?;
+        vendor_send(&mut ws, json!({"context_id": ctx, "flush": true})).await?;
+        vendor_send(&mut ws, json!({"context_id": ctx, "close_context": true})).await?;
+        let (bytes, alignments) = elevenlabs_context(&mut ws, ctx).await?;
+        let audio_ms = bytes as f64 / 2.0 / 16.0;
+        let mut chars = String::new();
+        // Pipecat's clock: each message's times from the end of the last.
+        let mut clock = 0i64;
+        let mut last_start = -1i64;
+        for a in &alignments {
+            let c: Vec<String> = serde_json::from_value(a["chars"].clone())?;
+            let starts = ints(&a["charStartTimesMs"]);
+            let durs = ints(&a["charDurationsMs"]);
+            assert!(c.len() == starts.len() && c.len() == durs.len() && !c.is_empty());
+            for k in 0..c.len() {
+                assert!(starts[k] >= 0 && durs[k] >= 0);
+                let at = if sync { starts[k] } else { clock + starts[k] };
+                assert!(at >= last_start, "monotonic");
+                last_start = at;
+                assert!(((at + durs[k]) as f64) <= audio_ms + 2.0, "past the audio");
+            }
+            if !sync {
+                clock += starts.last().unwrap() + durs.last().unwrap();
+            }
+            chars.extend(c);
+        }
+        assert_eq!(chars, text, "every character once (sync_alignment={sync})");
+    }
+    stop(server).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cartesia_add_timestamps_sends_every_word() -> Result<()> {
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let addr = server.local_addr();
+    let mut ws = vendor(format!(
+        "ws://{addr}/tts/websocket?cartesia_version=2025-04-16"
+    ))
+    .await?;
+    let text = "Timestamps for each word, please.";
+    for (ctx, stamps) in [("t", true), ("n", false)] {
+        vendor_send(
+            &mut ws,
+            json!({
+                "model_id": "sonic-2", "transcript": text, "continue": false, "context_id": ctx,
+                "voice": {"mode": "id", "id": "ryan"},
+                "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
+                "add_timestamps": stamps,
+            }),
+        )
+        .await?;
+        let mut words = Vec::new();
+        let mut last = -1.0f64;
+        loop {
+            let m = vendor_next(&mut ws).await?;
+            assert_eq!(m["context_id"], ctx);
+            match m["type"].as_str() {
+                Some("timestamps") => {
+                    let w = &m["word_timestamps"];
+                    let ws_: Vec<String> = serde_json::from_value(w["words"].clone())?;
+                    let s: Vec<f64> = serde_json::from_value(w["start"].clone())?;
+                    let e: Vec<f64> = serde_json::from_value(w["end"].clone())?;
+                    for k in 0..ws_.len() {
+                        assert!(s[k] >= last && e[k] >= s[k]);
+                        last = s[k];
+                    }
+                    words.extend(ws_);
+                }
+                Some("done") => break,
+                Some("chunk") => {}
+                other => bail!("unexpected {other:?}: {m}"),
+            }
+        }
+        if stamps {
+            let expected: Vec<&str> = text.split_whitespace().collect();
+            assert_eq!(words, expected);
+        } else {
+            assert!(words.is_empty(), "no timestamps unless asked");
+        }
+    }
+    stop(server).await
+}

@@ -24,7 +24,11 @@
 //!
 //! Server messages: `chunk` (base64 `data`), `flush_done`, `done`, `error`;
 //! every one carries `context_id` (Pipecat reads it from each message).
-//! Word timestamps are not produced (`add_timestamps` is accepted).
+//! With `add_timestamps: true` on a context's first request, its words'
+//! times (the native session's `timings`, `realtime/timings.rs`) come in
+//! `timestamps` messages, `{"word_timestamps": {"words", "start", "end"}}`
+//! in seconds from the start of the context's audio, each sent before the
+//! chunk whose audio ends its words.
 
 use serde::{Deserialize, Serialize};
 
@@ -177,6 +181,12 @@ pub enum CartesiaOut {
         done: bool,
         status_code: u16,
     },
+    Timestamps {
+        context_id: String,
+        done: bool,
+        status_code: u16,
+        word_timestamps: WordTimestamps,
+    },
     Error {
         /// `null` when the error is not about one context.
         context_id: Option<String>,
@@ -196,6 +206,14 @@ impl CartesiaOut {
     }
 }
 
+/// Words and their times in seconds from the context's start.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct WordTimestamps {
+    pub words: Vec<String>,
+    pub start: Vec<f64>,
+    pub end: Vec<f64>,
+}
+
 /// What a context is spoken with, fixed by its first request: Cartesia
 /// requires a context's later requests to repeat it, and the native
 /// session takes its settings when a context's first text arrives, so the
@@ -205,6 +223,8 @@ struct Bound {
     voice: String,
     sample_rate: u32,
     format: AudioFormat,
+    /// `add_timestamps`.
+    timings: bool,
 }
 
 /// One lifecycle of a context.
@@ -433,6 +453,7 @@ impl Cartesia {
             voice: Some(bound.voice.clone()),
             sample_rate: Some(bound.sample_rate),
             format: Some(bound.format),
+            timings: Some(bound.timings),
             ..SessionUpdate::default()
         };
         let r = n.update(u);
@@ -502,6 +523,7 @@ impl Cartesia {
             voice,
             sample_rate: f.sample_rate,
             format: f.native(),
+            timings: m.add_timestamps.unwrap_or(false),
         };
         // Set now, so a bad voice is refused on the request that names it.
         match self.bind(bound.clone(), n) {
@@ -512,6 +534,27 @@ impl Cartesia {
 
     pub fn on_event(&mut self, m: &ServerMessage, n: &mut Session, out: &mut Vec<String>) {
         match m {
+            ServerMessage::Timings {
+                context_id, words, ..
+            } => {
+                if let Some(life) = self.contexts.get_mut(context_id) {
+                    if life.ctx.bound.timings && !words.is_empty() {
+                        out.push(
+                            CartesiaOut::Timestamps {
+                                context_id: life.vendor_id.clone(),
+                                done: false,
+                                status_code: 206,
+                                word_timestamps: WordTimestamps {
+                                    words: words.iter().map(|w| w.text.clone()).collect(),
+                                    start: words.iter().map(|w| w.start_ms / 1000.0).collect(),
+                                    end: words.iter().map(|w| w.end_ms / 1000.0).collect(),
+                                },
+                            }
+                            .to_json(),
+                        );
+                    }
+                }
+            }
             ServerMessage::ContextDone { context_id, .. } => {
                 if let Some(life) = self.contexts.end(context_id) {
                     Self::done(&life.vendor_id, out);

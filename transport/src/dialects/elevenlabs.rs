@@ -29,10 +29,20 @@
 //! it, or one that would take its context over it, is refused here with
 //! `max_character_limit_exceeded`, and the context ends.
 //!
-//! Server messages: `{"audio": <base64>, "isFinal", "normalizedAlignment":
-//! null, "alignment": null, "contextId"?}`, `{"isFinal": true, "contextId"?}`
-//! and `{"message", "error", "code", "contextId"?}`. Alignment is always
-//! `null` (the schema allows it; Pipecat and the SDK accept it).
+//! Server messages: `{"audio": <base64>, "isFinal", "normalizedAlignment",
+//! "alignment", "contextId"?}`, `{"isFinal": true, "contextId"?}` and
+//! `{"message", "error", "code", "contextId"?}`.
+//!
+//! Alignment: each audio message carries the timings of the characters its
+//! audio completes (`{"chars", "charStartTimesMs", "charDurationsMs"}`,
+//! the native session's `timings`, `realtime/timings.rs`), `alignment` and
+//! `normalizedAlignment` alike (the text is not normalized). Times are
+//! relative to the end of the context's previous alignment (where the last
+//! timed character ended: within a character of the chunk's start), which
+//! is how Pipecat accumulates them; with `sync_alignment=true` in the URL
+//! (LiveKit's plugin) they count from the start of the context's audio.
+//! Characters timed after a context's last audio message come in one more
+//! message with empty `audio`, before `isFinal`.
 
 use std::collections::HashMap;
 
@@ -171,6 +181,11 @@ struct Ctx {
     /// The client ended it (`close_context` after a flush, or EOS): it is
     /// spoken out, then `isFinal`.
     closing: bool,
+    /// Characters timed and not yet sent: (char, start ms, end ms) from
+    /// the start of the context's audio.
+    timed: Vec<(String, f64, f64)>,
+    /// Where the last alignment sent ended (ms).
+    aligned_to: f64,
 }
 
 /// The error ElevenLabs' clients get for text over the limit.
@@ -182,6 +197,8 @@ pub struct ElevenLabs {
     multi: bool,
     format: Result<OutputFormat, VendorError>,
     contexts: Contexts<Ctx>,
+    /// `sync_alignment=true`: alignment times from the context's start.
+    absolute: bool,
 }
 
 impl Dialect for ElevenLabs {
@@ -205,12 +222,13 @@ impl Dialect for ElevenLabs {
             return;
         }
         let vendor_id = life.vendor_id.clone();
+        let alignment = alignment(&mut life.ctx, self.absolute);
         out.push(
             ElevenLabsOut::Audio {
                 audio: protocol::base64_encode(a.payload),
                 is_final: self.multi.then_some(false),
-                normalized_alignment: None,
-                alignment: None,
+                normalized_alignment: alignment.clone(),
+                alignment,
                 context_id: self.ctx_field(&vendor_id),
             }
             .to_json(),
@@ -230,6 +248,7 @@ impl ElevenLabs {
             multi,
             format,
             contexts: Contexts::default(),
+            absolute: q.get("sync_alignment").is_some_and(|v| v == "true"),
         }
     }
 
@@ -311,6 +330,7 @@ impl ElevenLabs {
             voice: Some(self.voice.clone()),
             sample_rate: Some(f.sample_rate),
             format: Some(f.native()),
+            timings: Some(true),
             ..SessionUpdate::default()
         };
         if let Err(r) = n.update(u) {
@@ -413,6 +433,8 @@ impl ElevenLabs {
                         appended: false,
                         flushed: true,
                         closing: false,
+                        timed: Vec::new(),
+                        aligned_to: 0.0,
                     };
                     self.contexts.open(id, c);
                     None
@@ -472,8 +494,31 @@ impl ElevenLabs {
 
     pub fn on_event(&mut self, m: &ServerMessage, n: &mut Session, out: &mut Vec<String>) {
         match m {
+            ServerMessage::Timings {
+                context_id, chars, ..
+            } => {
+                if let Some(life) = self.contexts.get_mut(context_id) {
+                    let c = &mut life.ctx;
+                    for k in 0..chars.chars.len() {
+                        c.timed
+                            .push((chars.chars[k].clone(), chars.start_ms[k], chars.end_ms[k]));
+                    }
+                }
+            }
             ServerMessage::ContextDone { context_id, .. } => {
-                if let Some(life) = self.contexts.end(context_id) {
+                if let Some(mut life) = self.contexts.end(context_id) {
+                    if let Some(alignment) = alignment(&mut life.ctx, self.absolute) {
+                        out.push(
+                            ElevenLabsOut::Audio {
+                                audio: String::new(),
+                                is_final: self.multi.then_some(false),
+                                normalized_alignment: Some(alignment.clone()),
+                                alignment: Some(alignment),
+                                context_id: self.ctx_field(&life.vendor_id),
+                            }
+                            .to_json(),
+                        );
+                    }
                     self.is_final(&life.vendor_id, n, out);
                 }
             }
@@ -517,6 +562,41 @@ impl ElevenLabs {
             _ => {}
         }
     }
+}
+
+/// The alignment of the characters `c` has timed since its last one (None
+/// when there are none), in ElevenLabs' shape: integer milliseconds,
+/// relative to where the last alignment ended, or (`absolute`) to the
+/// context's start.
+fn alignment(c: &mut Ctx, absolute: bool) -> Option<serde_json::Value> {
+    if c.timed.is_empty() {
+        return None;
+    }
+    let base = if absolute { 0.0 } else { c.aligned_to };
+    let mut chars = Vec::with_capacity(c.timed.len());
+    let mut starts = Vec::with_capacity(c.timed.len());
+    let mut durations = Vec::with_capacity(c.timed.len());
+    for (ch, start, end) in c.timed.drain(..) {
+        let s = (start - base).max(0.0).round() as i64;
+        let e = (end - base).max(0.0).round() as i64;
+        chars.push(ch);
+        starts.push(s);
+        durations.push((e - s).max(0));
+        c.aligned_to = c.aligned_to.max(end);
+    }
+    if !absolute {
+        // The client's clock moves by this message's span: keep ours on it.
+        let span = starts
+            .last()
+            .zip(durations.last())
+            .map_or(0, |(s, d)| s + d);
+        c.aligned_to = base + span as f64;
+    }
+    Some(serde_json::json!({
+        "chars": chars,
+        "charStartTimesMs": starts,
+        "charDurationsMs": durations,
+    }))
 }
 
 /// The refusal of text over the limit: `chars` in one message, or (`None`)

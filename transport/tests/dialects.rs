@@ -983,3 +983,59 @@ async fn elevenlabs_text_limit_is_the_dialects_own() -> Result<()> {
     ensure!(!audio.is_empty());
     stop(s).await
 }
+
+/// Pipecat closes a flushed reply when the user interrupts it, as at the
+/// end of a turn: once the next turn's context has text, the closed one
+/// still being spoken gives way (its isFinal at once), and the next turn
+/// speaks without waiting for the rest of it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_closed_context_yields_to_the_next_turn() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let url =
+        format!("ws://{addr}/v1/text-to-speech/ryan/multi-stream-input?output_format=pcm_16000");
+    let mut ws = connect(url, &[]).await?;
+    let long =
+        "A long reply that keeps the synthesizer busy for quite a while, sentence after sentence. \
+                It goes on and on. And on again, with more to say. Still more text follows here. ";
+    send(&mut ws, json!({"text": " ", "context_id": "a"})).await?;
+    send(&mut ws, json!({"text": long, "context_id": "a"})).await?;
+    send(&mut ws, json!({"context_id": "a", "flush": true})).await?;
+    send(&mut ws, json!({"context_id": "a", "close_context": true})).await?;
+    // Some of the first reply is heard, then the user cuts in.
+    loop {
+        let m = next(&mut ws)
+            .await?
+            .map_err(|c| anyhow::anyhow!("closed {c:?}"))?;
+        if m["contextId"] == "a" && m["audio"].as_str().is_some_and(|a| !a.is_empty()) {
+            break;
+        }
+    }
+    send(&mut ws, json!({"text": "Sure. ", "context_id": "b"})).await?;
+    send(&mut ws, json!({"context_id": "b", "flush": true})).await?;
+    send(&mut ws, json!({"context_id": "b", "close_context": true})).await?;
+    let mut a_final = false;
+    loop {
+        let m = next(&mut ws)
+            .await?
+            .map_err(|c| anyhow::anyhow!("closed {c:?}"))?;
+        if m["contextId"] == "a" && m["isFinal"] == json!(true) {
+            a_final = true;
+        }
+        if m["contextId"] == "b" && m["isFinal"] == json!(true) {
+            break;
+        }
+        if m["contextId"] == "b" && m["audio"].as_str().is_some_and(|a| !a.is_empty()) {
+            ensure!(a_final, "the closed reply ended before the next turn spoke");
+        }
+    }
+    ensure!(a_final);
+    let metrics = common::http::request(addr, "GET", "/metrics", &[], b"").await?;
+    ensure!(
+        metrics
+            .body_str()
+            .contains("tts_contexts_total{outcome=\"cancelled\"} 1"),
+        "the closed reply was cancelled, not spoken out"
+    );
+    stop(s).await
+}

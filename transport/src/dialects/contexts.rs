@@ -108,6 +108,20 @@ impl<C> Contexts<C> {
         self.current.remove(vendor_id);
     }
 
+    /// Lifecycles still open that no vendor id's messages go to (closed by
+    /// the client, being spoken out): their native ids.
+    pub fn detached(&self) -> Vec<String> {
+        let current: Vec<&String> = self.current.values().collect();
+        let mut ids: Vec<String> = self
+            .live
+            .keys()
+            .filter(|id| !current.contains(id))
+            .cloned()
+            .collect();
+        ids.sort();
+        ids
+    }
+
     /// An open lifecycle, by native id (`None`: ended, its events stale).
     pub fn get_mut(&mut self, native: &str) -> Option<&mut Life<C>> {
         self.live.get_mut(native)

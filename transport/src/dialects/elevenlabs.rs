@@ -15,7 +15,11 @@
 //! `close_context` ends a context whose text was all flushed (Pipecat's end
 //! of turn: flush, then close; the rest is spoken, then `isFinal`); with
 //! text sent since the last flush it is an interruption and cancels the
-//! context (its audio stops at once, its `isFinal` goes out then).
+//! context (its audio stops at once, its `isFinal` goes out then). A closed
+//! context still being spoken when another context's first text arrives
+//! is cancelled then (its `isFinal` at once): Pipecat closes a flushed
+//! reply the same way when the user interrupts it, and the next turn must
+//! not wait behind it.
 //!
 //! Every lifecycle of a context ends with exactly one `isFinal`, and
 //! nothing of it follows (`contexts`): a context id used again after its
@@ -462,9 +466,28 @@ impl ElevenLabs {
             let m = too_much_text(id, Some(chars), limit);
             return self.fail(&native, TOO_MUCH_TEXT, &m, n, out);
         }
+        let first = !c.appended;
         c.appended = true;
         c.flushed = false;
+        if first {
+            self.yield_closed(n, out);
+        }
         n.append(&native, text)
+    }
+
+    /// A context's first text arrived: contexts the client closed and the
+    /// server is still speaking give way. Contexts are spoken one after
+    /// another here, and a client that closes one and starts the next has
+    /// left it (Pipecat closes a context at an interruption as at the end
+    /// of a turn, and drops its audio either way): the rest of it would
+    /// only hold the new turn back.
+    fn yield_closed(&mut self, n: &mut Session, out: &mut Vec<String>) {
+        for native in self.contexts.detached() {
+            if let Some(life) = self.contexts.end(&native) {
+                self.is_final(&life.vendor_id, n, out);
+                n.send(ClientMessage::ContextCancel { context_id: native });
+            }
+        }
     }
 
     /// EOS or `close_context`: end a flushed context, cancel one with text

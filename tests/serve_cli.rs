@@ -116,3 +116,92 @@ fn real_time_by_default_serve_runs_fast_and_says_so_at_start() {
         assert!(found[0].contains("real time"), "{err}");
     }
 }
+
+/// `--tls-cert`/`--tls-key` (or `tls_cert`/`tls_key` in the config file,
+/// relative to it): the startup line says https and wss; one file without
+/// the other, and a file that cannot serve, stop the start with exit 1 and
+/// a message naming the file, never a panic.
+#[cfg(unix)]
+#[test]
+fn serve_tls_files_are_checked_at_start() {
+    use std::io::BufRead;
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny-a");
+    let tls = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("transport/tests/fixtures/tls");
+    let dir = tempfile::tempdir().unwrap();
+    for f in ["cert.pem", "key.pem", "other-key.pem"] {
+        std::fs::copy(tls.join(f), dir.path().join(f)).unwrap();
+    }
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not PEM at all\n").unwrap();
+    let p = |f: &str| dir.path().join(f).display().to_string();
+
+    // Refusals: (flags, what stderr must say).
+    let cases: [(Vec<String>, Vec<String>); 4] = [
+        (
+            vec!["--tls-cert".into(), p("cert.pem")],
+            vec!["--tls-cert needs --tls-key".into()],
+        ),
+        (
+            vec!["--tls-key".into(), p("key.pem")],
+            vec!["--tls-key needs --tls-cert".into()],
+        ),
+        (
+            vec![
+                "--tls-cert".into(),
+                p("cert.pem"),
+                "--tls-key".into(),
+                p("other-key.pem"),
+            ],
+            vec![
+                format!("--tls-key {}", p("other-key.pem")),
+                "is not the private key of the certificate".into(),
+            ],
+        ),
+        (
+            vec![
+                "--tls-cert".into(),
+                p("junk.pem"),
+                "--tls-key".into(),
+                p("key.pem"),
+            ],
+            vec![format!("--tls-cert {}", p("junk.pem")), "is not PEM".into()],
+        ),
+    ];
+    for (flags, says) in cases {
+        let out = Command::new(env!("CARGO_BIN_EXE_tts-rt"))
+            .args(["serve", "--model", fixture, "--port", "0"])
+            .args(&flags)
+            .env_remove("RUST_LOG")
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{flags:?}: {err}");
+        assert!(!err.contains("panicked"), "{err}");
+        for s in &says {
+            assert!(err.contains(s.as_str()), "{flags:?}: {s:?} in {err}");
+        }
+        assert!(out.stdout.is_empty(), "{flags:?}: it listened");
+    }
+
+    // From the config file, relative to it: served over TLS.
+    let config = dir.path().join("serve.toml");
+    std::fs::write(&config, "tls_cert = \"cert.pem\"\ntls_key = \"key.pem\"\n").unwrap();
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tts-rt"))
+        .args(["serve", "--model", fixture, "--port", "0", "--config"])
+        .arg(&config)
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("spawn tts-rt serve");
+    let mut line = String::new();
+    std::io::BufReader::new(child.stdout.take().unwrap())
+        .read_line(&mut line)
+        .unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    assert!(
+        line.starts_with("listening on https://127.0.0.1:") && line.contains("wss://127.0.0.1:"),
+        "{line:?}"
+    );
+}

@@ -54,6 +54,15 @@ pub struct ServeArgs {
     /// Port (0: any free port; the bound one is printed). Default 8080.
     #[arg(long)]
     port: Option<u16>,
+    /// Serve HTTPS and WSS on the port (every route) with this certificate
+    /// chain (PEM, leaf first). Needs --tls-key. Off by default (plain
+    /// HTTP; put a TLS proxy in front, or use this, to expose the port).
+    #[arg(long, value_name = "FILE")]
+    tls_cert: Option<PathBuf>,
+    /// The private key of --tls-cert's certificate (PEM: PKCS#8, PKCS#1
+    /// RSA or SEC1 EC). Needs --tls-cert.
+    #[arg(long, value_name = "FILE")]
+    tls_key: Option<PathBuf>,
     /// Also answer GET /health and GET /ready on this port (same host; no
     /// token, no connection cap shared with the main port): point
     /// orchestrators' probes here, and a connection flood on the main port
@@ -177,6 +186,24 @@ fn parse_host(s: &str) -> std::result::Result<IpAddr, String> {
     })
 }
 
+/// `--tls-cert` and `--tls-key` (from the flags or the file): both, or
+/// neither; one alone is refused naming the other.
+fn tls_files(
+    cert: Option<PathBuf>,
+    key: Option<PathBuf>,
+) -> Result<Option<tts_transport::TlsFiles>> {
+    match (cert, key) {
+        (Some(cert), Some(key)) => Ok(Some(tts_transport::TlsFiles { cert, key })),
+        (None, None) => Ok(None),
+        (Some(_), None) => anyhow::bail!(
+            "--tls-cert needs --tls-key (tls_key in a config file): the certificate's private key, PEM"
+        ),
+        (None, Some(_)) => anyhow::bail!(
+            "--tls-key needs --tls-cert (tls_cert in a config file): the certificate chain, PEM"
+        ),
+    }
+}
+
 /// The source revision the build was made from, when the build said
 /// (`TTS_RT_GIT_REVISION` at compile time, as a packaging script sets it).
 const GIT_REVISION: Option<&str> = option_env!("TTS_RT_GIT_REVISION");
@@ -196,8 +223,13 @@ pub fn serve(a: ServeArgs, switches: &Switches) -> Result<()> {
     let (cfg, precision_line) = config(a, file, switches)?;
     // One line: the precision the server runs and what it costs.
     tracing::info!("{precision_line}");
+    let (http, ws) = if cfg.tls.is_some() {
+        ("https", "wss")
+    } else {
+        ("http", "ws")
+    };
     tts_transport::run_blocking(cfg, |addr| {
-        println!("listening on http://{addr} (WebSocket: ws://{addr}/v1/realtime)");
+        println!("listening on {http}://{addr} (WebSocket: {ws}://{addr}/v1/realtime)");
     })
     .context("tts-rt serve")
 }
@@ -226,12 +258,20 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
     // Checked before the model is looked for (or downloaded): e.g.
     // `--lend-core` beside a `TTS_RT_TEAM_HOLD` that never lends.
     engine.validate()?;
+    let tls = tls_files(a.tls_cert.or(f.tls_cert), a.tls_key.or(f.tls_key))?;
+    if let Some(files) = &tls {
+        // The files read and checked here too, so a bad one fails before
+        // the model is looked for (or downloaded); the server reads them
+        // again when it starts.
+        tts_transport::tls::load(files)?;
+    }
     // Resolved (and downloaded if need be) before listening, so a missing
     // model fails here with its instructions rather than as a 503 forever.
     let dir = model_path::resolve(a.model.as_deref().or(f.model.as_deref()))?;
     let mut cfg = ServeConfig::new(dir);
     cfg.engine = engine;
     cfg.nodelay = switches.nodelay;
+    cfg.tls = tls;
     let given = match (a.precision, &f.precision) {
         (Some(p), _) => Some(p),
         (None, Some(s)) => Some(
@@ -344,7 +384,22 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
 
 #[cfg(test)]
 mod tests {
-    use super::parse_host;
+    use super::{parse_host, tls_files};
+
+    #[test]
+    fn tls_files_come_in_pairs() {
+        assert!(tls_files(None, None).unwrap().is_none());
+        let both = tls_files(Some("c.pem".into()), Some("k.pem".into())).unwrap();
+        assert_eq!(both.unwrap().key, std::path::PathBuf::from("k.pem"));
+        let e = tls_files(Some("c.pem".into()), None)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--tls-key"), "{e}");
+        let e = tls_files(None, Some("k.pem".into()))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("--tls-cert"), "{e}");
+    }
 
     #[test]
     fn host_localhost_is_accepted_as_loopback() {

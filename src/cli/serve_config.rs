@@ -7,7 +7,8 @@
 //! file; `voice_map` is merged, the flag's entries winning. Unknown keys
 //! are refused naming the key and its line, so a misspelt limit never
 //! silently falls back to its default. Relative paths (`model`,
-//! `weights_cache`, `voices_dir`) are taken from the file's directory.
+//! `weights_cache`, `voices_dir`, `tls_cert`, `tls_key`) are taken from the
+//! file's directory.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -27,6 +28,8 @@ pub(crate) struct ServeFile {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub health_port: Option<u16>,
+    pub tls_cert: Option<PathBuf>,
+    pub tls_key: Option<PathBuf>,
     pub token: Option<String>,
     pub max_sessions: Option<usize>,
     pub max_connections: Option<usize>,
@@ -68,9 +71,15 @@ impl ServeFile {
             crate::model_path::is_repo_id(&m.to_string_lossy()) && !base.join(m).exists()
         });
         let model = f.model.as_mut().filter(|_| !model_is_repo);
-        for p in [model, f.weights_cache.as_mut(), f.voices_dir.as_mut()]
-            .into_iter()
-            .flatten()
+        for p in [
+            model,
+            f.weights_cache.as_mut(),
+            f.voices_dir.as_mut(),
+            f.tls_cert.as_mut(),
+            f.tls_key.as_mut(),
+        ]
+        .into_iter()
+        .flatten()
         {
             if p.is_relative() {
                 *p = base.join(&*p);

@@ -16,6 +16,7 @@ import contextlib
 import os
 import queue
 import signal
+import ssl
 import subprocess
 import threading
 import time
@@ -41,14 +42,15 @@ class Server:
     token: str
     process: subprocess.Popen
     stderr_lines: list
+    tls: bool = False  # served with --tls-cert/--tls-key (https, wss)
 
     @property
     def http(self) -> str:
-        return f"http://{self.addr}"
+        return f"{'https' if self.tls else 'http'}://{self.addr}"
 
     @property
     def ws(self) -> str:
-        return f"ws://{self.addr}/v1/realtime"
+        return f"{'wss' if self.tls else 'ws'}://{self.addr}/v1/realtime"
 
 
 def _binary() -> Path:
@@ -84,9 +86,11 @@ def serve_fixture():
 
 
 @contextlib.contextmanager
-def serve(fixture: str, *extra: str):
+def serve(fixture: str, *extra: str, cafile: "str | None" = None):
     """A `tts-rt serve` on tests/fixtures/FIXTURE (loopback, any port, the
-    token), ready; SIGTERM on exit, asserting a clean drain (exit 0)."""
+    token), ready; SIGTERM on exit, asserting a clean drain (exit 0).
+    `cafile`: the server is given --tls-cert/--tls-key in `extra` and is
+    reached over HTTPS trusting this certificate."""
     cmd = [
         str(_binary()),
         "serve",
@@ -122,15 +126,22 @@ def serve(fixture: str, *extra: str):
             first = stdout_lines.get(timeout=60) or ""
         except queue.Empty:
             first = ""
-        if "http://" not in first:
+        scheme = "https" if cafile else "http"
+        if f"{scheme}://" not in first:
             proc.kill()
             proc.wait()
             pytest.fail(f"tts-rt serve did not print its address: {first!r}; stderr: {''.join(stderr_lines)}")
-        addr = first.split("http://", 1)[1].split()[0]
+        addr = first.split(f"{scheme}://", 1)[1].split()[0]
+        opener = _DIRECT
+        if cafile:
+            opener = urllib.request.build_opener(
+                urllib.request.ProxyHandler({}),
+                urllib.request.HTTPSHandler(context=ssl.create_default_context(cafile=cafile)),
+            )
         deadline = time.monotonic() + 120
         while True:
             try:
-                with _DIRECT.open(f"http://{addr}/ready", timeout=5) as r:
+                with opener.open(f"{scheme}://{addr}/ready", timeout=5) as r:
                     if r.status == 200:
                         break
             except urllib.error.HTTPError as e:
@@ -143,7 +154,7 @@ def serve(fixture: str, *extra: str):
             if time.monotonic() > deadline:
                 pytest.fail("tts-rt serve never became ready within 120 s")
             time.sleep(0.1)
-        srv = Server(addr=addr, token=TOKEN, process=proc, stderr_lines=stderr_lines)
+        srv = Server(addr=addr, token=TOKEN, process=proc, stderr_lines=stderr_lines, tls=bool(cafile))
         serving = True
         yield srv
     finally:

@@ -14,6 +14,13 @@ pub enum TransportError {
     },
     #[error("serve config `{key}`: {message}")]
     Config { key: &'static str, message: String },
+    /// A `--tls-cert` / `--tls-key` file that cannot serve TLS.
+    #[error("{flag} {}: {message}", path.display())]
+    Tls {
+        flag: &'static str,
+        path: std::path::PathBuf,
+        message: String,
+    },
     #[error("loading the model from {dir}: {message}")]
     Model { dir: String, message: String },
     #[error("starting the engine: {0}")]

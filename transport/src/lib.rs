@@ -7,6 +7,8 @@
 //!   background, routes, graceful drain), and [`run_blocking`] for the CLI.
 //! - `listener`: the accept loop — the connection cap and its 503, header
 //!   and body read timeouts, each connection's graceful close;
+//!   [`tls`]: the PEM files checked at startup and the acceptor each
+//!   connection's TLS handshake goes through (`--tls-cert`/`--tls-key`);
 //!   `write_timeout`: the socket wrapper that fails a write the peer takes
 //!   no bytes of for 10 s (a client that stopped reading).
 //! - [`dialects`]: ElevenLabs (`/v1/text-to-speech/{voice}/stream-input`,
@@ -77,6 +79,7 @@ mod record;
 pub mod segment;
 pub mod server;
 pub mod state;
+pub mod tls;
 pub mod vad;
 mod validate;
 pub mod voices;
@@ -87,3 +90,4 @@ pub use error::TransportError;
 pub use listener::{parse_nodelay, NODELAY_ENV};
 pub use server::{run_blocking, ServeConfig, Server};
 pub use state::Drain;
+pub use tls::TlsFiles;

@@ -21,6 +21,14 @@
 //! - **Drain**: once shutdown starts, each connection finishes its request
 //!   and closes (hyper's graceful shutdown); new connections are still
 //!   accepted, one request each, so `/ready` can say "draining".
+//! - **TLS** (`--tls-cert`/`--tls-key`, [`crate::tls`]): each accepted
+//!   socket's handshake runs on its own task, holding its connection slot,
+//!   and must finish within `header_read_timeout` or the socket is closed;
+//!   a failed handshake (a plain-HTTP client, a client that distrusts the
+//!   certificate) is logged at debug and closes only that connection. A
+//!   plain-HTTP request is answered a plain `400` naming https first. Past
+//!   the cap a TLS connection is closed unanswered (the `503` and the
+//!   `/health` answer are plain HTTP; `--health-port` serves probes).
 //! - **TCP_NODELAY**: set on every accepted socket (see [`no_delay`]).
 //!   `ServeConfig::nodelay` false leaves Nagle's algorithm on instead: a
 //!   measurement switch (`benches/nodelay.sh` compares both), not a tuning
@@ -41,9 +49,10 @@ use axum::Router;
 use futures_util::StreamExt;
 use hyper_util::rt::{TokioIo, TokioTimer};
 use hyper_util::service::TowerToHyperService;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
+use tokio_rustls::TlsAcceptor;
 
 use crate::http_error::error_response;
 use crate::state::Drain;
@@ -92,6 +101,7 @@ pub async fn accept_loop(
     limits: ConnLimits,
     drain: watch::Receiver<Drain>,
     open: Arc<Semaphore>,
+    tls: Option<TlsAcceptor>,
     mut stop: watch::Receiver<bool>,
 ) {
     let refusing = Arc::new(Semaphore::new(MAX_REFUSING));
@@ -120,8 +130,12 @@ pub async fn accept_loop(
                     drain.clone(),
                     permit,
                     keep_alive,
+                    tls.clone(),
                 ));
             }
+            // Over TLS the plain-HTTP refusals would be noise to the
+            // client: closed unanswered.
+            Err(_) if tls.is_some() => drop(tcp),
             Err(_) => match refusing.clone().try_acquire_owned() {
                 Ok(p) => {
                     tokio::spawn(refuse(tcp, p));
@@ -142,19 +156,82 @@ async fn serve_connection(
     tcp: TcpStream,
     app: Router,
     limits: ConnLimits,
-    mut drain: watch::Receiver<Drain>,
+    drain: watch::Receiver<Drain>,
     _permit: OwnedSemaphorePermit,
     keep_alive: bool,
+    tls: Option<TlsAcceptor>,
 ) {
+    let tcp = WriteTimeout::new(tcp, WRITE_STALL);
+    match tls {
+        None => serve_http(tcp, app, limits, drain, keep_alive).await,
+        Some(acceptor) => {
+            if let Some(stream) = handshake(tcp, &acceptor, limits.header_read_timeout).await {
+                serve_http(stream, app, limits, drain, keep_alive).await;
+            }
+        }
+    }
+}
+
+/// The TLS handshake of an accepted socket, within `within`; `None` (the
+/// socket closed, the reason logged at debug) if it failed, took longer,
+/// or the client spoke plain HTTP (answered a `400` that says so first).
+async fn handshake(
+    mut tcp: WriteTimeout<TcpStream>,
+    acceptor: &TlsAcceptor,
+    within: Duration,
+) -> Option<tokio_rustls::server::TlsStream<WriteTimeout<TcpStream>>> {
+    let peer = tcp.get_ref().peer_addr().ok();
+    let deadline = tokio::time::Instant::now() + within;
+    let outcome = tokio::time::timeout_at(deadline, async {
+        let mut first = [0u8; 1];
+        let n = tcp.get_ref().peek(&mut first).await?;
+        if crate::tls::looks_like_plain_http(&first[..n]) {
+            tcp.write_all(crate::tls::PLAIN_HTTP_ANSWER.as_bytes())
+                .await?;
+            tcp.shutdown().await?;
+            // Let the rest of the request in, so closing is a FIN.
+            let mut sink = [0u8; 4096];
+            while tcp.read(&mut sink).await? > 0 {}
+            return Err(std::io::Error::other(
+                "a plain-HTTP request on the TLS port (answered 400)",
+            ));
+        }
+        acceptor.accept(tcp).await
+    })
+    .await;
+    match outcome {
+        Ok(Ok(stream)) => Some(stream),
+        Ok(Err(e)) => {
+            tracing::debug!(peer = ?peer, error = %e, "TLS handshake failed");
+            None
+        }
+        Err(_) => {
+            tracing::debug!(
+                peer = ?peer,
+                "TLS handshake not done within {:.1} s (--header-timeout-s); closed",
+                within.as_secs_f64()
+            );
+            None
+        }
+    }
+}
+
+/// One HTTP/1 connection (plain or TLS) served by hyper until it closes.
+async fn serve_http<S>(
+    io: S,
+    app: Router,
+    limits: ConnLimits,
+    mut drain: watch::Receiver<Drain>,
+    keep_alive: bool,
+) where
+    S: AsyncRead + AsyncWrite + Unpin + Send + 'static,
+{
     let mut b = hyper::server::conn::http1::Builder::new();
     b.timer(TokioTimer::new())
         .header_read_timeout(limits.header_read_timeout)
         .keep_alive(keep_alive);
     let conn = b
-        .serve_connection(
-            TokioIo::new(WriteTimeout::new(tcp, WRITE_STALL)),
-            TowerToHyperService::new(app),
-        )
+        .serve_connection(TokioIo::new(io), TowerToHyperService::new(app))
         .with_upgrades();
     tokio::pin!(conn);
     // Accepted during the drain: one request, no keep-alive, so no

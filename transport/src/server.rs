@@ -119,6 +119,11 @@ pub struct ServeConfig {
     /// Nagle's algorithm on: a measurement switch, not a tuning knob
     /// (`tts-rt` sets it from `TTS_RT_NODELAY=off`; `listener.rs`).
     pub nodelay: bool,
+    /// Serve the main port over TLS (`https://`, `wss://`) with this
+    /// certificate chain and key (PEM; `crate::tls`). Read and checked by
+    /// [`Server::start`]: a problem with either file fails the start,
+    /// naming it. `None`: plain HTTP. The health listener stays plain.
+    pub tls: Option<crate::tls::TlsFiles>,
 }
 
 /// The default upload limit: 10 MB, as vllm-omni.
@@ -155,6 +160,7 @@ impl ServeConfig {
             text_wait_timeout: Duration::from_secs(60),
             health_addr: None,
             nodelay: true,
+            tls: None,
         }
     }
 
@@ -257,6 +263,8 @@ impl Server {
                 listener::NODELAY_ENV
             );
         }
+        // Before binding: a bad certificate or key fails the start.
+        let tls = cfg.tls.as_ref().map(crate::tls::acceptor).transpose()?;
         let listener = tokio::net::TcpListener::bind(cfg.addr)
             .await
             .map_err(|source| TransportError::Bind {
@@ -332,6 +340,7 @@ impl Server {
             limits,
             state.drain.subscribe(),
             open.clone(),
+            tls,
             stop_rx,
         ));
         let st = state.clone();

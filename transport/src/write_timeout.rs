@@ -41,6 +41,11 @@ impl<S> WriteTimeout<S> {
         }
     }
 
+    /// The wrapped stream (to peek at it, or ask its peer's address).
+    pub fn get_ref(&self) -> &S {
+        &self.inner
+    }
+
     /// `Pending` from the inner write: arms the timer (once) and fails if
     /// it has run out.
     fn pending<T>(&mut self, cx: &mut Context<'_>) -> Poll<io::Result<T>> {

@@ -465,8 +465,14 @@ async fn vendor_http_routes_speak_and_refuse_clearly() -> Result<()> {
         )
         .await?;
         ensure!(r.status == 401, "{}", r.status);
+        ensure!(
+            r.json()["detail"]["status"] == "invalid_api_key",
+            "{}",
+            r.body_str()
+        );
     }
-    // Refusals name the field, in the JSON error shape.
+    // Refusals name the field, in ElevenLabs' error shape
+    // (`{"detail": {"status", "message", "param"}}`).
     for (path, body, param) in [
         (
             "/v1/text-to-speech/21m00Tcm4TlvDq8ikWAM/stream?output_format=pcm_16000",
@@ -498,14 +504,16 @@ async fn vendor_http_routes_speak_and_refuse_clearly() -> Result<()> {
         )
         .await?;
         ensure!(r.status == 400, "{path}: {} {}", r.status, r.body_str());
-        let msg = r.error_message()?;
+        let j = r.json();
+        let msg = j["detail"]["message"].as_str().unwrap_or_default();
         ensure!(
-            r.json()["error"]["param"] == param,
+            !msg.is_empty() && j["detail"]["param"] == param && j.get("error").is_none(),
             "{path}: {}",
             r.body_str()
         );
         if param == "voice" {
             ensure!(msg.contains("21m00Tcm4TlvDq8ikWAM"), "{msg}");
+            ensure!(j["detail"]["status"] == "voice_not_found", "{j}");
         }
     }
     // Cartesia /tts/bytes: raw PCM at 24 kHz, then a whole WAV file.
@@ -563,6 +571,143 @@ async fn vendor_http_routes_speak_and_refuse_clearly() -> Result<()> {
         r.error_message()?;
         ensure!(r.json()["error"]["param"] == param, "{body}: {}", r.body_str());
     }
+    stop(s).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_voice_routes_list_the_presets() -> Result<()> {
+    use common::http::request;
+    let mut c = config();
+    c.token = Some("sekrit".into());
+    let s = start(c).await?;
+    let addr = s.local_addr();
+    let key = [("xi-api-key", "sekrit")];
+    let get = |path: &'static str| request(addr, "GET", path, &key, b"");
+
+    let r = get("/v1/voices").await?;
+    ensure!(r.status == 200, "{} {}", r.status, r.body_str());
+    let voices = r.json()["voices"].clone();
+    let ids: Vec<&str> = voices
+        .as_array()
+        .context("voices")?
+        .iter()
+        .filter_map(|v| v["voice_id"].as_str())
+        .collect();
+    // tiny-a's four preset speakers, premade, in the SDK's Voice shape.
+    ensure!(ids.len() == 4 && ids.contains(&"ryan"), "{ids:?}");
+    for v in voices.as_array().context("voices")? {
+        ensure!(
+            v["category"] == "premade" && v["name"] == v["voice_id"],
+            "{v}"
+        );
+        ensure!(v["labels"].is_object() && v["preview_url"].is_null(), "{v}");
+    }
+    let r = get("/v1/voices/ryan").await?;
+    ensure!(
+        r.status == 200 && r.json()["voice_id"] == "ryan",
+        "{}",
+        r.body_str()
+    );
+    let r = get("/v1/voices/RYAN").await?;
+    ensure!(
+        r.status == 200 && r.json()["voice_id"] == "ryan",
+        "{}",
+        r.body_str()
+    );
+
+    // v2: pages with a token; filters.
+    let r = get("/v2/voices?page_size=3").await?;
+    let p = r.json();
+    ensure!(
+        p["voices"].as_array().map(Vec::len) == Some(3)
+            && p["has_more"] == true
+            && p["total_count"] == 4,
+        "{p}"
+    );
+    let token = p["next_page_token"].as_str().context("next_page_token")?;
+    let r = request(
+        addr,
+        "GET",
+        &format!("/v2/voices?page_size=3&next_page_token={token}"),
+        &key,
+        b"",
+    )
+    .await?;
+    let p = r.json();
+    ensure!(
+        p["voices"].as_array().map(Vec::len) == Some(1) && p["has_more"] == false,
+        "{p}"
+    );
+    let p = get("/v2/voices?search=ryan&category=premade&gender=male")
+        .await?
+        .json();
+    ensure!(
+        p["total_count"] == 1 && p["voices"][0]["voice_id"] == "ryan",
+        "{p}"
+    );
+    let p = get("/v2/voices?voice_type=personal").await?.json();
+    ensure!(
+        p["total_count"] == 0 && p["next_page_token"].is_null(),
+        "{p}"
+    );
+    let p = get("/v2/voices?voice_ids=ryan&voice_ids=eric")
+        .await?
+        .json();
+    ensure!(p["total_count"] == 2, "{p}");
+
+    let r = get("/v1/voices/settings/default").await?;
+    ensure!(
+        r.status == 200 && r.json()["stability"] == 0.5,
+        "{}",
+        r.body_str()
+    );
+    let r = get("/v1/voices/ryan/settings").await?;
+    ensure!(
+        r.status == 200 && r.json()["similarity_boost"] == 0.75,
+        "{}",
+        r.body_str()
+    );
+
+    // Refusals in ElevenLabs' shape, the HTTP status kept.
+    for (path, status, code) in [
+        ("/v1/voices/21m00Tcm4TlvDq8ikWAM", 404, "voice_not_found"),
+        ("/v1/voices/nobody/settings", 404, "voice_not_found"),
+        ("/v2/voices?page_size=0", 400, "invalid_page_size"),
+        (
+            "/v2/voices?next_page_token=x",
+            400,
+            "invalid_next_page_token",
+        ),
+    ] {
+        let r = request(addr, "GET", path, &key, b"").await?;
+        let j = r.json();
+        ensure!(
+            r.status == status && j["detail"]["status"] == code,
+            "{path}: {} {}",
+            r.status,
+            r.body_str()
+        );
+        ensure!(
+            j["detail"]["message"]
+                .as_str()
+                .is_some_and(|m| !m.is_empty()),
+            "{j}"
+        );
+    }
+    let r = request(addr, "GET", "/v1/voices/nobody", &key, b"").await?;
+    let msg = r.json()["detail"]["message"]
+        .as_str()
+        .unwrap_or_default()
+        .to_string();
+    ensure!(msg.contains("nobody") && msg.contains("ryan"), "{msg}");
+    // No key: 401, in the same shape.
+    let r = request(addr, "GET", "/v1/voices", &[], b"").await?;
+    ensure!(
+        r.status == 401 && r.json()["detail"]["status"] == "invalid_api_key",
+        "{} {}",
+        r.status,
+        r.body_str()
+    );
     stop(s).await
 }
 

@@ -906,3 +906,76 @@ async fn voice_rm_removes_a_corrupt_voice_file() -> Result<()> {
     assert_eq!(again.status, 404, "{}", again.message());
     stop(s).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_voices_are_elevenlabs_cloned_voices() -> Result<()> {
+    let dir = TempDir::new("elevenlabs");
+    let s = start(config("tiny-base", Some(&dir.0))).await?;
+    let addr = s.local_addr();
+    let url = format!("data:audio/wav;base64,{}", b64(&ref_clip()));
+    let r = post_json(
+        addr,
+        "/v1/audio/voices",
+        &json!({"name": "bob", "audio": url, "speaker_description": "calm"}),
+    )
+    .await?;
+    assert_eq!(r.status, 201, "{}", r.message());
+
+    // GET /v1/voices: the stored voice, in ElevenLabs' Voice shape.
+    let list = http(addr, "GET", "/v1/voices", None, b"").await?;
+    assert_eq!(list.status, 200, "{}", list.message());
+    let voices = list.json()["voices"].clone();
+    let bob = voices
+        .as_array()
+        .context("voices")?
+        .iter()
+        .find(|v| v["voice_id"] == "bob")
+        .cloned()
+        .with_context(|| format!("bob not listed: {voices}"))?;
+    assert_eq!(bob["name"], "bob");
+    assert_eq!(bob["category"], "cloned");
+    assert_eq!(bob["description"], "calm");
+    assert_eq!(bob["labels"]["mode"], "xvec");
+    assert!(bob["preview_url"].is_null() && bob["settings"].is_null());
+    assert!(
+        bob["created_at_unix"].as_i64().is_some_and(|t| t > 0),
+        "{bob}"
+    );
+    // ... by id, and among the v2 search's cloned voices.
+    let one = http(addr, "GET", "/v1/voices/bob", None, b"").await?;
+    assert_eq!(one.status, 200);
+    assert_eq!(one.json(), bob);
+    let page = http(
+        addr,
+        "GET",
+        "/v2/voices?category=cloned&search=CALM",
+        None,
+        b"",
+    )
+    .await?
+    .json();
+    assert_eq!(page["total_count"], 1, "{page}");
+    assert_eq!(page["voices"][0]["voice_id"], "bob");
+    // It speaks on the ElevenLabs speech route under that id.
+    let r = http(
+        addr,
+        "POST",
+        "/v1/text-to-speech/bob?output_format=pcm_24000",
+        Some("application/json"),
+        json!({"text": "Hi."}).to_string().as_bytes(),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.message());
+    // Deleted, it is a 404 in ElevenLabs' shape.
+    let r = http(addr, "DELETE", "/v1/audio/voices/bob", None, b"").await?;
+    assert_eq!(r.status, 200);
+    let r = http(addr, "GET", "/v1/voices/bob", None, b"").await?;
+    assert_eq!(r.status, 404);
+    assert_eq!(
+        r.json()["detail"]["status"],
+        "voice_not_found",
+        "{}",
+        r.message()
+    );
+    stop(s).await
+}

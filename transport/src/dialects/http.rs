@@ -16,8 +16,10 @@
 //! Each request is translated into a typed `POST /v1/audio/speech` request
 //! and answered by that route's own code ([`crate::openai::speak_request`]): the same
 //! voice names, validation, engine path, streamed body, metrics and log
-//! line. Errors are the server's JSON error shape with a 4xx status (the
-//! vendors' clients raise on the status; the message names the field).
+//! line. Errors have a 4xx status (the vendors' clients raise on the
+//! status; the message names the field): ElevenLabs' routes answer them in
+//! ElevenLabs' `{"detail": {"status", "message"}}` shape
+//! (`elevenlabs_errors`), Cartesia's in the server's JSON error shape.
 //! Auth (with `--token T`): `Authorization: Bearer T`, or the vendor's
 //! header (`xi-api-key: T`, `X-API-Key: T`); no query-string tokens.
 

@@ -29,10 +29,17 @@
 //! - `http`: the vendors' one-shot HTTP routes (ElevenLabs
 //!   `text-to-speech/{voice_id}[/stream]`, Cartesia `/tts/bytes`),
 //!   translated into typed `POST /v1/audio/speech` requests.
+//! - `elevenlabs_voices`: ElevenLabs' voice routes (`/v1/voices`,
+//!   `/v2/voices`, `/v1/voices/{voice_id}`, default settings) over the
+//!   preset speakers and the voice library; `elevenlabs_errors`: the layer
+//!   that answers every ElevenLabs HTTP route's refusals in ElevenLabs'
+//!   `{"detail": {"status", "message"}}` shape.
 
 mod cartesia;
 mod contexts;
 mod elevenlabs;
+mod elevenlabs_errors;
+mod elevenlabs_voices;
 mod format;
 mod http;
 mod port;
@@ -79,7 +86,19 @@ pub fn router() -> Router<Arc<AppState>> {
             get(elevenlabs_multi),
         )
         .route("/tts/websocket", get(cartesia_socket))
-        // The one-shot HTTP calls of the same vendors (`http`).
+        // The one-shot HTTP calls of the same vendors (`http`), ElevenLabs'
+        // with its voice routes, refusing in its own error shape.
+        .merge(elevenlabs_http())
+        .route(
+            "/tts/bytes",
+            post(http::cartesia_bytes).layer(DefaultBodyLimit::disable()),
+        )
+}
+
+/// ElevenLabs' HTTP routes: speech and voices, their refusals in
+/// ElevenLabs' error shape (`elevenlabs_errors`).
+fn elevenlabs_http() -> Router<Arc<AppState>> {
+    Router::new()
         .route(
             "/v1/text-to-speech/{voice_id}",
             post(http::elevenlabs_speech).layer(DefaultBodyLimit::disable()),
@@ -88,10 +107,18 @@ pub fn router() -> Router<Arc<AppState>> {
             "/v1/text-to-speech/{voice_id}/stream",
             post(http::elevenlabs_speech).layer(DefaultBodyLimit::disable()),
         )
+        .route("/v1/voices", get(elevenlabs_voices::list))
+        .route("/v2/voices", get(elevenlabs_voices::search))
         .route(
-            "/tts/bytes",
-            post(http::cartesia_bytes).layer(DefaultBodyLimit::disable()),
+            "/v1/voices/settings/default",
+            get(elevenlabs_voices::settings_default),
         )
+        .route("/v1/voices/{voice_id}", get(elevenlabs_voices::show))
+        .route(
+            "/v1/voices/{voice_id}/settings",
+            get(elevenlabs_voices::settings),
+        )
+        .layer(axum::middleware::map_response(elevenlabs_errors::reshape))
 }
 
 /// The server's `--token`, accepted in the vendors' own places as well as

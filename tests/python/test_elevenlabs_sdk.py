@@ -1,0 +1,146 @@
+"""ElevenLabs' own Python SDK, unmodified, against `tts-rt serve` over TLS:
+the client is given only the server's https:// base URL, its token as the
+API key, and trust in the server's self-signed certificate (made here with
+the `openssl` command for 127.0.0.1; nothing else is ever contacted).
+
+- `voices.get_all()` / `voices.search()` / `voices.get()` list the preset
+  speakers as premade voices; an unknown voice id is a 404 whose body is
+  ElevenLabs' `{"detail": {"status", "message"}}`.
+- `text_to_speech.convert()` over HTTPS returns the audio.
+- `text_to_speech.convert_realtime()`, which always opens a `wss://`
+  stream-input socket, turns a text iterator into audio bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import ssl
+import subprocess
+
+import pytest
+
+# Nothing may phone home: no proxies for loopback, no vendor keys in the env.
+os.environ["NO_PROXY"] = os.environ["no_proxy"] = "127.0.0.1,localhost,::1"
+for k in ("ELEVENLABS_API_KEY", "ELEVEN_API_KEY", "ELEVENLABS_BASE_URL"):
+    os.environ.pop(k, None)
+
+elevenlabs = pytest.importorskip("elevenlabs")
+httpx = pytest.importorskip("httpx")
+
+from elevenlabs.client import ElevenLabs  # noqa: E402
+from elevenlabs.core.api_error import ApiError  # noqa: E402
+
+from conftest import serve  # noqa: E402
+
+TIMEOUT = 120
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 and its key (PEM files)."""
+    if shutil.which("openssl") is None:
+        pytest.fail("the openssl command is needed to make the test certificate")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=tts-rt test",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-addext", "basicConstraints=critical,CA:FALSE",
+            "-addext", "keyUsage=critical,digitalSignature",
+            "-addext", "extendedKeyUsage=serverAuth",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)
+
+
+@pytest.fixture(scope="module")
+def tls_server(cert):
+    cert_path, key_path = cert
+    with serve("tiny-a", "--tls-cert", cert_path, "--tls-key", key_path, cafile=cert_path) as srv:
+        yield srv
+
+
+@pytest.fixture
+def client(tls_server, cert, monkeypatch):
+    """The SDK pointed at the server. HTTP goes through httpx, given a
+    client that trusts the certificate; the realtime socket through
+    `websockets`, whose default TLS context reads SSL_CERT_FILE."""
+    monkeypatch.setenv("SSL_CERT_FILE", cert[0])
+    http = httpx.Client(
+        verify=ssl.create_default_context(cafile=cert[0]), timeout=TIMEOUT, trust_env=False
+    )
+    yield ElevenLabs(api_key=tls_server.token, base_url=tls_server.http, httpx_client=http)
+    http.close()
+
+
+def test_base_url_is_https(tls_server):
+    assert tls_server.http.startswith("https://127.0.0.1:")
+
+
+def test_voices_list_the_presets(client):
+    voices = client.voices.get_all().voices
+    ids = sorted(v.voice_id for v in voices)
+    assert ids == ["dylan", "eric", "ryan", "serena"], ids
+    assert all(v.category == "premade" and v.name == v.voice_id for v in voices)
+
+    page = client.voices.search(page_size=2)
+    assert len(page.voices) == 2 and page.has_more and page.total_count == 4
+    rest = client.voices.search(page_size=2, next_page_token=page.next_page_token)
+    assert len(rest.voices) == 2 and not rest.has_more
+    assert sorted(v.voice_id for v in page.voices + rest.voices) == ids
+    found = client.voices.search(search="ryan")
+    assert [v.voice_id for v in found.voices] == ["ryan"]
+
+    ryan = client.voices.get("ryan")
+    assert ryan.voice_id == "ryan" and ryan.category == "premade"
+    assert client.voices.settings.get_default().stability == 0.5
+
+
+def test_unknown_voice_is_a_404_in_elevenlabs_shape(client):
+    with pytest.raises(ApiError) as e:
+        client.voices.get("21m00Tcm4TlvDq8ikWAM")
+    assert e.value.status_code == 404
+    detail = e.value.body["detail"]
+    assert detail["status"] == "voice_not_found"
+    assert "21m00Tcm4TlvDq8ikWAM" in detail["message"]
+
+
+def test_a_wrong_key_is_refused_in_elevenlabs_shape(tls_server, cert):
+    http = httpx.Client(verify=ssl.create_default_context(cafile=cert[0]), trust_env=False)
+    c = ElevenLabs(api_key="not-the-token", base_url=tls_server.http, httpx_client=http)
+    with pytest.raises(ApiError) as e:
+        c.voices.get_all()
+    http.close()
+    assert e.value.status_code == 401
+    assert e.value.body["detail"]["status"] == "invalid_api_key"
+
+
+def test_convert_over_https_returns_audio(client):
+    audio = b"".join(
+        client.text_to_speech.convert(
+            "ryan", text="Hello over HTTPS.", model_id="eleven_flash_v2_5", output_format="pcm_24000"
+        )
+    )
+    assert len(audio) > 2400 and len(audio) % 2 == 0, len(audio)
+    mp3 = b"".join(client.text_to_speech.convert("serena", text="And in MP3."))
+    assert mp3[:3] == b"ID3" or mp3[0] == 0xFF, mp3[:4]
+
+
+def test_convert_realtime_over_wss_streams_audio(client):
+    def text():
+        yield "Hello "
+        yield "there, "
+        yield "this streams over TLS."
+
+    chunks = list(
+        client.text_to_speech.convert_realtime(
+            voice_id="ryan", text=text(), model_id="eleven_flash_v2_5", output_format="pcm_16000"
+        )
+    )
+    audio = b"".join(chunks)
+    assert chunks and len(audio) > 1600 and len(audio) % 2 == 0, len(audio)

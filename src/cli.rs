@@ -62,6 +62,7 @@ mod realtime;
 mod serve;
 mod serve_config;
 mod speak;
+mod subtitles;
 mod switches;
 mod voice;
 mod voices;

@@ -634,3 +634,45 @@ fn client_out_picks_the_format_from_the_extension() {
         assert!(!err.contains("connect"), "{args:?}: {err}");
     }
 }
+
+#[test]
+fn client_writes_the_servers_timings_as_subtitles() {
+    let s = server();
+    let out = dir().join("client_timed.wav");
+    for name in ["client_timed.json", "client_timed.vtt"] {
+        let timings = dir().join(name);
+        let (o, err) = client(
+            &format!("http://{}", s.addr),
+            &[
+                "--out",
+                out.to_str().unwrap(),
+                "--timings-out",
+                timings.to_str().unwrap(),
+            ],
+        );
+        assert!(o.status.success(), "client: {err}");
+        let body = std::fs::read_to_string(&timings).unwrap();
+        if name.ends_with(".json") {
+            let v: serde_json::Value = serde_json::from_str(&body).unwrap();
+            let words: Vec<&str> = v["words"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|w| w["text"].as_str().unwrap())
+                .collect();
+            assert_eq!(words, TEXT.split_whitespace().collect::<Vec<_>>());
+            let chars: String = v["characters"]["chars"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|c| c.as_str().unwrap())
+                .collect();
+            assert_eq!(chars, TEXT);
+        } else {
+            assert!(
+                body.starts_with("WEBVTT\n\n") && body.contains(" --> "),
+                "{body}"
+            );
+        }
+    }
+}

@@ -30,6 +30,7 @@ use tts_transport::protocol::{
 use super::client_encoded::{check_format, out_format, parse_format, BytesWriter};
 use super::io::{check_out, AudioWriter, Container, Output};
 use super::play::{expected_speech, PlayArgs, Playback};
+use super::subtitles;
 
 /// The one context this client opens.
 const CONTEXT_ID: &str = "c1";
@@ -104,6 +105,10 @@ pub struct ClientArgs {
     /// stdout (on stderr, prefixed `metrics: `, when --out is `-`).
     #[arg(long)]
     json: bool,
+    /// Also write when each word (and character) is heard, from the
+    /// server's `timings` events: `.json`, `.srt` or `.vtt` by extension.
+    #[arg(long, value_name = "FILE")]
+    timings_out: Option<PathBuf>,
 }
 
 fn parse_text_mode(s: &str) -> std::result::Result<protocol::TextMode, String> {
@@ -428,6 +433,10 @@ pub fn client(a: ClientArgs) -> Result<()> {
             "nothing to do: give --out FILE (or - for stdout) and/or --play; the audio would be discarded"
         ),
     }
+    if let Some(p) = &a.timings_out {
+        subtitles::Kind::of(p)?;
+        super::outfile::check_target(p, "--timings-out")?;
+    }
     // A signal while connecting ends the run too, --out as it was.
     super::outfile::catch_interrupts();
     let mut conn = Conn::connect(
@@ -465,6 +474,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
             seed: a.seed,
             max_frames: a.max_frames,
             text_mode,
+            timings: a.timings_out.is_some().then_some(true),
             ..SessionUpdate::default()
         },
     })?;
@@ -512,6 +522,8 @@ pub fn client(a: ClientArgs) -> Result<()> {
     let mut player = Playback::open(&a.play, rate, expected_speech(&text))?;
 
     let t_send = Instant::now();
+    let mut timed = subtitles::Timed::default();
+    let spoken_text = text.clone();
     conn.send(&ClientMessage::ContextAppend {
         context_id: CONTEXT_ID.into(),
         text,
@@ -536,6 +548,12 @@ pub fn client(a: ClientArgs) -> Result<()> {
                     metrics,
                     ..
                 } if context_id == CONTEXT_ID => break metrics,
+                ServerMessage::Timings {
+                    context_id,
+                    words,
+                    chars,
+                    ..
+                } if context_id == CONTEXT_ID => timed.add_message(&words, &chars),
                 ref other => {
                     if let Some(e) = server_error(other) {
                         return Err(e);
@@ -588,6 +606,9 @@ pub fn client(a: ClientArgs) -> Result<()> {
         Some(Writer::Wav(w)) => w.finish()?,
         Some(Writer::Bytes(w)) => w.finish()?,
         None => {}
+    }
+    if let Some(p) = &a.timings_out {
+        subtitles::write(p, &spoken_text, metrics.audio_s, &timed)?;
     }
     let unit = if encoded {
         format!("{} bytes", session.format)

@@ -20,6 +20,7 @@ use super::io::{check_out, out_container, read_text, write_codes, AudioWriter, C
 use super::outfile::{catch_interrupts, check_target};
 use super::progress::Progress;
 use super::realtime::Use;
+use super::subtitles::{self, Subtitler};
 use super::{load, play, ModelArg, OutArgs, VoicesDirArg};
 
 mod split;
@@ -133,6 +134,13 @@ pub(crate) struct SpeakArgs {
     /// Also write the generated codes as JSON (array of frames).
     #[arg(long)]
     codes_out: Option<PathBuf>,
+    /// Also write when each word (and character) of the text is heard in
+    /// the audio, in the format the extension names: `.json` (words and
+    /// characters), `.srt` (SubRip) or `.vtt` (WebVTT) subtitles. The
+    /// timings are read from the waveform and the text (their error:
+    /// docs/timings-accuracy.md).
+    #[arg(long, value_name = "FILE")]
+    timings_out: Option<PathBuf>,
     #[command(flatten)]
     out: OutArgs,
     #[command(flatten)]
@@ -211,6 +219,10 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
     }
     if let Some(p) = &a.codes_out {
         check_target(p, "--codes-out")?;
+    }
+    if let Some(p) = &a.timings_out {
+        subtitles::Kind::of(p)?;
+        check_target(p, "--timings-out")?;
     }
     check_sampling_flags(&a)?;
     // Heard as it is made (--play): real time first; a file: the reference.
@@ -306,6 +318,10 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
         );
     }
     let out = a.out.out.as_deref().map(Output::open).transpose()?;
+    let subtitler = a
+        .timings_out
+        .as_ref()
+        .map(|_| Subtitler::new(&text, model.code2wav.sample_rate()));
     // --play always takes the streaming engine path: playback starts with
     // the first chunk instead of after the whole utterance.
     if a.out.stream || a.play.play {
@@ -317,16 +333,17 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
                 ..EngineConfig::default()
             },
         )?;
-        return speak_streamed(
-            engine,
-            reqs,
+        let sinks = Sinks {
             out,
-            container,
-            &a.play,
-            a.codes_out.as_deref(),
-            a.timings,
-        );
+            format: container,
+            play: &a.play,
+            codes_out: a.codes_out.as_deref(),
+            timings: a.timings,
+            subtitles: subtitler.zip(a.timings_out.as_deref()),
+        };
+        return speak_streamed(engine, reqs, sinks);
     }
+    let mut subtitler = subtitler;
     let out = out.expect("--out is given when --play is not");
     let mut wav = Vec::new();
     let mut codes = Vec::new();
@@ -337,11 +354,19 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
             String::new()
         };
         let (w, c) = speak_offline(&model, req, a.out.stream, a.timings, a.floor, &label)?;
+        if let Some(s) = &mut subtitler {
+            s.piece(&req.text);
+            s.audio(&w);
+            s.piece_done();
+        }
         wav.extend_from_slice(&w);
         codes.extend_from_slice(&c);
     }
     if let Some(p) = &a.codes_out {
         write_codes(p, &codes, model.config.talker.num_code_groups)?;
+    }
+    if let (Some(s), Some(p)) = (subtitler, &a.timings_out) {
+        s.write(p)?;
     }
     out.write(&wav, model.code2wav.sample_rate(), container)
 }
@@ -476,15 +501,28 @@ fn floor_report(
 /// `speak --stream` / `--play`: the requests (the pieces of the text) run
 /// one after another through the streaming engine and each chunk goes to
 /// the WAV writer and/or the audio device as it arrives.
-fn speak_streamed(
-    engine: Engine,
-    reqs: Vec<Request>,
+/// Where a streamed run's results go.
+struct Sinks<'a> {
+    /// The audio file, and its container.
     out: Option<Output>,
     format: Container,
-    play: &play::PlayArgs,
-    codes_out: Option<&Path>,
+    play: &'a play::PlayArgs,
+    codes_out: Option<&'a Path>,
+    /// Per-stage timings on stderr (`--timings`).
     timings: bool,
-) -> Result<()> {
+    /// Word timings (`--timings-out`).
+    subtitles: Option<(Subtitler, &'a Path)>,
+}
+
+fn speak_streamed(engine: Engine, reqs: Vec<Request>, sinks: Sinks<'_>) -> Result<()> {
+    let Sinks {
+        out,
+        format,
+        play,
+        codes_out,
+        timings,
+        mut subtitles,
+    } = sinks;
     let model = engine.model().clone();
     let max_positions = model.config.talker.lm.max_position_embeddings;
     let rate = model.code2wav.sample_rate();
@@ -511,6 +549,9 @@ fn speak_streamed(
     for (i, mut req) in reqs.into_iter().enumerate() {
         let prompt_rows = model.build_prompt(&req)?.prefill_rows();
         req.options.max_frames = frame_cap(req.options.max_frames, max_positions, prompt_rows);
+        if let Some((s, _)) = &mut subtitles {
+            s.piece(&req.text);
+        }
         let mut stream = session.synthesize_blocking(req)?;
         let (metrics, stop) = loop {
             match stream.next_blocking() {
@@ -520,6 +561,9 @@ fn speak_streamed(
                     }
                     if let Some(p) = &mut player {
                         p.write(&c.samples)?;
+                    }
+                    if let Some((s, _)) = &mut subtitles {
+                        s.audio(&c.samples);
                     }
                     codes.extend_from_slice(&c.codes);
                     let n = frames + c.first_frame + c.frames as u64;
@@ -532,6 +576,9 @@ fn speak_streamed(
                 None => bail!("the engine stopped without finishing the request"),
             }
         };
+        if let Some((s, _)) = &mut subtitles {
+            s.piece_done();
+        }
         if first_audio_ms.is_none() {
             first_audio_ms = metrics.ttfp_ms;
         }
@@ -570,6 +617,9 @@ fn speak_streamed(
     }
     if let Some(p) = codes_out {
         write_codes(p, &codes, model.config.talker.num_code_groups)?;
+    }
+    if let Some((s, p)) = subtitles {
+        s.write(p)?;
     }
     match writer {
         Some(w) => w.finish(),

@@ -31,6 +31,7 @@
 //! pauses; a word is timed from its first to its last spoken character.
 
 mod text;
+mod transcript;
 mod voicing;
 mod words;
 
@@ -38,6 +39,7 @@ mod words;
 mod tests;
 
 pub use text::Class;
+pub use transcript::{Settled, Transcript};
 pub use words::{WordTiming, Words};
 
 use text::pause_score;

@@ -24,7 +24,7 @@ use super::connection::{Active, RealtimeConnection};
 use super::encode::FrameEncoder;
 use super::port::{AudioOut, Port, Res};
 use super::queue::{Ctx, Next, Unacked};
-use super::timings::Settled;
+use super::timings::{to_msg, Settled};
 
 fn engine_code(kind: ErrorKind) -> ErrorCode {
     match kind {
@@ -419,7 +419,7 @@ impl RealtimeConnection {
         let Some(c) = self.queue.get(id) else {
             return Ok(());
         };
-        let (words, chars) = s.to_msg();
+        let (words, chars) = to_msg(&s);
         ws.send(&ServerMessage::Timings {
             context_id: id.to_string(),
             stream_id: c.stream_id,

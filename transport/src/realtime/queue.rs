@@ -73,7 +73,7 @@ pub struct Unacked {
 impl Ctx {
     /// A context whose first text arrives at `now`.
     pub fn new(s: CtxSettings, chunking: Chunking, now: Instant) -> Self {
-        let timing = s.timings.then(|| CtxTimings::new(s.rate));
+        let timing = s.timings.then(|| CtxTimings::new(s.rate, 1.0));
         Ctx {
             seg: Segmenter::new(chunking),
             s,

@@ -23,6 +23,7 @@ use serde_json::{json, Value};
 use tts_actors::{
     ChunkSchedule, Engine, EngineConfig, EngineStats, Event, RequestMetrics, StageThreads, TeamHold,
 };
+use tts_audio::timing::Transcript;
 use tts_models::{GenOptions, Qwen3Tts, Request};
 
 use super::switches::Switches;
@@ -132,6 +133,12 @@ pub struct BenchArgs {
     /// Also write one JSON record per request (warm-ups included, marked).
     #[arg(long)]
     jsonl: Option<PathBuf>,
+    /// Time every word of each request's audio as the server does for a
+    /// client that asks (`timings`), on each request's client thread as it
+    /// streams: rtf and ttfp with and without it show what it costs
+    /// (benches/timings_cost.sh runs the two interleaved).
+    #[arg(long)]
+    word_timings: bool,
     #[command(flatten)]
     voice: VoiceArgs,
 }
@@ -194,6 +201,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs, switches: &Switches) -> Value {
             "text_streaming": a.text_streaming,
             "seed": a.seed,
             "chunk_frames": a.chunks,
+            "word_timings": a.word_timings,
             "prebuffer_ms": a.prebuffer_ms,
             "t_req": "client side: when Session::synthesize is called (includes prompt building)",
             "rss_sample_ms": RSS_SAMPLE_MS,
@@ -203,14 +211,38 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs, switches: &Switches) -> Value {
 }
 
 /// One request to its terminal event; anything but Done is an error.
-fn run_one(session: &tts_actors::Session, req: Request) -> Result<RequestMetrics> {
+/// `word_timings`: its words are timed as its audio arrives.
+fn run_one(
+    session: &tts_actors::Session,
+    req: Request,
+    word_timings: bool,
+) -> Result<RequestMetrics> {
+    let mut timing: Option<Transcript> = None;
+    let text = word_timings.then(|| req.text.clone());
     let mut s = session.synthesize_blocking(req)?;
     while let Some(e) = s.next_blocking() {
         match e {
-            Event::Done { metrics, .. } => return Ok(*metrics),
+            Event::Done { metrics, .. } => {
+                if let Some(t) = &mut timing {
+                    std::hint::black_box(t.utterance_done());
+                    std::hint::black_box(t.finish());
+                }
+                return Ok(*metrics);
+            }
             Event::Error { error, .. } => return Err(error.into()),
             Event::Cancelled { .. } => bail!("request cancelled"),
-            Event::Started { .. } | Event::Audio(_) => {}
+            Event::Audio(c) => {
+                if let Some(text) = &text {
+                    let t = timing.get_or_insert_with(|| {
+                        let mut t = Transcript::new(c.sample_rate, 1.0);
+                        t.append(text);
+                        t.speak(text);
+                        t
+                    });
+                    std::hint::black_box(t.audio(&c.samples));
+                }
+            }
+            Event::Started { .. } => {}
         }
     }
     bail!("stream ended without a terminal event")
@@ -385,6 +417,8 @@ struct Workload {
     options: GenOptions,
     voice: BenchVoice,
     text_streaming: bool,
+    /// Time each request's words as its audio streams (`--word-timings`).
+    word_timings: bool,
     /// Per text: prefill rows, text rows fed one per frame after it, and
     /// the leading prefill rows the prefix cache shares (0 when it is off).
     prompt_rows: Vec<(usize, usize, usize)>,
@@ -419,6 +453,7 @@ impl Workload {
             options,
             voice,
             text_streaming: a.text_streaming,
+            word_timings: a.word_timings,
             prompt_rows: Vec::new(),
         };
         for &(_, text) in &w.texts {
@@ -557,8 +592,9 @@ fn run_round(
             .enumerate()
             .map(|(i, session)| {
                 let req = workload.request(text, seed.wrapping_add(i as u64));
+                let timed = workload.word_timings;
                 scope.spawn(move || {
-                    let r = run_one(session, req);
+                    let r = run_one(session, req, timed);
                     (r, sampler.now(), Instant::now())
                 })
             })

@@ -400,3 +400,66 @@ async fn cartesia_add_timestamps_sends_every_word() -> Result<()> {
     }
     stop(server).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_http_with_timestamps_whole_and_streamed() -> Result<()> {
+    use base64::Engine as _;
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let addr = server.local_addr();
+    let text = "Timed over plain HTTP, word by word.";
+    let body = json!({"text": text, "model_id": "eleven_flash_v2_5"}).to_string();
+    let b64 = base64::engine::general_purpose::STANDARD;
+    // One object.
+    let r = common::http::request(
+        addr,
+        "POST",
+        "/v1/text-to-speech/ryan/with-timestamps?output_format=pcm_16000",
+        &[("Content-Type", "application/json")],
+        body.as_bytes(),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.body_str());
+    let v = r.json();
+    let audio = b64.decode(v["audio_base64"].as_str().expect("audio"))?;
+    let audio_s = audio.len() as f64 / 2.0 / 16000.0;
+    assert!(audio_s > 0.0);
+    let a = &v["alignment"];
+    assert_eq!(a, &v["normalized_alignment"]);
+    let chars: String = serde_json::from_value::<Vec<String>>(a["characters"].clone())?.concat();
+    assert_eq!(chars, text);
+    let ends: Vec<f64> = serde_json::from_value(a["character_end_times_seconds"].clone())?;
+    assert!(ends.iter().all(|e| *e <= audio_s + 1e-3));
+    // One object per line.
+    let r = common::http::request(
+        addr,
+        "POST",
+        "/v1/text-to-speech/ryan/stream/with-timestamps?output_format=pcm_16000",
+        &[("Content-Type", "application/json")],
+        body.as_bytes(),
+    )
+    .await?;
+    assert_eq!(r.status, 200, "{}", r.body_str());
+    let mut chars = String::new();
+    let mut bytes = 0;
+    let mut last = 0.0f64;
+    for line in r.body_str().lines().filter(|l| !l.trim().is_empty()) {
+        let v: serde_json::Value = serde_json::from_str(line)?;
+        bytes += b64
+            .decode(v["audio_base64"].as_str().expect("audio"))?
+            .len();
+        if v["alignment"].is_null() {
+            continue;
+        }
+        let starts: Vec<f64> =
+            serde_json::from_value(v["alignment"]["character_start_times_seconds"].clone())?;
+        for s in starts {
+            assert!(s >= last, "monotonic");
+            last = s;
+        }
+        chars +=
+            &serde_json::from_value::<Vec<String>>(v["alignment"]["characters"].clone())?.concat();
+    }
+    assert_eq!(chars, text);
+    assert!(bytes > 0);
+    stop(server).await
+}

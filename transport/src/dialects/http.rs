@@ -35,7 +35,7 @@ use serde_json::{Map, Value};
 use super::format::Encoding;
 use super::{cartesia, elevenlabs, VendorError};
 use crate::http_error::error_response;
-use crate::openai::SpeechRequest;
+use crate::openai::{SpeechRequest, Timestamps};
 use crate::state::AppState;
 
 /// Largest vendor request body (text and a few settings; the text itself
@@ -233,6 +233,39 @@ pub(super) async fn elevenlabs_speech(
     body: Body,
 ) -> Response {
     answer(st, headers, body, |b| elevenlabs_body(&voice, &q, b)).await
+}
+
+/// `POST /v1/text-to-speech/{voice_id}/with-timestamps` (one JSON object)
+/// and `.../stream/with-timestamps` (one per line): the audio with its
+/// characters' timings.
+pub(super) async fn elevenlabs_with_timestamps(
+    State(st): State<Arc<AppState>>,
+    Path(voice): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    answer(st, headers, body, |b| {
+        let mut r = elevenlabs_body(&voice, &q, b)?;
+        r.with_timestamps = Some(Timestamps::Whole);
+        Ok(r)
+    })
+    .await
+}
+
+pub(super) async fn elevenlabs_stream_with_timestamps(
+    State(st): State<Arc<AppState>>,
+    Path(voice): Path<String>,
+    Query(q): Query<HashMap<String, String>>,
+    headers: HeaderMap,
+    body: Body,
+) -> Response {
+    answer(st, headers, body, |b| {
+        let mut r = elevenlabs_body(&voice, &q, b)?;
+        r.with_timestamps = Some(Timestamps::Lines);
+        Ok(r)
+    })
+    .await
 }
 
 pub(super) async fn cartesia_bytes(

@@ -107,6 +107,14 @@ fn elevenlabs_http() -> Router<Arc<AppState>> {
             "/v1/text-to-speech/{voice_id}/stream",
             post(http::elevenlabs_speech).layer(DefaultBodyLimit::disable()),
         )
+        .route(
+            "/v1/text-to-speech/{voice_id}/with-timestamps",
+            post(http::elevenlabs_with_timestamps).layer(DefaultBodyLimit::disable()),
+        )
+        .route(
+            "/v1/text-to-speech/{voice_id}/stream/with-timestamps",
+            post(http::elevenlabs_stream_with_timestamps).layer(DefaultBodyLimit::disable()),
+        )
         .route("/v1/voices", get(elevenlabs_voices::list))
         .route("/v2/voices", get(elevenlabs_voices::search))
         .route(

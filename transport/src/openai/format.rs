@@ -40,6 +40,18 @@ pub(super) struct Output {
     /// OpenAI's `speed` (0.25-4.0, validated by the caller): 1.0 plays the
     /// model's natural rate.
     pub speed: f32,
+    /// The audio as JSON with its characters' timings (ElevenLabs'
+    /// `with-timestamps` routes).
+    pub timestamps: Option<Timestamps>,
+}
+
+/// How audio with timings is delivered.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Timestamps {
+    /// One JSON object: all the audio, all the characters.
+    Whole,
+    /// One JSON object per line, as the audio is made.
+    Lines,
 }
 
 /// Resolves `response_format`, `stream_format`, `stream` and `sample_rate`.
@@ -95,12 +107,15 @@ pub(super) fn output(
         sse,
         complete,
         speed: 1.0,
+        timestamps: None,
     })
 }
 
 impl Output {
     pub fn content_type(&self) -> &'static str {
-        if self.sse {
+        if self.timestamps.is_some() {
+            "application/json"
+        } else if self.sse {
             "text/event-stream"
         } else {
             self.format.content_type()

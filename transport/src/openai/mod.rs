@@ -25,6 +25,8 @@ use tts_actors::{ModelError, Request};
 use tts_audio::StreamResampler;
 
 mod format;
+pub(crate) use format::Timestamps;
+mod timestamps;
 mod voice;
 
 use crate::access_log::{self, Deferred};
@@ -215,6 +217,10 @@ pub(crate) struct SpeechRequest {
     /// `true`: all text in the prompt first; `false`: streamed in; absent
     /// or null: the family's official default (Base streams).
     pub(crate) non_streaming_mode: Option<bool>,
+    /// Set by the dialects' routes, never by a client: the audio comes as
+    /// JSON with its characters' timings (ElevenLabs' `with-timestamps`).
+    #[serde(skip)]
+    pub(crate) with_timestamps: Option<format::Timestamps>,
 }
 
 /// Everything a valid request resolved to.
@@ -325,6 +331,11 @@ fn plan_request(m: &Loaded, mut r: SpeechRequest, max_upload: usize) -> Result<P
         m.native_rate,
     )?;
     output.speed = speed;
+    if let Some(t) = r.with_timestamps {
+        output.timestamps = Some(t);
+        output.sse = false;
+        output.complete = t == format::Timestamps::Whole;
+    }
     let language = validate::language(&m.languages, r.language.as_deref().unwrap_or("auto"))?;
     let max_frames = match r.max_frames {
         Some(f) => validate::max_frames(f, m.max_frames)?,
@@ -744,6 +755,11 @@ async fn produce(
             Bytes::from(bytes)
         }
     };
+    // ElevenLabs' `with-timestamps`: the audio as JSON, with the timings
+    // of the characters it carries (`timestamps.rs`).
+    let mut stamped = out
+        .timestamps
+        .map(|t| timestamps::Stamped::new(t, &plan.req.text, out.rate, out.speed));
     let mut samples = Vec::new();
     let mut out_samples = 0u64;
     let mut figures: (Option<f64>, Option<f64>) = (None, None);
@@ -776,6 +792,10 @@ async fn produce(
                         break "failed";
                     }
                 };
+                let bytes = match &mut stamped {
+                    Some(st) => st.chunk(&samples, bytes),
+                    None => bytes,
+                };
                 // Nothing ready (a codec holding a partial frame, or a
                 // complete body): nothing to send yet.
                 if !bytes.is_empty() {
@@ -789,7 +809,11 @@ async fn produce(
             }
             Some(Event::Started { .. }) => {}
             Some(Event::Done { metrics, stop, .. }) => {
-                match enc.finish() {
+                let finished = match (enc.finish(), &mut stamped) {
+                    (Ok(bytes), Some(st)) => Ok(st.finish(bytes)),
+                    (r, _) => r,
+                };
+                match finished {
                     Ok(bytes) if bytes.is_empty() => {}
                     Ok(bytes) => {
                         if tx.send(Ok(item(bytes))).await.is_err() {

@@ -86,9 +86,12 @@ def serve_fixture():
 
 
 @contextlib.contextmanager
-def serve(fixture: str, *extra: str, cafile: "str | None" = None):
+def serve(
+    fixture: str, *extra: str, cafile: "str | None" = None, max_frames: int = MAX_FRAMES
+):
     """A `tts-rt serve` on tests/fixtures/FIXTURE (loopback, any port, the
-    token), ready; SIGTERM on exit, asserting a clean drain (exit 0).
+    token, at most MAX_FRAMES codec frames per request unless `max_frames`),
+    ready; SIGTERM on exit, asserting a clean drain (exit 0).
     `cafile`: the server is given --tls-cert/--tls-key in `extra` and is
     reached over HTTPS trusting this certificate."""
     cmd = [
@@ -96,7 +99,7 @@ def serve(fixture: str, *extra: str, cafile: "str | None" = None):
         "serve",
         "--model", str(ROOT / "tests" / "fixtures" / fixture),
         "--port", "0",
-        "--max-frames", str(MAX_FRAMES),
+        "--max-frames", str(max_frames),
         "--token", TOKEN,
         "--drain-timeout-s", "10",
         *extra,

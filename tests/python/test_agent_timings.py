@@ -27,9 +27,9 @@ arrive, in order, within the audio; the interruption cuts them), not how well
 a word's time matches its sound. No timing-performance assertions: timeouts
 only turn hangs into failures. The interruption runs on a server allowed
 LONG_FRAMES frames a request, so the reply is still being generated when it
-is cut. Expected to fail (strict xfail): timed words keeping a sentence
-boundary, since Pipecat sends sentences with no space between them and the
-server times the text verbatim ("that.Tell" is timed as one word).
+is cut. Pipecat sends a reply's sentences with no space between them; the
+server puts one there, so each word of both sentences is timed on its own
+(not "that.Tell").
 """
 
 from __future__ import annotations
@@ -344,17 +344,6 @@ def test_pipecat_whole_reply_in_context(server, vendor):
     asyncio.run(asyncio.wait_for(whole_reply(PIPECAT[vendor](server)), TIMEOUT))
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "server: Pipecat sends a reply's sentences with no whitespace between them "
-        "('...help with that.' then 'Tell me...'); the server times the concatenated "
-        "text verbatim, so the sentence boundary has no space and Pipecat's word "
-        "splitter (ElevenLabs calculate_word_times splits on ' ' in alignment.chars; "
-        "Cartesia takes word_timestamps.words as given) gets one word 'that.Tell' with "
-        "one time. ElevenLabs' own alignment carries a space at a chunk boundary."
-    ),
-)
 @pytest.mark.parametrize("vendor", ["elevenlabs", "cartesia"])
 def test_pipecat_timed_words_keep_sentence_boundaries(server, vendor):
     bot = Bot(PIPECAT[vendor](server))

@@ -699,23 +699,23 @@ impl Aligner {
     fn settle(&mut self, out: &mut Vec<CharTiming>, end: bool) {
         let audio_end = self.audio_seconds_framed();
         let utt_end = self.chars.len();
+        let total = self.utt_units();
         while self.settled < utt_end {
             let i = self.settled;
             let c = self.chars[i];
-            let next_spoken = self.chars.get(i + 1).map(|n| n.u1 > n.u0).unwrap_or(false);
             let spoken = c.u1 > c.u0;
             let onset = if spoken { self.t_late(c.u0) } else { None };
+            // Whitespace and punctuation end with the word before them (so
+            // a client that splits words at spaces has each word as soon
+            // as it is spoken); the pause after them is a gap before the
+            // next word's onset. The last marks of an utterance take its
+            // trailing silence.
             let when = if spoken {
                 self.t_early(c.u1)
-            } else if next_spoken {
-                self.t_late(c.u1)
-            } else if i + 1 < utt_end {
-                self.t_early(c.u1)
-            } else if end {
-                // The last marks of an utterance take its trailing silence.
+            } else if end && c.u1 + 1e-9 >= total {
                 Some(audio_end)
             } else {
-                None
+                self.t_early(c.u1)
             };
             let t = match (when, end) {
                 (Some(t), _) => t,

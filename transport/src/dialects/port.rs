@@ -46,6 +46,25 @@ pub struct Session {
     pub settings: SessionSettings,
     /// The session's limits (`session.created`).
     pub limits: Limits,
+    /// The last character appended to each recent context (see `append`).
+    last_chars: VecDeque<(String, char)>,
+}
+
+/// Contexts whose last character `Session::append` remembers.
+const LAST_CHARS: usize = 64;
+
+/// Whether text starting with `next` after text ending with `prev` needs
+/// a space between them: a sentence or clause the client sent in pieces
+/// without one (Pipecat sends each sentence of a reply bare:
+/// "...with that." then "Tell me..."). Without it the words run together
+/// in the timings ("that.Tell") and in what the model reads. A digit
+/// after a period ("3." "14") is left alone.
+fn needs_space(prev: char, next: char) -> bool {
+    match prev {
+        '.' | '!' | '?' | '…' => next.is_uppercase(),
+        ',' | ';' | ':' => next.is_alphabetic(),
+        _ => false,
+    }
 }
 
 impl Session {
@@ -56,6 +75,7 @@ impl Session {
             m,
             max_pending_chars,
             settings,
+            last_chars: VecDeque::new(),
             limits: Limits {
                 max_text_message_bytes: protocol::MAX_TEXT_MESSAGE_BYTES,
                 max_binary_message_bytes: protocol::MAX_BINARY_MESSAGE_BYTES,
@@ -71,11 +91,30 @@ impl Session {
         self.inbox.push_back(Incoming::Client(m));
     }
 
-    /// Appends `text` to native context `context_id`.
+    /// Appends `text` to native context `context_id`, with a space before
+    /// it where a sentence or clause was sent in pieces without one
+    /// (`needs_space`).
     pub fn append(&mut self, context_id: &str, text: &str) {
+        let Some(last) = text.chars().last() else {
+            self.send(ClientMessage::ContextAppend {
+                context_id: context_id.to_string(),
+                text: String::new(),
+            });
+            return;
+        };
+        let at = self.last_chars.iter().position(|(id, _)| id == context_id);
+        let prev = at.and_then(|i| self.last_chars.remove(i)).map(|(_, c)| c);
+        let spaced = match (prev, text.chars().next()) {
+            (Some(p), Some(n)) if needs_space(p, n) => format!(" {text}"),
+            _ => text.to_string(),
+        };
+        if self.last_chars.len() == LAST_CHARS {
+            self.last_chars.pop_front();
+        }
+        self.last_chars.push_back((context_id.to_string(), last));
         self.send(ClientMessage::ContextAppend {
             context_id: context_id.to_string(),
-            text: text.to_string(),
+            text: spaced,
         });
     }
 
@@ -267,5 +306,22 @@ impl<D: Dialect> Port for DialectPort<D> {
         if self.deliver().await.is_ok() {
             close_and_drain(&mut self.ws, code, reason, SEND_TIMEOUT).await;
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::needs_space;
+
+    #[test]
+    fn a_sentence_sent_bare_after_another_gets_its_space() {
+        assert!(needs_space('.', 'T'));
+        assert!(needs_space('?', 'W'));
+        assert!(needs_space(',', 'a'));
+        assert!(!needs_space('.', '1'), "3. then 14 stays 3.14");
+        assert!(!needs_space('.', 't'), "e.g. then text in pieces");
+        assert!(!needs_space('.', ' '));
+        assert!(!needs_space('o', 'T'));
+        assert!(!needs_space('。', '她'));
     }
 }

@@ -7,6 +7,8 @@ the `openssl` command for 127.0.0.1; nothing else is ever contacted).
   speakers as premade voices; an unknown voice id is a 404 whose body is
   ElevenLabs' `{"detail": {"status", "message"}}`.
 - `text_to_speech.convert()` over HTTPS returns the audio.
+- `convert_with_timestamps()` and `stream_with_timestamps()` over HTTPS: every
+  character of the text timed once, in order, within the audio.
 - `text_to_speech.convert_realtime()`, which always opens a `wss://`
   stream-input socket, turns a text iterator into audio bytes.
 """
@@ -144,3 +146,42 @@ def test_convert_realtime_over_wss_streams_audio(client):
     )
     audio = b"".join(chunks)
     assert chunks and len(audio) > 1600 and len(audio) % 2 == 0, len(audio)
+
+
+def _chars(alignment) -> str:
+    return "".join(alignment.characters)
+
+
+def test_convert_with_timestamps_over_https(client):
+    import base64
+
+    text = "Every character has its time."
+    r = client.text_to_speech.convert_with_timestamps(
+        "ryan", text=text, model_id="eleven_flash_v2_5", output_format="pcm_16000"
+    )
+    audio = base64.b64decode(r.audio_base_64)
+    audio_s = len(audio) / 2 / 16000
+    assert audio_s > 0.05, audio_s
+    a = r.alignment
+    assert _chars(a) == text
+    assert _chars(r.normalized_alignment) == text
+    ends = a.character_end_times_seconds
+    starts = a.character_start_times_seconds
+    assert all(s <= e for s, e in zip(starts, ends))
+    assert all(b >= x for x, b in zip(starts, starts[1:])), "monotonic"
+    assert ends[-1] <= audio_s + 1e-3
+
+
+def test_stream_with_timestamps_over_https(client):
+    import base64
+
+    text = "Streamed, with times for each character."
+    chars, audio = "", b""
+    for chunk in client.text_to_speech.stream_with_timestamps(
+        "ryan", text=text, model_id="eleven_flash_v2_5", output_format="pcm_16000"
+    ):
+        audio += base64.b64decode(chunk.audio_base_64 or "")
+        if chunk.alignment is not None:
+            chars += _chars(chunk.alignment)
+    assert chars == text
+    assert len(audio) > 0 and len(audio) % 2 == 0

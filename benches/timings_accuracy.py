@@ -116,9 +116,11 @@ def anchor_words(utt, t0, t1):
             for w in utt["words"]]
 
 
-def run_aligner(cmd, utt, first_chunk_ms, chunk_ms, timeout):
+def run_aligner(cmd, utt, first_chunk_ms, chunk_ms, timeout, prime=None):
     argv = shlex.split(cmd) + ["--wav", utt["wav"], "--text-file", utt["txt"],
                                "--first-chunk-ms", str(first_chunk_ms), "--chunk-ms", str(chunk_ms)]
+    if prime is not None:
+        argv += ["--prime-wav", prime["wav"], "--prime-text-file", prime["txt"]]
     t = time.monotonic()
     try:
         p = subprocess.run(argv, capture_output=True, timeout=timeout)
@@ -233,6 +235,13 @@ def main():
     ap.add_argument("--langs", default="", help="comma list (default: all in the corpus)")
     ap.add_argument("--timeout", type=float, default=120.0, help="seconds per utterance")
     ap.add_argument("--json-out", default=None)
+    ap.add_argument("--max-median-ms", type=float, default=0.0,
+                    help="exit 1 if the aligner's overall median start error is above this")
+    ap.add_argument("--max-p90-ms", type=float, default=0.0,
+                    help="exit 1 if the aligner's overall p90 start error is above this")
+    ap.add_argument("--warm", action="store_true",
+                    help="prime the aligner with the previous utterance of the same language and rate "
+                         "(--prime-wav/--prime-text-file): a context's later segments, not its first")
     args = ap.parse_args()
     start_ref = "start_ms" if args.start_ref == "start" else "onset_ms"
 
@@ -280,7 +289,14 @@ def main():
                      "pass --aligner \"CMD ...\", or --anchors-only")
         tally, failures, walls, mismatches = Tally(), [], 0.0, 0
         for i, u in enumerate(utts, 1):
-            words, err, wall = run_aligner(args.aligner, u, args.first_chunk_ms, args.chunk_ms, args.timeout)
+            prime = None
+            if args.warm:
+                # The previous utterance of the same language and rate
+                # (cyclically): the aligner has heard the voice before, as
+                # a server context has after its first segment.
+                same = [x for x in utts if x["lang"] == u["lang"] and x["rate_wpm"] == u["rate_wpm"]]
+                prime = same[same.index(u) - 1] if len(same) > 1 else None
+            words, err, wall = run_aligner(args.aligner, u, args.first_chunk_ms, args.chunk_ms, args.timeout, prime)
             walls += wall
             if words is None:
                 failures.append({"utterance": u["name"], "error": err})
@@ -321,6 +337,18 @@ def main():
         print(f"\nself-check (fake aligner's starts equal uniform-chars' in every group): "
               f"{'ok' if same else 'FAILED'}", file=out)
         status = 0 if same else 1
+    if run_info is not None and (args.max_median_ms or args.max_p90_ms):
+        # A regression bound on the aligner's whole-corpus start error.
+        s = results[label]["all"]["start_ms"]
+        missed = results[label]["all"]["missed"]
+        ok = missed == 0
+        ok &= not args.max_median_ms or s["median"] <= args.max_median_ms
+        ok &= not args.max_p90_ms or s["p90"] <= args.max_p90_ms
+        print(f"\nbound (median <= {args.max_median_ms or '-'} ms, p90 <= {args.max_p90_ms or '-'} ms, "
+              f"no word missed): {'ok' if ok else 'EXCEEDED'} "
+              f"(median {fmt(s['median'])}, p90 {fmt(s['p90'])}, missed {missed})", file=out)
+        if not ok:
+            status = 1
 
     if args.json_out:
         doc = {"host": host_line(), "command": shlex.join([sys.executable] + sys.argv), "date": date,

@@ -51,7 +51,7 @@ pub const MIN_PAUSE_MS: u32 = 120;
 /// `text`) per second of speech, at speed 1.
 pub const DEFAULT_RATE: f64 = 7.0;
 /// How many seconds of speech the prior rate weighs as.
-const PRIOR_SECONDS: f64 = 1.0;
+const PRIOR_SECONDS: f64 = 0.5;
 /// The spread of syllables counted by nuclei (log ratio to the text's).
 const NUCLEI_SIGMA: f64 = 0.3;
 
@@ -123,6 +123,8 @@ pub struct Aligner {
     released: Option<f64>,
     /// Speech frames of the utterance at the last anchor.
     anchor_speech: usize,
+    /// Most of the utterance's syllables are CJK characters.
+    utt_tonal: bool,
     prior: f64,
     /// Characters settled; the end time of the last one.
     settled: usize,
@@ -161,6 +163,7 @@ impl Aligner {
             at_barrier: 0,
             released: None,
             anchor_speech: 0,
+            utt_tonal: false,
             prior: DEFAULT_RATE * speed,
             settled: 0,
             settled_end: 0.0,
@@ -232,6 +235,9 @@ impl Aligner {
             });
             u += w;
         }
+        let utt = &self.chars[self.utt_start..];
+        let cjk = utt.iter().filter(|c| c.class == Class::Cjk).count() as f64;
+        self.utt_tonal = cjk > 0.5 * utt.last().map_or(0.0, |c| c.s1);
     }
 
     /// Text that is not spoken (dropped before it reached the model): its
@@ -414,6 +420,12 @@ impl Aligner {
     /// Whether the nuclei heard look like syllables (a plausible count
     /// per second of speech): otherwise they are not used.
     fn nuclei_work(&self) -> bool {
+        // Tonal syllables (CJK text) swell more than once: their nuclei
+        // overcount (measured: twice as many on Mandarin), so they are not
+        // used there.
+        if self.utt_tonal {
+            return false;
+        }
         let seconds = speech_seconds(self.speech_frames);
         seconds < 1.0 || (self.nuclei as f64 / seconds) >= 1.5
     }
@@ -480,7 +492,7 @@ impl Aligner {
         let mut cap = self.cap();
         if self.nuclei_work() {
             // No further than a syllable past the nuclei heard.
-            cap = cap.min(self.units_at_syllables(self.nuclei as f64 * self.bias + 1.0));
+            cap = cap.min(self.units_at_syllables(self.nuclei as f64 * self.bias + 0.5));
         }
         let prev = self.frames.last().map_or(0.0, |f| f.u);
         // Progress waits at the next clause or sentence end until the

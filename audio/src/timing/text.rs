@@ -119,7 +119,7 @@ pub fn weights(text: &[char], out: &mut Vec<(f64, f64)>) {
                 i += 1;
             }
             Class::Cjk => {
-                out.push((2.0, 1.0));
+                out.push((2.6, 1.0));
                 i += 1;
             }
             Class::Spoken => {

@@ -131,7 +131,8 @@ pub struct CartesiaIn {
     /// Accepted; the checkpoint detects the language.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub language: Option<String>,
-    /// Accepted; no timestamps are produced.
+    /// `true` on a context's first request: its words' times come in
+    /// `timestamps` messages.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub add_timestamps: Option<bool>,
 }

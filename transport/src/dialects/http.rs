@@ -127,6 +127,14 @@ pub fn elevenlabs_body(
 pub fn cartesia_body(body: &[u8]) -> Result<SpeechRequest, BadRequest> {
     let o = object(body)?;
     let text = text_field(&o, "transcript")?;
+    if o.get("add_timestamps") == Some(&Value::Bool(true)) {
+        // Raw audio bytes have no place for them: refused rather than
+        // silently dropped.
+        return Err(bad(
+            "add_timestamps is not available on /tts/bytes (the answer is audio bytes only);              use the WebSocket /tts/websocket, which sends `timestamps` messages",
+            "add_timestamps",
+        ));
+    }
     let voice: cartesia::CartesiaVoice = match o.get("voice") {
         Some(v) => {
             serde_json::from_value(v.clone()).map_err(|e| bad(format!("`voice`: {e}"), "voice"))?
@@ -354,6 +362,20 @@ mod tests {
             fields(&cartesia_body(b).unwrap()),
             expect("Hi.", "ryan", "mp3", 22050)
         );
+    }
+
+    #[test]
+    fn cartesia_bytes_refuse_timestamps_they_cannot_carry() {
+        let body = br#"{"transcript": "hi", "voice": {"mode": "id", "id": "ryan"},
+            "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
+            "add_timestamps": true}"#;
+        let e = cartesia_body(body).err().expect("refused");
+        assert_eq!(e.param, "add_timestamps");
+        assert!(e.message.contains("/tts/websocket"), "{}", e.message);
+        let ok = br#"{"transcript": "hi", "voice": {"mode": "id", "id": "ryan"},
+            "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
+            "add_timestamps": false}"#;
+        assert!(cartesia_body(ok).is_ok());
     }
 
     #[test]

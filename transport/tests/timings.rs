@@ -463,3 +463,69 @@ async fn elevenlabs_http_with_timestamps_whole_and_streamed() -> Result<()> {
     assert!(bytes > 0);
     stop(server).await
 }
+
+/// Every output format and rate (resampled or not, encoded or samples):
+/// the same contract, bounded by the context's audio.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn timings_hold_in_every_output_format() -> Result<()> {
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let mut ws = connect(server.local_addr()).await?;
+    let text = "Formats change the bytes, not the words.";
+    for (i, (format, rate)) in [
+        ("pcm16", 24000),
+        ("f32", 22050),
+        ("mp3", 44100),
+        ("opus", 48000),
+        ("opus_packets", 24000),
+        ("flac", 16000),
+        ("aac", 24000),
+        ("mulaw", 8000),
+        ("alaw", 8000),
+    ]
+    .into_iter()
+    .enumerate()
+    {
+        send(
+            &mut ws,
+            json!({"type": "session.update", "session": {
+            "timings": true, "max_frames": 30, "format": format, "sample_rate": rate}}),
+        )
+        .await?;
+        let id = format!("f{i}");
+        send(
+            &mut ws,
+            json!({"type": "context.append", "context_id": id, "text": text}),
+        )
+        .await?;
+        send(&mut ws, json!({"type": "context.end", "context_id": id})).await?;
+        let c = hear(&mut ws, &id).await?;
+        let Some(ServerMessage::ContextDone { metrics, .. }) = &c.end else {
+            bail!("{format}: {:?}", c.end);
+        };
+        let mut chars = String::new();
+        let mut last = 0.0f64;
+        for (_, m, _) in &c.timings {
+            let ServerMessage::Timings { chars: ch, .. } = m else {
+                unreachable!()
+            };
+            for k in 0..ch.chars.len() {
+                assert!(
+                    ch.start_ms[k] >= last - 0.11 && ch.end_ms[k] >= ch.start_ms[k],
+                    "{format}"
+                );
+                // Within the context's audio (its length at the model's
+                // rate; resampling keeps the duration).
+                assert!(
+                    ch.end_ms[k] <= metrics.audio_s * 1000.0 + 15.0,
+                    "{format}: {} past {}",
+                    ch.end_ms[k],
+                    metrics.audio_s
+                );
+                last = ch.end_ms[k];
+                chars.push_str(&ch.chars[k]);
+            }
+        }
+        assert_eq!(chars, text, "{format}");
+    }
+    stop(server).await
+}

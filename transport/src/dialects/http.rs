@@ -243,9 +243,8 @@ pub(super) async fn elevenlabs_speech(
     answer(st, headers, body, |b| elevenlabs_body(&voice, &q, b)).await
 }
 
-/// `POST /v1/text-to-speech/{voice_id}/with-timestamps` (one JSON object)
-/// and `.../stream/with-timestamps` (one per line): the audio with its
-/// characters' timings.
+/// `POST /v1/text-to-speech/{voice_id}/with-timestamps`: one JSON object,
+/// the audio with its characters' timings.
 pub(super) async fn elevenlabs_with_timestamps(
     State(st): State<Arc<AppState>>,
     Path(voice): Path<String>,
@@ -253,14 +252,11 @@ pub(super) async fn elevenlabs_with_timestamps(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
-    answer(st, headers, body, |b| {
-        let mut r = elevenlabs_body(&voice, &q, b)?;
-        r.with_timestamps = Some(Timestamps::Whole);
-        Ok(r)
-    })
-    .await
+    timed(st, &voice, &q, headers, body, Timestamps::Whole).await
 }
 
+/// `.../stream/with-timestamps`: one such object per line, as the audio is
+/// made.
 pub(super) async fn elevenlabs_stream_with_timestamps(
     State(st): State<Arc<AppState>>,
     Path(voice): Path<String>,
@@ -268,9 +264,20 @@ pub(super) async fn elevenlabs_stream_with_timestamps(
     headers: HeaderMap,
     body: Body,
 ) -> Response {
+    timed(st, &voice, &q, headers, body, Timestamps::Lines).await
+}
+
+async fn timed(
+    st: Arc<AppState>,
+    voice: &str,
+    q: &HashMap<String, String>,
+    headers: HeaderMap,
+    body: Body,
+    mode: Timestamps,
+) -> Response {
     answer(st, headers, body, |b| {
-        let mut r = elevenlabs_body(&voice, &q, b)?;
-        r.with_timestamps = Some(Timestamps::Lines);
+        let mut r = elevenlabs_body(voice, q, b)?;
+        r.with_timestamps = Some(mode);
         Ok(r)
     })
     .await
@@ -369,7 +376,7 @@ mod tests {
         let body = br#"{"transcript": "hi", "voice": {"mode": "id", "id": "ryan"},
             "output_format": {"container": "raw", "encoding": "pcm_s16le", "sample_rate": 16000},
             "add_timestamps": true}"#;
-        let e = cartesia_body(body).err().expect("refused");
+        let e = cartesia_body(body).expect_err("refused");
         assert_eq!(e.param, "add_timestamps");
         assert!(e.message.contains("/tts/websocket"), "{}", e.message);
         let ok = br#"{"transcript": "hi", "voice": {"mode": "id", "id": "ryan"},

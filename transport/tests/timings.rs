@@ -529,3 +529,32 @@ async fn timings_hold_in_every_output_format() -> Result<()> {
     }
     stop(server).await
 }
+
+/// ElevenLabs' single-stream socket (`stream-input`, what its SDK's
+/// `convert_realtime` opens) carries the same alignment.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_stream_input_carries_alignment() -> Result<()> {
+    let server = start(config(std::time::Duration::from_secs(5))).await?;
+    let addr = server.local_addr();
+    let mut ws = vendor(format!(
+        "ws://{addr}/v1/text-to-speech/serena/stream-input?output_format=ulaw_8000"
+    ))
+    .await?;
+    let text = "One stream, one alignment. ";
+    vendor_send(&mut ws, json!({"text": " "})).await?;
+    vendor_send(&mut ws, json!({"text": text})).await?;
+    vendor_send(&mut ws, json!({"text": ""})).await?;
+    let mut chars = String::new();
+    loop {
+        let m = vendor_next(&mut ws).await?;
+        if m["isFinal"] == json!(true) {
+            break;
+        }
+        if !m["alignment"].is_null() {
+            let c: Vec<String> = serde_json::from_value(m["alignment"]["chars"].clone())?;
+            chars.extend(c);
+        }
+    }
+    assert_eq!(chars, text);
+    stop(server).await
+}

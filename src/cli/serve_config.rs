@@ -28,6 +28,7 @@ pub(crate) struct ServeFile {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub health_port: Option<u16>,
+    pub wyoming_port: Option<u16>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub token: Option<String>,

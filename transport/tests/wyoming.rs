@@ -248,6 +248,7 @@ async fn malformed_input_is_answered_and_the_connection_goes_on() -> Result<()> 
     let e = c.expect("error").await?;
     let text = e.data["text"].as_str().context("text")?;
     assert!(text.contains("nobody") && text.contains("ryan"), "{text}");
+    assert_eq!(e.data["code"], "invalid_voice");
     // ... also at a stream's start: its chunks are dropped, its stop
     // answered.
     c.send("synthesize-start", json!({"voice": {"name": "nobody"}}))

@@ -127,6 +127,12 @@ mod tests {
     }
 
     #[test]
+    fn the_wyoming_port_is_a_key() {
+        let f = ServeFile::parse("wyoming_port = 10200\n").unwrap();
+        assert_eq!(f.wyoming_port, Some(10200));
+    }
+
+    #[test]
     fn an_unknown_key_is_refused_by_name() {
         let e = ServeFile::parse("port = 1\nmax_sesions = 3\n").unwrap_err();
         let m = format!("{e:#}");

@@ -300,3 +300,55 @@ async fn over_the_bounds_the_connection_is_closed_and_the_server_survives() -> R
     drop(c);
     common::stop(s).await
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_session_slot_is_shared_and_the_drain_finishes_what_was_asked() -> Result<()> {
+    let mut cfg = config();
+    cfg.max_sessions = 1;
+    let s = common::start(cfg).await?;
+    // An idle Wyoming session gives its slot to the next client.
+    let mut a = Client::connect(&s).await?;
+    a.send("describe", json!({})).await?;
+    a.expect("info").await?;
+    let mut b = Client::connect(&s).await?;
+    b.send("describe", json!({})).await?;
+    b.expect("info").await?;
+    let e = a.expect("error").await?;
+    assert_eq!(e.data["code"], "closed", "{:?}", e.data);
+    assert!(a.next().await?.is_none());
+
+    // Shutdown while speaking: the request's audio is finished, then the
+    // connection is closed saying why; a new connection is refused.
+    b.send("synthesize", json!({"text": "Hello world."}))
+        .await?;
+    b.expect("audio-start").await?;
+    s.shutdown();
+    let mut pcm = Vec::new();
+    loop {
+        let e = b.next().await?.context("closed inside the audio")?;
+        match e.ty.as_str() {
+            "audio-chunk" => pcm.extend(e.payload),
+            "audio-stop" => break,
+            other => bail!("unexpected {other}"),
+        }
+    }
+    assert!(!pcm.is_empty());
+    let e = b.expect("error").await?;
+    assert!(
+        e.data["text"]
+            .as_str()
+            .unwrap_or("")
+            .contains("shutting down"),
+        "{:?}",
+        e.data
+    );
+    assert!(b.next().await?.is_none());
+    if let Ok(mut c) = Client::connect(&s).await {
+        // Accepted before the listener stopped: refused with a reason.
+        if let Some(e) = c.next().await? {
+            assert_eq!(e.ty, "error");
+            assert_eq!(e.data["code"], "shutting_down");
+        }
+    }
+    common::stop(s).await
+}

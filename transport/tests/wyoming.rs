@@ -352,3 +352,69 @@ async fn a_session_slot_is_shared_and_the_drain_finishes_what_was_asked() -> Res
     }
     common::stop(s).await
 }
+
+/// Streams `chunks` in `voice`: the audio, then `synthesize-stopped`.
+async fn stream(c: &mut Client, voice: &str, chunks: &[&str]) -> Result<(Vec<u8>, u64)> {
+    c.send("synthesize-start", json!({"voice": {"name": voice}}))
+        .await?;
+    for t in chunks {
+        c.send("synthesize-chunk", json!({"text": t})).await?;
+    }
+    c.send("synthesize-stop", json!({})).await?;
+    let audio = c.audio().await?;
+    c.expect("synthesize-stopped").await?;
+    Ok(audio)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stored_voices_are_listed_and_speak_even_cloned_in_context() -> Result<()> {
+    use base64::Engine as _;
+    let voices = std::env::temp_dir().join(format!("tts-rt-wyoming-voices-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&voices);
+    let base = common::fixture().with_file_name("tiny-base");
+    let mut cfg = config();
+    cfg.model_dir = base.clone();
+    cfg.voices_dir = Some(voices.clone());
+    let s = common::start(cfg).await?;
+    let clip = std::fs::read(base.join("../goldens/tiny-base/ref_a.wav"))?;
+    let audio = base64::engine::general_purpose::STANDARD.encode(&clip);
+    let text =
+        "The quick brown fox jumps over the lazy dog, then it rests under a tall green tree.";
+    for body in [
+        json!({"name": "alice", "audio": audio, "ref_text": text}),
+        json!({"name": "bob", "audio": audio, "speaker_description": "calm"}),
+    ] {
+        let r = common::http::post_json(s.local_addr(), "/v1/audio/voices", &body).await?;
+        assert_eq!(r.status, 201, "{}", r.body_str());
+    }
+    let mut c = Client::connect(&s).await?;
+    c.send("describe", json!({})).await?;
+    let info = c.expect("info").await?;
+    let v = &info.data["tts"][0]["voices"];
+    let names: Vec<&str> = v
+        .as_array()
+        .context("voices")?
+        .iter()
+        .filter_map(|v| v["name"].as_str())
+        .collect();
+    assert_eq!(names, ["alice", "bob"]);
+    assert_eq!(v[1]["description"], "calm");
+
+    // Live text for the x-vector clone; the in-context clone, which live
+    // text cannot take, segmented instead.
+    for voice in ["bob", "alice"] {
+        let (pcm, rate) = stream(&mut c, voice, &["Hello ", "there."]).await?;
+        plausible(&pcm, rate);
+    }
+    c.send(
+        "synthesize",
+        json!({"text": "Hi.", "voice": {"name": "alice"}}),
+    )
+    .await?;
+    let (pcm, rate) = c.audio().await?;
+    plausible(&pcm, rate);
+    drop(c);
+    let r = common::stop(s).await;
+    let _ = std::fs::remove_dir_all(&voices);
+    r
+}

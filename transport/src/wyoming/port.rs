@@ -9,8 +9,10 @@
 //!   `audio-start`, `audio-chunk`s, `audio-stop`.
 //! - `synthesize-start {voice?}`, `synthesize-chunk {text}`*,
 //!   `synthesize-stop` → one live-text context (`chunking.mode: live`,
-//!   `text_mode: streaming`: one utterance fed as the text arrives), its
-//!   audio, then `synthesize-stopped`. The `synthesize` a client sends
+//!   `text_mode: streaming`: one utterance fed as the text arrives; a
+//!   stored voice cloned in context, which live text cannot take, is
+//!   segmented at sentence ends instead), its audio, then
+//!   `synthesize-stopped`. The `synthesize` a client sends
 //!   inside a stream (for servers without streaming) is ignored.
 //! - `ping` → `pong`; `select-program` is accepted (one program);
 //!   anything else, and refusals of the session, are `error {text, code}`.
@@ -173,14 +175,17 @@ where
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
+        let voice_name = field("name").unwrap_or_else(|| self.default_voice.clone());
+        // Live text cannot take an in-context clone (its prompt needs the
+        // text beside the reference codes): its stream is segmented.
+        let live = live && !self.is_in_context_clone(&voice_name);
         let (mode, text_mode) = if live {
             (ChunkingMode::Live, TextMode::Streaming)
         } else {
             self.defaults
         };
         let u = SessionUpdate {
-            voice: Some(field("name").unwrap_or_else(|| self.default_voice.clone()))
-                .filter(|v| !v.is_empty()),
+            voice: Some(voice_name).filter(|v| !v.is_empty()),
             language: Some(field("language").unwrap_or_else(|| "auto".into())),
             chunking: Some(ChunkingUpdate {
                 mode: Some(mode),
@@ -190,6 +195,16 @@ where
             ..SessionUpdate::default()
         };
         self.update(u)
+    }
+
+    /// Whether `voice` is a stored voice cloned in context (reference
+    /// codes and text).
+    fn is_in_context_clone(&self, voice: &str) -> bool {
+        self.m.library.as_ref().is_some_and(|l| {
+            l.list()
+                .iter()
+                .any(|r| r.name.as_str().eq_ignore_ascii_case(voice) && r.ref_codes.is_some())
+        })
     }
 
     fn new_ctx(&mut self, streaming: bool) -> String {

@@ -418,3 +418,29 @@ async fn stored_voices_are_listed_and_speak_even_cloned_in_context() -> Result<(
     let _ = std::fs::remove_dir_all(&voices);
     r
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_checkpoint_without_named_voices_lists_and_speaks_its_default() -> Result<()> {
+    let mut cfg = config();
+    cfg.model_dir = common::fixture().with_file_name("tiny-vd");
+    let s = common::start(cfg).await?;
+    let mut c = Client::connect(&s).await?;
+    c.send("describe", json!({})).await?;
+    let info = c.expect("info").await?;
+    let v = &info.data["tts"][0]["voices"];
+    assert_eq!(v.as_array().map(Vec::len), Some(1), "{v}");
+    assert_eq!(v[0]["name"], "default");
+    assert!(!v[0]["languages"]
+        .as_array()
+        .context("languages")?
+        .is_empty());
+    c.send(
+        "synthesize",
+        json!({"text": "Hi.", "voice": {"name": "default"}}),
+    )
+    .await?;
+    let (pcm, rate) = c.audio().await?;
+    plausible(&pcm, rate);
+    drop(c);
+    common::stop(s).await
+}

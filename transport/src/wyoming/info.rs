@@ -11,6 +11,17 @@ use crate::state::Loaded;
 /// The program's name in `info`.
 pub const PROGRAM: &str = "tts-rt";
 
+/// The one voice listed for a checkpoint with neither preset speakers nor
+/// stored voices (VoiceDesign: its voice is described by instructions),
+/// so clients that pick a voice (and learn the languages from it) have
+/// one; a request naming it speaks the checkpoint's default.
+pub const DEFAULT_VOICE: &str = "default";
+
+/// Whether `info` lists only [`DEFAULT_VOICE`].
+pub fn only_default(m: &Loaded) -> bool {
+    m.voices.speakers().is_empty() && m.library.as_ref().is_none_or(|l| l.list().is_empty())
+}
+
 /// The code of a checkpoint language (its dialects are Chinese); `None`
 /// for `auto`, a name kept as it is when it has no code here.
 fn code(language: &str) -> Option<String> {
@@ -83,6 +94,13 @@ pub fn info(m: &Loaded) -> Value {
                 .unwrap_or_else(|| "stored voice".to_string());
             voice(r.name.as_str(), d, &langs)
         }));
+    }
+    if voices.is_empty() {
+        voices.push(voice(
+            DEFAULT_VOICE,
+            "the checkpoint's own voice".to_string(),
+            &langs,
+        ));
     }
     json!({
         "asr": [], "handle": [], "intent": [], "wake": [], "mic": [], "snd": [],

@@ -36,7 +36,7 @@ use crate::realtime::{self, AudioOut, Closed, Incoming, Port, Res, SEND_TIMEOUT}
 use crate::state::Loaded;
 
 use super::framing::{encode, ReadError, Reader};
-use super::info::info;
+use super::info::{self, info};
 
 /// After closing, how long the port discards what the client still sends
 /// (so the socket ends with a FIN, not a reset), and how much at most.
@@ -175,7 +175,9 @@ where
                 .filter(|s| !s.is_empty())
                 .map(str::to_string)
         };
-        let voice_name = field("name").unwrap_or_else(|| self.default_voice.clone());
+        let voice_name = field("name")
+            .filter(|n| !(n == info::DEFAULT_VOICE && info::only_default(&self.m)))
+            .unwrap_or_else(|| self.default_voice.clone());
         // Live text cannot take an in-context clone (its prompt needs the
         // text beside the reference codes): its stream is segmented.
         let live = live && !self.is_in_context_clone(&voice_name);

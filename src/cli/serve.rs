@@ -69,6 +69,13 @@ pub struct ServeArgs {
     /// cannot make a live server look dead. Off by default.
     #[arg(long)]
     health_port: Option<u16>,
+    /// Also speak Home Assistant's Wyoming TTS protocol on this TCP port
+    /// (same host; Wyoming's usual port is 10200): describe, synthesize,
+    /// and streamed synthesize-start/chunk/stop. No authentication (the
+    /// token does not apply): bind it where only trusted clients reach
+    /// it. Off by default.
+    #[arg(long)]
+    wyoming_port: Option<u16>,
     /// Require `Authorization: Bearer TOKEN` on every route except the open
     /// ones: /health, /ready, and the browser page (/, /app.js,
     /// /worklet.js, /style.css). The WebSocket /v1/realtime also takes
@@ -334,6 +341,13 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
             "--health-port {p} is the main --port; give the probes a port of their own"
         );
         cfg.health_addr = Some(SocketAddr::new(cfg.addr.ip(), p));
+    }
+    if let Some(p) = a.wyoming_port.or(f.wyoming_port) {
+        anyhow::ensure!(
+            p == 0 || (p != cfg.addr.port() && Some(p) != cfg.health_addr.map(|h| h.port())),
+            "--wyoming-port {p} is already the main --port or --health-port; give Wyoming a port of its own"
+        );
+        cfg.wyoming_addr = Some(SocketAddr::new(cfg.addr.ip(), p));
     }
     let max_body_memory_mb = a
         .max_body_memory_mb

@@ -28,6 +28,7 @@ pub(crate) struct ServeFile {
     pub host: Option<String>,
     pub port: Option<u16>,
     pub health_port: Option<u16>,
+    pub wyoming_port: Option<u16>,
     pub tls_cert: Option<PathBuf>,
     pub tls_key: Option<PathBuf>,
     pub token: Option<String>,
@@ -123,6 +124,12 @@ mod tests {
             "{}",
             dir.display()
         );
+    }
+
+    #[test]
+    fn the_wyoming_port_is_a_key() {
+        let f = ServeFile::parse("wyoming_port = 10200\n").unwrap();
+        assert_eq!(f.wyoming_port, Some(10200));
     }
 
     #[test]

@@ -85,6 +85,7 @@ mod validate;
 pub mod voices;
 pub mod web;
 mod write_timeout;
+pub mod wyoming;
 
 pub use error::TransportError;
 pub use listener::{parse_nodelay, NODELAY_ENV};

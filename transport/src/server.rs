@@ -115,6 +115,9 @@ pub struct ServeConfig {
     /// orchestrators' probes: a connection flood on the main port cannot
     /// make a live server look dead there. `None`: probes use the main port.
     pub health_addr: Option<SocketAddr>,
+    /// Also speak Home Assistant's Wyoming TTS protocol on this address
+    /// (`crate::wyoming`); `None`: off.
+    pub wyoming_addr: Option<SocketAddr>,
     /// TCP_NODELAY on every accepted socket (the default). `false` leaves
     /// Nagle's algorithm on: a measurement switch, not a tuning knob
     /// (`tts-rt` sets it from `TTS_RT_NODELAY=off`; `listener.rs`).
@@ -159,6 +162,7 @@ impl ServeConfig {
             max_body_memory: crate::body_budget::DEFAULT_BODY_BUDGET,
             text_wait_timeout: Duration::from_secs(60),
             health_addr: None,
+            wyoming_addr: None,
             nodelay: true,
             tls: None,
         }
@@ -246,6 +250,7 @@ impl ServeConfig {
 pub struct Server {
     addr: SocketAddr,
     health_addr: Option<SocketAddr>,
+    wyoming_addr: Option<SocketAddr>,
     state: Arc<AppState>,
     task: tokio::task::JoinHandle<Result<(), TransportError>>,
 }
@@ -334,6 +339,27 @@ impl Server {
             }
             None => None,
         };
+        let wyoming_addr = match cfg.wyoming_addr {
+            Some(a) => {
+                let l = tokio::net::TcpListener::bind(a)
+                    .await
+                    .map_err(|source| TransportError::Bind { addr: a, source })?;
+                let bound = l.local_addr()?;
+                tracing::info!("Wyoming TTS on tcp://{bound}");
+                if cfg.token.is_some() {
+                    tracing::warn!("the Wyoming port has no authentication: --token does not apply to it; bind it where only trusted clients reach it");
+                }
+                tokio::spawn(crate::wyoming::accept_loop(
+                    l,
+                    state.clone(),
+                    cfg.max_connections,
+                    nodelay,
+                    stop_rx.clone(),
+                ));
+                Some(bound)
+            }
+            None => None,
+        };
         let accept = tokio::spawn(listener::accept_loop(
             listener,
             app,
@@ -389,6 +415,7 @@ impl Server {
         Ok(Server {
             addr,
             health_addr,
+            wyoming_addr,
             state,
             task,
         })
@@ -398,6 +425,12 @@ impl Server {
     /// for.
     pub fn health_addr(&self) -> Option<SocketAddr> {
         self.health_addr
+    }
+
+    /// Where the Wyoming listener (`wyoming_addr`) is bound, if it was
+    /// asked for.
+    pub fn wyoming_addr(&self) -> Option<SocketAddr> {
+        self.wyoming_addr
     }
 
     pub fn local_addr(&self) -> SocketAddr {

@@ -156,7 +156,13 @@ pub async fn close_and_drain(ws: &mut Socket, code: u16, reason: &str, send_time
         reason: reason.into(),
     };
     let _ = tokio::time::timeout(send_timeout, ws.send(Message::Close(Some(frame)))).await;
-    let raw = ws.get_mut();
+    drain_reads(ws.get_mut()).await;
+}
+
+/// Discards what a peer still sends until it goes quiet ([`DRAIN_IDLE`]),
+/// closes, or [`DRAIN_TIME`] / [`DRAIN_BYTES`] are reached, so dropping the
+/// connection sends a FIN rather than a reset. Shared by every listener.
+pub async fn drain_reads(raw: &mut (impl AsyncRead + Unpin)) {
     let mut buf = vec![0u8; 16 * 1024];
     let mut total = 0usize;
     let deadline = tokio::time::Instant::now() + DRAIN_TIME;

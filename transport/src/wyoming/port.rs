@@ -23,10 +23,9 @@
 
 use std::collections::VecDeque;
 use std::sync::Arc;
-use std::time::Duration;
 
 use serde_json::{json, Map, Value};
-use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt};
 
 use crate::protocol::{
     AudioFormat, ChunkingMode, ChunkingUpdate, ClientMessage, ErrorCode, ServerMessage,
@@ -37,12 +36,6 @@ use crate::state::Loaded;
 
 use super::framing::{encode, ReadError, Reader};
 use super::info::{self, info};
-
-/// After closing, how long the port discards what the client still sends
-/// (so the socket ends with a FIN, not a reset), and how much at most.
-const DRAIN_TIME: Duration = Duration::from_secs(2);
-const DRAIN_IDLE: Duration = Duration::from_millis(150);
-const DRAIN_BYTES: usize = 64 << 20;
 
 /// The event types a client may send.
 const ACCEPTED: &str = "describe, synthesize, synthesize-start, synthesize-chunk, synthesize-stop, ping, select-program";
@@ -506,19 +499,6 @@ where
         }
         let _ = tokio::time::timeout(SEND_TIMEOUT, self.w.shutdown()).await;
         // Let the client's last bytes in, so the close is a FIN.
-        let r = self.reader.get_mut();
-        let mut buf = vec![0u8; 16 * 1024];
-        let mut total = 0usize;
-        let deadline = tokio::time::Instant::now() + DRAIN_TIME;
-        while total < DRAIN_BYTES {
-            let left = deadline.saturating_duration_since(tokio::time::Instant::now());
-            if left.is_zero() {
-                break;
-            }
-            match tokio::time::timeout(left.min(DRAIN_IDLE), r.read(&mut buf)).await {
-                Ok(Ok(n)) if n > 0 => total += n,
-                _ => break,
-            }
-        }
+        realtime::drain_reads(self.reader.get_mut()).await;
     }
 }

@@ -277,31 +277,58 @@ fn concurrent_new_voices_never_exceed_the_bound() {
     assert_eq!(names(tmp.path()).len(), 5);
 }
 
+/// A name's lock across processes is an advisory lock on `<key>.lock`
+/// (here held through another open file, which conflicts as another
+/// process's would): while it is held the name is busy; once its holder is
+/// gone (the kernel drops the lock of a killed process) the file left
+/// behind blocks nothing, and the next writer removes it.
 #[test]
-fn another_process_lock_file_makes_the_name_busy_until_it_is_stale() {
+fn a_name_locked_by_another_writer_is_busy_and_a_dead_writers_lock_is_not() {
     let tmp = tempfile::tempdir().unwrap();
     let (store, _) = VoiceStore::open(tmp.path()).unwrap();
     let lock = tmp.path().join("alice.lock");
-    fs::write(&lock, "pid 99999").unwrap();
+    let held = fs::File::create(&lock).unwrap();
+    held.try_lock().unwrap();
     let err = store.insert(xvec("Alice", 8, 1), false).unwrap_err();
     assert!(matches!(err, StoreError::Busy { .. }), "{err}");
+    assert!(
+        err.to_string().contains("\"Alice\" is being written"),
+        "{err}"
+    );
     assert!(matches!(
         store.remove("alice"),
         Err(StoreError::Busy { .. })
     ));
     // Other names are unaffected.
     store.insert(xvec("bob", 8, 1), false).unwrap();
-    // Left by a crashed writer 20 minutes ago: taken over.
-    let old = SystemTime::now() - Duration::from_secs(20 * 60);
-    fs::File::options()
-        .write(true)
-        .open(&lock)
-        .unwrap()
-        .set_modified(old)
-        .unwrap();
+    // The holder dies: its lock goes, its file stays.
+    drop(held);
+    assert!(lock.exists());
     store.insert(xvec("Alice", 8, 1), false).unwrap();
     assert!(!lock.exists());
     assert_eq!(names(tmp.path()), ["alice.safetensors", "bob.safetensors"]);
+
+    // An old lock file no writer holds is removed by a rescan; a held
+    // one, however old, is not.
+    let (free, busy) = (tmp.path().join("carol.lock"), tmp.path().join("dave.lock"));
+    fs::write(&free, "pid 1").unwrap();
+    let held = fs::File::create(&busy).unwrap();
+    held.try_lock().unwrap();
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    for f in [&free, &busy] {
+        fs::File::options()
+            .write(true)
+            .open(f)
+            .unwrap()
+            .set_modified(old)
+            .unwrap();
+    }
+    assert!(store.reload().unwrap().is_empty());
+    assert!(!free.exists() && busy.exists());
+    assert!(matches!(
+        store.insert(xvec("dave", 8, 1), false),
+        Err(StoreError::Busy { .. })
+    ));
 }
 
 #[test]
@@ -363,20 +390,69 @@ fn replacing_or_removing_a_voice_tells_its_watchers() {
     store.remove("alice").unwrap();
 }
 
+/// Sets `path`'s modification time (a file's or a directory's).
+fn set_mtime(path: &Path, t: SystemTime) {
+    fs::File::open(path).unwrap().set_modified(t).unwrap();
+}
+
+/// Two stores on one directory stand for two processes: what one writes,
+/// replaces or removes is what the other's next read answers, with no
+/// reload, and the other's watchers hear of it. An unchanged directory is
+/// not listed again: a file changed in place (no store writes so) is seen
+/// only when the directory changes or on `reload`.
 #[test]
-fn reload_sees_another_writers_changes() {
+fn a_voice_another_store_writes_is_seen_by_the_next_read() {
     let tmp = tempfile::tempdir().unwrap();
-    let (a, _) = VoiceStore::open(tmp.path()).unwrap();
-    let (b, _) = VoiceStore::open(tmp.path()).unwrap();
+    let dir = tmp.path();
+    let (a, _) = VoiceStore::open(dir).unwrap();
+    let (b, _) = VoiceStore::open(dir).unwrap();
+    let changes = Arc::new(Changes::default());
+    b.watch(&changes);
     a.insert(xvec("alice", 8, 1), false).unwrap();
-    assert!(b.get("alice").is_none());
+    assert_eq!(b.get("ALICE").unwrap().x_vector, common::x_vector(8, 1));
+    assert_eq!(b.len(), 1);
     // The file exists, so b refuses to overwrite it without replace.
     assert!(matches!(
         b.insert(xvec("alice", 8, 2), false),
         Err(StoreError::AlreadyExists { .. })
     ));
-    assert!(b.reload().unwrap().is_empty());
-    assert_eq!(b.get("alice").unwrap().x_vector, common::x_vector(8, 1));
+    a.insert(xvec("alice", 8, 2), true).unwrap();
+    assert_eq!(b.get("alice").unwrap().x_vector, common::x_vector(8, 2));
+    a.remove("alice").unwrap();
+    assert!(b.get("alice").is_none() && b.list().is_empty());
+    assert!(matches!(
+        b.remove("alice"),
+        Err(StoreError::NotFound { .. })
+    ));
+    b.insert(xvec("alice", 8, 3), false).unwrap();
+    assert_eq!(a.get("alice").unwrap().x_vector, common::x_vector(8, 3));
+    assert!(changes.0.lock().unwrap().iter().all(|k| k == "alice"));
+    assert!(changes.0.lock().unwrap().len() >= 3);
+
+    // A settled directory (its time well in the past) is trusted: a file
+    // changed in place under the same directory time is not read again...
+    let old = SystemTime::now() - Duration::from_secs(3600);
+    set_mtime(dir, old);
+    a.refresh().unwrap();
+    b.refresh().unwrap();
+    let path = dir.join("alice.safetensors");
+    let len = fs::metadata(&path).unwrap().len();
+    fs::File::options()
+        .write(true)
+        .open(&path)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    set_mtime(dir, old);
+    assert_eq!(b.get("alice").unwrap().x_vector, common::x_vector(8, 3));
+    // ...until a reload, or any change to the directory.
+    let skipped = b.reload().unwrap();
+    assert!(b.get("alice").is_none());
+    assert!(skipped[0].reason.contains("truncated"), "{skipped:?}");
+    assert!(a.get("alice").is_some(), "a has not looked since");
+    b.insert(xvec("bob", 8, 1), false).unwrap();
+    assert!(a.get("bob").is_some() && a.get("alice").is_none());
+    assert_eq!(a.skipped().len(), 1, "{:?}", a.skipped());
 }
 
 #[test]

@@ -23,7 +23,7 @@ use tts_models::model::CloneTimings;
 use tts_models::{CloneReference, ModelError, Qwen3Tts, VoiceClone};
 use tts_voices::{
     CodecShape, ModelInfo, Provenance, RecordError, RefCodes, Removed, SkippedVoice, Source,
-    StoreError, StoreOptions, VoiceName, VoiceRecord, VoiceStore,
+    StoreError, StoreOptions, VoiceName, VoiceRecord, VoiceStore, VoiceWatcher,
 };
 
 /// Why a voice could not be made, found or used.
@@ -119,8 +119,10 @@ pub struct VoiceLibrary {
     model: Arc<Qwen3Tts>,
     store: VoiceStore,
     /// Converted voices, keyed by name key; valid while the stored record is
-    /// the same `Arc`.
-    clones: Mutex<Converted>,
+    /// the same `Arc`. The store's watcher: a voice replaced or removed by
+    /// any process (seen when the store next looks at its directory) drops
+    /// its conversion, so the map holds no voice the library no longer has.
+    clones: Arc<Converted>,
     /// Keys of the voices removed through this library (newest last, at
     /// most [`REMEMBERED_REMOVALS`]), so a later request for one is told it
     /// was deleted rather than that it names no voice.
@@ -133,7 +135,16 @@ pub struct VoiceLibrary {
 const REMEMBERED_REMOVALS: usize = 1024;
 
 /// Name key → (the stored record converted, the voice made from it).
-type Converted = HashMap<String, (Arc<VoiceRecord>, Arc<VoiceClone>)>;
+type ConvertedMap = HashMap<String, (Arc<VoiceRecord>, Arc<VoiceClone>)>;
+
+#[derive(Default)]
+struct Converted(Mutex<ConvertedMap>);
+
+impl VoiceWatcher for Converted {
+    fn voice_changed(&self, key: &str) {
+        self.0.lock().unwrap_or_else(|p| p.into_inner()).remove(key);
+    }
+}
 
 impl VoiceLibrary {
     /// Opens (creating) the voice directory. Corrupt voice files are named
@@ -151,11 +162,13 @@ impl VoiceLibrary {
             options.max_voices = n;
         }
         let (store, skipped) = VoiceStore::open_with(dir, options)?;
+        let clones = Arc::new(Converted::default());
+        store.watch(&clones);
         Ok((
             VoiceLibrary {
                 model,
                 store,
-                clones: Mutex::new(HashMap::new()),
+                clones,
                 removed: Mutex::new(VecDeque::new()),
             },
             skipped,
@@ -363,8 +376,8 @@ impl VoiceLibrary {
         }
     }
 
-    fn lock(&self) -> std::sync::MutexGuard<'_, Converted> {
-        self.clones.lock().unwrap_or_else(|p| p.into_inner())
+    fn lock(&self) -> std::sync::MutexGuard<'_, ConvertedMap> {
+        self.clones.0.lock().unwrap_or_else(|p| p.into_inner())
     }
 
     fn removed_keys(&self) -> std::sync::MutexGuard<'_, VecDeque<String>> {

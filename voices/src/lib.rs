@@ -22,10 +22,12 @@
 //!   vllm-omni's tensor names and a documented `__metadata__`; strict reading
 //!   with a [`FormatError`] that names the file and the problem.
 //! - [`store`]: [`VoiceStore`], a directory of voices: skips and names corrupt
-//!   files on open, `max_voices`, readers holding `Arc`s (`store/mod.rs`);
-//!   atomic writes — temp file, fsync, rename, directory fsync
-//!   (`atomic.rs`); per-name write guards in-process and across processes
-//!   with `<key>.lock` and stale takeover (`lock.rs`).
+//!   files on open, `max_voices`, readers holding `Arc`s, reads that see
+//!   other processes' writes at the next look (`store/mod.rs`); atomic
+//!   writes — temp file, fsync, rename (replace) or hard link (new, never
+//!   overwriting), directory fsync (`atomic.rs`); per-name write guards
+//!   in-process and across processes with a kernel-held lock on
+//!   `<key>.lock` (`lock.rs`).
 //!   Watchers ([`VoiceWatcher`]) hear of replaced and removed voices. The
 //!   state computed from a voice (the talker's KV prefix, the primed
 //!   decoder) is cached by the model layer, keyed by the voice's content

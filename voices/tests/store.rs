@@ -617,3 +617,317 @@ fn voices_of_8_code_groups_are_not_corrupt_without_a_model() {
     assert_eq!(*trimmed.get("eight").unwrap(), eight);
     assert!(trimmed.get("sixteen").is_none());
 }
+
+/// Real processes on one directory: this test binary run again as a
+/// writer ([`child_writer`], selected with `--exact` and told what to do
+/// through [`CHILD_JOB`]).
+mod processes {
+    use super::*;
+    use std::collections::{BTreeMap, BTreeSet};
+    use std::io::{BufRead, BufReader};
+    use std::process::{Child, Command, Stdio};
+    use std::time::Instant;
+
+    /// Set in a child: `<job> <dir> <start file> <rounds> <seed>`.
+    const CHILD_JOB: &str = "TTS_VOICES_STORE_CHILD_JOB";
+    /// How many processes race in each test.
+    const WRITERS: u32 = 3;
+
+    /// A voice of `seed` big enough that writing it takes a while (a
+    /// ~0.5 MB file), so that writers overlap.
+    fn big(name: &str, seed: u32) -> tts_voices::VoiceRecord {
+        let mut r = icl(name, 1024, 8000);
+        r.x_vector = common::x_vector(1024, seed);
+        r
+    }
+
+    /// The seed a stored x-vector was made from.
+    fn seed_of(x: &[f32]) -> Option<u32> {
+        (0..=WRITERS + 1).find(|s| common::x_vector(1024, *s) == x)
+    }
+
+    fn outcome<T>(r: &Result<T, StoreError>) -> String {
+        match r {
+            Ok(_) => "ok".into(),
+            Err(StoreError::AlreadyExists { .. }) => "exists".into(),
+            Err(StoreError::Busy { .. }) => "busy".into(),
+            Err(StoreError::NotFound { .. }) => "notfound".into(),
+            Err(e) => format!("error: {e}"),
+        }
+    }
+
+    /// The writer: does nothing unless run by [`spawn`]. Prints one
+    /// `CHILD <name> <outcome>` line per operation.
+    #[test]
+    fn child_writer() {
+        let Ok(job) = std::env::var(CHILD_JOB) else {
+            return;
+        };
+        let args: Vec<&str> = job.split('\t').collect();
+        let (what, dir, start) = (args[0], Path::new(args[1]), Path::new(args[2]));
+        let rounds: u32 = args[3].parse().unwrap();
+        let seed: u32 = args[4].parse().unwrap();
+        let (store, _) = VoiceStore::open(dir).unwrap();
+        while !start.exists() {
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for round in 0..rounds {
+            match what {
+                // Each writer adds same0, same1, ... without replace.
+                "add" => {
+                    let name = format!("same{round}");
+                    let r = store.insert(big(&name, seed), false);
+                    println!("CHILD {name} {}", outcome(&r));
+                }
+                // Each writer replaces, and now and then removes, one voice.
+                "churn" => {
+                    let r = if round % 4 == 3 {
+                        outcome(&store.remove("shared"))
+                    } else {
+                        outcome(&store.insert(big("shared", seed), true))
+                    };
+                    println!("CHILD shared {r}");
+                }
+                // Each writer removes gone0, gone1, ...
+                "rm" => {
+                    let name = format!("gone{round}");
+                    println!("CHILD {name} {}", outcome(&store.remove(&name)));
+                }
+                // Replaces one voice until killed.
+                "forever" => loop {
+                    for s in [seed, seed + 1] {
+                        store.insert(big("victim", s), true).unwrap();
+                        println!("CHILD victim ok");
+                    }
+                },
+                other => panic!("no job {other}"),
+            }
+        }
+    }
+
+    /// What a writer printed on `line` (libtest may have begun the line
+    /// with the test's name).
+    fn child_line(line: &str) -> Option<&str> {
+        line.split_once("CHILD ").map(|(_, l)| l)
+    }
+
+    fn spawn(job: &str, dir: &Path, start: &Path, rounds: u32, seed: u32) -> Child {
+        Command::new(std::env::current_exe().unwrap())
+            .args(["processes::child_writer", "--exact", "--nocapture"])
+            .args(["--test-threads", "1"])
+            .env(
+                CHILD_JOB,
+                format!(
+                    "{job}\t{}\t{}\t{rounds}\t{seed}",
+                    dir.display(),
+                    start.display()
+                ),
+            )
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("spawn the test binary as a writer")
+    }
+
+    /// Runs `WRITERS` writers of `job` (seeds 1, 2, ...) released together;
+    /// calls `meanwhile` until they are done; answers each name's outcomes.
+    fn race(
+        job: &str,
+        dir: &Path,
+        rounds: u32,
+        mut meanwhile: impl FnMut(),
+    ) -> BTreeMap<String, Vec<(u32, String)>> {
+        let start = dir.parent().unwrap().join(format!("start-{job}"));
+        let children: Vec<(u32, Child)> = (1..=WRITERS)
+            .map(|seed| (seed, spawn(job, dir, &start, rounds, seed)))
+            .collect();
+        // Let them open the store and wait at the start line.
+        std::thread::sleep(Duration::from_millis(300));
+        fs::write(&start, "go").unwrap();
+        let t0 = Instant::now();
+        let mut outcomes: BTreeMap<String, Vec<(u32, String)>> = BTreeMap::new();
+        for (seed, mut child) in children {
+            while child.try_wait().unwrap().is_none() {
+                meanwhile();
+                assert!(t0.elapsed() < Duration::from_secs(120), "writer stuck");
+            }
+            let out = child.wait_with_output().unwrap();
+            let stdout = String::from_utf8_lossy(&out.stdout);
+            assert!(
+                out.status.success(),
+                "writer {seed} failed: {stdout}\n{}",
+                String::from_utf8_lossy(&out.stderr)
+            );
+            for line in stdout.lines().filter_map(child_line) {
+                let (name, what) = line.split_once(' ').unwrap();
+                assert!(!what.starts_with("error"), "writer {seed}: {line}");
+                outcomes
+                    .entry(name.to_string())
+                    .or_default()
+                    .push((seed, what.to_string()));
+            }
+        }
+        outcomes
+    }
+
+    /// Only voice files are left: no temp file, no lock file.
+    fn only_voices(dir: &Path) {
+        let left = names(dir);
+        assert!(
+            left.iter()
+                .all(|f| f.ends_with(".safetensors") && !f.starts_with('.')),
+            "{left:?}"
+        );
+    }
+
+    #[test]
+    fn two_processes_adding_one_name_leave_one_whole_voice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("voices");
+        let rounds = 40;
+        let outcomes = race("add", &dir, rounds, || {
+            std::thread::sleep(Duration::from_millis(5))
+        });
+        assert_eq!(outcomes.len(), rounds as usize);
+        let (store, skipped) = VoiceStore::open(&dir).unwrap();
+        assert!(skipped.is_empty(), "{skipped:?}");
+        let mut refused = BTreeSet::new();
+        for (name, results) in &outcomes {
+            assert_eq!(results.len(), WRITERS as usize, "{name}: {results:?}");
+            let winners: Vec<u32> = results
+                .iter()
+                .filter(|(_, r)| r == "ok")
+                .map(|(s, _)| *s)
+                .collect();
+            assert_eq!(winners.len(), 1, "{name}: {results:?}");
+            for (_, r) in results {
+                assert!(["ok", "exists", "busy"].contains(&r.as_str()), "{r}");
+                refused.insert(r.clone());
+            }
+            // The file is the winner's voice, whole.
+            let stored = store.get(name).unwrap();
+            assert_eq!(seed_of(&stored.x_vector), Some(winners[0]), "{name}");
+            assert_eq!(*stored, big(name, winners[0]));
+        }
+        assert!(refused.contains("exists") || refused.contains("busy"));
+        only_voices(&dir);
+    }
+
+    /// Writers replace and remove one voice over and over while this
+    /// process reads it, through a store and straight from the file: every
+    /// read is one writer's voice, whole, or no voice; never a torn file.
+    #[test]
+    fn processes_racing_on_one_voice_never_leave_a_torn_file() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("voices");
+        let (store, _) = VoiceStore::open(&dir).unwrap();
+        store.insert(big("shared", WRITERS + 1), false).unwrap();
+        let path = dir.join("shared.safetensors");
+        let (mut reads, mut seen) = (0, BTreeSet::new());
+        let outcomes = race("churn", &dir, 60, || {
+            match format::read_file(&path, None) {
+                Ok(r) => {
+                    seen.insert(seed_of(&r.x_vector).expect("a writer's voice"));
+                    reads += 1;
+                }
+                Err(e) => assert!(
+                    matches!(&e.problem, format::FormatProblem::Io(io) if io.kind() == std::io::ErrorKind::NotFound),
+                    "{e}"
+                ),
+            }
+            if let Some(r) = store.get("shared") {
+                assert!(seed_of(&r.x_vector).is_some());
+            }
+            assert!(store.skipped().is_empty(), "{:?}", store.skipped());
+        });
+        assert!(reads > 0 && !seen.is_empty());
+        let ops = &outcomes["shared"];
+        assert!(ops.iter().any(|(_, r)| r == "ok"), "{ops:?}");
+        for (_, r) in ops {
+            assert!(["ok", "busy", "notfound"].contains(&r.as_str()), "{r}");
+        }
+        let (reopened, skipped) = VoiceStore::open(&dir).unwrap();
+        assert!(skipped.is_empty(), "{skipped:?}");
+        if let Some(r) = reopened.get("shared") {
+            assert_eq!(*r, big("shared", seed_of(&r.x_vector).unwrap()));
+        }
+        only_voices(&dir);
+    }
+
+    /// Writers remove the same voices at once: each is removed once (the
+    /// others are told it is not there, or busy); nothing else is touched.
+    #[test]
+    fn processes_removing_one_voice_remove_it_once() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("voices");
+        let (store, _) = VoiceStore::open(&dir).unwrap();
+        let rounds = 30;
+        for i in 0..rounds {
+            store
+                .insert(xvec(&format!("gone{i}"), 8, i), false)
+                .unwrap();
+        }
+        store.insert(xvec("kept", 8, 1), false).unwrap();
+        let outcomes = race("rm", &dir, rounds, || {
+            std::thread::sleep(Duration::from_millis(5))
+        });
+        for (name, results) in &outcomes {
+            let ok = results.iter().filter(|(_, r)| r == "ok").count();
+            assert_eq!(ok, 1, "{name}: {results:?}");
+            assert!(results
+                .iter()
+                .all(|(_, r)| ["ok", "notfound", "busy"].contains(&r.as_str())));
+        }
+        let listed: Vec<_> = store.list().iter().map(|r| r.name.to_string()).collect();
+        assert_eq!(listed, ["kept"]);
+        assert_eq!(names(&dir), ["kept.safetensors"]);
+    }
+
+    /// A writer killed (SIGKILL) at any point of replacing a voice leaves
+    /// the old voice or the new one, whole; its temp file is no voice and
+    /// its lock holds nothing: the name is writable at once.
+    #[test]
+    fn a_killed_writer_leaves_no_torn_voice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("voices");
+        let start = tmp.path().join("start-forever");
+        fs::create_dir_all(&dir).unwrap();
+        fs::write(&start, "go").unwrap();
+        for round in 0..6u64 {
+            let mut child = spawn("forever", &dir, &start, 1, 1);
+            let mut lines = BufReader::new(child.stdout.take().unwrap())
+                .lines()
+                .map(Result::unwrap)
+                .filter(|l| child_line(l).is_some());
+            // Some writes done, then killed somewhere in a later one.
+            for _ in 0..=round % 3 {
+                assert_eq!(child_line(&lines.next().unwrap()), Some("victim ok"));
+            }
+            std::thread::sleep(Duration::from_millis(1 + 3 * round));
+            child.kill().unwrap();
+            child.wait().unwrap();
+
+            let (store, skipped) = VoiceStore::open(&dir).unwrap();
+            assert!(skipped.is_empty(), "round {round}: {skipped:?}");
+            let listed: Vec<_> = store.list().iter().map(|r| r.name.to_string()).collect();
+            assert_eq!(listed, ["victim"], "round {round}");
+            let r = store.get("victim").unwrap();
+            let seed = seed_of(&r.x_vector).unwrap();
+            assert_eq!(*r, big("victim", seed));
+            // Not busy: the dead writer's lock went with it.
+            store.insert(big("victim", 3), true).unwrap();
+            assert!(matches!(
+                store.insert(big("victim", 3), false),
+                Err(StoreError::AlreadyExists { .. })
+            ));
+        }
+        // What the killed writers left (temp files) is removed once stale.
+        let old = SystemTime::now() - Duration::from_secs(3600);
+        for f in names(&dir).iter().filter(|f| f.starts_with(".tmp-")) {
+            set_mtime(&dir.join(f), old);
+        }
+        VoiceStore::open(&dir).unwrap();
+        only_voices(&dir);
+    }
+}

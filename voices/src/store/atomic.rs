@@ -102,3 +102,31 @@ pub(crate) fn sync_dir(dir: &Path) -> io::Result<()> {
 pub(crate) fn sync_dir(_dir: &Path) -> io::Result<()> {
     Ok(())
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// `write_new` never overwrites, whatever locks its callers take: the
+    /// existing file keeps its bytes, and no temp file is left.
+    #[test]
+    fn a_new_file_never_overwrites_an_existing_one() {
+        let tmp = tempfile::tempdir().unwrap();
+        let target = tmp.path().join("alice.safetensors");
+        let first = write_new(tmp.path(), &target, b"first").unwrap();
+        assert_eq!(first.len(), 5);
+        let err = write_new(tmp.path(), &target, b"second").unwrap_err();
+        assert_eq!(err.kind(), io::ErrorKind::AlreadyExists);
+        assert_eq!(fs::read(&target).unwrap(), b"first");
+        let meta = replace(tmp.path(), &target, b"third!").unwrap();
+        assert_eq!(fs::read(&target).unwrap(), b"third!");
+        // The metadata answered is the published file's.
+        let now = fs::metadata(&target).unwrap();
+        assert_eq!(
+            (meta.len(), meta.modified().ok()),
+            (now.len(), now.modified().ok())
+        );
+        let left: Vec<_> = fs::read_dir(tmp.path()).unwrap().collect();
+        assert_eq!(left.len(), 1);
+    }
+}

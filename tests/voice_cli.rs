@@ -850,3 +850,281 @@ fn one_cause_per_error_line_from_the_voice_library() {
     }
     assert_eq!(lines_with(&err, "os error"), 1, "{err}");
 }
+
+/// Several `tts-rt serve` processes (replicas) on one voice directory, on
+/// loopback: a voice added, replaced or removed through one is what the
+/// others serve, with no restart; replicas adding one name at once leave
+/// one whole voice.
+#[cfg(unix)]
+mod replicas {
+    use super::*;
+    use std::io::{Read, Write};
+    use std::net::SocketAddr;
+    use std::process::Child;
+    use std::time::{Duration, Instant};
+
+    /// A `serve` child, killed when dropped (a failed assertion must not
+    /// leave it running).
+    struct Server {
+        child: Child,
+        addr: SocketAddr,
+    }
+
+    impl Drop for Server {
+        fn drop(&mut self) {
+            let _ = self.child.kill();
+            let _ = self.child.wait();
+        }
+    }
+
+    fn serve(voices: &Path, log: &Path) -> Server {
+        let mut child = bin()
+            .args(["serve", "--port", "0", "--voices-dir"])
+            .arg(voices)
+            .arg("--model")
+            .arg(clone_root().join("tiny-base"))
+            .env_remove("RUST_LOG")
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            // To a file: a pipe nobody reads could fill and stall the server.
+            .stderr(std::fs::File::create(log).unwrap())
+            .spawn()
+            .expect("spawn tts-rt serve");
+        let addr = common::listening_addr(&mut child);
+        let server = Server { child, addr };
+        let t0 = Instant::now();
+        while request(addr, "GET", "/ready", None, b"").0 != 200 {
+            assert!(t0.elapsed() < Duration::from_secs(120), "never ready");
+            std::thread::sleep(Duration::from_millis(50));
+        }
+        server
+    }
+
+    /// One HTTP/1.1 request on a fresh connection: the status and the body
+    /// (chunked bodies de-chunked).
+    fn request(
+        addr: SocketAddr,
+        method: &str,
+        path: &str,
+        content_type: Option<&str>,
+        body: &[u8],
+    ) -> (u16, String) {
+        let mut s = std::net::TcpStream::connect(addr).unwrap();
+        s.set_read_timeout(Some(Duration::from_secs(60))).unwrap();
+        let ct = content_type
+            .map(|c| format!("Content-Type: {c}\r\n"))
+            .unwrap_or_default();
+        write!(
+            s,
+            "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n{ct}Content-Length: {}\r\n\r\n",
+            body.len()
+        )
+        .unwrap();
+        s.write_all(body).unwrap();
+        let mut raw = Vec::new();
+        s.read_to_end(&mut raw).unwrap();
+        let split = raw
+            .windows(4)
+            .position(|w| w == b"\r\n\r\n")
+            .expect("a response head");
+        let head = String::from_utf8_lossy(&raw[..split]).to_lowercase();
+        let status = head
+            .split(' ')
+            .nth(1)
+            .and_then(|c| c.parse().ok())
+            .unwrap_or(0);
+        let mut rest = &raw[split + 4..];
+        let body = if head.contains("transfer-encoding: chunked") {
+            let mut out = Vec::new();
+            loop {
+                let eol = rest.windows(2).position(|w| w == b"\r\n").unwrap();
+                let size = std::str::from_utf8(&rest[..eol]).unwrap();
+                let n = usize::from_str_radix(size.split(';').next().unwrap().trim(), 16).unwrap();
+                if n == 0 {
+                    break;
+                }
+                out.extend_from_slice(&rest[eol + 2..eol + 2 + n]);
+                rest = &rest[eol + 4 + n..];
+            }
+            out
+        } else {
+            rest.to_vec()
+        };
+        (status, String::from_utf8_lossy(&body).into_owned())
+    }
+
+    /// `POST /v1/audio/voices` as a multipart form with `clip`'s audio.
+    fn add(addr: SocketAddr, fields: &[(&str, &str)], clip_name: &str) -> (u16, String) {
+        let boundary = "----tts-rt-replicas-3b9c";
+        let mut b = Vec::new();
+        for (k, v) in fields {
+            b.extend_from_slice(
+                format!(
+                    "--{boundary}\r\nContent-Disposition: form-data; name=\"{k}\"\r\n\r\n{v}\r\n"
+                )
+                .as_bytes(),
+            );
+        }
+        b.extend_from_slice(
+            format!("--{boundary}\r\nContent-Disposition: form-data; name=\"audio_sample\"; filename=\"{clip_name}.wav\"\r\nContent-Type: audio/wav\r\n\r\n")
+                .as_bytes(),
+        );
+        b.extend_from_slice(&std::fs::read(clip(clip_name)).unwrap());
+        b.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
+        let ct = format!("multipart/form-data; boundary={boundary}");
+        request(addr, "POST", "/v1/audio/voices", Some(&ct), &b)
+    }
+
+    fn speak(addr: SocketAddr, voice: &str) -> (u16, String) {
+        let req = serde_json::json!({
+            "model": "tts-1",
+            "input": "Hello there.",
+            "voice": voice,
+            "response_format": "wav",
+            "greedy": true,
+            "max_frames": 6,
+        });
+        request(
+            addr,
+            "POST",
+            "/v1/audio/speech",
+            Some("application/json"),
+            req.to_string().as_bytes(),
+        )
+    }
+
+    fn json(body: &str) -> Value {
+        serde_json::from_str(body).unwrap_or_else(|e| panic!("not JSON ({e}): {body}"))
+    }
+
+    #[test]
+    fn a_voice_added_by_one_server_is_served_by_another() {
+        let tmp = tempfile::tempdir().unwrap();
+        let vd = tmp.path().join("voices");
+        let a = serve(&vd, &tmp.path().join("a.log"));
+        let b = serve(&vd, &tmp.path().join("b.log"));
+        let (a, b) = (a.addr, b.addr);
+        assert_eq!(
+            request(b, "GET", "/v1/audio/voices/alice", None, b"").0,
+            404
+        );
+
+        let text = ref_text("ref_a");
+        let (status, body) = add(a, &[("name", "Alice"), ("ref_text", &text)], "ref_a");
+        assert_eq!(status, 201, "{body}");
+        // Listed, shown and spoken by the other server, which was not told.
+        let (status, body) = request(b, "GET", "/v1/audio/voices", None, b"");
+        assert_eq!(status, 200, "{body}");
+        let listed = json(&body);
+        assert!(
+            listed["uploaded_voices"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .any(|v| v["name"] == "Alice"),
+            "{body}"
+        );
+        let (status, body) = request(b, "GET", "/v1/audio/voices/alice", None, b"");
+        assert_eq!(
+            (status, json(&body)["mode"].as_str()),
+            (200, Some("icl")),
+            "{body}"
+        );
+        let (status, body) = speak(b, "alice");
+        assert_eq!(status, 200, "{body}");
+        assert!(body.starts_with("RIFF"), "a WAV body");
+
+        // Replaced through b: a serves the new one.
+        let (status, body) = add(
+            b,
+            &[
+                ("name", "alice"),
+                ("replace", "true"),
+                ("x_vector_only_mode", "true"),
+            ],
+            "ref_b",
+        );
+        assert_eq!(status, 201, "{body}");
+        let (status, body) = request(a, "GET", "/v1/audio/voices/alice", None, b"");
+        assert_eq!(
+            (status, json(&body)["mode"].as_str()),
+            (200, Some("xvec")),
+            "{body}"
+        );
+        assert_eq!(speak(a, "alice").0, 200);
+
+        // Removed through a: b no longer has it, and says which voices it has.
+        let (status, body) = request(a, "DELETE", "/v1/audio/voices/alice", None, b"");
+        assert_eq!(status, 200, "{body}");
+        assert_eq!(
+            request(b, "GET", "/v1/audio/voices/alice", None, b"").0,
+            404
+        );
+        let (status, body) = speak(b, "alice");
+        assert_eq!(status, 400, "{body}");
+        assert!(body.contains("alice"), "{body}");
+        let (status, body) = request(b, "DELETE", "/v1/audio/voices/alice", None, b"");
+        assert_eq!(status, 404, "{body}");
+    }
+
+    /// Both replicas are asked to add one name at the same moment, over
+    /// several names: each time one stores it (201) and the other is
+    /// refused (409, naming the voice); the library then holds every
+    /// voice whole, as both replicas and `voice list` see it.
+    #[test]
+    fn two_replicas_adding_one_name_at_once_leave_one_whole_voice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let vd = tmp.path().join("voices");
+        let a = serve(&vd, &tmp.path().join("a.log"));
+        let b = serve(&vd, &tmp.path().join("b.log"));
+        let text = ref_text("ref_a");
+        let rounds = 4;
+        for round in 0..rounds {
+            let name = format!("same{round}");
+            let barrier = std::sync::Arc::new(std::sync::Barrier::new(2));
+            let replies: Vec<(u16, String)> = [(a.addr, "ref_a"), (b.addr, "ref_b")]
+                .into_iter()
+                .map(|(addr, clip_name)| {
+                    let (barrier, name, text) = (barrier.clone(), name.clone(), text.clone());
+                    std::thread::spawn(move || {
+                        barrier.wait();
+                        add(addr, &[("name", &name), ("ref_text", &text)], clip_name)
+                    })
+                })
+                .collect::<Vec<_>>()
+                .into_iter()
+                .map(|h| h.join().unwrap())
+                .collect();
+            let mut statuses: Vec<u16> = replies.iter().map(|r| r.0).collect();
+            statuses.sort();
+            assert_eq!(statuses, [201, 409], "{replies:?}");
+            let refused = &replies.iter().find(|r| r.0 == 409).unwrap().1;
+            assert!(
+                json(refused)["error"]["message"]
+                    .as_str()
+                    .is_some_and(|m| m.contains(&format!("\"{name}\"")))
+                    && (refused.contains("already exists") || refused.contains("being written")),
+                "{refused}"
+            );
+            for server in [&a, &b] {
+                let (status, body) = request(
+                    server.addr,
+                    "GET",
+                    &format!("/v1/audio/voices/{name}"),
+                    None,
+                    b"",
+                );
+                assert_eq!(status, 200, "{body}");
+            }
+        }
+        drop((a, b));
+        let list = ok(bin().args(["voice", "list", "--voices-dir"]).arg(&vd));
+        assert_eq!(list.lines().count(), rounds, "{list}");
+        assert!(!list.contains("corrupt"), "{list}");
+        let left: Vec<String> = std::fs::read_dir(&vd)
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        assert!(left.iter().all(|f| f.ends_with(".safetensors")), "{left:?}");
+    }
+}

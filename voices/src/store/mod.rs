@@ -9,7 +9,9 @@
 //! Readers get `Arc<VoiceRecord>`s from an in-memory map. The map's lock is
 //! held only to look up or swap an `Arc`, never across file I/O, so a reader
 //! never waits for a write to reach the disk, and a record a session holds
-//! stays valid after the voice is replaced or removed.
+//! stays valid after the voice is replaced or removed. (A read may wait for
+//! another thread's rescan of a changed directory: a listing, and the
+//! reading of the files that changed.)
 //!
 //! # Several processes on one directory
 //!

@@ -693,13 +693,17 @@ mod processes {
                     let name = format!("gone{round}");
                     println!("CHILD {name} {}", outcome(&store.remove(&name)));
                 }
-                // Replaces one voice until killed.
-                "forever" => loop {
-                    for s in [seed, seed + 1] {
-                        store.insert(big("victim", s), true).unwrap();
-                        println!("CHILD victim ok");
+                // Replaces one voice until killed (or, should the test
+                // that was to kill it have failed, for a minute).
+                "forever" => {
+                    let t0 = Instant::now();
+                    while t0.elapsed() < Duration::from_secs(60) {
+                        for s in [seed, seed + 1] {
+                            store.insert(big("victim", s), true).unwrap();
+                            println!("CHILD victim ok");
+                        }
                     }
-                },
+                }
                 other => panic!("no job {other}"),
             }
         }
@@ -884,6 +888,16 @@ mod processes {
         assert_eq!(names(&dir), ["kept.safetensors"]);
     }
 
+    /// A child killed (SIGKILL) and reaped when dropped.
+    struct Killed(Child);
+
+    impl Drop for Killed {
+        fn drop(&mut self) {
+            let _ = self.0.kill();
+            let _ = self.0.wait();
+        }
+    }
+
     /// A writer killed (SIGKILL) at any point of replacing a voice leaves
     /// the old voice or the new one, whole; its temp file is no voice and
     /// its lock holds nothing: the name is writable at once.
@@ -895,8 +909,8 @@ mod processes {
         fs::create_dir_all(&dir).unwrap();
         fs::write(&start, "go").unwrap();
         for round in 0..6u64 {
-            let mut child = spawn("forever", &dir, &start, 1, 1);
-            let mut lines = BufReader::new(child.stdout.take().unwrap())
+            let mut child = Killed(spawn("forever", &dir, &start, 1, 1));
+            let mut lines = BufReader::new(child.0.stdout.take().unwrap())
                 .lines()
                 .map(Result::unwrap)
                 .filter(|l| child_line(l).is_some());
@@ -905,8 +919,7 @@ mod processes {
                 assert_eq!(child_line(&lines.next().unwrap()), Some("victim ok"));
             }
             std::thread::sleep(Duration::from_millis(1 + 3 * round));
-            child.kill().unwrap();
-            child.wait().unwrap();
+            drop(child);
 
             let (store, skipped) = VoiceStore::open(&dir).unwrap();
             assert!(skipped.is_empty(), "round {round}: {skipped:?}");

@@ -57,6 +57,13 @@ impl LockFile {
             match file.try_lock() {
                 Ok(()) => {}
                 Err(TryLockError::WouldBlock) => return Err(LockFailure::Busy),
+                // A file system without advisory locks (some FUSE and SMB
+                // mounts): no writer there can lock, so none is kept out.
+                // Writes stay whole and a new voice never overwrites one
+                // (`atomic.rs`); only "busy" is not told across processes.
+                Err(TryLockError::Error(e)) if e.kind() == io::ErrorKind::Unsupported => {
+                    return Ok(LockFile { path, _file: file })
+                }
                 Err(TryLockError::Error(e)) => return Err(LockFailure::Io(e)),
             }
             match same_file(&file, &path) {

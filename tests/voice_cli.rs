@@ -1067,6 +1067,57 @@ mod replicas {
         assert_eq!(status, 404, "{body}");
     }
 
+    /// Two `tts-rt voice add` processes of one name at once: one stores
+    /// it, the other fails saying the name exists or is being written, and
+    /// never panics; the voice that is stored is whole.
+    #[test]
+    fn two_voice_add_processes_of_one_name_leave_one_whole_voice() {
+        let tmp = tempfile::tempdir().unwrap();
+        let vd = tmp.path().join("voices");
+        let model = clone_root().join("tiny-base");
+        let text = ref_text("ref_a");
+        for round in 0..3 {
+            let name = format!("same{round}");
+            let children: Vec<_> = ["ref_a", "ref_b"]
+                .into_iter()
+                .map(|c| {
+                    bin()
+                        .args(["voice", "add", &name, "--text", &text, "--audio"])
+                        .arg(clip(c))
+                        .arg("--voices-dir")
+                        .arg(&vd)
+                        .arg("--model")
+                        .arg(&model)
+                        .stdin(Stdio::null())
+                        .stdout(Stdio::piped())
+                        .stderr(Stdio::piped())
+                        .spawn()
+                        .unwrap()
+                })
+                .collect();
+            let outs: Vec<Output> = children
+                .into_iter()
+                .map(|c| c.wait_with_output().unwrap())
+                .collect();
+            let ok = outs.iter().filter(|o| o.status.success()).count();
+            let errs: Vec<String> = outs
+                .iter()
+                .map(|o| String::from_utf8_lossy(&o.stderr).into_owned())
+                .collect();
+            assert_eq!(ok, 1, "{errs:?}");
+            let refused = &errs[outs.iter().position(|o| !o.status.success()).unwrap()];
+            assert!(!refused.contains("panicked"), "{refused}");
+            assert!(
+                refused.contains(&format!("\"{name}\""))
+                    && (refused.contains("already exists") || refused.contains("being written")),
+                "{refused}"
+            );
+        }
+        let list = ok(bin().args(["voice", "list", "--voices-dir"]).arg(&vd));
+        assert_eq!(list.lines().count(), 3, "{list}");
+        assert!(!list.contains("corrupt"), "{list}");
+    }
+
     /// Both replicas are asked to add one name at the same moment, over
     /// several names: each time one stores it (201) and the other is
     /// refused (409, naming the voice); the library then holds every

@@ -33,9 +33,11 @@ the rewrites):
 
 Each command must exit 0; every file it writes (`--out F`, `-o F`,
 `write_to_file("F")`) must exist afterwards, and a `.wav` must decode.
-The URLs the README gives for the server are requested (HTTP: any answer
-but 404; WebSocket: the handshake completes), and every relative link in
-the README must point at a file, and at a heading in it when it names one.
+The URLs the README gives for the server (127.0.0.1:8080) are requested
+(HTTP: any answer but 404; WebSocket: the handshake completes; the Wyoming
+port is not opened by the README's `serve`: test_wyoming.py drives it),
+and every relative link in the README and docs/ must point at a file, and
+at a heading in it when it names one.
 """
 
 from __future__ import annotations

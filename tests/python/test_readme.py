@@ -103,6 +103,14 @@ SERVE = "tts-rt serve"
 SERVE_EXTRA = ["--port", "0", "--max-frames", "40"]
 README_ADDR = "127.0.0.1:8080"
 
+# What a command must print (stdout or stderr), beside its exit status and
+# files, by the start of the command as the README writes it.
+EXPECT = {
+    "tts-rt voices": "languages:",
+    "tts-rt voice add me ": 'voice "me"',
+    "tts-rt serve": "precision fast",
+}
+
 # Fenced blocks that hold no commands (program output, configuration).
 NOT_CODE = {"text", "toml", "json"}
 SHELL = {"sh", "bash", "shell"}
@@ -313,6 +321,7 @@ def test_every_readme_command(tmp_path):
             if kind == "sh" and code in NOT_RUN:
                 skipped.append(code)
                 continue
+            expect = [s for prefix, s in EXPECT.items() if kind == "sh" and code.startswith(prefix)]
             code = rewrite(code) if kind == "sh" else code
             if kind == "sh":
                 assert "Qwen/" not in code, f"{where}: a hub repo id MODELS does not map: {code}"
@@ -324,6 +333,11 @@ def test_every_readme_command(tmp_path):
                 if server is not None:
                     server.stop()
                 server = Background(code, work, env)
+                for s in expect:  # its log, drained by a thread: a moment's grace
+                    deadline = time.monotonic() + 10
+                    while s not in "".join(server.stderr) and time.monotonic() < deadline:
+                        time.sleep(0.1)
+                    assert s in "".join(server.stderr), f"{where}: `{code}` did not print {s!r}"
                 ran.append(code)
                 continue
             outs = outputs(code)
@@ -347,6 +361,8 @@ def test_every_readme_command(tmp_path):
             )
             for name in outs:
                 check_output(work, name, where)
+            for s in expect:
+                assert s in p.stdout + p.stderr, f"{where}: `{code}` did not print {s!r}: {p.stderr[-2000:]}"
             if kind == "sh" and " --play" in code:
                 assert "played" in p.stderr, f"{where}: --play did not say what it played: {p.stderr[-2000:]}"
                 assert (tmp_path / "played.raw").stat().st_size > 0, f"{where}: nothing reached the device"

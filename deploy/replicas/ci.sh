@@ -47,7 +47,7 @@ if ! command -v haproxy >/dev/null; then
   DEBIAN_FRONTEND=noninteractive apt-get -o Acquire::Retries=3 install -y -qq haproxy >>"$log" 2>&1 ||
     fail "no haproxy, and apt-get could not install it (.ci/run's system packages step installs it)"
 fi
-ha_version=$(haproxy -v | head -1 | awk '{print $3}')
+ha_version=$(haproxy -v 2>&1 | awk 'NR == 1 {print $3}')
 
 # The client-interop venv when it is there (it has websockets); else a small
 # venv of this test's own, with the same pinned websockets.

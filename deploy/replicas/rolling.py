@@ -69,6 +69,10 @@ TEXTS = [
     "Each replica drains its streams before it exits.",
     "The balancer sends new work to the replicas that are ready.",
 ]
+HOLD_TEXT = (
+    "This one long sentence holds the only engine slot of a full replica "
+    "while the refusals of every other request are timed."
+)
 RETRYABLE_CODES = {"shutting_down", "at_capacity"}
 RETRYABLE_CLOSES = {1001, 1012, 1013}
 
@@ -272,9 +276,23 @@ class Tally:
         with self.lock:
             self.refusals.append((now(), re.sub(r"req_[0-9a-f]+|, Retry-After.*", "", what)))
 
+    inflight: dict[int, float] = field(default_factory=dict)  # client thread -> its request's start
+
+    def begin(self) -> float:
+        t0 = now()
+        with self.lock:
+            self.inflight[threading.get_ident()] = t0
+        return t0
+
     def add(self, o: Outcome) -> None:
         with self.lock:
             self.outcomes.append(o)
+            self.inflight.pop(threading.get_ident(), None)
+
+    def settled(self, before: float) -> bool:
+        """Every request started before `before` has its outcome."""
+        with self.lock:
+            return all(t0 > before for t0 in self.inflight.values())
 
     def check_length(self, text: str, pcm_bytes: int) -> bool:
         """The same request always makes the same audio: the first complete
@@ -336,7 +354,7 @@ def http_client(url_port: int, seq: int, tally: Tally, stop: threading.Event) ->
     while not stop.is_set():
         text, fmt = TEXTS[i % len(TEXTS)], ("wav", "pcm")[i % 2]
         i += 1
-        t0, refusals = now(), 0
+        t0, refusals = tally.begin(), 0
         while True:
             try:
                 n, replica = http_once(conn, text, fmt)
@@ -346,7 +364,8 @@ def http_client(url_port: int, seq: int, tally: Tally, stop: threading.Event) ->
                 time.sleep(0.2)
                 continue
             except Cut as e:
-                tally.add(Outcome(f"http-{fmt}", t0, now(), "error", str(e).split(":")[0], refusals, str(e)))
+                replica = str(e).split(":")[0] if re.match(r"r\d+:", str(e)) else ""
+                tally.add(Outcome(f"http-{fmt}", t0, now(), "error", replica, refusals, str(e)))
                 break
             ok = tally.check_length(text, n)
             tally.add(Outcome(f"http-{fmt}", t0, now(), "ok" if ok else "short", replica, refusals, f"{n} bytes"))
@@ -423,7 +442,7 @@ def ws_client(port: int, seq: int, per_context: bool, tally: Tally, stop: thread
     while not stop.is_set():
         text = TEXTS[i % len(TEXTS)]
         i += 1
-        t0, refusals = now(), 0
+        t0, refusals = tally.begin(), 0
         while True:
             try:
                 if session is None:
@@ -607,8 +626,9 @@ def main() -> int:
             "seconds": round(t_roll_end - t_roll, 1), "drain_s": [round(d, 2) for d in drains],
             "by_kind": summarize(roll), "refusals": kinds,
         }
-        print(f"rolling restart: {len(roll)} answers in {t_roll_end - t_roll:.1f} s ({summarize(roll)}), "
-              f"lost {len(lost)}, refusals retried by clients {refused}")
+        print(f"rolling restart: {len(roll)} requests and contexts in {t_roll_end - t_roll:.1f} s, "
+              f"{len(roll) - len(lost)} completed whole ({summarize(roll)}), lost {len(lost)}; "
+              f"refusals retried by clients {refused}")
         for what, n in sorted(kinds.items()):
             print(f"  refused and retried by the client: {what} x{n}")
         for o in lost[:10]:
@@ -616,7 +636,11 @@ def main() -> int:
         if lost:
             failures.append(f"{len(lost)} answers lost during the rolling restart")
 
-        # 4. SIGKILL one replica with streams in flight.
+        # 4. SIGKILL one replica with streams in flight, once every request
+        # the rolling restart counted has its outcome (none is counted twice).
+        deadline = now() + 30
+        while not tally.settled(t_roll_end) and now() < deadline:
+            time.sleep(0.01)
         victim = reps[1]
         # Killed while a realtime context is being spoken on it (more in
         # the engine than HTTP streams): HAProxy can retry an HTTP request
@@ -669,6 +693,15 @@ def main() -> int:
             print(f"  error seen on {victim.name}: {o.kind}: {o.detail}")
         if bad_others or unknown or bad_after:
             failures.append("the SIGKILL cost streams that were not on the killed replica")
+        # Anything else that failed, whenever (between the steps too).
+        stray = [
+            o for o in tally.outcomes
+            if o.result != "ok" and not (o.t0 <= t_kill <= o.t1) and not (t_roll <= o.t1 and o.t0 <= t_roll_end)
+        ]
+        for o in stray[:5]:
+            print(f"  FAILED {o.kind} on {o.replica or '?'} outside both steps: {o.detail}")
+        if stray:
+            failures.append(f"{len(stray)} answers failed outside the restart and the kill")
         if not on_victim:
             failures.append("no stream was on the killed replica: the kill tested nothing")
         if short:
@@ -689,20 +722,38 @@ def main() -> int:
         lb.wait_status(full.name, "UP")
         holder = connect(f"ws://{HOST}:{full.port}/v1/realtime", proxy=None, open_timeout=10, max_size=4 << 20, legacy=True)
         holder.recv(timeout=10)
-        holder.send(json.dumps({"type": "session.update", "session": {"audio_acks": True, "max_frames": 400}}))
+        # One segment (one sentence) that runs to the 400-frame cap with
+        # this fixture and seed (32 s; others stop early), so the pause at
+        # 4 s of audio comes inside it: between segments the slot is free.
+        holder.send(json.dumps({"type": "session.update", "session": {"audio_acks": True, "max_frames": 400, "seed": 4}}))
         holder.recv(timeout=10)
-        holder.send(json.dumps({"type": "context.append", "context_id": "hold", "text": " ".join(TEXTS * 3)}))
+        holder.send(json.dumps({"type": "context.append", "context_id": "hold", "text": HOLD_TEXT}))
         holder.send(json.dumps({"type": "context.end", "context_id": "hold"}))
         while not isinstance(holder.recv(timeout=30), bytes):
             pass
         t_hold = now()
-        timed_429(full.port, 3)  # warm
-        direct = timed_429(full.port, 20)
-        direct_ws = timed_at_capacity(full.port, 10)
+        # Its generation pauses at 4 s of unacknowledged audio (then no
+        # frame comes): measured from then on, so the replica's cores are
+        # idle, and within the 16 s after which the context would fail
+        # `slow_consumer` and free the slot.
+        while now() - t_hold < 8:
+            try:
+                holder.recv(timeout=0.5)
+            except TimeoutError:
+                break
+        paused = now() - t_hold
+        # HAProxy with the full replica alone (r2 is dead, the other one in
+        # maintenance); direct and through HAProxy in turn, so both see the
+        # same machine.
         lb.command(f"set server tts_rt/{other.name} state maint")
         lb.wait_status(other.name, "MAINT")
-        via = timed_429(lb.port, 20)
-        via_ws = timed_at_capacity(lb.port, 10)
+        timed_429(full.port, 2), timed_429(lb.port, 2)  # warm
+        direct, via, direct_ws, via_ws = [], [], [], []
+        for _ in range(10):
+            direct += timed_429(full.port, 2)
+            via += timed_429(lb.port, 2)
+            direct_ws += timed_at_capacity(full.port, 1)
+            via_ws += timed_at_capacity(lb.port, 1)
         lb.command(f"set server tts_rt/{other.name} state ready")
         lb.wait_status(other.name, "UP")
         reached = 0
@@ -716,14 +767,24 @@ def main() -> int:
             c.close()
             reached += r.status == 429
         held = now() - t_hold
+        # The slot was held throughout: the context has not ended.
+        ended = None
+        try:
+            while True:
+                m = holder.recv(timeout=0.05)
+                if isinstance(m, str) and json.loads(m)["type"] in ("context.failed", "context.done"):
+                    ended = json.loads(m)
+        except TimeoutError:
+            pass
         holder.close()
-        if held > 15:
-            failures.append(f"the refusal step took {held:.1f} s: the held context may have failed slow_consumer")
+        if ended is not None:
+            failures.append(f"the held context ended ({ended}) within {held:.1f} s: the refusals were not all timed at capacity")
         figures["refusal"] = {
             "http_direct_ms": direct, "http_haproxy_ms": via, "ws_direct_ms": direct_ws, "ws_haproxy_ms": via_ws,
             "http_429_reaching_client_with_one_full_of_two": reached,
         }
-        print(f"refusal of a full replica (--max-requests 1, held): HTTP 429 direct {fmt_ms(direct)}; "
+        print(f"refusal of a full replica (--max-requests 1, held; its generation paused {paused:.1f} s after "
+              f"its first audio): HTTP 429 direct {fmt_ms(direct)}; "
               f"through HAProxy {fmt_ms(via)}")
         print(f"  realtime at_capacity direct {fmt_ms(direct_ws)}; through HAProxy {fmt_ms(via_ws)}")
         print(f"  with the full replica beside a free one, {reached} of 20 requests through HAProxy got its 429 "

@@ -126,7 +126,12 @@ class Replica:
         argv = [
             self.binary, "serve", "--model", self.model, "--host", HOST,
             "--port", str(self.port), "--health-port", str(self.health),
-            "--max-frames", "400", "--drain-timeout-s", "10", *extra,
+            "--max-frames", "400", "--drain-timeout-s", "10",
+            # Admission by measured real-time capacity off: three debug-build
+            # replicas share 2 cores here, and each would measure itself
+            # full at a stream or so; this test is about what the balancer
+            # and the drain lose, and times the refusal of --max-requests.
+            "--realtime-load", "0", *extra,
         ]
         self.proc = self.children.spawn(argv, self.log)
         deadline = now() + 20

@@ -23,7 +23,8 @@ replica's refusal takes to reach a client (deploy/replicas/ci.sh runs it).
 3. Rolling restart: each replica in turn gets SIGTERM while it has streams
    in flight, must exit 0, is started again on its ports, and HAProxy must
    see it up before the next. Lost during this step: must be 0.
-4. SIGKILL: one replica is killed while it has streams in flight. Every
+4. SIGKILL: one replica is killed while a realtime context is being
+   spoken on it (and whatever else it has in flight). Every
    stream on it must end with an error the client sees (a short body, an
    aborted chunked stream, a socket closed without `context.done`) or be
    completed by HAProxy's retry elsewhere; streams on the other replicas
@@ -464,6 +465,8 @@ def ws_client(port: int, seq: int, per_context: bool, tally: Tally, stop: thread
                 break
             except Refused as e:
                 tally.refused(f"realtime {e}")
+                if "at_capacity" in str(e):
+                    time.sleep(0.2)  # a full replica: not at once
                 if session is not None:
                     session.close()
                 session, refusals = None, refusals + 1

@@ -205,3 +205,73 @@ fn serve_tls_files_are_checked_at_start() {
         "{line:?}"
     );
 }
+
+/// Admission by real-time capacity is on by default: before it says it is
+/// ready, `serve` runs its short calibration, logs the capacity it found
+/// in one line, and `/metrics` carries the load figure an autoscaler
+/// scales on with the capacity behind it. At a target no machine meets
+/// (`--realtime-load 0.01`) the capacity is the one stream every machine
+/// still serves.
+#[cfg(unix)]
+#[test]
+fn serve_measures_its_real_time_capacity_before_ready_and_exports_the_load() {
+    let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny-a");
+    let mut child = Command::new(env!("CARGO_BIN_EXE_tts-rt"))
+        .args(["serve", "--model", fixture, "--port", "0"])
+        .args(["--realtime-load", "0.01"])
+        .env_remove("RUST_LOG")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn tts-rt serve");
+    let addr = common::listening_addr(&mut child);
+    let t0 = Instant::now();
+    while get(addr, "/ready").unwrap().0 != 200 {
+        assert!(t0.elapsed() < Duration::from_secs(120), "never ready");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let (_, metrics) = get(addr, "/metrics").unwrap();
+    let _ = child.kill();
+    let _ = child.wait();
+    let mut err = String::new();
+    child
+        .stderr
+        .take()
+        .unwrap()
+        .read_to_string(&mut err)
+        .unwrap();
+    let value = |name: &str| -> Option<f64> {
+        metrics
+            .lines()
+            .find_map(|l| l.strip_prefix(&format!("{name} ")))
+            .and_then(|v| v.trim().parse().ok())
+    };
+    assert_eq!(value("tts_capacity_streams"), Some(1.0), "{metrics}");
+    assert_eq!(value("tts_admission_limit"), Some(1.0), "{metrics}");
+    assert_eq!(value("tts_load"), Some(0.0), "{metrics}");
+    assert!(
+        value("tts_one_stream_load").is_some_and(|u| u > 0.01),
+        "{metrics}"
+    );
+    let found: Vec<&str> = err
+        .lines()
+        .filter(|l| l.contains("real-time capacity: 1 stream(s) stay continuous here"))
+        .collect();
+    assert_eq!(found.len(), 1, "one line: {err}");
+}
+
+/// `--realtime-load` is a share of the cores' time: anything else stops
+/// the start naming the flag.
+#[test]
+fn serve_refuses_a_real_time_load_outside_zero_to_one() {
+    for bad in ["1.5", "-0.1", "NaN"] {
+        let out = Command::new(env!("CARGO_BIN_EXE_tts-rt"))
+            .args(["serve", "--model", "/nonexistent", "--port", "0"])
+            .arg(format!("--realtime-load={bad}"))
+            .output()
+            .unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert_eq!(out.status.code(), Some(1), "{bad}: {err}");
+        assert!(err.contains("--realtime-load"), "{bad}: {err}");
+    }
+}

@@ -87,6 +87,9 @@ pub enum FaultAction {
     /// Hold the step this long (below the deadline: a slow step, not a
     /// stall), so the inputs that arrive meanwhile form one batch.
     Delay(Duration),
+    /// Hold every step from `after_steps` on this long, for good: a slower
+    /// machine (the fault stays armed).
+    SlowEvery(Duration),
 }
 
 #[derive(Clone, Debug)]
@@ -165,6 +168,13 @@ pub struct EngineConfig {
     /// `Some(C2w)`, `Some(Off)` and `Some(All)` never lend, so with
     /// `lend_core: true` they are refused, naming both.
     pub team_hold: Option<TeamHold>,
+    /// Admission by real-time capacity ([`crate::capacity`]): a request is
+    /// admitted only while the streams computing, with it, need at most
+    /// this share of their cores' time, as this process measured it (0.9:
+    /// a tenth held back for jitter). `None`: only the fixed
+    /// `max_active_requests` bounds them (which also bounds this rule).
+    /// `tts-rt serve` sets it; tests and `speak` leave it off.
+    pub realtime_load: Option<f64>,
     #[cfg(feature = "fault-injection")]
     pub fault: Option<Fault>,
 }
@@ -269,6 +279,7 @@ impl Default for EngineConfig {
             stage_threads: None,
             lend_core: false,
             team_hold: None,
+            realtime_load: None,
             #[cfg(feature = "fault-injection")]
             fault: None,
         }
@@ -295,6 +306,14 @@ impl EngineConfig {
         }
         if self.max_active_requests == 0 {
             return bad("max_active_requests", "must be at least 1".into());
+        }
+        if let Some(l) = self.realtime_load {
+            if !(l.is_finite() && l > 0.0 && l <= 1.0) {
+                return bad(
+                    "realtime_load",
+                    format!("must be a share of the cores' time in (0, 1], got {l}"),
+                );
+            }
         }
         if let Some(t) = self.stage_threads {
             if t.lm == 0 || t.vocoder == 0 {

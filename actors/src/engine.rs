@@ -7,8 +7,9 @@ use std::time::Instant;
 
 use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};
+use tts_models::config::ModelKind;
 use tts_models::StopReason;
-use tts_models::{PredictorState, Qwen3Tts, Request, TalkerState};
+use tts_models::{PredictorState, Qwen3Tts, Request, TalkerState, VoiceClone};
 
 use crate::config::EngineConfig;
 use crate::contract::{AudioChunk, Generation, RequestKey, SessionId, StageKind};
@@ -94,6 +95,23 @@ pub struct EngineStats {
     pub prefix_cache_misses: u64,
     pub prefix_cache_entries: usize,
     pub prefix_cache_bytes: usize,
+    /// Real-time streams this process keeps continuous, as measured
+    /// ([`crate::capacity`]); `None` until anything was measured.
+    pub capacity_streams: Option<usize>,
+    /// Requests admission lets compute at once now: the measured capacity
+    /// when admission is by real-time capacity and it is known, else the
+    /// fixed `max_active_requests`.
+    pub admission_limit: usize,
+    /// Requests computing (admitted, less live ones parked waiting for
+    /// text), as the router last counted them.
+    pub computing: usize,
+    /// `computing / admission_limit`: 0..1 while admission holds (above 1
+    /// only when the measured capacity fell under streams already
+    /// admitted). What an autoscaler should scale on (`tts_load`).
+    pub load: f64,
+    /// Share of the cores' time one real-time stream needs; `None` while
+    /// unmeasured.
+    pub one_stream_load: Option<f64>,
 }
 
 impl EngineStats {
@@ -109,6 +127,9 @@ pub(crate) struct Inner {
     router: Addr<Router>,
     next_session: AtomicU64,
 }
+
+/// Longest one round of [`Engine::calibrate`] runs.
+pub const CALIBRATION_ROUND: std::time::Duration = std::time::Duration::from_secs(4);
 
 /// The streaming runtime: a router plus one supervised actor per stage,
 /// each on its own thread. Cheap to share (`Clone`).
@@ -148,6 +169,12 @@ impl Engine {
         }
         shared.lend_core = config.lends_core();
         shared.team_hold = config.team_hold;
+        shared.capacity = std::sync::Mutex::new(crate::capacity::CapacityModel::new(
+            shared.groups(),
+            model.code2wav.sample_rate() as f64 / model.code2wav.samples_per_frame() as f64,
+            config.realtime_load.unwrap_or(1.0),
+            config.max_active_requests,
+        ));
         let shared = Arc::new(shared);
         let dir = Arc::new(RwLock::new(None));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -196,6 +223,102 @@ impl Engine {
         ))
     }
 
+    /// Seeds the real-time capacity ([`crate::capacity`]) before serving:
+    /// rounds of 1, 2 and 4 synthetic requests at once (up to the fixed
+    /// bound and the batch size), whose figures the router learns from as
+    /// from any request. A round ends as soon as its concurrency is
+    /// measured, when its requests reach `max_frames` frames (whatever the
+    /// model samples), or after [`CALIBRATION_ROUND`]. Returns the capacity
+    /// found: `None` when nothing could be measured (then the first real
+    /// streams measure it, and the fixed bound admits until they have).
+    ///
+    /// Blocks the calling thread for the rounds (a few seconds at full
+    /// size): call it from a blocking context.
+    pub fn calibrate(&self, max_frames: usize) -> Result<Option<usize>> {
+        let model = &self.inner.model;
+        let mut req = Request {
+            text: "The quick brown fox jumps over the lazy dog, again and again.".into(),
+            speaker: None,
+            language: "auto".into(),
+            instruct: None,
+            voice_clone: None,
+            text_streaming: false,
+            options: model.default_options(),
+        };
+        match model.config.kind {
+            ModelKind::CustomVoice => req.speaker = model.speakers().into_iter().next(),
+            ModelKind::VoiceDesign => req.instruct = Some("A calm, clear voice.".into()),
+            ModelKind::Base => {
+                req.voice_clone = Some(Arc::new(VoiceClone {
+                    x_vector: vec![0.0; model.config.talker.lm.hidden_size],
+                    reference: None,
+                }))
+            }
+        }
+        req.options.max_frames = max_frames.max(1);
+        req.options.ignore_eos = true;
+        let most = self
+            .inner
+            .config
+            .max_active_requests
+            .min(self.inner.config.max_batch)
+            .min(4);
+        let shared = &self.inner.shared;
+        shared.calibrating.store(true, Ordering::Release);
+        let rounds = (0..)
+            .map(|i| 1usize << i)
+            .take_while(|&n| n <= most)
+            .try_for_each(|n| self.calibration_round(&req, n));
+        shared.calibrating.store(false, Ordering::Release);
+        rounds?;
+        Ok(shared.capacity().streams())
+    }
+
+    /// `n` requests at once until their concurrency is measured (or they
+    /// end, or the round's time is up); then they are cancelled.
+    fn calibration_round(&self, req: &Request, n: usize) -> Result<()> {
+        let mut runs = Vec::with_capacity(n);
+        for i in 0..n {
+            let mut req = req.clone();
+            req.options.seed = i as u64;
+            let session = self.open_session();
+            let stream = session.synthesize_blocking(req)?;
+            runs.push((session, stream));
+        }
+        std::thread::scope(|scope| {
+            let runs: Vec<_> = runs
+                .into_iter()
+                .map(|(session, mut stream)| {
+                    let key = stream.request();
+                    let drain = scope.spawn(move || -> Result<()> {
+                        while let Some(ev) = stream.next_blocking() {
+                            if let Event::Error { error, .. } = ev {
+                                return Err(error);
+                            }
+                        }
+                        Ok(())
+                    });
+                    (session, key, drain)
+                })
+                .collect();
+            let t0 = Instant::now();
+            while !self.inner.shared.capacity().measured(n)
+                && !runs.iter().all(|(_, _, d)| d.is_finished())
+                && t0.elapsed() < CALIBRATION_ROUND
+            {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            for (session, key, _) in &runs {
+                let _ = session.cancel(*key).wait();
+            }
+            runs.into_iter().try_for_each(|(_, _, drain)| {
+                drain.join().unwrap_or_else(|_| {
+                    Err(EngineError::Internal("a calibration run panicked".into()))
+                })
+            })
+        })
+    }
+
     pub fn open_session(&self) -> Session {
         Session {
             id: self.inner.next_session.fetch_add(1, Ordering::Relaxed),
@@ -206,6 +329,17 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let s = &self.inner.shared;
         let prefix = self.inner.model.prefix_cache.stats();
+        let (capacity_streams, one_stream_load) = {
+            let cap = s.capacity();
+            (cap.streams(), cap.utilization(1))
+        };
+        let computing = s.computing.load(Ordering::Relaxed);
+        let config = &self.inner.config;
+        let admission_limit = match (config.realtime_load, capacity_streams) {
+            (Some(_), Some(c)) => c.min(config.max_active_requests),
+            _ => config.max_active_requests,
+        }
+        .max(1);
         EngineStats {
             generations: StageKind::ALL.map(|k| s.health(k).generation.load(Ordering::Acquire)),
             restarts: StageKind::ALL.map(|k| s.health(k).restarts.load(Ordering::Acquire)),
@@ -225,6 +359,11 @@ impl Engine {
             prefix_cache_misses: prefix.misses,
             prefix_cache_entries: prefix.entries,
             prefix_cache_bytes: prefix.bytes,
+            capacity_streams,
+            admission_limit,
+            computing,
+            load: computing as f64 / admission_limit as f64,
+            one_stream_load,
         }
     }
 

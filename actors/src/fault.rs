@@ -1,5 +1,6 @@
 //! Fault injection for tests (cargo feature `fault-injection`, off by
-//! default): panic, stall or delay a named stage at a given step, once.
+//! default): panic, stall or delay a named stage at a given step, once, or
+//! slow every step of it.
 
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
@@ -20,7 +21,10 @@ pub(crate) fn maybe_fire(
         let mut f = shared.fault.lock().unwrap_or_else(|e| e.into_inner());
         match f.as_ref() {
             Some(x) if x.stage == stage && step >= x.after_steps && inputs >= x.min_inputs => {
-                f.take().map(|x| x.action)
+                match x.action {
+                    FaultAction::SlowEvery(d) => Some(FaultAction::Delay(d)),
+                    _ => f.take().map(|x| x.action),
+                }
             }
             _ => None,
         }
@@ -28,7 +32,7 @@ pub(crate) fn maybe_fire(
     match action {
         None => {}
         Some(FaultAction::Panic) => panic!("injected fault: {stage} panicked at step {step}"),
-        Some(FaultAction::Delay(d)) => std::thread::sleep(d),
+        Some(FaultAction::Delay(d) | FaultAction::SlowEvery(d)) => std::thread::sleep(d),
         Some(FaultAction::StallInRegion) => {
             // One task of a two-task region blocks; the region (and the
             // team running it) is held until well after the retirement.

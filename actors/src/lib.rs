@@ -21,6 +21,9 @@
 //!   `stage::code2wav` each hold one model stage's logic and the
 //!   per-request state it owns — the talker and the code predictor step
 //!   every ready request of a round in one batched forward.
+//! - [`capacity`]: real-time capacity, pure — each kernel group's busy
+//!   time, its cost per frame against the streams computing, and how many
+//!   streams stay continuous (the admission rule and the load figure).
 //! - `shared`: the figures every part reads lock-free (stage health, stale
 //!   counters, ledger totals) and the kernel pools.
 //! - [`voice_library`]: stored voices for the loaded checkpoint
@@ -46,6 +49,7 @@
 //! messages, so it keeps delivering while the LMs and the vocoder compute.
 #![forbid(unsafe_code)]
 
+pub mod capacity;
 pub mod config;
 pub mod contract;
 pub mod engine;

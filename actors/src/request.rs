@@ -78,6 +78,10 @@ pub(crate) struct Admission {
     /// Requests in flight (all sessions) and the most allowed at once.
     pub in_flight: u64,
     pub max_in_flight: u64,
+    /// Streams this process keeps continuous, when admission is by
+    /// real-time capacity and the capacity is known
+    /// ([`crate::capacity::CapacityModel::streams`]).
+    pub realtime_streams: Option<u64>,
     /// Bytes reserved in the ledger and the memory budget.
     pub reserved: u64,
     pub budget: u64,
@@ -86,7 +90,7 @@ pub(crate) struct Admission {
 impl Admission {
     /// Admits a request of `cost` ledger bytes for `session`, or names the
     /// first rule that refuses it: shutting down, session busy, active
-    /// requests, then memory.
+    /// requests, real-time capacity, then memory.
     pub fn check(&self, session: SessionId, cost: u64) -> Result<(), EngineError> {
         if self.shutting_down {
             return Err(EngineError::ShuttingDown);
@@ -101,6 +105,16 @@ impl Admission {
                 in_use: self.in_flight,
                 limit: self.max_in_flight,
             });
+        }
+        if let Some(limit) = self.realtime_streams {
+            if self.in_flight >= limit {
+                return Err(EngineError::AtCapacity {
+                    resource: "real-time streams (what this machine keeps continuous)",
+                    needed: 1,
+                    in_use: self.in_flight,
+                    limit,
+                });
+            }
         }
         if self.reserved + cost > self.budget {
             return Err(EngineError::AtCapacity {
@@ -203,6 +217,7 @@ mod tests {
             busy: None,
             in_flight: 1,
             max_in_flight: 2,
+            realtime_streams: None,
             reserved: 60,
             budget: 100,
         }
@@ -252,6 +267,7 @@ mod tests {
             }),
             in_flight: 2,
             max_in_flight: 2,
+            realtime_streams: Some(1),
             reserved: 100,
             budget: 100,
         };
@@ -271,6 +287,52 @@ mod tests {
         match busy.check(7, 1) {
             Err(EngineError::SessionBusy { session, active }) => {
                 assert_eq!((session, active.epoch), (7, 3))
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+
+    #[test]
+    fn real_time_capacity_refuses_before_the_fixed_bound_and_after_it() {
+        let measured = Admission {
+            in_flight: 2,
+            max_in_flight: 16,
+            realtime_streams: Some(2),
+            ..open()
+        };
+        match measured.check(7, 1) {
+            Err(EngineError::AtCapacity {
+                resource,
+                in_use,
+                limit,
+                ..
+            }) => {
+                assert!(resource.starts_with("real-time streams"), "{resource}");
+                assert_eq!((in_use, limit), (2, 2));
+            }
+            other => panic!("{other:?}"),
+        }
+        let room = Admission {
+            in_flight: 1,
+            ..measured
+        };
+        assert!(room.check(7, 1).is_ok());
+        let unknown = Admission {
+            realtime_streams: None,
+            ..measured
+        };
+        assert!(
+            unknown.check(7, 1).is_ok(),
+            "unknown: the fixed bound decides"
+        );
+        let fixed_first = Admission {
+            in_flight: 16,
+            realtime_streams: Some(1),
+            ..measured
+        };
+        match fixed_first.check(7, 1) {
+            Err(EngineError::AtCapacity { resource, .. }) => {
+                assert_eq!(resource, "active requests")
             }
             other => panic!("{other:?}"),
         }

@@ -17,6 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tts_models::Qwen3Tts;
 use tts_models::{PredictorState, StopReason, TalkerState};
 
+use crate::capacity::Sampler;
 use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::error::EngineError;
@@ -127,6 +128,10 @@ pub struct Router {
     /// often while requests only wait, none while the engine is idle
     /// (`Router::schedule_tick`).
     ticking: Option<(SpawnHandle, Instant)>,
+    /// Windows of steady concurrency → cost samples for the capacity model.
+    sampler: Sampler,
+    /// The real-time capacity last logged (a change is logged once).
+    logged_streams: Option<usize>,
 }
 
 /// Points the directory's entries for a replaced stage's messages at its
@@ -193,6 +198,8 @@ impl Router {
                 next_epoch: 1,
                 shutting_down: false,
                 ticking: None,
+                sampler: Sampler::default(),
+                logged_streams: None,
             }
         })
     }
@@ -317,6 +324,44 @@ impl Router {
         held.saturating_sub(waiting) as u64
     }
 
+    /// Feeds the capacity model a sample when a window of steady
+    /// concurrency closed, and logs the capacity when it changes.
+    fn learn(&mut self, now: Instant) {
+        let busy = self.shared.busy_totals(now);
+        let frames = self.shared.frames_made.load(Ordering::Relaxed);
+        let n = self.computing() as usize;
+        self.shared.computing.store(n, Ordering::Relaxed);
+        let Some((n, costs)) = self.sampler.sample(now, busy, frames, n) else {
+            return;
+        };
+        let mut cap = self.shared.capacity();
+        for (g, c) in costs.iter().enumerate().take(self.shared.groups()) {
+            cap.observe(g, n, *c);
+        }
+        let streams = cap.streams();
+        if self.config.realtime_load.is_some() && streams != self.logged_streams {
+            let one = cap.utilization(1).unwrap_or(f64::NAN);
+            drop(cap);
+            if let (Some(s), None) = (streams, self.logged_streams) {
+                tracing::info!(
+                    streams = s,
+                    measured_at = n,
+                    one_stream_load = format_args!("{one:.2}"),
+                    "real-time capacity: {s} stream(s) stay continuous on this machine"
+                );
+                if one > 1.0 {
+                    tracing::warn!(
+                        one_stream_load = format_args!("{one:.2}"),
+                        "one stream needs more than this machine's cores: it is admitted alone and plays slower than real time; try a faster --precision, or a larger machine"
+                    );
+                }
+            } else if let Some(s) = streams {
+                tracing::debug!(streams = s, measured_at = n, "real-time capacity changed");
+            }
+            self.logged_streams = streams;
+        }
+    }
+
     /// Returns a request's reservation and frees its session slot.
     fn release(&mut self, key: RequestKey) {
         if let Some(a) = self.active.get_mut(&key) {
@@ -335,6 +380,8 @@ impl Router {
         if self.sessions.get(&key.session) == Some(&key) {
             self.sessions.remove(&key.session);
         }
+        let n = self.computing() as usize;
+        self.shared.computing.store(n, Ordering::Relaxed);
     }
 
     /// Drops the request's state in every stage, in pipeline order (see the
@@ -473,6 +520,7 @@ impl Router {
     fn tick(&mut self, ctx: &mut Context<Self>) {
         self.shared.router_ticks.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
+        self.learn(now);
         // Watchdog.
         let now_us = self.shared.now_us();
         for stage in StageKind::ALL {
@@ -558,6 +606,12 @@ impl Handler<Submit> for Router {
                 busy: self.sessions.get(&m.session).copied(),
                 in_flight,
                 max_in_flight: limit,
+                realtime_streams: self
+                    .config
+                    .realtime_load
+                    .filter(|_| !self.shared.calibrating.load(Ordering::Acquire))
+                    .and_then(|_| self.shared.capacity().streams())
+                    .map(|s| s as u64),
                 reserved: self.shared.reserved_bytes.load(Ordering::Acquire),
                 budget: self.config.memory_budget_bytes,
             }
@@ -609,6 +663,8 @@ impl Handler<Submit> for Router {
             Ok(key)
         })();
         if let Ok(key) = result {
+            let n = self.computing() as usize;
+            self.shared.computing.store(n, Ordering::Relaxed);
             let generations = self.generations();
             self.push(key, Wire::Started { generations });
         }

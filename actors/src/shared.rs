@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
+use crate::capacity::{BusyClock, CapacityModel, MAX_GROUPS};
 use crate::contract::{Generation, StageKind};
 
 /// Live figures of one stage, shared with the router (watchdog) and the
@@ -78,6 +79,20 @@ pub struct Shared {
     pub lend_core: bool,
     /// [`crate::EngineConfig::team_hold`].
     pub team_hold: Option<crate::TeamHold>,
+    /// Each kernel group's busy time ([`Shared::group`]): a stage's step
+    /// enters it and leaves it, once per step.
+    pub busy: std::sync::Mutex<[BusyClock; MAX_GROUPS]>,
+    /// Requests computing (admitted, less live ones parked for text), as
+    /// the router last counted them (each tick).
+    pub computing: AtomicUsize,
+    /// `Engine::calibrate` is running: its rounds measure batch sizes the
+    /// capacity learned so far may not admit yet.
+    pub calibrating: std::sync::atomic::AtomicBool,
+    /// Codec frames the code predictor has made (all requests).
+    pub frames_made: AtomicU64,
+    /// The real-time capacity learned from the figures above (the router
+    /// feeds it; admission and the engine's stats read it).
+    pub capacity: std::sync::Mutex<CapacityModel>,
 }
 
 /// The kernel teams of an engine ([`tts_kernels::Team`]): one that every
@@ -138,7 +153,53 @@ impl Shared {
             teams: None,
             lend_core: false,
             team_hold: None,
+            busy: Default::default(),
+            computing: AtomicUsize::new(0),
+            calibrating: std::sync::atomic::AtomicBool::new(false),
+            frames_made: AtomicU64::new(0),
+            capacity: std::sync::Mutex::new(CapacityModel::new(1, 12.5, 1.0, 1)),
         }
+    }
+
+    /// Kernel groups: stages in different groups compute on different
+    /// cores (an LM and a vocoder team or pool), stages in one take turns.
+    pub fn groups(&self) -> usize {
+        match (&self.teams, &self.pools) {
+            (Some(t), _) => t.sizes.len().clamp(1, MAX_GROUPS),
+            (None, Some(_)) => 2,
+            (None, None) => 1,
+        }
+    }
+
+    /// The kernel group stage `k` computes in.
+    pub fn group(&self, k: StageKind) -> usize {
+        match (&self.teams, &self.pools, k) {
+            (Some(t), _, _) => t.index(k).min(MAX_GROUPS - 1),
+            (None, Some(_), StageKind::Code2Wav) => 1,
+            _ => 0,
+        }
+    }
+
+    /// Stage `k` starts (`true`) or ends a step: its group's busy clock.
+    pub fn stepping(&self, k: StageKind, starts: bool) {
+        let g = self.group(k);
+        let now = Instant::now();
+        let mut busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        if starts {
+            busy[g].enter(now);
+        } else {
+            busy[g].exit(now);
+        }
+    }
+
+    /// Each group's busy time up to `now`.
+    pub fn busy_totals(&self, now: Instant) -> [std::time::Duration; MAX_GROUPS] {
+        let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
+        [busy[0].total(now), busy[1].total(now)]
+    }
+
+    pub fn capacity(&self) -> std::sync::MutexGuard<'_, CapacityModel> {
+        self.capacity.lock().unwrap_or_else(|e| e.into_inner())
     }
 
     /// Whether stage `k`'s step is queued behind another stage's kernel

@@ -564,7 +564,7 @@ fn run_fault_placed(stage: StageKind, action: FaultAction, stage_threads: Option
     let want = match action {
         FaultAction::Panic => ErrorKind::StageFailed,
         FaultAction::Stall | FaultAction::StallInRegion => ErrorKind::StageStalled,
-        FaultAction::Delay(_) => unreachable!("a delay is not a fault"),
+        FaultAction::Delay(_) | FaultAction::SlowEvery(_) => unreachable!("a delay is not a fault"),
     };
     assert_eq!(c.error_kind(), want, "{stage} {action:?}: {:?}", c.terminal);
     if let Event::Error { error, .. } = &c.terminal {
@@ -682,6 +682,67 @@ fn admission_refuses_past_the_budget_and_the_ledger_returns_to_zero() {
             }
         }
         assert!(saw_terminal);
+    });
+}
+
+/// A machine that keeps one stream continuous and not two: every talker
+/// step is held 30 ms (a frame needs about that or more, a share of
+/// ~0.375 of the cores at 12.5 frames/s, above the 0.3 target whatever
+/// the batch).
+#[test]
+fn a_stream_past_the_measured_real_time_capacity_is_refused_at_once() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(
+            m.clone(),
+            EngineConfig {
+                max_active_requests: 2,
+                realtime_load: Some(0.3),
+                fault: Some(Fault {
+                    stage: StageKind::Talker,
+                    after_steps: 0,
+                    min_inputs: 1,
+                    action: FaultAction::SlowEvery(Duration::from_millis(30)),
+                }),
+                ..config()
+            },
+        )
+        .unwrap();
+        assert_eq!(
+            engine.stats().capacity_streams,
+            None,
+            "nothing measured yet"
+        );
+        assert_eq!(engine.calibrate(200).unwrap(), Some(1));
+        let st = engine.stats();
+        // About 0.375 or more; a window's edges cut steps, so not exactly.
+        assert!(st.one_stream_load.unwrap() > 0.3, "{st:?}");
+        assert_idle(&engine);
+        assert_eq!(engine.stats().load, 0.0);
+        let (a, b) = (engine.open_session(), engine.open_session());
+        let mut first = a
+            .synthesize_blocking(request(&m, "One stream fits.", 20, true, 0))
+            .unwrap();
+        let t = Instant::now();
+        match b.synthesize_blocking(request(&m, "A second does not.", 20, true, 0)) {
+            Err(e) => {
+                assert_eq!(e.kind(), ErrorKind::AtCapacity);
+                assert!(e.to_string().contains("real-time streams"), "{e}");
+            }
+            Ok(_) => panic!("admitted past the real-time capacity"),
+        }
+        assert!(
+            t.elapsed() < Duration::from_secs(5),
+            "a refusal is an answer, not a wait"
+        );
+        assert_eq!(engine.stats().load, 1.0);
+        collect(&mut first, false).done();
+        assert_idle(&engine);
+        let mut second = b
+            .synthesize_blocking(request(&m, "Now it fits.", 10, true, 0))
+            .unwrap();
+        collect(&mut second, false).done();
+        engine.shutdown();
     });
 }
 

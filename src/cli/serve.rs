@@ -111,6 +111,20 @@ pub struct ServeArgs {
     /// Default 16.
     #[arg(long)]
     max_requests: Option<usize>,
+    /// Admission by real-time capacity: a stream is admitted only while
+    /// the streams computing, with it, need at most this share of the
+    /// cores' time, as this process measures it (0.9 by default: a tenth
+    /// held back for jitter); the rest get a fast 429 / `at_capacity`. 0
+    /// turns it off (only --max-requests bounds them). docs/limits.md.
+    #[arg(long)]
+    realtime_load: Option<f64>,
+    /// The short calibration that seeds the real-time capacity before the
+    /// server is ready: rounds of 1, 2 and 4 synthetic requests, each
+    /// ending once measured (a second or so at 0.6B); this caps their
+    /// frames. Default 200; 0 skips it (the first streams measure the
+    /// capacity, --max-requests admits until then).
+    #[arg(long)]
+    calibrate_frames: Option<usize>,
     /// Cap on codec frames per request (12.5 per second of audio).
     #[arg(long)]
     max_frames: Option<usize>,
@@ -255,8 +269,14 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
         ),
         (None, None) => None,
     };
+    let realtime_load = a.realtime_load.or(f.realtime_load).unwrap_or(0.9);
+    anyhow::ensure!(
+        realtime_load.is_finite() && (0.0..=1.0).contains(&realtime_load),
+        "--realtime-load must be a share of the cores' time from 0 (off) to 1, got {realtime_load}"
+    );
     let engine = EngineConfig {
         max_active_requests: a.max_requests.or(f.max_requests).unwrap_or(16),
+        realtime_load: (realtime_load > 0.0).then_some(realtime_load),
         stage_threads,
         lend_core: a.lend_core || f.lend_core.unwrap_or(false),
         team_hold: switches.team_hold,
@@ -300,6 +320,12 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
     cfg.token = a.token.or(f.token);
     cfg.max_sessions = a.max_sessions.or(f.max_sessions).unwrap_or(64);
     cfg.max_frames = a.max_frames.or(f.max_frames);
+    cfg.calibrate_frames = a.calibrate_frames.or(f.calibrate_frames).unwrap_or(200);
+    anyhow::ensure!(
+        cfg.calibrate_frames <= 1000,
+        "--calibrate-frames must be 0 (skip) to 1000, got {}",
+        cfg.calibrate_frames
+    );
     let drain_timeout_s = a.drain_timeout_s.or(f.drain_timeout_s).unwrap_or(10.0);
     anyhow::ensure!(
         drain_timeout_s.is_finite() && drain_timeout_s >= 0.0,

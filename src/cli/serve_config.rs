@@ -39,6 +39,8 @@ pub(crate) struct ServeFile {
     pub max_body_memory_mb: Option<f64>,
     pub text_wait_timeout_s: Option<f64>,
     pub max_requests: Option<usize>,
+    pub realtime_load: Option<f64>,
+    pub calibrate_frames: Option<usize>,
     pub max_frames: Option<usize>,
     pub stage_threads: Option<String>,
     pub lend_core: Option<bool>,

@@ -459,6 +459,34 @@ impl ServerMetrics {
             );
             g(
                 &mut o,
+                "tts_load",
+                "Requests computing against the most admission lets compute now (0..1; 1: the next is refused): scale on this",
+                e.load,
+            );
+            g(
+                &mut o,
+                "tts_admission_limit",
+                "Requests admission lets compute at once now: the measured real-time capacity, or --max-requests until it is measured",
+                e.admission_limit as f64,
+            );
+            if let Some(c) = e.capacity_streams {
+                g(
+                    &mut o,
+                    "tts_capacity_streams",
+                    "Real-time streams this process keeps continuous, as it measured them (absent until measured)",
+                    c as f64,
+                );
+            }
+            if let Some(u) = e.one_stream_load {
+                g(
+                    &mut o,
+                    "tts_one_stream_load",
+                    "Share of the cores' time one real-time stream needs, as measured (above 1: slower than real time)",
+                    u,
+                );
+            }
+            g(
+                &mut o,
                 "tts_engine_reserved_bytes",
                 "Bytes reserved by the engine's admission ledger",
                 e.reserved_bytes as f64,

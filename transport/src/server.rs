@@ -127,6 +127,12 @@ pub struct ServeConfig {
     /// [`Server::start`]: a problem with either file fails the start,
     /// naming it. `None`: plain HTTP. The health listener stays plain.
     pub tls: Option<crate::tls::TlsFiles>,
+    /// With admission by real-time capacity (`engine.realtime_load`): the
+    /// most frames of each synthetic request of the calibration run after
+    /// the load, before the server says it is ready
+    /// (`tts_actors::Engine::calibrate`); 0 skips it (the first real
+    /// streams measure the capacity; until then the fixed bound admits).
+    pub calibrate_frames: usize,
 }
 
 /// The default upload limit: 10 MB, as vllm-omni.
@@ -142,6 +148,7 @@ impl ServeConfig {
             engine: EngineConfig::default(),
             max_sessions: 64,
             max_connections: 1024,
+            calibrate_frames: 200,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(60),
             max_contexts: 8,
@@ -494,6 +501,7 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
     // not taken yet.
     engine_cfg.explicit_acks = true;
     let max_frames = cfg.max_frames;
+    let calibrate_frames = cfg.calibrate_frames;
     let voices_dir = cfg.voices_dir.clone();
     let max_voices = cfg.max_voices;
     let voice_map = cfg.voice_map.clone();
@@ -504,7 +512,11 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
         let t0 = Instant::now();
         let r = tokio::task::spawn_blocking(move || -> Result<Loaded, String> {
             let model = Arc::new(Qwen3Tts::load_with(&dir, precision).map_err(|e| e.to_string())?);
+            let realtime = engine_cfg.realtime_load;
             let engine = Engine::start(model.clone(), engine_cfg).map_err(|e| e.to_string())?;
+            if let (Some(target), true) = (realtime, calibrate_frames > 0) {
+                calibrate(&engine, calibrate_frames, target);
+            }
             let default_frames = model.default_options().max_frames.max(1);
             let (library, skipped_voices) = match &voices_dir {
                 Some(d) if model.config.kind == ModelKind::Base => {
@@ -555,6 +567,37 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
             Err(e) => fail_load(&st, format!("the loader panicked: {e}")),
         }
     })
+}
+
+/// Seeds admission by real-time capacity before the server is ready, and
+/// says what it found in one line. A failure is logged, not fatal: the
+/// first streams then measure the capacity.
+fn calibrate(engine: &Engine, frames: usize, target: f64) {
+    let t0 = Instant::now();
+    match engine.calibrate(frames) {
+        Ok(found) => {
+            let st = engine.stats();
+            let took_s = t0.elapsed().as_secs_f64();
+            match (found, st.one_stream_load) {
+                (Some(streams), Some(one)) => tracing::info!(
+                    streams,
+                    one_stream_load = format_args!("{one:.2}"),
+                    target,
+                    took_s,
+                    "real-time capacity: {streams} stream(s) stay continuous here; more are refused (429) until one ends"
+                ),
+                _ => tracing::info!(
+                    took_s,
+                    limit = st.admission_limit,
+                    "real-time capacity not measured yet (the calibration was too quick to time); the first streams measure it, --max-requests admits until then"
+                ),
+            }
+        }
+        Err(e) => tracing::warn!(
+            error = %e,
+            "the real-time calibration failed; the first streams measure the capacity, --max-requests admits until then"
+        ),
+    }
 }
 
 /// Opens the voice directory, naming each corrupt voice file it skipped

@@ -279,6 +279,37 @@ impl AppState {
         })
     }
 
+    /// A replica at its measured real-time capacity refuses a new socket
+    /// before the upgrade (429, `Retry-After: 1`, at_capacity), so a
+    /// balancer or the client tries another replica: a socket admitted now
+    /// could not speak until a stream ends. Only with admission by
+    /// real-time capacity (`--realtime-load`) and once it is measured; a
+    /// fixed `--max-requests` alone keeps refusing per request.
+    pub(crate) fn refuse_socket_when_full(&self, loaded: &Loaded) -> Result<(), Box<Response>> {
+        if loaded.engine.config().realtime_load.is_none() {
+            return Ok(());
+        }
+        let stats = loaded.engine.stats();
+        match stats.capacity_streams {
+            Some(_) if stats.computing >= stats.admission_limit => {
+                self.metrics.refused("at_capacity");
+                let mut r = error_response(
+                    StatusCode::TOO_MANY_REQUESTS,
+                    &format!(
+                        "at capacity: {} of {} real-time streams in use (what this machine keeps continuous); retry later or on another replica",
+                        stats.computing, stats.admission_limit
+                    ),
+                    "rate_limit_error",
+                    None,
+                );
+                r.headers_mut()
+                    .insert(axum::http::header::RETRY_AFTER, 1u32.into());
+                Err(Box::new(r))
+            }
+            _ => Ok(()),
+        }
+    }
+
     /// `Ok` when no token is configured, or the request carries it in an
     /// `Authorization: Bearer` header (the scheme is case-insensitive, RFC
     /// 9110 §11.1). HTTP routes take the token only there: a token in a URL

@@ -250,3 +250,83 @@ async fn a_full_engine_answers_429_with_retry_after() -> Result<()> {
     drop(holder);
     stop(s).await
 }
+
+/// With admission by real-time capacity, a replica whose measured
+/// capacity is in use refuses a new WebSocket before the upgrade (429 with
+/// `Retry-After`), so a balancer sends the caller to another replica
+/// instead of opening a socket that could not speak; once the stream
+/// ends, sockets are accepted again. (`realtime_load` 0.01: every machine
+/// keeps exactly one stream here.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_replica_at_its_real_time_capacity_refuses_new_sockets_before_the_upgrade() -> Result<()>
+{
+    use common::{http, ws};
+    let mut cfg = common::config(Duration::from_secs(5));
+    cfg.engine.realtime_load = Some(0.01);
+    cfg.calibrate_frames = 200;
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    let metrics = http::request(addr, "GET", "/metrics", &[], b"").await?;
+    ensure!(
+        metrics.body_str().contains("\ntts_admission_limit 1\n"),
+        "calibrated to one stream: {}",
+        metrics.body_str()
+    );
+    // One stream held in flight (never acknowledged: it pauses at 4 s of
+    // audio and stays admitted).
+    let mut holder = ws::connect(addr).await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400}}),
+    )
+    .await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "context.append", "context_id": "held", "text": "A long text that keeps the only real-time stream busy for a while."}),
+    )
+    .await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "context.end", "context_id": "held"}),
+    )
+    .await?;
+    loop {
+        if let ws::Got::Audio(..) = ws::next(&mut holder).await? {
+            break;
+        }
+    }
+    let upgrade = [
+        ("Upgrade", "websocket"),
+        ("Connection", "Upgrade"),
+        ("Sec-WebSocket-Version", "13"),
+        ("Sec-WebSocket-Key", "dGhlIHNhbXBsZSBub25jZQ=="),
+    ];
+    let t0 = std::time::Instant::now();
+    let r = http::request(addr, "GET", "/v1/realtime", &upgrade, b"").await?;
+    let took = t0.elapsed();
+    ensure!(r.status == 429, "got {} {}", r.status, r.body_str());
+    ensure!(
+        r.header("retry-after") == Some("1"),
+        "{:?}",
+        r.header("retry-after")
+    );
+    ensure!(
+        r.body_str().contains("real-time streams"),
+        "{}",
+        r.body_str()
+    );
+    ensure!(took < Duration::from_secs(2), "the refusal took {took:?}");
+    drop(holder);
+    // The held stream is cancelled with its socket; then a socket fits.
+    let t0 = std::time::Instant::now();
+    loop {
+        match ws::connect(addr).await {
+            Ok(_) => break,
+            Err(_) if t0.elapsed() < Duration::from_secs(30) => {
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            Err(e) => return Err(e.context("no socket accepted after the stream ended")),
+        }
+    }
+    stop(s).await
+}

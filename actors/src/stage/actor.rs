@@ -293,6 +293,9 @@ impl<L: StageLogic> StageActor<L> {
         };
         let logic = &mut self.logic;
         let team = shared.team(L::KIND);
+        // The group's busy clock (real-time capacity): entered here, left
+        // once the step returned or panicked.
+        shared.stepping(L::KIND, true);
         let waker = self.waker.as_ref();
         let result = catch_unwind(AssertUnwindSafe(|| {
             let mut cx = StepCx {
@@ -324,6 +327,7 @@ impl<L: StageLogic> StageActor<L> {
                 (None, None) => logic.process(items, &mut cx),
             }
         }));
+        shared.stepping(L::KIND, false);
         tracing::trace!(
             stage = %L::KIND,
             inputs = keys.len(),

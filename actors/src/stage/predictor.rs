@@ -122,6 +122,9 @@ impl StageLogic for PredictorStage {
             PredictorState::predict_batch(model, &mut batch, scratch)
         });
         drop(batch);
+        cx.shared
+            .frames_made
+            .fetch_add(frames.len() as u64, std::sync::atomic::Ordering::Relaxed);
         let produced_at = Instant::now();
         let mut decode = Vec::with_capacity(jobs.len());
         for (job, frame) in jobs.into_iter().zip(frames) {

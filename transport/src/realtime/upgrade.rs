@@ -209,6 +209,9 @@ where
             Ok(m) => m,
             Err(r) => return *r,
         };
+    if let Err(r) = st.refuse_socket_when_full(&loaded) {
+        return *r;
+    }
     let permit = match st.session_permit().await {
         Ok(p) => p,
         Err(r) => return *r,

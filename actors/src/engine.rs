@@ -109,6 +109,9 @@ pub struct EngineStats {
     /// only when the measured capacity fell under streams already
     /// admitted). What an autoscaler should scale on (`tts_load`).
     pub load: f64,
+    /// Offline requests (whole files) waiting in line for real-time
+    /// capacity.
+    pub offline_waiting: usize,
     /// Share of the cores' time one real-time stream needs; `None` while
     /// unmeasured.
     pub one_stream_load: Option<f64>,
@@ -363,6 +366,7 @@ impl Engine {
             admission_limit,
             computing,
             load: computing as f64 / admission_limit as f64,
+            offline_waiting: s.offline_waiting.load(Ordering::Relaxed),
             one_stream_load,
         }
     }
@@ -451,6 +455,7 @@ impl Session {
             gate: gate.clone(),
             reply,
             live,
+            offline: false,
         };
         let stream = Stream {
             key: RequestKey {
@@ -487,6 +492,26 @@ impl Session {
             }
         }
         let (submit, reply, stream) = self.prepare(&req)?;
+        self.submit(submit, reply, stream).await
+    }
+
+    /// [`Self::synthesize`] for offline work (a body sent whole, a file):
+    /// with admission by real-time capacity, a request the capacity
+    /// refuses waits in line until a stream ends (in arrival order, at
+    /// most [`crate::router::OFFLINE_WAIT`]) instead of being refused, so
+    /// it never takes a realtime stream's place. The wait is part of this
+    /// call; the stream's metrics count it (`t_req` is the call).
+    pub async fn synthesize_offline(&self, req: Request) -> Result<Stream> {
+        if let Some(voice) = req.voice_clone.clone() {
+            let model = self.inner.model.clone();
+            if !model.is_primed(&voice) {
+                if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                    let _ = rt.spawn_blocking(move || model.prime_decoder(&voice)).await;
+                }
+            }
+        }
+        let (mut submit, reply, stream) = self.prepare(&req)?;
+        submit.offline = true;
         self.submit(submit, reply, stream).await
     }
 

@@ -63,7 +63,17 @@ pub(crate) struct Submit {
     pub reply: oneshot::Sender<Result<RequestKey, EngineError>>,
     /// Live text: where the rest of the request's text arrives.
     pub live: Option<Arc<LiveFeed>>,
+    /// Offline work (a body sent whole, a file): refused by real-time
+    /// capacity it waits in line instead ([`OFFLINE_WAIT`] at most).
+    pub offline: bool,
 }
+
+/// Longest an offline request waits in line for real-time capacity
+/// before it is refused as at capacity.
+pub const OFFLINE_WAIT: Duration = Duration::from_secs(60);
+
+/// Offline requests waiting in line at once, at most (more are refused).
+const OFFLINE_LINE: usize = 64;
 
 impl Message for Submit {
     type Result = ();
@@ -132,6 +142,9 @@ pub struct Router {
     sampler: Sampler,
     /// The real-time capacity last logged (a change is logged once).
     logged_streams: Option<usize>,
+    /// Offline requests refused by real-time capacity, waiting in line (in
+    /// arrival order) with when they came.
+    waiting: VecDeque<(Submit, Instant)>,
 }
 
 /// Points the directory's entries for a replaced stage's messages at its
@@ -200,6 +213,7 @@ impl Router {
                 ticking: None,
                 sampler: Sampler::default(),
                 logged_streams: None,
+                waiting: VecDeque::new(),
             }
         })
     }
@@ -257,7 +271,7 @@ impl Router {
     /// watch, flush or forget. (A step that outlives its request keeps the
     /// tick going, so the watchdog still sees it.)
     fn idle(&self) -> bool {
-        self.active.is_empty() && !self.stage_busy()
+        self.active.is_empty() && self.waiting.is_empty() && !self.stage_busy()
     }
 
     /// Whether any stage is in a step (the watchdog's concern).
@@ -521,6 +535,7 @@ impl Router {
         self.shared.router_ticks.fetch_add(1, Ordering::Relaxed);
         let now = Instant::now();
         self.learn(now);
+        self.admit_waiting(now);
         // Watchdog.
         let now_us = self.shared.now_us();
         for stage in StageKind::ALL {
@@ -592,83 +607,149 @@ impl Actor for Router {
     }
 }
 
+impl Router {
+    /// The admission rules for `m` (`request.rs`): its ledger cost, or the
+    /// refusal.
+    fn admission(&self, m: &Submit) -> Result<u64, EngineError> {
+        let cost = self.cost(m.talker.prompt().prefill_rows(), m.max_frames);
+        Admission {
+            shutting_down: self.shutting_down,
+            busy: self.sessions.get(&m.session).copied(),
+            in_flight: self.computing(),
+            max_in_flight: self.config.max_active_requests as u64,
+            realtime_streams: self
+                .config
+                .realtime_load
+                .filter(|_| !self.shared.calibrating.load(Ordering::Acquire))
+                .and_then(|_| self.shared.capacity().streams())
+                .map(|s| s as u64),
+            reserved: self.shared.reserved_bytes.load(Ordering::Acquire),
+            budget: self.config.memory_budget_bytes,
+        }
+        .check(m.session, cost)?;
+        Ok(cost)
+    }
+
+    /// Starts an admitted request and answers its submitter.
+    fn start(&mut self, m: Submit, cost: u64) {
+        let in_flight = self.computing();
+        let limit = self.config.max_active_requests as u64;
+        let key = RequestKey {
+            session: m.session,
+            epoch: self.next_epoch,
+        };
+        let start = StartRequest {
+            stamp: Stamp::new(key, 0),
+            talker: m.talker,
+            predictor: m.predictor,
+            max_frames: m.max_frames,
+            gate: m.gate.clone(),
+            live: m.live.clone(),
+        };
+        let talker = with_wiring(&self.dir, |w| w.start.clone());
+        // Mailboxes hold a start per admissible request, so this only
+        // fails if the talker is being replaced.
+        if talker.try_send(Work(Box::new(start))).is_err() {
+            let _ = m.reply.send(Err(EngineError::AtCapacity {
+                resource: "talker mailbox slots",
+                needed: 1,
+                in_use: in_flight,
+                limit,
+            }));
+            return;
+        }
+        self.next_epoch += 1;
+        self.shared.reserved_bytes.fetch_add(cost, Ordering::AcqRel);
+        self.shared.active_requests.fetch_add(1, Ordering::AcqRel);
+        self.shared
+            .awaiting_first_packet
+            .fetch_add(1, Ordering::AcqRel);
+        self.sessions.insert(m.session, key);
+        self.active.insert(
+            key,
+            ActiveReq {
+                tx: m.tx,
+                held: VecDeque::new(),
+                next_seq: 0,
+                gate: m.gate,
+                reserved: cost,
+                state: Lifecycle::Running,
+                paused_since: None,
+                awaiting_first: true,
+                live: m.live,
+            },
+        );
+        let n = self.computing() as usize;
+        self.shared.computing.store(n, Ordering::Relaxed);
+        let generations = self.generations();
+        self.push(key, Wire::Started { generations });
+        let _ = m.reply.send(Ok(key));
+    }
+
+    /// Starts the offline requests waiting in line that now fit, in
+    /// order; drops those whose submitter left; refuses those that waited
+    /// [`OFFLINE_WAIT`] or meet another refusal.
+    fn admit_waiting(&mut self, now: Instant) {
+        self.admit_waiting_in_line(now);
+        self.shared
+            .offline_waiting
+            .store(self.waiting.len(), Ordering::Relaxed);
+    }
+
+    fn admit_waiting_in_line(&mut self, now: Instant) {
+        while let Some((m, since)) = self.waiting.pop_front() {
+            if m.reply.is_closed() {
+                continue;
+            }
+            match self.admission(&m) {
+                Ok(cost) => self.start(m, cost),
+                Err(e) if realtime_refusal(&e) && now.duration_since(since) < OFFLINE_WAIT => {
+                    self.waiting.push_front((m, since));
+                    break;
+                }
+                Err(e) => {
+                    let _ = m.reply.send(Err(e));
+                }
+            }
+        }
+    }
+}
+
+/// A refusal by real-time capacity alone (offline work may wait it out).
+fn realtime_refusal(e: &EngineError) -> bool {
+    matches!(e, EngineError::AtCapacity { resource, .. } if resource.starts_with("real-time"))
+}
+
 impl Handler<Submit> for Router {
     type Result = ();
 
     fn handle(&mut self, m: Submit, ctx: &mut Context<Self>) {
         self.ensure_ticking(ctx);
-        let result = (|| {
-            let in_flight = self.computing();
-            let limit = self.config.max_active_requests as u64;
-            let cost = self.cost(m.talker.prompt().prefill_rows(), m.max_frames);
-            Admission {
-                shutting_down: self.shutting_down,
-                busy: self.sessions.get(&m.session).copied(),
-                in_flight,
-                max_in_flight: limit,
-                realtime_streams: self
-                    .config
-                    .realtime_load
-                    .filter(|_| !self.shared.calibrating.load(Ordering::Acquire))
-                    .and_then(|_| self.shared.capacity().streams())
-                    .map(|s| s as u64),
-                reserved: self.shared.reserved_bytes.load(Ordering::Acquire),
-                budget: self.config.memory_budget_bytes,
-            }
-            .check(m.session, cost)?;
-            let key = RequestKey {
-                session: m.session,
-                epoch: self.next_epoch,
-            };
-            let start = StartRequest {
-                stamp: Stamp::new(key, 0),
-                talker: m.talker,
-                predictor: m.predictor,
-                max_frames: m.max_frames,
-                gate: m.gate.clone(),
-                live: m.live.clone(),
-            };
-            let talker = with_wiring(&self.dir, |w| w.start.clone());
-            // Mailboxes hold a start per admissible request, so this only
-            // fails if the talker is being replaced.
-            talker
-                .try_send(Work(Box::new(start)))
-                .map_err(|_| EngineError::AtCapacity {
-                    resource: "talker mailbox slots",
-                    needed: 1,
-                    in_use: in_flight,
-                    limit,
-                })?;
-            self.next_epoch += 1;
-            self.shared.reserved_bytes.fetch_add(cost, Ordering::AcqRel);
-            self.shared.active_requests.fetch_add(1, Ordering::AcqRel);
+        // Offline work keeps its order behind what already waits.
+        self.admit_waiting(Instant::now());
+        if m.offline && !self.waiting.is_empty() && self.waiting.len() < OFFLINE_LINE {
+            self.waiting.push_back((m, Instant::now()));
             self.shared
-                .awaiting_first_packet
-                .fetch_add(1, Ordering::AcqRel);
-            self.sessions.insert(m.session, key);
-            self.active.insert(
-                key,
-                ActiveReq {
-                    tx: m.tx,
-                    held: VecDeque::new(),
-                    next_seq: 0,
-                    gate: m.gate,
-                    reserved: cost,
-                    state: Lifecycle::Running,
-                    paused_since: None,
-                    awaiting_first: true,
-                    live: m.live,
-                },
-            );
-            Ok(key)
-        })();
-        if let Ok(key) = result {
-            let n = self.computing() as usize;
-            self.shared.computing.store(n, Ordering::Relaxed);
-            let generations = self.generations();
-            self.push(key, Wire::Started { generations });
+                .offline_waiting
+                .store(self.waiting.len(), Ordering::Relaxed);
+            return;
         }
-        let _ = m.reply.send(result);
+        match self.admission(&m) {
+            Ok(cost) => self.start(m, cost),
+            Err(e) if m.offline && realtime_refusal(&e) && self.waiting.len() < OFFLINE_LINE => {
+                tracing::debug!(
+                    session = m.session,
+                    "offline request waits for real-time capacity"
+                );
+                self.waiting.push_back((m, Instant::now()));
+                self.shared
+                    .offline_waiting
+                    .store(self.waiting.len(), Ordering::Relaxed);
+            }
+            Err(e) => {
+                let _ = m.reply.send(Err(e));
+            }
+        }
     }
 }
 

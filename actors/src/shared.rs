@@ -85,6 +85,9 @@ pub struct Shared {
     /// Requests computing (admitted, less live ones parked for text), as
     /// the router last counted them (each tick).
     pub computing: AtomicUsize,
+    /// Offline requests waiting in line for real-time capacity (the
+    /// router's count, updated as the line changes).
+    pub offline_waiting: AtomicUsize,
     /// `Engine::calibrate` is running: its rounds measure batch sizes the
     /// capacity learned so far may not admit yet.
     pub calibrating: std::sync::atomic::AtomicBool,
@@ -155,6 +158,7 @@ impl Shared {
             team_hold: None,
             busy: Default::default(),
             computing: AtomicUsize::new(0),
+            offline_waiting: AtomicUsize::new(0),
             calibrating: std::sync::atomic::AtomicBool::new(false),
             frames_made: AtomicU64::new(0),
             capacity: std::sync::Mutex::new(CapacityModel::new(1, 12.5, 1.0, 1)),

@@ -746,6 +746,68 @@ fn a_stream_past_the_measured_real_time_capacity_is_refused_at_once() {
     });
 }
 
+/// Offline work (a whole file) at real-time capacity waits in line
+/// instead of being refused, and starts as soon as the stream ahead of it
+/// ends; a realtime request in the same place is refused at once.
+#[test]
+fn offline_work_at_real_time_capacity_waits_for_a_stream_to_end() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(
+            m.clone(),
+            EngineConfig {
+                max_active_requests: 4,
+                realtime_load: Some(0.3),
+                fault: Some(Fault {
+                    stage: StageKind::Talker,
+                    after_steps: 0,
+                    min_inputs: 1,
+                    action: FaultAction::SlowEvery(Duration::from_millis(30)),
+                }),
+                ..config()
+            },
+        )
+        .unwrap();
+        assert_eq!(engine.calibrate(200).unwrap(), Some(1));
+        assert_idle(&engine);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let (a, b, c) = (
+            engine.open_session(),
+            engine.open_session(),
+            engine.open_session(),
+        );
+        let mut first = a
+            .synthesize_blocking(request(&m, "The stream ahead.", 15, true, 0))
+            .unwrap();
+        // A realtime request is refused at once...
+        let refused = c.synthesize_blocking(request(&m, "No room.", 5, true, 0));
+        assert_eq!(refused.err().map(|e| e.kind()), Some(ErrorKind::AtCapacity));
+        // ...an offline one waits in line while the stream ahead runs, and
+        // starts once it is done.
+        let mut stream = std::thread::scope(|scope| {
+            let waiter = scope.spawn(|| {
+                rt.block_on(b.synthesize_offline(request(&m, "Waits its turn.", 5, true, 0)))
+            });
+            let t = Instant::now();
+            while engine.stats().offline_waiting == 0 {
+                assert!(!waiter.is_finished(), "not admitted past the capacity");
+                assert!(t.elapsed() < Duration::from_secs(30), "never in line");
+                std::thread::sleep(Duration::from_millis(2));
+            }
+            assert_eq!(engine.stats().computing, 1, "the stream ahead still runs");
+            collect(&mut first, false).done();
+            waiter.join().unwrap().expect("admitted after the wait")
+        });
+        assert_eq!(engine.stats().offline_waiting, 0);
+        collect(&mut stream, false).done();
+        assert_idle(&engine);
+        engine.shutdown();
+    });
+}
+
 #[test]
 fn invalid_config_and_requests_are_refused_up_front() {
     let m = model("tiny-a");

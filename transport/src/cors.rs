@@ -21,7 +21,8 @@ use axum::response::{IntoResponse, Response};
 /// Methods the routes serve, announced on a preflight.
 const METHODS: &str = "GET, POST, DELETE, OPTIONS";
 /// Headers a cross-origin client may read.
-const EXPOSE: &str = "x-request-id, x-sample-rate, x-audio-encoding, x-tts-ignored, content-length";
+const EXPOSE: &str =
+    "x-request-id, x-sample-rate, x-audio-encoding, x-tts-ignored, x-tts-queued-ms, content-length";
 /// Headers allowed when a preflight asks for none in particular.
 const DEFAULT_HEADERS: &str = "authorization, content-type, x-request-id";
 /// How long a browser may cache a preflight answer, in seconds.

@@ -469,6 +469,12 @@ impl ServerMetrics {
                 "Requests admission lets compute at once now: the measured real-time capacity, or --max-requests until it is measured",
                 e.admission_limit as f64,
             );
+            g(
+                &mut o,
+                "tts_offline_waiting",
+                "Whole-file requests waiting in line for real-time capacity (they wait rather than being refused)",
+                e.offline_waiting as f64,
+            );
             if let Some(c) = e.capacity_streams {
                 g(
                     &mut o,

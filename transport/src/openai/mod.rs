@@ -571,7 +571,20 @@ async fn answer(
         }
     };
     let session = m.engine.open_session();
-    let stream = match session.synthesize(plan.req.clone()).await {
+    // A whole file is offline work: at real-time capacity it waits in
+    // line for a stream to end rather than being refused, and says so
+    // (`X-TTS-Queued-Ms`); a streamed body is a listener, refused at once.
+    let offline = plan.output.complete;
+    let asked = std::time::Instant::now();
+    let started = if offline {
+        session.synthesize_offline(plan.req.clone()).await
+    } else {
+        session.synthesize(plan.req.clone()).await
+    };
+    let queued_ms = offline
+        .then(|| asked.elapsed().as_millis() as u64)
+        .filter(|&ms| ms >= QUEUED_NOTE_MS);
+    let stream = match started {
         Ok(s) => s,
         Err(e) => {
             let (status, kind) = match e.kind() {
@@ -614,6 +627,14 @@ async fn answer(
             "ignored what the client sent by default and this checkpoint cannot honour"
         );
     }
+    if let Some(ms) = queued_ms {
+        tracing::info!(
+            target: "tts_transport::http",
+            request_id = %id,
+            queued_ms = ms,
+            "a whole-file request waited in line for real-time capacity"
+        );
+    }
     let (answered, answer) = oneshot::channel();
     tokio::spawn(produce(
         st.clone(),
@@ -625,6 +646,10 @@ async fn answer(
         Logged { id, answer },
     ));
     let mut resp = body_response(output, rx).await;
+    if let Some(ms) = queued_ms {
+        resp.headers_mut()
+            .insert(QUEUED_HEADER, HeaderValue::from(ms));
+    }
     if !ignored.is_empty() {
         if let Ok(v) = HeaderValue::from_str(&ignored) {
             resp.headers_mut().insert(IGNORED_HEADER, v);
@@ -637,6 +662,13 @@ async fn answer(
     resp.extensions_mut().insert(Deferred);
     resp
 }
+
+/// On a whole-file answer that waited in line for real-time capacity: the
+/// milliseconds it waited (from [`QUEUED_NOTE_MS`] up).
+pub const QUEUED_HEADER: &str = "x-tts-queued-ms";
+
+/// A wait shorter than this is admission's own time, not a queue.
+const QUEUED_NOTE_MS: u64 = 20;
 
 /// What the synthesis task needs for the request's log line: its id, and
 /// the status the client was answered with, sent by the handler once

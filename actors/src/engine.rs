@@ -17,7 +17,7 @@ use crate::error::{EngineError, ErrorKind, Result};
 use crate::flow::FlowGate;
 use crate::flow::LiveFeed;
 use crate::metrics::{ChunkLog, EngineSide, MetricsInput, Outcome, RequestMetrics};
-use crate::router::{Cancel, CancelAck, Router, Shutdown, Submit, Wire};
+use crate::router::{Cancel, CancelAck, Probe, Router, Shutdown, Submit, Wire};
 use crate::shared::{Shared, Teams};
 
 /// What a [`Stream`] yields. Exactly one terminal event (`Done`,
@@ -478,6 +478,12 @@ impl Session {
     /// Starts a request; its events arrive on the returned [`Stream`].
     /// Errors here are refusals (invalid request, at capacity, busy).
     pub async fn synthesize(&self, req: Request) -> Result<Stream> {
+        // A full engine refuses before the request is built.
+        self.inner
+            .router
+            .send(Probe { session: self.id })
+            .await
+            .map_err(|_| EngineError::ShuttingDown)??;
         // An ICL clone whose decoder is not primed yet (a new inline clip,
         // or a stored voice's first request since start) decodes its
         // reference first: seconds of CPU at full size, so on a blocking

@@ -612,9 +612,15 @@ impl Router {
     /// refusal.
     fn admission(&self, m: &Submit) -> Result<u64, EngineError> {
         let cost = self.cost(m.talker.prompt().prefill_rows(), m.max_frames);
+        self.check(m.session, cost)?;
+        Ok(cost)
+    }
+
+    /// The admission rules for a request of `cost` ledger bytes.
+    fn check(&self, session: SessionId, cost: u64) -> Result<(), EngineError> {
         Admission {
             shutting_down: self.shutting_down,
-            busy: self.sessions.get(&m.session).copied(),
+            busy: self.sessions.get(&session).copied(),
             in_flight: self.computing(),
             max_in_flight: self.config.max_active_requests as u64,
             realtime_streams: self
@@ -626,8 +632,7 @@ impl Router {
             reserved: self.shared.reserved_bytes.load(Ordering::Acquire),
             budget: self.config.memory_budget_bytes,
         }
-        .check(m.session, cost)?;
-        Ok(cost)
+        .check(session, cost)
     }
 
     /// Starts an admitted request and answers its submitter.
@@ -718,6 +723,28 @@ impl Router {
 /// A refusal by real-time capacity alone (offline work may wait it out).
 fn realtime_refusal(e: &EngineError) -> bool {
     matches!(e, EngineError::AtCapacity { resource, .. } if resource.starts_with("real-time"))
+}
+
+/// Client → router, before a request is built: would one be admitted
+/// now? The same rules as [`Submit`] at no ledger cost, answered from the
+/// router's own figures, so a full engine refuses without the prompt,
+/// caches and states a request costs to build (under a burst of arrivals
+/// that building, not the refusal, is what the refused would wait for).
+/// The submit is checked again.
+pub(crate) struct Probe {
+    pub session: SessionId,
+}
+
+impl Message for Probe {
+    type Result = Result<(), EngineError>;
+}
+
+impl Handler<Probe> for Router {
+    type Result = Result<(), EngineError>;
+
+    fn handle(&mut self, m: Probe, _: &mut Context<Self>) -> Self::Result {
+        self.check(m.session, 0)
+    }
 }
 
 impl Handler<Submit> for Router {

@@ -210,7 +210,7 @@ fn serve_tls_files_are_checked_at_start() {
 /// ready, `serve` runs its short calibration, logs the capacity it found
 /// in one line, and `/metrics` carries the load figure an autoscaler
 /// scales on with the capacity behind it. At a target no machine meets
-/// (`--realtime-load 0.01`) the capacity is the one stream every machine
+/// (`--realtime-load 0.001`) the capacity is the one stream every machine
 /// still serves.
 #[cfg(unix)]
 #[test]
@@ -218,7 +218,7 @@ fn serve_measures_its_real_time_capacity_before_ready_and_exports_the_load() {
     let fixture = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/fixtures/tiny-a");
     let mut child = Command::new(env!("CARGO_BIN_EXE_tts-rt"))
         .args(["serve", "--model", fixture, "--port", "0"])
-        .args(["--realtime-load", "0.01"])
+        .args(["--realtime-load", "0.001"])
         .env_remove("RUST_LOG")
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())

@@ -685,34 +685,42 @@ fn admission_refuses_past_the_budget_and_the_ledger_returns_to_zero() {
     });
 }
 
-/// A machine that keeps one stream continuous and not two: every talker
-/// step is held 30 ms (a frame needs about that or more, a share of
-/// ~0.375 of the cores at 12.5 frames/s, above the 0.3 target whatever
-/// the batch).
+/// An engine on a machine that keeps one stream continuous and not two
+/// (admission by real-time capacity at a 0.3 target, at most `max`
+/// requests): every talker step is held 30 ms, so a frame needs about that
+/// or more, a share of ~0.375 of the cores at 12.5 frames/s, above the
+/// target whatever the batch. Nothing is measured until it calibrates.
+fn one_stream_host(m: &Arc<Qwen3Tts>, max: usize) -> Engine {
+    let engine = Engine::start(
+        m.clone(),
+        EngineConfig {
+            max_active_requests: max,
+            realtime_load: Some(0.3),
+            fault: Some(Fault {
+                stage: StageKind::Talker,
+                after_steps: 0,
+                min_inputs: 1,
+                action: FaultAction::SlowEvery(Duration::from_millis(30)),
+            }),
+            ..config()
+        },
+    )
+    .unwrap();
+    assert_eq!(
+        engine.stats().capacity_streams,
+        None,
+        "nothing measured yet"
+    );
+    engine
+}
+
+/// A stream past the measured capacity is refused at once, and admitted
+/// once the stream ahead ended.
 #[test]
 fn a_stream_past_the_measured_real_time_capacity_is_refused_at_once() {
     within(120, || {
         let m = model("tiny-a");
-        let engine = Engine::start(
-            m.clone(),
-            EngineConfig {
-                max_active_requests: 2,
-                realtime_load: Some(0.3),
-                fault: Some(Fault {
-                    stage: StageKind::Talker,
-                    after_steps: 0,
-                    min_inputs: 1,
-                    action: FaultAction::SlowEvery(Duration::from_millis(30)),
-                }),
-                ..config()
-            },
-        )
-        .unwrap();
-        assert_eq!(
-            engine.stats().capacity_streams,
-            None,
-            "nothing measured yet"
-        );
+        let engine = one_stream_host(&m, 2);
         assert_eq!(engine.calibrate(200).unwrap(), Some(1));
         let st = engine.stats();
         // About 0.375 or more; a window's edges cut steps, so not exactly.
@@ -753,21 +761,7 @@ fn a_stream_past_the_measured_real_time_capacity_is_refused_at_once() {
 fn offline_work_at_real_time_capacity_waits_for_a_stream_to_end() {
     within(120, || {
         let m = model("tiny-a");
-        let engine = Engine::start(
-            m.clone(),
-            EngineConfig {
-                max_active_requests: 4,
-                realtime_load: Some(0.3),
-                fault: Some(Fault {
-                    stage: StageKind::Talker,
-                    after_steps: 0,
-                    min_inputs: 1,
-                    action: FaultAction::SlowEvery(Duration::from_millis(30)),
-                }),
-                ..config()
-            },
-        )
-        .unwrap();
+        let engine = one_stream_host(&m, 4);
         assert_eq!(engine.calibrate(200).unwrap(), Some(1));
         assert_idle(&engine);
         let rt = tokio::runtime::Builder::new_current_thread()

@@ -121,8 +121,9 @@ pub struct ServeArgs {
     /// The short calibration that seeds the real-time capacity before the
     /// server is ready: rounds of 1, 2 and 4 synthetic requests, each
     /// ending once measured (a second or so at 0.6B); this caps their
-    /// frames. Default 200; 0 skips it (the first streams measure the
-    /// capacity, --max-requests admits until then).
+    /// frames. Default 1000 (a fast model needs that many to be timed); 0
+    /// skips it (the first streams measure the capacity, --max-requests
+    /// admits until then).
     #[arg(long)]
     calibrate_frames: Option<usize>,
     /// Cap on codec frames per request (12.5 per second of audio).
@@ -320,10 +321,10 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
     cfg.token = a.token.or(f.token);
     cfg.max_sessions = a.max_sessions.or(f.max_sessions).unwrap_or(64);
     cfg.max_frames = a.max_frames.or(f.max_frames);
-    cfg.calibrate_frames = a.calibrate_frames.or(f.calibrate_frames).unwrap_or(200);
+    cfg.calibrate_frames = a.calibrate_frames.or(f.calibrate_frames).unwrap_or(1000);
     anyhow::ensure!(
-        cfg.calibrate_frames <= 1000,
-        "--calibrate-frames must be 0 (skip) to 1000, got {}",
+        cfg.calibrate_frames <= 10_000,
+        "--calibrate-frames must be 0 (skip) to 10000, got {}",
         cfg.calibrate_frames
     );
     let drain_timeout_s = a.drain_timeout_s.or(f.drain_timeout_s).unwrap_or(10.0);

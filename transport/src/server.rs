@@ -148,7 +148,7 @@ impl ServeConfig {
             engine: EngineConfig::default(),
             max_sessions: 64,
             max_connections: 1024,
-            calibrate_frames: 200,
+            calibrate_frames: 1000,
             header_read_timeout: Duration::from_secs(10),
             body_read_timeout: Duration::from_secs(60),
             max_contexts: 8,

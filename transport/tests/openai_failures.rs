@@ -203,35 +203,12 @@ async fn multipart_upload_over_the_limit_is_a_drained_json_413() -> Result<()> {
 /// refusal comes at once, not after a wait.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_full_engine_answers_429_with_retry_after() -> Result<()> {
-    use common::ws;
     let mut cfg = common::config(Duration::from_secs(5));
     cfg.engine.max_active_requests = 1;
     let s = start(cfg).await?;
     let addr = s.local_addr();
-    // One request held in flight: its client never acknowledges, so its
-    // generation pauses at 4 s of audio and it stays admitted.
-    let mut holder = ws::connect(addr).await?;
-    ws::send(
-        &mut holder,
-        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400}}),
-    )
-    .await?;
-    ws::send(
-        &mut holder,
-        json!({"type": "context.append", "context_id": "held", "text": "A long text that keeps the only engine slot busy for a while."}),
-    )
-    .await?;
-    ws::send(
-        &mut holder,
-        json!({"type": "context.end", "context_id": "held"}),
-    )
-    .await?;
-    // Its first audio means it was admitted.
-    loop {
-        if let ws::Got::Audio(..) = ws::next(&mut holder).await? {
-            break;
-        }
-    }
+    // One request held in flight (`hold_one_stream`).
+    let holder = hold_one_stream(addr).await?;
     let t0 = std::time::Instant::now();
     let r = post_json(
         addr,
@@ -255,45 +232,32 @@ async fn a_full_engine_answers_429_with_retry_after() -> Result<()> {
 /// capacity is in use refuses a new WebSocket before the upgrade (429 with
 /// `Retry-After`), so a balancer sends the caller to another replica
 /// instead of opening a socket that could not speak; once the stream
-/// ends, sockets are accepted again. (`realtime_load` 0.01: every machine
-/// keeps exactly one stream here.)
+/// ends, sockets are accepted again. (`realtime_load` 0.001: every
+/// machine keeps exactly one stream here.)
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_at_its_real_time_capacity_refuses_new_sockets_before_the_upgrade() -> Result<()>
 {
     use common::{http, ws};
     let mut cfg = common::config(Duration::from_secs(5));
-    cfg.engine.realtime_load = Some(0.01);
-    cfg.calibrate_frames = 200;
+    cfg.engine.realtime_load = Some(0.001);
+    cfg.calibrate_frames = 1000;
     let s = start(cfg).await?;
     let addr = s.local_addr();
-    let metrics = http::request(addr, "GET", "/metrics", &[], b"").await?;
-    ensure!(
-        metrics.body_str().contains("\ntts_admission_limit 1\n"),
-        "calibrated to one stream: {}",
-        metrics.body_str()
-    );
-    // One stream held in flight (never acknowledged: it pauses at 4 s of
-    // audio and stays admitted).
-    let mut holder = ws::connect(addr).await?;
-    ws::send(
-        &mut holder,
-        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400}}),
-    )
-    .await?;
-    ws::send(
-        &mut holder,
-        json!({"type": "context.append", "context_id": "held", "text": "A long text that keeps the only real-time stream busy for a while."}),
-    )
-    .await?;
-    ws::send(
-        &mut holder,
-        json!({"type": "context.end", "context_id": "held"}),
-    )
-    .await?;
+    let holder = hold_one_stream(addr).await?;
+    // Calibrated to one stream before ready (or, had the calibration been
+    // too quick to time, measured on the held stream's first frames).
+    let t0 = std::time::Instant::now();
     loop {
-        if let ws::Got::Audio(..) = ws::next(&mut holder).await? {
+        let m = http::request(addr, "GET", "/metrics", &[], b"").await?;
+        let body = m.body_str();
+        if body.contains("\ntts_admission_limit 1\n") && body.contains("\ntts_load 1\n") {
             break;
         }
+        ensure!(
+            t0.elapsed() < Duration::from_secs(30),
+            "never at one stream, full: {body}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let upgrade = [
         ("Upgrade", "websocket"),
@@ -329,4 +293,33 @@ async fn a_replica_at_its_real_time_capacity_refuses_new_sockets_before_the_upgr
         }
     }
     stop(s).await
+}
+
+/// A realtime session holding one request in flight: its client never
+/// acknowledges, so its generation pauses at 4 s of audio and it stays
+/// admitted. Returned once its first audio came (it was admitted);
+/// dropping it ends the request.
+async fn hold_one_stream(addr: std::net::SocketAddr) -> Result<common::ws::Ws> {
+    use common::ws;
+    let mut holder = ws::connect(addr).await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400}}),
+    )
+    .await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "context.append", "context_id": "held", "text": "A long text that keeps the only engine slot busy for a while."}),
+    )
+    .await?;
+    ws::send(
+        &mut holder,
+        json!({"type": "context.end", "context_id": "held"}),
+    )
+    .await?;
+    loop {
+        if let ws::Got::Audio(..) = ws::next(&mut holder).await? {
+            return Ok(holder);
+        }
+    }
 }

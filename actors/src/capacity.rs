@@ -176,6 +176,15 @@ impl CapacityModel {
         &self.curves[g]
     }
 
+    /// The stream counts every group has a figure for.
+    pub fn measured_streams(&self) -> Vec<usize> {
+        self.curves[0]
+            .points()
+            .map(|(n, _)| n)
+            .filter(|&n| self.measured(n))
+            .collect()
+    }
+
     /// Whether every group has a figure measured at exactly `n` streams.
     pub fn measured(&self, n: usize) -> bool {
         self.curves[..self.groups]

@@ -112,6 +112,9 @@ pub struct EngineStats {
     /// Offline requests (whole files) waiting in line for real-time
     /// capacity.
     pub offline_waiting: usize,
+    /// The stream counts the capacity has measured figures for (the rest
+    /// are interpolated or held).
+    pub measured_streams: Vec<usize>,
     /// Share of the cores' time one real-time stream needs; `None` while
     /// unmeasured.
     pub one_stream_load: Option<f64>,
@@ -295,8 +298,13 @@ impl Engine {
                     let key = stream.request();
                     let drain = scope.spawn(move || -> Result<()> {
                         while let Some(ev) = stream.next_blocking() {
-                            if let Event::Error { error, .. } = ev {
-                                return Err(error);
+                            match ev {
+                                // Taken as it comes (with explicit acks the
+                                // flow gate would pause it at 4 s of audio,
+                                // before it is timed).
+                                Event::Audio(chunk) => stream.ack(chunk.seq),
+                                Event::Error { error, .. } => return Err(error),
+                                _ => {}
                             }
                         }
                         Ok(())
@@ -332,9 +340,9 @@ impl Engine {
     pub fn stats(&self) -> EngineStats {
         let s = &self.inner.shared;
         let prefix = self.inner.model.prefix_cache.stats();
-        let (capacity_streams, one_stream_load) = {
+        let (capacity_streams, one_stream_load, measured_streams) = {
             let cap = s.capacity();
-            (cap.streams(), cap.utilization(1))
+            (cap.streams(), cap.utilization(1), cap.measured_streams())
         };
         let computing = s.computing.load(Ordering::Relaxed);
         let config = &self.inner.config;
@@ -367,6 +375,7 @@ impl Engine {
             computing,
             load: computing as f64 / admission_limit as f64,
             offline_waiting: s.offline_waiting.load(Ordering::Relaxed),
+            measured_streams,
             one_stream_load,
         }
     }

@@ -754,6 +754,34 @@ fn a_stream_past_the_measured_real_time_capacity_is_refused_at_once() {
     });
 }
 
+/// The calibration takes the audio it makes as it comes: with explicit
+/// acks (as the server runs the engine) a request whose audio nobody
+/// acknowledged would pause at 4 s of audio, which a fast model makes
+/// before its first window closes, and nothing would be timed.
+#[test]
+fn the_calibration_is_timed_with_explicit_acks_on_a_fast_model() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(
+            m.clone(),
+            EngineConfig {
+                explicit_acks: true,
+                realtime_load: Some(0.001),
+                ..config()
+            },
+        )
+        .unwrap();
+        assert_eq!(engine.calibrate(1000).unwrap(), Some(1));
+        assert_eq!(
+            engine.stats().measured_streams,
+            [1, 2, 4],
+            "every round timed"
+        );
+        assert_idle(&engine);
+        engine.shutdown();
+    });
+}
+
 /// Offline work (a whole file) at real-time capacity waits in line
 /// instead of being refused, and starts as soon as the stream ahead of it
 /// ends; a realtime request in the same place is refused at once.

@@ -493,19 +493,7 @@ impl Session {
             .send(Probe { session: self.id })
             .await
             .map_err(|_| EngineError::ShuttingDown)??;
-        // An ICL clone whose decoder is not primed yet (a new inline clip,
-        // or a stored voice's first request since start) decodes its
-        // reference first: seconds of CPU at full size, so on a blocking
-        // thread, never on the async workers that carry other sessions.
-        if let Some(voice) = req.voice_clone.clone() {
-            let model = self.inner.model.clone();
-            if !model.is_primed(&voice) {
-                if let Ok(rt) = tokio::runtime::Handle::try_current() {
-                    // A failure shows again, with its cause, in `prepare`.
-                    let _ = rt.spawn_blocking(move || model.prime_decoder(&voice)).await;
-                }
-            }
-        }
+        self.prime(&req).await;
         let (submit, reply, stream) = self.prepare(&req)?;
         self.submit(submit, reply, stream).await
     }
@@ -517,6 +505,18 @@ impl Session {
     /// it never takes a realtime stream's place. The wait is part of this
     /// call; the stream's metrics count it (`t_req` is the call).
     pub async fn synthesize_offline(&self, req: Request) -> Result<Stream> {
+        self.prime(&req).await;
+        let (mut submit, reply, stream) = self.prepare(&req)?;
+        submit.offline = true;
+        self.submit(submit, reply, stream).await
+    }
+
+    /// An ICL clone whose decoder is not primed yet (a new inline clip, or
+    /// a stored voice's first request since start) decodes its reference
+    /// first: seconds of CPU at full size, so on a blocking thread, never
+    /// on the async workers that carry other sessions. A failure shows
+    /// again, with its cause, in `prepare`.
+    async fn prime(&self, req: &Request) {
         if let Some(voice) = req.voice_clone.clone() {
             let model = self.inner.model.clone();
             if !model.is_primed(&voice) {
@@ -525,9 +525,6 @@ impl Session {
                 }
             }
         }
-        let (mut submit, reply, stream) = self.prepare(&req)?;
-        submit.offline = true;
-        self.submit(submit, reply, stream).await
     }
 
     /// Sends a prepared request to the router and waits for its admission.

@@ -653,8 +653,10 @@ def main() -> int:
         # Killed while a realtime context is being spoken on it (more in
         # the engine than HTTP streams): HAProxy can retry an HTTP request
         # that had no answer yet elsewhere, but never a WebSocket's context,
-        # so at least one stream is certain to be cut.
-        deadline = now() + 8
+        # so at least one stream is certain to be cut. The balancer places
+        # contexts by connection count, so on a busy host one may take a
+        # while to land here: wait for it rather than kill an idle replica.
+        deadline = now() + 30
         while now() < deadline:
             try:
                 g = victim.gauges()

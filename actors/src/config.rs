@@ -131,6 +131,10 @@ pub struct EngineConfig {
     /// up to this many), and the most chunks code2wav decodes in one
     /// batched call. 1 steps requests one at a time.
     pub max_batch: usize,
+    /// The stages take work by buffer slack (`crate::slack`): the stream
+    /// closest to underrun first, a stream far ahead held while another is
+    /// close. False: arrival order (an A/B switch for measurements).
+    pub slack_order: bool,
     /// Longest the talker or the code predictor waits, before a step, for
     /// requests whose inputs the other one is producing right now, so they
     /// share the step (0: never wait). The wait ends as soon as they
@@ -276,6 +280,7 @@ impl Default for EngineConfig {
             explicit_acks: false,
             max_batch: 16,
             batch_gather: Duration::from_millis(200),
+            slack_order: true,
             stage_threads: None,
             lend_core: false,
             team_hold: None,

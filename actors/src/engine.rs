@@ -76,6 +76,9 @@ pub struct EngineStats {
     /// Times each stage woke to look at its work, with or without a step
     /// to run; constant while nothing is to be done (no polling).
     pub wakeups: [u64; 3],
+    /// Inputs each stage held back for a stream closer to underrun
+    /// (`crate::slack`), counted each round one was put aside.
+    pub held_for_slack: [u64; 3],
     /// Data messages dropped because their request was no longer live.
     pub stale_epoch_dropped: u64,
     /// Data messages dropped because their sender's generation was retired.
@@ -175,6 +178,7 @@ impl Engine {
         }
         shared.lend_core = config.lends_core();
         shared.team_hold = config.team_hold;
+        shared.slack_order = config.slack_order;
         shared.capacity = std::sync::Mutex::new(crate::capacity::CapacityModel::new(
             shared.groups(),
             model.code2wav.sample_rate() as f64 / model.code2wav.samples_per_frame() as f64,
@@ -360,6 +364,8 @@ impl Engine {
                 .map(|k| s.health(k).batched_inputs.load(Ordering::Acquire)),
             max_batch: StageKind::ALL.map(|k| s.health(k).max_batch.load(Ordering::Acquire)),
             wakeups: StageKind::ALL.map(|k| s.health(k).wakeups.load(Ordering::Acquire)),
+            held_for_slack: StageKind::ALL
+                .map(|k| s.health(k).held_for_slack.load(Ordering::Acquire)),
             stale_epoch_dropped: s.stale_epoch.load(Ordering::Acquire),
             stale_generation_dropped: s.stale_generation.load(Ordering::Acquire),
             reserved_bytes: s.reserved_bytes.load(Ordering::Acquire),
@@ -451,7 +457,8 @@ impl Session {
         let cfg = &self.inner.config;
         let sr = model.code2wav.sample_rate();
         let gate = Arc::new(FlowGate::new(
-            (cfg.soft_unacked_audio_s * sr as f64).ceil() as u64
+            (cfg.soft_unacked_audio_s * sr as f64).ceil() as u64,
+            sr,
         ));
         let (tx, rx) = mpsc::channel(cfg.stream_capacity);
         let (reply, reply_rx) = oneshot::channel();
@@ -645,6 +652,13 @@ impl Stream {
     /// mode; in auto mode receiving a chunk acknowledges it).
     pub fn ack(&self, seq: u64) {
         self.gate.ack(seq);
+    }
+
+    /// The consumer acknowledges what its listener played (not what it
+    /// received): the engine then schedules this stream by the acks'
+    /// buffer instead of a wall-time estimate (`crate::slack`).
+    pub fn acks_report_playback(&self) {
+        self.gate.acks_report_playback();
     }
 
     /// Samples delivered or held for this request and not yet acknowledged.

@@ -8,12 +8,19 @@
 //! the router fails the request past the hard bound. Lock-free on the read
 //! side: two relaxed atomics per check.
 //!
+//! The gate also keeps each stream's buffer slack — the audio sent and
+//! not yet played — which the stage schedulers order their work by
+//! ([`crate::slack`]): from the acks where the client acknowledges what it
+//! played ([`FlowGate::acks_report_playback`]), from wall time where not
+//! (a listener that starts playing at the first chunk and plays on in real
+//! time, pausing when its buffer runs dry).
+//!
 //! Live text is flow control too, the other way round: the caller feeds
 //! the talker's text through a [`LiveFeed`], and the talker parks a request
 //! whose next step needs text that has not come, leaving a [`StageWaker`]
 //! that the next push fires.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
 use std::time::Instant;
 
@@ -28,24 +35,84 @@ pub struct FlowGate {
     soft_limit: u64,
     /// Cumulative end sample of each chunk, by seq (for `ack(seq)`).
     ends: Mutex<Vec<u64>>,
+    /// Samples per second of `produced` and `consumed`.
+    sample_rate: u32,
+    /// When the request was admitted (its wait for a first chunk).
+    created: Instant,
+    /// The wall-time listener (slack without playback acks).
+    player: Mutex<Player>,
+    /// The consumer acknowledges what it played, not what it received: the
+    /// acks are the slack ([`Self::acks_report_playback`]).
+    playback_acks: AtomicBool,
+}
+
+/// A listener modelled from wall time: playback starts at the first chunk
+/// and runs in real time, pausing while nothing is buffered.
+#[derive(Debug, Default)]
+struct Player {
+    /// Samples played by `at`; `None` before the first chunk.
+    played: Option<(f64, Instant)>,
 }
 
 impl FlowGate {
-    pub fn new(soft_limit_samples: u64) -> Self {
+    pub fn new(soft_limit_samples: u64, sample_rate: u32) -> Self {
+        Self::created_at(soft_limit_samples, sample_rate, Instant::now())
+    }
+
+    /// [`Self::new`], admitted at `created` (tests control time with it).
+    pub fn created_at(soft_limit_samples: u64, sample_rate: u32, created: Instant) -> Self {
         FlowGate {
             produced: AtomicU64::new(0),
             consumed: AtomicU64::new(0),
             soft_limit: soft_limit_samples,
             ends: Mutex::new(Vec::new()),
+            sample_rate: sample_rate.max(1),
+            created,
+            player: Mutex::new(Player::default()),
+            playback_acks: AtomicBool::new(false),
         }
     }
 
     /// Router: a chunk of `n` samples with sequence number `seq` was accepted.
     pub fn produced(&self, seq: u64, n: u64) {
+        self.produced_at(seq, n, Instant::now());
+    }
+
+    /// [`Self::produced`] at `now`.
+    pub fn produced_at(&self, seq: u64, n: u64, now: Instant) {
+        {
+            let mut p = self.player.lock().unwrap_or_else(|e| e.into_inner());
+            let before = self.produced.load(Ordering::Acquire);
+            let played = p.played_by(before, now, self.sample_rate);
+            p.played = Some((played, now));
+        }
         let end = self.produced.fetch_add(n, Ordering::AcqRel) + n;
         let mut ends = self.ends.lock().unwrap_or_else(|e| e.into_inner());
         debug_assert_eq!(ends.len() as u64, seq);
         ends.push(end);
+    }
+
+    /// The consumer acknowledges audio once played (a player's
+    /// `audio.ack`), so the acks measure the listener's buffer.
+    pub fn acks_report_playback(&self) {
+        self.playback_acks.store(true, Ordering::Release);
+    }
+
+    /// Seconds of audio sent and not yet played at `now`: what the
+    /// listener has before it underruns. Before the first chunk it is the
+    /// wait so far, negated (a newcomer waiting for its first packet comes
+    /// before a stream with audio in hand).
+    pub fn slack_at(&self, now: Instant) -> f64 {
+        let produced = self.produced.load(Ordering::Acquire);
+        if produced == 0 {
+            return -now.saturating_duration_since(self.created).as_secs_f64();
+        }
+        let sr = self.sample_rate as f64;
+        if self.playback_acks.load(Ordering::Acquire) {
+            return self.outstanding() as f64 / sr;
+        }
+        let p = self.player.lock().unwrap_or_else(|e| e.into_inner());
+        (produced as f64 - p.played_by(produced, now, self.sample_rate)) / sr
     }
 
     /// Consumer: everything up to and including chunk `seq` is acknowledged.
@@ -78,13 +145,27 @@ impl FlowGate {
     }
 }
 
+impl Player {
+    /// Samples played by `now` out of `available` sent.
+    fn played_by(&self, available: u64, now: Instant, sample_rate: u32) -> f64 {
+        match self.played {
+            None => 0.0,
+            Some((played, at)) => {
+                let more = now.saturating_duration_since(at).as_secs_f64() * sample_rate as f64;
+                (played + more).min(available as f64)
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+    use std::time::Duration;
 
     #[test]
     fn outstanding_follows_produce_and_ack() {
-        let g = FlowGate::new(100);
+        let g = FlowGate::new(100, 24_000);
         g.produced(0, 60);
         assert!(!g.should_pause());
         g.produced(1, 60);
@@ -99,6 +180,44 @@ mod tests {
         assert_eq!(g.outstanding(), 0);
         g.ack(0); // late, lower ack does not move consumed back
         assert_eq!(g.outstanding(), 0);
+    }
+
+    fn ms(n: u64) -> Duration {
+        Duration::from_millis(n)
+    }
+
+    #[test]
+    fn slack_is_the_wall_time_listeners_buffer_and_pauses_when_it_runs_dry() {
+        let t0 = Instant::now();
+        let g = FlowGate::created_at(u64::MAX, 1000, t0);
+        // Waiting for the first chunk: the wait, negated.
+        assert_eq!(g.slack_at(t0 + ms(150)), -0.15);
+        // 500 ms of audio at 200 ms: playing from then on.
+        g.produced_at(0, 500, t0 + ms(200));
+        assert_eq!(g.slack_at(t0 + ms(200)), 0.5);
+        assert_eq!(g.slack_at(t0 + ms(500)), 0.2);
+        // Ran dry at 700 ms: nothing left, however long it waits.
+        assert_eq!(g.slack_at(t0 + ms(900)), 0.0);
+        // The next chunk plays from its arrival: the gap was a pause, not
+        // played audio.
+        g.produced_at(1, 300, t0 + ms(1000));
+        assert_eq!(g.slack_at(t0 + ms(1100)), 0.2);
+        // A chunk arriving ahead adds to what is buffered.
+        g.produced_at(2, 1000, t0 + ms(1100));
+        assert_eq!(g.slack_at(t0 + ms(1100)), 1.2);
+    }
+
+    #[test]
+    fn slack_is_what_the_player_has_not_acknowledged_when_acks_report_playback() {
+        let t0 = Instant::now();
+        let g = FlowGate::created_at(u64::MAX, 1000, t0);
+        g.acks_report_playback();
+        g.produced_at(0, 400, t0);
+        g.produced_at(1, 400, t0);
+        // Wall time says nothing: the player's acks do.
+        assert_eq!(g.slack_at(t0 + ms(5000)), 0.8);
+        g.ack(0);
+        assert_eq!(g.slack_at(t0 + ms(5000)), 0.4);
     }
 }
 

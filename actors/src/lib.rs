@@ -24,6 +24,9 @@
 //! - [`capacity`]: real-time capacity, pure — each kernel group's busy
 //!   time, its cost per frame against the streams computing, and how many
 //!   streams stay continuous (the admission rule and the load figure).
+//! - [`slack`]: buffer slack, pure — each stream's audio in hand, and the
+//!   order the stages take work in (the stream closest to underrun first;
+//!   one far ahead held while another is close).
 //! - `shared`: the figures every part reads lock-free (stage health, stale
 //!   counters, ledger totals) and the kernel pools.
 //! - [`voice_library`]: stored voices for the loaded checkpoint
@@ -62,6 +65,7 @@ pub mod metrics;
 mod request;
 mod router;
 mod shared;
+pub mod slack;
 mod stage;
 pub mod voice_library;
 

@@ -378,6 +378,7 @@ impl Router {
 
     /// Returns a request's reservation and frees its session slot.
     fn release(&mut self, key: RequestKey) {
+        self.shared.slack.forget(key);
         if let Some(a) = self.active.get_mut(&key) {
             if a.state.release() {
                 self.shared
@@ -651,6 +652,7 @@ impl Router {
             gate: m.gate.clone(),
             live: m.live.clone(),
         };
+        let slack = (m.gate.clone(), m.live.clone(), m.offline);
         let talker = with_wiring(&self.dir, |w| w.start.clone());
         // Mailboxes hold a start per admissible request, so this only
         // fails if the talker is being replaced.
@@ -664,6 +666,7 @@ impl Router {
             return;
         }
         self.next_epoch += 1;
+        self.shared.slack.register(key, slack.0, slack.1, slack.2);
         self.shared.reserved_bytes.fetch_add(cost, Ordering::AcqRel);
         self.shared.active_requests.fetch_add(1, Ordering::AcqRel);
         self.shared

@@ -9,6 +9,7 @@ use std::time::Instant;
 
 use crate::capacity::{BusyClock, CapacityModel, MAX_GROUPS};
 use crate::contract::{Generation, StageKind};
+use crate::slack::SlackBoard;
 
 /// Live figures of one stage, shared with the router (watchdog) and the
 /// engine (stats). Atomics only: read without locks from any thread.
@@ -46,6 +47,9 @@ pub struct StageHealth {
     /// another stage's stuck kernel region is timed from the moment that
     /// team was replaced, not from its own start.
     pub clock_reset_us: AtomicU64,
+    /// Inputs this stage held back for a stream closer to underrun
+    /// (`crate::slack`): each time an input was put aside for a round.
+    pub held_for_slack: AtomicU64,
 }
 
 /// Engine-wide shared figures.
@@ -96,6 +100,11 @@ pub struct Shared {
     /// The real-time capacity learned from the figures above (the router
     /// feeds it; admission and the engine's stats read it).
     pub capacity: std::sync::Mutex<CapacityModel>,
+    /// Every admitted stream's buffer slack, for the stages' scheduling
+    /// (the router registers and forgets them).
+    pub slack: SlackBoard,
+    /// [`crate::EngineConfig::slack_order`].
+    pub slack_order: bool,
 }
 
 /// The kernel teams of an engine ([`tts_kernels::Team`]): one that every
@@ -162,6 +171,8 @@ impl Shared {
             calibrating: std::sync::atomic::AtomicBool::new(false),
             frames_made: AtomicU64::new(0),
             capacity: std::sync::Mutex::new(CapacityModel::new(1, 12.5, 1.0, 1)),
+            slack: SlackBoard::default(),
+            slack_order: true,
         }
     }
 

@@ -1261,3 +1261,67 @@ fn placed_stage_pools_give_the_same_audio_and_still_catch_panics() {
         }
     });
 }
+
+/// Slack scheduling (`tts_actors::slack`): a stream far ahead of its
+/// listener waits while a newcomer waits for its first audio, and runs to
+/// its end all the same; with `slack_order` off nothing is held.
+#[test]
+fn a_stream_far_ahead_is_held_while_a_newcomer_waits_for_its_first_audio() {
+    within(300, || {
+        let m = model("tiny-a");
+        for slack_order in [true, false] {
+            let engine = Engine::start(
+                m.clone(),
+                EngineConfig {
+                    slack_order,
+                    ..config()
+                },
+            )
+            .unwrap();
+            let sr = m.code2wav.sample_rate() as f64;
+            let mut ahead = request(&m, "I run far ahead of anyone listening.", 1000, false, 3);
+            ahead.options.ignore_eos = true;
+            let mut s_ahead = engine.open_session().synthesize_blocking(ahead).unwrap();
+            // Read (and so acknowledge) the first stream until its listener,
+            // playing from its first chunk, has three seconds in hand.
+            let mut first_at = None;
+            let mut samples = 0usize;
+            let mut chunks = Vec::new();
+            loop {
+                match s_ahead.next_blocking().expect("an event") {
+                    Event::Started { .. } => {}
+                    Event::Audio(c) => {
+                        let t0 = *first_at.get_or_insert_with(Instant::now);
+                        samples += c.samples.len();
+                        chunks.push(c);
+                        if samples as f64 / sr - t0.elapsed().as_secs_f64() >= 3.0 {
+                            break;
+                        }
+                    }
+                    other => panic!("the long stream ended early: {other:?}"),
+                }
+            }
+            let mut newcomer = request(&m, "I just arrived.", 20, true, 0);
+            newcomer.options.ignore_eos = true;
+            let mut s_new = engine.open_session().synthesize_blocking(newcomer).unwrap();
+            let got = collect(&mut s_new, false);
+            assert_eq!(got.done().frames, Some(20), "the newcomer is whole");
+            let mut rest = collect_rest(&mut s_ahead);
+            chunks.append(&mut rest.chunks);
+            rest.chunks = chunks;
+            assert_eq!(
+                rest.done().frames,
+                Some(1000),
+                "the stream held for the newcomer runs to its end"
+            );
+            let held: u64 = engine.stats().held_for_slack.iter().sum();
+            if slack_order {
+                assert!(held > 0, "nothing was held for the newcomer");
+            } else {
+                assert_eq!(held, 0, "slack_order off holds nothing");
+            }
+            assert_idle(&engine);
+            engine.shutdown();
+        }
+    });
+}

@@ -39,6 +39,7 @@ use crate::config::{EngineConfig, TeamHold};
 use crate::contract::*;
 use crate::flow::{StageWaker, Wake};
 use crate::shared::{Shared, StageHealth};
+use crate::slack;
 
 /// Per-step context given to [`StageLogic::process`].
 pub struct StepCx<'a> {
@@ -566,6 +567,26 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
         self.health().wakeups.fetch_add(1, Ordering::Relaxed);
         if self.should_gather(ctx) {
             return;
+        }
+        if self.shared.slack_order {
+            // The stream closest to underrun first; one far ahead waits
+            // (in `deferred`, rechecked every tick) while another is close.
+            let now = Instant::now();
+            let snap = self.shared.slack.snapshot(now);
+            let before = self.deferred.len();
+            slack::hold(
+                &mut self.ready,
+                &mut self.deferred,
+                &snap,
+                |i| L::stamp(i).key,
+                |i| now.saturating_duration_since(L::stamp(i).sent_at),
+            );
+            if self.deferred.len() > before {
+                self.health()
+                    .held_for_slack
+                    .fetch_add((self.deferred.len() - before) as u64, Ordering::Relaxed);
+            }
+            slack::order(&mut self.ready, |i| L::stamp(i).key, |k| snap.slack(k));
         }
         // One round: every item ready now, in steps of up to `max_batch`
         // items for distinct requests (a request's next item waits for the

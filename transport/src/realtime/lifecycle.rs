@@ -186,6 +186,11 @@ impl RealtimeConnection {
         stream: Stream,
     ) -> Res {
         let c = self.queue.get_mut(id).expect("head context exists");
+        if c.s.acks {
+            // `audio.ack` is sent as frames are played: the engine
+            // schedules this stream by what its listener has left.
+            stream.acks_report_playback();
+        }
         if c.stream_id.is_none() {
             let sid = self.next_stream;
             self.next_stream = self.next_stream.wrapping_add(1).max(1);

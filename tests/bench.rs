@@ -248,3 +248,67 @@ fn bench_text_streaming_feeds_the_text_per_frame_and_says_so() {
         "text streaming prefills fewer rows: {prefill:?}"
     );
 }
+
+#[test]
+fn bench_scoreboard_offers_more_streams_until_admission_refuses_and_says_how_many_stay_continuous()
+{
+    let o = ok(bin()
+        .args([
+            "bench",
+            "--scoreboard",
+            "--json",
+            "--lengths",
+            "ten",
+            "--max-streams",
+            "3",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--frames",
+            "24",
+            "--calibrate-frames",
+            "200",
+        ])
+        .arg("--model")
+        .arg(fixture("tiny-a")));
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).expect("one JSON document");
+    let sb = &doc["scoreboard"];
+    assert_eq!(sb["frames"], 24);
+    assert_eq!(sb["slack_order"], true);
+    assert!(sb["admission"]
+        .as_str()
+        .unwrap()
+        .starts_with("measured real-time capacity"));
+    let levels = sb["levels"].as_array().unwrap();
+    assert!(!levels.is_empty() && levels.len() <= 3);
+    for (i, l) in levels.iter().enumerate() {
+        assert_eq!(l["offered"], i + 1, "levels climb one stream at a time");
+        let n = |k: &str| l[k][0].as_u64().unwrap();
+        assert_eq!(n("admitted") + n("refused"), (i + 1) as u64);
+        assert!(n("continuous") <= n("admitted"));
+    }
+    // The headline is measured (a number, possibly 0), never missing here.
+    assert!(sb["continuous_streams"].is_u64(), "{sb}");
+    assert!(doc["provenance"]["cpu_model"].is_string());
+}
+
+#[test]
+fn bench_scoreboard_refuses_bad_bounds_naming_the_flag() {
+    for (flag, value) in [
+        ("--max-streams", "0"),
+        ("--realtime-load", "1.5"),
+        ("--calibrate-frames", "20000"),
+    ] {
+        let o = bin()
+            .args(["bench", "--scoreboard", flag, value])
+            .arg("--model")
+            .arg(fixture("tiny-a"))
+            .stdin(Stdio::null())
+            .output()
+            .unwrap();
+        assert!(!o.status.success());
+        let err = String::from_utf8_lossy(&o.stderr);
+        assert!(err.contains(flag), "{flag}: {err}");
+    }
+}

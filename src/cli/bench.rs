@@ -32,6 +32,7 @@ use super::ModelArg;
 mod machine;
 mod report;
 mod rss;
+mod scoreboard;
 mod summary;
 mod voice;
 
@@ -139,6 +140,29 @@ pub struct BenchArgs {
     /// (benches/timings_cost.sh runs the two interleaved).
     #[arg(long)]
     word_timings: bool,
+    /// The multi-session scoreboard: offer 1, 2, ... streams at once (up to
+    /// --max-streams) with admission by measured real-time capacity, as
+    /// `serve` runs it, each stream --frames frames (default 250: 20 s);
+    /// prints how many stay continuous at --prebuffer-ms. The text is the
+    /// first of --lengths; --repeats and --warmup are per level.
+    #[arg(long)]
+    scoreboard: bool,
+    /// Most streams the scoreboard offers at once.
+    #[arg(long, default_value_t = 6)]
+    max_streams: usize,
+    /// The scoreboard's admission by measured real-time capacity (as
+    /// `serve --realtime-load`): 0..1 of the cores' time; 0 turns it off
+    /// (then the fixed bound, --max-streams, admits).
+    #[arg(long, default_value_t = 0.9)]
+    realtime_load: f64,
+    /// Frames the scoreboard's calibration may run before the first level
+    /// (as `serve --calibrate-frames`; 0 skips it).
+    #[arg(long, default_value_t = 1000)]
+    calibrate_frames: usize,
+    /// The stages take work by buffer slack (the stream closest to
+    /// underrun first), or in arrival order with `false` (an A/B switch).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    slack_order: bool,
     #[command(flatten)]
     voice: VoiceArgs,
 }
@@ -260,6 +284,9 @@ pub fn bench(a: BenchArgs, switches: &Switches) -> Result<()> {
         let prov = provenance(&model, &a, switches);
         return voice::clone_cost(&model, &a.voice, prov, a.json);
     }
+    if a.scoreboard {
+        return run_scoreboard(a, switches);
+    }
     let texts = check_args(&a)?;
     // Checked before the model loads (e.g. `--lend-core` beside a
     // `TTS_RT_TEAM_HOLD` that never lends is refused at once).
@@ -309,6 +336,86 @@ pub fn bench(a: BenchArgs, switches: &Switches) -> Result<()> {
     Ok(())
 }
 
+/// `--scoreboard`: the engine started and calibrated as `serve` does, then
+/// the climb ([`scoreboard`]), printed as a table or one JSON document.
+fn run_scoreboard(mut a: BenchArgs, switches: &Switches) -> Result<()> {
+    if !(1..=64).contains(&a.max_streams) {
+        bail!("--max-streams must be 1 to 64, got {}", a.max_streams);
+    }
+    if !(0.0..=1.0).contains(&a.realtime_load) {
+        bail!(
+            "--realtime-load must be 0 (off) to 1, got {}",
+            a.realtime_load
+        );
+    }
+    if a.calibrate_frames > 10_000 {
+        bail!(
+            "--calibrate-frames must be 0 (skip) to 10000, got {}",
+            a.calibrate_frames
+        );
+    }
+    a.frames = Some(a.frames.unwrap_or(250));
+    a.concurrency = vec![a.max_streams];
+    let texts = check_args(&a)?;
+    let mut config = engine_config(&a, switches.team_hold)?;
+    config.realtime_load = (a.realtime_load > 0.0).then_some(a.realtime_load);
+    config.validate()?;
+    let sampler = RssSampler::start(Duration::from_millis(RSS_SAMPLE_MS));
+    let started = load_and_start(&a, config.clone(), &sampler)?;
+    let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let calibration = match config.realtime_load {
+        Some(_) if a.calibrate_frames > 0 => {
+            let t = Instant::now();
+            let streams = started.engine.calibrate(a.calibrate_frames)?;
+            json!({"streams": streams, "ms": t.elapsed().as_secs_f64() * 1e3})
+        }
+        _ => Value::Null,
+    };
+    let bench_voice = BenchVoice::make(&started.model, &a.voice)?;
+    let workload = Workload::new(&a, &started.model, texts.clone(), bench_voice)?;
+    let plan = scoreboard::Plan {
+        max_streams: a.max_streams,
+        warmup: a.warmup,
+        repeats: a.repeats,
+        seed: a.seed,
+        text: texts[0].1,
+        show,
+    };
+    let levels = scoreboard::climb(&started.engine, &workload, &plan)?;
+    let stats = started.engine.stats();
+    let model = started.model.clone();
+    let final_stats = started.engine.shutdown();
+    let frame_rate = model.code2wav.config().frame_rate();
+    let doc = json!({
+        "provenance": provenance(&model, &a, switches),
+        "voice": workload.voice.summary.clone(),
+        "scoreboard": {
+            "text": texts[0].0,
+            "frames": a.frames,
+            "prebuffer_ms": a.prebuffer_ms,
+            "admission": match config.realtime_load {
+                Some(l) => format!("measured real-time capacity at load {l}, at most {}", a.max_streams),
+                None => format!("fixed bound of {}", a.max_streams),
+            },
+            "slack_order": a.slack_order,
+            "calibration": calibration,
+            "capacity_streams": stats.capacity_streams,
+            "one_stream_load": stats.one_stream_load,
+            "measured_streams": stats.measured_streams,
+            "held_for_slack": final_stats.held_for_slack,
+            "levels": levels.iter().map(|l| scoreboard::level_json(l, frame_rate)).collect::<Vec<_>>(),
+            "continuous_streams": scoreboard::continuous_streams(&levels),
+        },
+    });
+    if a.json {
+        println!("{}", serde_json::to_string_pretty(&doc)?);
+    } else {
+        println!("{}", voice::describe(&doc["voice"]));
+        scoreboard::print(&doc);
+    }
+    Ok(())
+}
+
 /// A text length's name and its text.
 type Text = (&'static str, &'static str);
 
@@ -347,6 +454,7 @@ fn engine_config(a: &BenchArgs, team_hold: Option<TeamHold>) -> Result<EngineCon
         stage_threads: a.stage_threads,
         lend_core: a.lend_core,
         team_hold,
+        slack_order: a.slack_order,
         ..EngineConfig::default()
     })
 }

@@ -3,9 +3,8 @@
 //! inputs offset by one element (unaligned), and sizes large enough to take
 //! the rayon path.
 //!
-//! (One integration binary of ~1400 lines on purpose: each file under tests/
-//! links its own binary, and every kernel's cases share the same helpers and
-//! tolerances.)
+//! (One module of ~1400 lines on purpose: every kernel's cases share the
+//! same helpers and tolerances.)
 //!
 //! Tolerances, and why:
 //! - `DOT_REL = 2e-5` of `sum |a_i b_i|`, for dot-product shaped results
@@ -1181,7 +1180,7 @@ fn free_functions_use_the_selected_path() {
 
 /// Prints the weight-reconstruction error of the 4-bit format against
 /// alternatives (not a test of behaviour: `cargo test -p tts-kernels --release
-/// --test differential -- --ignored --nocapture q4_format_error_report`),
+/// --test it -- --ignored --nocapture differential::q4_format_error_report`),
 /// for the group-size choice in docs/performance.md. Relative RMS error
 /// `||w - deq|| / ||w||` over 256 rows x 3072 of uniform weights (what
 /// `tts-rt gen-checkpoint` writes), Gaussian ones and heavy-tailed
@@ -1755,7 +1754,7 @@ fn thread_cpu_s() -> Option<f64> {
 
 /// Multiply-adds per CPU second of one thread, f32 vs bf16 (native and
 /// emulated) on vocoder shapes (not run by default):
-/// `cargo test --release -p tts-kernels --test differential conv_bf16_cpu_rate_report -- --ignored --nocapture`.
+/// `cargo test --release -p tts-kernels --test it differential::conv_bf16_cpu_rate_report -- --ignored --nocapture`.
 #[test]
 #[ignore]
 fn conv_bf16_cpu_rate_report() {

@@ -1,7 +1,7 @@
 //! Cost of `SpeakerEncoder::embed` at the official size (E = 1024, random
 //! bf16 weights written to a temp checkpoint) on 3, 10 and 20 s of audio.
 //! Ignored: a timing, not a check. Run it alone on a quiet machine:
-//! `cargo test -p tts-models --test speaker_encoder_cost -- --ignored --nocapture`
+//! `cargo test -p tts-models --test it speaker_encoder_cost -- --ignored --nocapture`
 //! (the design's reference point: official torch fp32, 2 threads, warm,
 //! 48 / 94 / 193 ms).
 

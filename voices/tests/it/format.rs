@@ -1,7 +1,7 @@
 //! The voice file format: round trips, the layout other tools read, and a
 //! named error for every way a file can be wrong.
 
-mod common;
+use crate::common;
 
 use std::collections::HashMap;
 

@@ -1,6 +1,6 @@
 //! vllm-omni and qwentts.cpp layouts: round trips, foreign files, refusals.
 
-mod common;
+use crate::common;
 
 use std::fs;
 

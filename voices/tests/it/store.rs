@@ -1,7 +1,7 @@
 //! The voice store: persistence, corrupt entries, atomic writes, limits,
 //! concurrent writers and cache invalidation.
 
-mod common;
+use crate::common;
 
 use std::fs;
 use std::path::Path;
@@ -717,7 +717,7 @@ mod processes {
 
     fn spawn(job: &str, dir: &Path, start: &Path, rounds: u32, seed: u32) -> Child {
         Command::new(std::env::current_exe().unwrap())
-            .args(["processes::child_writer", "--exact", "--nocapture"])
+            .args(["store::processes::child_writer", "--exact", "--nocapture"])
             .args(["--test-threads", "1"])
             .env(
                 CHILD_JOB,

@@ -3,8 +3,8 @@
 //! admission. Assertions are on content and lifecycle, never on speed; the
 //! timeouts only turn a hang into a failure.
 //!
-//! (One integration binary of ~960 lines on purpose: each file under tests/
-//! links its own binary, and every test here shares one loaded fixture.)
+//! (One module of ~960 lines on purpose: every test here shares one loaded
+//! fixture.)
 
 use std::panic::AssertUnwindSafe;
 use std::path::Path;

@@ -6,8 +6,8 @@
 //! (`/proc/self/stat` utime + stime) against the idle engine's. Then the
 //! text comes and the rest of the audio is the whole text's.
 //!
-//! Alone in its test binary so that no other test's work lands in the
-//! measured windows.
+//! Alone in a process of its own (`alone!`) so that no other test's work
+//! lands in the measured windows.
 
 use std::path::Path;
 use std::sync::Arc;
@@ -15,6 +15,8 @@ use std::time::{Duration, Instant};
 
 use tts_actors::{ChunkSchedule, Engine, EngineConfig, Event, Stream};
 use tts_models::{GenOptions, Qwen3Tts, Request};
+
+use crate::alone::alone;
 
 /// This process's CPU time so far (user + system), from `/proc/self/stat`;
 /// `None` where there is no procfs.
@@ -42,6 +44,9 @@ fn codes(s: &mut Stream) -> (Vec<u32>, Event) {
 
 #[test]
 fn a_live_request_held_open_a_minute_without_text_costs_no_cpu_and_resumes() {
+    if !alone!(a_live_request_held_open_a_minute_without_text_costs_no_cpu_and_resumes) {
+        return;
+    }
     let Some(_) = cpu_time() else {
         eprintln!("skipped: no /proc/self/stat on this system");
         return;

@@ -11,7 +11,6 @@
 //! into libasound2, so only that library is needed at run time.
 //!
 //! Linux only (cpal's ALSA host).
-#![cfg(target_os = "linux")]
 
 use std::path::PathBuf;
 use std::sync::OnceLock;
@@ -24,7 +23,7 @@ use tts_audio::{
 
 const NATIVE_RATE: u32 = 24_000; // the test's stand-in for the model config rate
 /// Allowed |device − expected| for float output: the player resamples chunk
-/// by chunk, the expectation is one-shot (see tests/resample.rs, 1e-6).
+/// by chunk, the expectation is one-shot (see tests/it/resample.rs, 1e-6).
 const F32_TOL: f32 = 1e-6;
 
 struct Alsa {

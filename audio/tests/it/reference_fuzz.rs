@@ -4,11 +4,14 @@
 //! come back as a clip or a clean refusal: never a panic out of
 //! `from_bytes`, never an allocation the file did not bound.
 //!
-//! The bound is enforced by this binary's allocator: a single request past
+//! The bound is enforced by this binary's allocator ([`Counting`], the
+//! test binary's global allocator): a single request past
 //! [`MAX_ALLOCATION`] is refused (the process then aborts with "memory
 //! allocation of N bytes failed", after naming the case), and each case's
-//! peak growth in live bytes must stay under [`MAX_CASE_GROWTH`]. Tests here
-//! take a lock so one case's peak is its own.
+//! peak growth in live bytes must stay under [`MAX_CASE_GROWTH`]. Each test
+//! here runs in a process of its own (`alone!`, where the bound is armed:
+//! the binary's other tests only get counted) and takes a lock, so one
+//! case's peak is its own.
 //!
 //! Seeds: the committed FLAC, MP3 (with and without a Xing header; both
 //! carry an ID3v2.4 tag), OGG/Vorbis, OGG/Opus, WebM/Opus and M4A/AAC fixtures
@@ -34,11 +37,13 @@ use std::collections::BTreeMap;
 use std::f64::consts::PI;
 use std::io::{Cursor, Write};
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Mutex, Once};
 use std::time::Instant;
 
 use tts_audio::{ReferenceAudio, ReferenceAudioError};
+
+use crate::alone::alone;
 
 // ---- the counting allocator ----------------------------------------------
 
@@ -55,8 +60,23 @@ static PEAK: AtomicUsize = AtomicUsize::new(0);
 static LARGEST: AtomicUsize = AtomicUsize::new(0);
 /// The case being run, for the refusal message (no allocation there).
 static CASE: AtomicU64 = AtomicU64::new(u64::MAX);
+/// Set in a process that runs a test of this file (alone): only there is an
+/// allocation past [`MAX_ALLOCATION`] refused.
+static ARMED: AtomicBool = AtomicBool::new(false);
 
-struct Counting;
+/// Runs the test in a process of its own (`alone!`) and arms the bound
+/// there: true in that process.
+macro_rules! alone_and_bounded {
+    ($test:ident) => {
+        alone!($test) && {
+            ARMED.store(true, Ordering::Relaxed);
+            true
+        }
+    };
+}
+
+/// The test binary's global allocator (main.rs).
+pub struct Counting;
 
 // SAFETY: every call is forwarded unchanged to the system allocator, except
 // that an oversized request is answered with null, which the GlobalAlloc
@@ -106,12 +126,9 @@ unsafe impl GlobalAlloc for Counting {
     }
 }
 
-#[global_allocator]
-static ALLOCATOR: Counting = Counting;
-
 fn admit(size: usize) -> bool {
     LARGEST.fetch_max(size, Ordering::Relaxed);
-    if size <= MAX_ALLOCATION {
+    if size <= MAX_ALLOCATION || !ARMED.load(Ordering::Relaxed) {
         return true;
     }
     // Say which case before the abort; formatted on the stack.
@@ -634,6 +651,9 @@ fn kind(r: &Result<ReferenceAudio, ReferenceAudioError>) -> String {
 
 #[test]
 fn mutated_clips_of_every_format_decode_or_are_refused_within_bounds() {
+    if !alone_and_bounded!(mutated_clips_of_every_format_decode_or_are_refused_within_bounds) {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     install_quiet_hook();
     let cases = env_u64("TTS_RT_FUZZ_CASES", 240);
@@ -709,6 +729,9 @@ fn mutated_clips_of_every_format_decode_or_are_refused_within_bounds() {
 
 #[test]
 fn an_m4a_sample_larger_than_the_file_is_refused_before_its_buffer() {
+    if !alone_and_bounded!(an_m4a_sample_larger_than_the_file_is_refused_before_its_buffer) {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // The fixture's stsz box: header, version/flags, constant size 0,
     // count, then the first sample's size, read into a 4 GiB buffer.
@@ -724,6 +747,9 @@ fn an_m4a_sample_larger_than_the_file_is_refused_before_its_buffer() {
 
 #[test]
 fn a_flac_picture_claiming_4_gib_is_refused_before_its_buffer() {
+    if !alone_and_bounded!(a_flac_picture_claiming_4_gib_is_refused_before_its_buffer) {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let bytes = flac_with_block(6, &picture(u32::MAX, 0, b""));
     let err = decode(&bytes, Some("flac")).unwrap_err();
@@ -779,6 +805,9 @@ fn ogg_with_comment_len(len: u32) -> Vec<u8> {
 
 #[test]
 fn an_ogg_vorbis_comment_claiming_4_gib_is_refused_before_its_buffer() {
+    if !alone_and_bounded!(an_ogg_vorbis_comment_claiming_4_gib_is_refused_before_its_buffer) {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     assert!(decode(&ogg_with_comment_len(22), Some("ogg")).is_ok());
     let err = decode(&ogg_with_comment_len(u32::MAX), Some("ogg")).unwrap_err();
@@ -885,6 +914,11 @@ fn ogg_with_huge_codebooks(books: u32) -> Vec<u8> {
 
 #[test]
 fn an_ogg_vorbis_setup_with_huge_codebooks_is_refused_before_the_decoder_expands_them() {
+    if !alone_and_bounded!(
+        an_ogg_vorbis_setup_with_huge_codebooks_is_refused_before_the_decoder_expands_them
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     let err = decode(&ogg_with_huge_codebooks(2), Some("ogg")).unwrap_err();
     match &err {
@@ -904,6 +938,9 @@ fn an_ogg_vorbis_setup_with_huge_codebooks_is_refused_before_the_decoder_expands
 
 #[test]
 fn an_id3v2_frame_claiming_4_gib_is_never_read() {
+    if !alone_and_bounded!(an_id3v2_frame_claiming_4_gib_is_never_read) {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // An ID3v2.3 frame's 32-bit size was reserved before the tag's own
     // bound was consulted. The tag is blanked now: the clip decodes.
@@ -925,6 +962,9 @@ fn an_id3v2_frame_claiming_4_gib_is_never_read() {
 
 #[test]
 fn a_piped_wav_whose_info_tag_claims_4_gib_is_refused_before_its_buffer() {
+    if !alone_and_bounded!(a_piped_wav_whose_info_tag_claims_4_gib_is_refused_before_its_buffer) {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // A WAV written to a pipe states 0xFFFF_FFFF as its RIFF size, so a
     // LIST chunk may claim nearly 4 GiB and an INFO tag inside it as much.
@@ -978,6 +1018,11 @@ fn m4a_as_lpcm(frames_per_packet: u32) -> Vec<u8> {
 
 #[test]
 fn an_mp4_pcm_track_stating_4_billion_frames_per_packet_is_refused_before_its_buffer() {
+    if !alone_and_bounded!(
+        an_mp4_pcm_track_stating_4_billion_frames_per_packet_is_refused_before_its_buffer
+    ) {
+        return;
+    }
     let _serial = SERIAL.lock().unwrap_or_else(|p| p.into_inner());
     // The PCM decoder reserves frames per packet × channels samples when it
     // is made: 2^32 stereo float frames are 32 GiB.

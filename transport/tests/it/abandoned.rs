@@ -18,7 +18,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio_tungstenite::tungstenite::Message;
 
-mod common;
+use crate::common;
 
 use common::http::request;
 use common::{start, stop, EndlessTalker};

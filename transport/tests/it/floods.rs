@@ -7,7 +7,8 @@
 //! 1 s bound — CI machines are shared — with the measured p50, p99 and max
 //! printed), that the healthy client's audio is complete and contiguous
 //! throughout, and that the process's open files and RssAnon return to
-//! their baseline once the flood is gone.
+//! their baseline once the flood is gone. Each runs alone in a process of
+//! its own (`alone!`), so those are the flood's alone.
 
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -20,7 +21,8 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tts_transport::{protocol, ServeConfig};
 
-mod common;
+use crate::alone::alone;
+use crate::common;
 
 use common::ws::{self, Got};
 use common::{start, stop};
@@ -226,6 +228,9 @@ fn config() -> ServeConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_flood_leaves_health_and_a_healthy_client_served() -> Result<()> {
+    if !alone!(connection_flood_leaves_health_and_a_healthy_client_served) {
+        return Ok(());
+    }
     let mut cfg = config();
     cfg.max_connections = 128;
     cfg.header_read_timeout = Duration::from_secs(2);
@@ -264,6 +269,9 @@ async fn connection_flood_leaves_health_and_a_healthy_client_served() -> Result<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_body_flood_leaves_health_and_a_healthy_client_served() -> Result<()> {
+    if !alone!(slow_body_flood_leaves_health_and_a_healthy_client_served) {
+        return Ok(());
+    }
     let mut cfg = config();
     cfg.body_read_timeout = Duration::from_millis(1500);
     under_flood("slow-body", cfg, |addr| async move {
@@ -306,6 +314,9 @@ async fn slow_body_flood_leaves_health_and_a_healthy_client_served() -> Result<(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_session_flood_leaves_health_and_a_healthy_client_served() -> Result<()> {
+    if !alone!(idle_session_flood_leaves_health_and_a_healthy_client_served) {
+        return Ok(());
+    }
     let mut cfg = config();
     cfg.max_sessions = 16;
     under_flood("idle-session", cfg, |addr| async move {
@@ -353,6 +364,9 @@ async fn idle_session_flood_leaves_health_and_a_healthy_client_served() -> Resul
 /// scaled to this machine's file limit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconnecting_flood_cannot_take_health_down() -> Result<()> {
+    if !alone!(a_reconnecting_flood_cannot_take_health_down) {
+        return Ok(());
+    }
     let mut cfg = config();
     cfg.max_connections = 128;
     cfg.header_read_timeout = Duration::from_secs(2);
@@ -429,6 +443,9 @@ fn fd_limit() -> usize {
 /// `text_timeout`, after which their sessions are idle and evictable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_contexts_free_their_slots_after_the_text_wait() -> Result<()> {
+    if !alone!(held_contexts_free_their_slots_after_the_text_wait) {
+        return Ok(());
+    }
     const HOLDERS: usize = 8;
     let mut cfg = config();
     cfg.engine.max_active_requests = HOLDERS / 2;
@@ -524,6 +541,9 @@ async fn held_contexts_free_their_slots_after_the_text_wait() -> Result<()> {
 /// stays within the budget (plus the test's own buffers and slack).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_flood_is_held_to_the_body_budget() -> Result<()> {
+    if !alone!(a_body_flood_is_held_to_the_body_budget) {
+        return Ok(());
+    }
     const BUDGET: usize = 32 << 20;
     const BODY: usize = 4 << 20;
     const SENDERS: usize = 40;
@@ -614,6 +634,9 @@ async fn a_body_flood_is_held_to_the_body_budget() -> Result<()> {
 /// its value is read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_unknown_field_is_refused_without_materialising_it() -> Result<()> {
+    if !alone!(a_huge_unknown_field_is_refused_without_materialising_it) {
+        return Ok(());
+    }
     let cfg = config();
     under_flood("unknown-array", cfg, |addr| async move {
         let mut body = String::from(r#"{"input": "hi", "junk": ["#);

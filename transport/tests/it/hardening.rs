@@ -18,7 +18,7 @@ use tokio_tungstenite::tungstenite::Message;
 use tts_transport::protocol::{self, ErrorCode, ServerMessage};
 use tts_transport::ServeConfig;
 
-mod common;
+use crate::common;
 
 use common::http::{parse as parse_response, request as http};
 use common::ws::{close_code, next, Got, Ws};

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-mod common;
+use crate::common;
 
 use common::audio::{best_lag, correlation, pcm16, symphonia_decode};
 use common::http::{post_json, HttpResponse};
@@ -18,7 +18,7 @@ use common::{config, start, stop};
 /// AAC-LC frame length.
 const FRAME: usize = 1024;
 /// Most delay an AAC-LC encoder adds (FDK's is 2048 at 24 kHz, found by
-/// correlation in audio/tests/encode_formats.rs).
+/// correlation in audio/tests/it/encode_formats.rs).
 const MAX_DELAY: usize = 2 * FRAME;
 
 async fn speech(addr: SocketAddr, extra: Value) -> Result<HttpResponse> {

@@ -22,7 +22,7 @@ use tts_transport::protocol::{
 };
 use tts_transport::Server;
 
-mod common;
+use crate::common;
 
 use common::{start, WAIT};
 

@@ -3,7 +3,8 @@
 //! with the request id the client sees, and for speech the voice, text
 //! length, audio seconds, ttfp, rtf and outcome; one per realtime context
 //! the same way; probes only at debug.
-//! (Own test binary: it installs the process's global subscriber.)
+//! (Each test alone in a process of its own, `alone!`: it installs the
+//! process's global subscriber.)
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -15,7 +16,8 @@ use serde_json::Value;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 
-mod common;
+use crate::alone::alone;
+use crate::common;
 
 /// Every line the subscriber wrote.
 #[derive(Clone, Default)]
@@ -57,9 +59,8 @@ impl Captured {
     }
 }
 
-/// The process's subscriber, installed by the first test that asks (the
-/// tests of this binary run at once and share it; each looks for its own
-/// ids).
+/// The process's subscriber, installed by the first test that asks (each
+/// test runs alone in its process; each looks for its own ids).
 fn captured() -> Captured {
     static OUT: std::sync::OnceLock<Captured> = std::sync::OnceLock::new();
     OUT.get_or_init(|| {
@@ -97,6 +98,9 @@ async fn request(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn one_line_per_request_with_its_id_and_figures() -> Result<()> {
+    if !alone!(one_line_per_request_with_its_id_and_figures) {
+        return Ok(());
+    }
     let out = captured();
     let s = common::start(common::config(Duration::from_secs(5))).await?;
     let addr = s.local_addr();
@@ -192,6 +196,9 @@ async fn one_line_per_request_with_its_id_and_figures() -> Result<()> {
 /// request's id in the session's span, as `/v1/realtime`'s do.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn vendor_socket_lines_carry_the_request_id_span() -> Result<()> {
+    if !alone!(vendor_socket_lines_carry_the_request_id_span) {
+        return Ok(());
+    }
     use futures_util::{SinkExt, StreamExt};
     use tokio_tungstenite::tungstenite::client::IntoClientRequest;
     use tokio_tungstenite::tungstenite::Message;
@@ -265,6 +272,9 @@ async fn vendor_socket_lines_carry_the_request_id_span() -> Result<()> {
 /// logged so.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_stream_that_fails_before_audio_is_logged_with_the_500_the_client_got() -> Result<()> {
+    if !alone!(a_stream_that_fails_before_audio_is_logged_with_the_500_the_client_got) {
+        return Ok(());
+    }
     let out = captured();
     let broken = common::BrokenCodec::new()?;
     let mut cfg = common::config(Duration::from_secs(5));

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use serde_json::{json, Value};
 
-mod common;
+use crate::common;
 
 use common::http::json_request as http;
 

@@ -10,7 +10,7 @@ use std::time::Duration;
 use anyhow::{ensure, Result};
 use serde_json::json;
 
-mod common;
+use crate::common;
 
 use common::http::{post_json, request};
 use common::{finite_prefix, start, stop, BrokenCodec, LATE_CODE, LATE_FRAME};

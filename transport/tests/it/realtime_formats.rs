@@ -18,7 +18,7 @@ use tts_transport::protocol::{
     self, AudioFormat, AudioHeader, CancelReason, ErrorCode, ServerMessage,
 };
 
-mod common;
+use crate::common;
 
 use common::audio::{
     best_lag, correlation, ogg_opus_decode, opus_packets_decode, pcm16, symphonia_decode,

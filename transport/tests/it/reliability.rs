@@ -4,7 +4,8 @@
 //! disconnects, slow readers and a burst. Each asserts what must hold — a
 //! named error and the session kept, every started context ending exactly
 //! once with contiguous audio, other clients' audio complete, open files
-//! back to baseline — and prints one summary line. `.ci/run` runs them
+//! back to baseline (measured alone in a process of its own, `alone!`) —
+//! and prints one summary line. `.ci/run` runs them
 //! with the other probes (hardening.rs, floods.rs, the root signal and
 //! corrupt-checkpoint tests) as its reliability step.
 
@@ -19,7 +20,8 @@ use tokio_tungstenite::tungstenite::Message;
 use tts_transport::protocol::ServerMessage;
 use tts_transport::ServeConfig;
 
-mod common;
+use crate::alone::alone;
+use crate::common;
 
 use common::ws::{self, Got, Ws};
 use common::{start, stop};
@@ -304,6 +306,9 @@ async fn random_message_sequences_keep_every_context_whole() -> Result<()> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn mid_stream_disconnects_leak_nothing_and_spare_other_clients() -> Result<()> {
+    if !alone!(mid_stream_disconnects_leak_nothing_and_spare_other_clients) {
+        return Ok(());
+    }
     let s = start(config()).await?;
     let addr = s.local_addr();
     {

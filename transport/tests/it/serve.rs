@@ -5,8 +5,8 @@
 //! metrics, auth and the graceful drain. Assertions are on content and
 //! lifecycle, never on speed; timeouts only turn a hang into a failure.
 //!
-//! (One integration binary of ~1200 lines on purpose: each file under tests/
-//! links its own binary, and every test shares one server helper and client.)
+//! (One module of ~1200 lines on purpose: every test shares one server
+//! helper and client.)
 
 use std::collections::BTreeSet;
 use std::net::SocketAddr;
@@ -25,7 +25,7 @@ use tts_transport::protocol::{
 };
 use tts_transport::{ServeConfig, Server};
 
-mod common;
+use crate::common;
 
 use common::http::json_request as http;
 

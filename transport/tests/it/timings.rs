@@ -11,7 +11,7 @@ use anyhow::{bail, Result};
 use serde_json::json;
 use tts_transport::protocol::{ServerMessage, WordTimingMsg};
 
-mod common;
+use crate::common;
 
 use common::ws::{connect, next, send, Got};
 use common::{config, start, stop};

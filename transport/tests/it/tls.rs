@@ -24,7 +24,7 @@ use tokio_rustls::TlsConnector;
 use tokio_tungstenite::tungstenite::Message;
 use tts_transport::{ServeConfig, TlsFiles, TransportError};
 
-mod common;
+use crate::common;
 
 use common::{start, stop, WAIT};
 

@@ -2,7 +2,7 @@
 //! describe/info, one-shot and streamed synthesis, malformed input and the
 //! framing's bounds.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

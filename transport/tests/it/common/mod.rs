@@ -1,7 +1,6 @@
-//! Shared by the server test binaries: the tiny-a fixture served on
+//! Shared by the server tests: the tiny-a fixture served on
 //! loopback (127.0.0.1:0), started and stopped with a hang turned into a
 //! failure.
-#![allow(dead_code)] // each test binary uses a different subset
 
 pub mod audio;
 pub mod http;

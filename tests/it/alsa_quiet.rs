@@ -4,7 +4,6 @@
 //! alsa-lib writes to stderr by default. The child gets an ALSA config whose
 //! default PCM is a card that does not exist (what a machine without a
 //! sound card has), so no sound card is needed and none is touched.
-#![cfg(target_os = "linux")]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

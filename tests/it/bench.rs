@@ -139,7 +139,7 @@ fn bench_reports_every_metric_with_provenance() {
     ] {
         assert!(p.get(k).is_some(), "provenance lacks {k}");
     }
-    // Memory in detail: tests/memory.rs.
+    // Memory in detail: tests/it/memory.rs.
     let rss = &doc["rss_anon_kb"];
     for k in [
         "start",

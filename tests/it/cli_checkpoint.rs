@@ -3,7 +3,6 @@
 //! reporting ready and then failing every request. Each case is a copy of
 //! tests/fixtures/tiny-a (weights and tokenizer symlinked, so nothing large
 //! is copied) with one key of config.json or generation_config.json edited.
-#![cfg(unix)]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};

@@ -7,9 +7,8 @@
 //! directory must hold exactly that file, unchanged. Interruptions are sent
 //! with `kill -INT` / `kill -TERM` (no signal crate in the tree) once the
 //! run has staged its output, i.e. while it is synthesizing.
-#![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader};
 use std::net::SocketAddr;

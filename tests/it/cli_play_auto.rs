@@ -1,8 +1,7 @@
 //! `--play` without `--prebuffer-ms` (the measured prebuffer) into an ALSA
-//! `file` PCM over `null`, set up as in tests/play_cli.rs: the audio still
+//! `file` PCM over `null`, set up as in tests/it/play_cli.rs: the audio still
 //! arrives whole, and the unpaced device's underrun count is called what it
 //! is instead of being reported as millions of real underruns.
-#![cfg(target_os = "linux")]
 
 use std::path::PathBuf;
 use std::process::{Command, Stdio};

@@ -1,10 +1,10 @@
 //! `tts-rt client` against a `tts-rt serve` this test starts (tiny-a fixture,
 //! loopback, port 0, a token): its `--out` WAV equals what `speak` writes
 //! for the same greedy request and what `POST /v1/audio/speech` returns;
-//! `--play` reaches an ALSA file device (set up as in tests/play_cli.rs);
+//! `--play` reaches an ALSA file device (set up as in tests/it/play_cli.rs);
 //! a wrong token, a bad voice and a dead address fail with clear errors.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpStream};

@@ -3,7 +3,6 @@
 //! ready), naming what is wrong — the tensor, the key or the file — with no
 //! panic. Each copy symlinks what it does not change (nothing large is
 //! copied) and lives under the target's temp dir.
-#![cfg(unix)]
 
 use std::collections::BTreeMap;
 use std::io::Read;

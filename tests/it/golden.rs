@@ -6,7 +6,7 @@
 //! waveforms within rel-L2 1e-4 (f32 compute in different summation order
 //! gives ~1e-6); streaming vs one-shot decode within 1e-5 max abs.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

@@ -5,10 +5,10 @@
 //! The clone cases take the official x-vector and reference codes from
 //! `encoders.safetensors`, so these tests pin the prompt, the generation
 //! and the decode-and-cut on their own; the encoders have their own parity
-//! tests. Tolerances as tests/golden.rs: ids and greedy codes identical,
+//! tests. Tolerances as tests/it/golden.rs: ids and greedy codes identical,
 //! prefill rows rel-L2 <= 1e-5, logits and waveforms <= 1e-4.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 

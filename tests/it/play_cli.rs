@@ -1,5 +1,5 @@
 //! `tts-rt speak --play` and `tts-rt devices` as processes, playing into
-//! ALSA `file` PCMs this test defines (as audio/tests/alsa_playback.rs
+//! ALSA `file` PCMs this test defines (as audio/tests/it/alsa_playback.rs
 //! does): the samples that reached the "device" are read back and compared
 //! with the audio the same run wrote with `--out`, resampled to the device
 //! rate.
@@ -15,7 +15,6 @@
 //! these inputs (asserted), so the skipped zeros are all inserted ones.
 //!
 //! Linux only (cpal's ALSA host).
-#![cfg(target_os = "linux")]
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
@@ -219,7 +218,7 @@ fn speak_play_resampled_to_48k_equals_the_f32_out_file() {
     let want = expected_at(&x, native, rate);
     let (got, inserted) = device_signal(pcm, ch);
     // Chunked vs one-shot resampling: float rounding of the read position
-    // (audio/tests/resample.rs pins 1e-6).
+    // (audio/tests/it/resample.rs pins 1e-6).
     assert_close(&got, &want, 1e-6);
     let (played, underruns) = report(&err);
     assert_eq!(played, want.len() as u64, "{err}");

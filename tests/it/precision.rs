@@ -12,7 +12,7 @@
 //! each model follow its own choices: one flipped argmax changes everything
 //! after it, so it is reported per case as the matching prefix too.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -377,7 +377,7 @@ fn default_load_options_are_the_stored_weights() {
 
 /// The same figures on a full-size checkpoint (not run by default: it needs
 /// a generated 0.6B checkpoint and minutes of CPU):
-/// `TTS_RT_PRECISION_MODEL=/path/q06b cargo test --release --test precision -- --ignored --nocapture`.
+/// `TTS_RT_PRECISION_MODEL=/path/q06b cargo test --release --test it precision:: -- --ignored --nocapture`.
 /// The teacher is the f32 model's own greedy output over `FRAMES` frames
 /// (EOS ignored, so the length is fixed). `TTS_RT_PRECISION_LIST` picks
 /// the arms, `;`-separated `--precision` spellings (default

@@ -15,7 +15,7 @@
 //! only the convolutions' operands, so it is expected to land well above.)
 //! A wrong weight layout, pair order or phase gives an SNR near 0 dB.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -169,7 +169,7 @@ fn cli_precision_takes_a_code2wav_element() {
 }
 
 /// The gate on a full-size checkpoint (not run by default):
-/// `TTS_RT_PRECISION_MODEL=/path/q06b cargo test --release --test precision_codec -- --ignored --nocapture`.
+/// `TTS_RT_PRECISION_MODEL=/path/q06b cargo test --release --test it precision_codec:: -- --ignored --nocapture`.
 /// Random codes, 40 frames (`TTS_RT_PRECISION_FRAMES`), seeds 1-3, as the
 /// official measurement.
 #[test]

@@ -1,7 +1,7 @@
 //! `tts-rt serve` as a process: it prints where it listens, answers
 //! /health and /ready on loopback, and on SIGTERM drains and exits 0.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::process::{Command, Stdio};

@@ -2,7 +2,7 @@
 //! override it, unknown keys are refused by name; `--log-format json`
 //! writes JSON log lines; `--voice-map` shows in /v1/audio/voices.
 
-mod common;
+use crate::common;
 
 use std::io::{BufRead, BufReader, Read};
 use std::net::SocketAddr;

@@ -2,9 +2,8 @@
 //! interrupts a model load blocked on its weights (a FIFO in their place),
 //! a second signal during the drain forces the exit, and SIGTERM mid-stream
 //! lets the running context finish within the drain deadline. Loopback only.
-#![cfg(unix)]
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::net::{SocketAddr, TcpStream};

@@ -2,7 +2,7 @@
 //! (benches/side_by_side.sh), the `total_ms` field of `--timings`, and
 //! `--floor`.
 
-mod common;
+use crate::common;
 
 use std::process::{Command, Stdio};
 

@@ -3,7 +3,7 @@
 //! --instruct` on VoiceDesign, and `voice add|list|show|rm|import|export`
 //! with `speak --voice`, against the official goldens; and their refusals.
 
-mod common;
+use crate::common;
 
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};

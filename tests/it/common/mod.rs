@@ -1,7 +1,6 @@
-//! Shared by the root test binaries: the committed fixtures' location,
+//! Shared by the root integration tests: the committed fixtures' location,
 //! the golden tensors written by tools/make_fixtures.py, a golden case
 //! as a greedy [`Request`], and a bare HTTP GET for the serve tests.
-#![allow(dead_code)] // each test binary uses a different subset
 
 use std::path::{Path, PathBuf};
 

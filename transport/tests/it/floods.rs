@@ -30,6 +30,16 @@ use common::{start, stop};
 /// The floods share one process's file table and memory: one at a time.
 static ONE_AT_A_TIME: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
+/// Runs the test alone in a process of its own (`alone!`), and one flood
+/// at a time across those processes: the process that starts one holds
+/// [`ONE_AT_A_TIME`] until it is done (as when they shared one process).
+macro_rules! alone_one_at_a_time {
+    ($test:ident) => {{
+        let _one = ONE_AT_A_TIME.lock().await;
+        alone!($test)
+    }};
+}
+
 /// Longest a `/health` probe may take, even on a loaded CI machine.
 const HEALTH_BOUND: Duration = Duration::from_secs(1);
 /// Open files allowed above the baseline once a flood is over (a runtime
@@ -228,7 +238,7 @@ fn config() -> ServeConfig {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn connection_flood_leaves_health_and_a_healthy_client_served() -> Result<()> {
-    if !alone!(connection_flood_leaves_health_and_a_healthy_client_served) {
+    if !alone_one_at_a_time!(connection_flood_leaves_health_and_a_healthy_client_served) {
         return Ok(());
     }
     let mut cfg = config();
@@ -269,7 +279,7 @@ async fn connection_flood_leaves_health_and_a_healthy_client_served() -> Result<
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn slow_body_flood_leaves_health_and_a_healthy_client_served() -> Result<()> {
-    if !alone!(slow_body_flood_leaves_health_and_a_healthy_client_served) {
+    if !alone_one_at_a_time!(slow_body_flood_leaves_health_and_a_healthy_client_served) {
         return Ok(());
     }
     let mut cfg = config();
@@ -314,7 +324,7 @@ async fn slow_body_flood_leaves_health_and_a_healthy_client_served() -> Result<(
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn idle_session_flood_leaves_health_and_a_healthy_client_served() -> Result<()> {
-    if !alone!(idle_session_flood_leaves_health_and_a_healthy_client_served) {
+    if !alone_one_at_a_time!(idle_session_flood_leaves_health_and_a_healthy_client_served) {
         return Ok(());
     }
     let mut cfg = config();
@@ -364,7 +374,7 @@ async fn idle_session_flood_leaves_health_and_a_healthy_client_served() -> Resul
 /// scaled to this machine's file limit).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_reconnecting_flood_cannot_take_health_down() -> Result<()> {
-    if !alone!(a_reconnecting_flood_cannot_take_health_down) {
+    if !alone_one_at_a_time!(a_reconnecting_flood_cannot_take_health_down) {
         return Ok(());
     }
     let mut cfg = config();
@@ -443,7 +453,7 @@ fn fd_limit() -> usize {
 /// `text_timeout`, after which their sessions are idle and evictable.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn held_contexts_free_their_slots_after_the_text_wait() -> Result<()> {
-    if !alone!(held_contexts_free_their_slots_after_the_text_wait) {
+    if !alone_one_at_a_time!(held_contexts_free_their_slots_after_the_text_wait) {
         return Ok(());
     }
     const HOLDERS: usize = 8;
@@ -541,7 +551,7 @@ async fn held_contexts_free_their_slots_after_the_text_wait() -> Result<()> {
 /// stays within the budget (plus the test's own buffers and slack).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_body_flood_is_held_to_the_body_budget() -> Result<()> {
-    if !alone!(a_body_flood_is_held_to_the_body_budget) {
+    if !alone_one_at_a_time!(a_body_flood_is_held_to_the_body_budget) {
         return Ok(());
     }
     const BUDGET: usize = 32 << 20;
@@ -634,7 +644,7 @@ async fn a_body_flood_is_held_to_the_body_budget() -> Result<()> {
 /// its value is read.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_huge_unknown_field_is_refused_without_materialising_it() -> Result<()> {
-    if !alone!(a_huge_unknown_field_is_refused_without_materialising_it) {
+    if !alone_one_at_a_time!(a_huge_unknown_field_is_refused_without_materialising_it) {
         return Ok(());
     }
     let cfg = config();

@@ -2,7 +2,7 @@
 """What the official implementation's own reduced precision costs: the
 official qwen-tts model in bf16 against the same model in f32, on the same
 checkpoint, measured with exactly the metrics of tts-rt's LM fidelity gate
-(tests/precision.rs): teacher-forced top-1 agreement, mean KL(f32 || low) and
+(tests/it/precision.rs): teacher-forced top-1 agreement, mean KL(f32 || low) and
 mean f32 top-2 margin for codebook 0 (talker) and the predicted codebooks
 (code predictor), and greedy per-frame survival.
 
@@ -22,7 +22,7 @@ their codes frame by frame. code2wav is skipped (not part of this gate).
 
 Run in the reference venv (benches/requirements-ref.txt):
   python benches/ref_lm_fidelity.py --model DIR [--frames 60] [--threads 2]
-Prints one summary line per arm in tests/precision.rs's format and a JSON
+Prints one summary line per arm in tests/it/precision.rs's format and a JSON
 document (--json FILE).
 """
 
@@ -36,7 +36,7 @@ import sys
 import time
 
 TEXTS = [
-    # (text, non_streaming_mode): the cases of tests/precision.rs's
+    # (text, non_streaming_mode): the cases of tests/it/precision.rs's
     # full_size_report (case 0: text in the prefill, case 1: streamed).
     ("The quick brown fox jumps over the lazy dog near the river bank today.", True),
     ("Hello world, this is a test.", False),

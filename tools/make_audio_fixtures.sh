@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Regenerate tests/fixtures/audio/: small compressed reference clips for the
-# audio crate's decoder tests (audio/tests/reference_audio.rs). Each is one
+# audio crate's decoder tests (audio/tests/it/reference_audio.rs). Each is one
 # second of a deterministic 440 Hz tone, so a test can check the decoded
 # duration, the channel mean and that the tone's frequency survives the
 # resampling to 24 kHz. WAV variants are made inside the tests with hound;
@@ -11,7 +11,7 @@
 #
 # Then tools/make_audio_goldens.py records the official load-and-resample
 # path (librosa.load + librosa.resample, soxr HQ) on those clips and on a
-# synthetic signal, for audio/tests/reference_official.rs.
+# synthetic signal, for audio/tests/it/reference_official.rs.
 #
 # Needs ffmpeg with libmp3lame, libvorbis, libopus and the native AAC encoder
 # (Debian: apt-get install ffmpeg), and the reference venv

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Official-path goldens for the audio crate's reference-audio tests
-(audio/tests/reference_official.rs), written to tests/fixtures/audio/.
+(audio/tests/it/reference_official.rs), written to tests/fixtures/audio/.
 
 The official qwen_tts code loads a reference clip with
 librosa.load(path, sr=None, mono=True) and resamples it with
@@ -32,7 +32,7 @@ FIXTURES = ("tone440-44100-stereo.flac", "tone440-22050-mono.mp3", "tone440-4800
 
 def speech_like(n: int, rate: int) -> np.ndarray:
     """Partials from 180 Hz to 10.5 kHz plus a little LCG noise, in f64,
-    rounded to f32 (audio/tests/reference_official.rs computes the same)."""
+    rounded to f32 (audio/tests/it/reference_official.rs computes the same)."""
     seed = 0x2545F491
     out = np.empty(n, dtype=np.float32)
     for i in range(n):

@@ -12,7 +12,7 @@
 //! a row that has not arrived. [`LiveRequest::close`] ends the text (the
 //! talker then feeds `tts_eos` and the utterance finishes as a whole-text
 //! one would). The codes equal the whole text's, greedy or sampled
-//! (`actors/tests/live.rs`).
+//! (`actors/tests/it/live.rs`).
 //!
 //! A held request costs nothing while it waits: the talker parks its input
 //! and leaves a [`crate::flow::StageWaker`] in the feed; the next rows

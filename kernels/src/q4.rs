@@ -44,7 +44,7 @@
 //! element) is ~8x finer than the weights' own 4-bit step relative to a
 //! group's largest weight, but rows with a few huge activations (outlier
 //! channels of trained models) quantize their small entries coarsely. That
-//! risk is what the fidelity gates (tests/precision.rs) measure.
+//! risk is what the fidelity gates (tests/it/precision.rs) measure.
 
 /// Inputs per group sharing one u8 scale.
 pub const Q4_GROUP: usize = 32;

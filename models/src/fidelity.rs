@@ -14,7 +14,7 @@
 //!   talks longer or stops earlier is broken even when its KL looks fine.
 //!
 //! Used by `tts-rt fidelity` (the user's own checkpoint) and the precision
-//! gates in tests/precision.rs.
+//! gates in tests/it/precision.rs.
 
 use crate::model::Qwen3Tts;
 use crate::request::Request;

@@ -17,7 +17,7 @@
 //! Newline runs are never cut points (the pre-tokenizer can attach newlines
 //! to the punctuation before them), and ids are always re-derived from the
 //! whole templated text, so the committed ids are a prefix of the full
-//! text's ids (`models/tests/live_text.rs` checks it on random chunkings).
+//! text's ids (`models/tests/it/live_text.rs` checks it on random chunkings).
 
 use crate::code_predictor::PredictorState;
 use crate::error::{ModelError, Result};

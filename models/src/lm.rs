@@ -381,7 +381,7 @@ impl Qwen3Lm {
     /// attention stay per sequence. Every row is computed exactly as
     /// [`Self::forward`] computes it for its sequence alone (the kernels
     /// treat rows independently), so a batched result is bit-identical to
-    /// the unbatched one — `models/tests/batch.rs` checks it.
+    /// the unbatched one — `models/tests/it/batch.rs` checks it.
     ///
     /// Panics if `lens` and `caches` differ in length, a segment is empty,
     /// or `x` is not `[sum(lens), hidden]`.

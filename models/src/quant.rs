@@ -24,7 +24,7 @@
 //! Decode reads every weight once per step, so the bytes per weight set the
 //! floor: int8 halves the bytes of bf16 and q4 nearly halves them again
 //! (see docs/performance.md for the measured speed and the fidelity gates
-//! in tests/precision.rs).
+//! in tests/it/precision.rs).
 //!
 //! What each tensor class of each stage is converted to is a
 //! [`PrecisionPlan`] ([`plan`]: the classes, the named presets
@@ -132,7 +132,7 @@ impl std::str::FromStr for Precision {
 /// bf16 matmul): at a streaming step of one frame they are read for one
 /// row each, so their bytes, not their multiply-adds, are their cost. The
 /// depthwise conv, norms, SnakeBeta and the dequantizer stay f32. Fidelity gate:
-/// tests/precision_codec.rs; speed: docs/performance.md.
+/// tests/it/precision_codec.rs; speed: docs/performance.md.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Code2WavPrecision {
     #[default]

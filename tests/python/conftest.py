@@ -97,7 +97,7 @@ def serve(
     # These tests are about protocols and clients, several at once. The
     # debug build on a shared 2-core host keeps about one stream real time,
     # so admission by measured real-time capacity (on by default) is off
-    # here unless a test asks for it; tests/serve_cli.rs tests it.
+    # here unless a test asks for it; tests/it/serve_cli.rs tests it.
     realtime = [] if "--realtime-load" in extra else ["--realtime-load", "0"]
     cmd = [
         str(_binary()),

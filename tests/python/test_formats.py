@@ -5,7 +5,7 @@ compared with the `pcm` response of the same greedy request.
 Thresholds are the SNRs each codec reaches on this fixture's audio (the tiny
 random checkpoint speaks noise-like audio, which is the hardest case for a
 perceptual codec; docs/architecture.md has the figures on speech-like
-signals from audio/tests/encode_formats.rs). Delays: MP3 carries no
+signals from audio/tests/it/encode_formats.rs). Delays: MP3 carries no
 gapless tag and ADTS AAC no delay field, so their encoder+decoder delay is
 found by correlation; Ogg Opus states its pre-skip and end granule, which
 ffmpeg applies.

@@ -28,7 +28,7 @@ the rewrites):
   address) and `--max-frames 40` (random weights seldom end an utterance);
   it is stopped with SIGTERM at the end and must exit 0.
 - `--play` plays on an ALSA default device that is a file over a null
-  device (as tests/play_cli.rs), so no sound card is needed.
+  device (as tests/it/play_cli.rs), so no sound card is needed.
 - The voice library is a temporary directory (`TTS_RT_VOICES_DIR`).
 
 Each command must exit 0; every file it writes (`--out F`, `-o F`,

@@ -52,7 +52,7 @@ pub const MIN_INPUT_RATE: u32 = 4_000;
 pub const MAX_INPUT_RATE: u32 = 192_000;
 
 /// Filter length in input samples. 128 taps keep the delay at 64 input
-/// samples (2.7 ms at 24 kHz). Measured with sines (tests/resample.rs):
+/// samples (2.7 ms at 24 kHz). Measured with sines (tests/it/resample.rs):
 /// error ≤ 1e-5 of full scale (−100 dB) up to 0.75 × the lower Nyquist when
 /// upsampling and 0.6 × when downsampling (rubato narrows the cutoff by the
 /// ratio), so at 8 kHz out the band is flat to 2.4 kHz and −0.8 dB at 3.2

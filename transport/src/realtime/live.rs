@@ -332,7 +332,7 @@ fn after_words(s: &str, k: usize) -> Option<usize> {
 #[cfg(test)]
 mod tests {
     //! The cut rule on text alone (the requests are exercised over the
-    //! socket in `transport/tests/live.rs`).
+    //! socket in `transport/tests/it/live.rs`).
 
     use super::*;
 

@@ -11,7 +11,7 @@ use tts_models::Qwen3Tts;
 use tts_models::{PredictorState, StopReason, TalkerOutput, TalkerState, TalkerWork};
 
 use super::actor::{StageLogic, StepCx};
-use super::wiring::Output;
+use super::wiring::Handoff;
 use crate::contract::*;
 use crate::flow::FlowGate;
 use crate::flow::LiveFeed;
@@ -109,7 +109,7 @@ impl TalkerStage {
         if last {
             self.reqs.remove(&key);
         }
-        cx.out.push(Output::Token(TalkerToken {
+        cx.out.push(Handoff::Token(TalkerToken {
             stamp: Stamp::new(key, cx.generation),
             frame_index: index,
             kind,
@@ -137,7 +137,7 @@ impl TalkerStage {
                 };
                 let open = Some(Box::new(s.predictor));
                 if s.max_frames == 0 {
-                    cx.out.push(Output::Token(TalkerToken {
+                    cx.out.push(Handoff::Token(TalkerToken {
                         stamp: Stamp::new(key, cx.generation),
                         frame_index: 0,
                         kind: TokenKind::End(StopReason::MaxFrames),

@@ -28,6 +28,7 @@
 
 use super::group::{put, Acts, GroupKernels};
 use super::{Prefetch, SharedOut};
+use crate::mat::GroupMat;
 use crate::q4::{q4_row_bytes, Q4_SUPER, Q4_SUPER_BYTES, Q4_SUPER_GROUPS};
 
 /// Super-blocks per i32 accumulation block (see the module docs).
@@ -51,22 +52,16 @@ pub(crate) const KERNELS: GroupKernels = GroupKernels {
 /// # Safety
 /// `dst` is a live `[m, n]` buffer of which this call alone writes columns
 /// `j0..j1 <= n`; the slices hold what `matmul` asserted.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the portable column-range worker: the weight fields, the activations and its `j0..j1` share of the output, each a scalar its one caller already holds"
-)]
 unsafe fn rows_portable(
     a: &Acts<'_>,
     m: usize,
-    data: &[u8],
-    group_scales: &[u8],
-    scales: &[f32],
-    n: usize,
+    w: &GroupMat<'_>,
     bias: Option<&[f32]>,
     j0: usize,
     j1: usize,
     dst: SharedOut,
 ) {
+    let (data, group_scales) = (w.data, w.group_scales);
     let (rb, rg, nsb) = (a.kp / 2, a.rg, a.kp / Q4_SUPER);
     let mut u = [0u8; Q4_SUPER];
     for j in j0..j1 {
@@ -106,7 +101,7 @@ unsafe fn rows_portable(
             }
         }
         for (i, &t) in tot.iter().enumerate() {
-            put(dst.ptr(), n, a, scales, bias, i, j, t);
+            put(dst.ptr(), a, w, bias, i, j, t);
         }
     }
 }
@@ -115,6 +110,7 @@ unsafe fn rows_portable(
 pub(crate) mod x86 {
     use super::*;
     use crate::fast::group::x86::rows_fn;
+    use crate::fast::group::{ActBlock, WeightBlock};
     use core::arch::x86_64::*;
 
     // AVX-512: 1 x 8 dots + 8 accumulators + 8 weight vectors + 1
@@ -141,23 +137,15 @@ pub(crate) mod x86 {
     /// (`nsb * 512` i8), `nx` for `MR` rows of stride `rg` i32, `w` for `NR`
     /// rows of stride `rb` (`nsb * 256` bytes), `s` for `NR` rows of stride
     /// `rg` bytes.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-    )]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     unsafe fn block_vnni<const MR: usize, const NR: usize>(
-        x: *const i8,
-        nx: *const i32,
-        kp: usize,
-        rg: usize,
-        w: *const u8,
-        s: *const u8,
-        rb: usize,
-        nsb: usize,
+        acts: ActBlock,
+        weights: WeightBlock,
         pf: Prefetch,
     ) -> [[i64; NR]; MR] {
+        let ActBlock { x, nx, kp, rg } = acts;
+        let WeightBlock { w, s, rb, nsb } = weights;
         let shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
         let low = _mm512_set1_epi8(0x0f);
         let mut tot = [[0i64; NR]; MR];
@@ -218,23 +206,15 @@ pub(crate) mod x86 {
     ///
     /// # Safety
     /// avx2 present; pointers as for [`block_vnni`].
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-    )]
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn block_avx2<const MR: usize, const NR: usize>(
-        x: *const i8,
-        nx: *const i32,
-        kp: usize,
-        rg: usize,
-        w: *const u8,
-        s: *const u8,
-        rb: usize,
-        nsb: usize,
+        acts: ActBlock,
+        weights: WeightBlock,
         pf: Prefetch,
     ) -> [[i64; NR]; MR] {
+        let ActBlock { x, nx, kp, rg } = acts;
+        let WeightBlock { w, s, rb, nsb } = weights;
         let low = _mm256_set1_epi8(0x0f);
         let ones = _mm256_set1_epi16(1);
         let mut tot = [[0i64; NR]; MR];

@@ -1031,14 +1031,14 @@ pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         Ok(m) => m,
         Err(r) => return *r,
     };
-    let voices_of = &m.voices;
+    let voices_of = &m.speakers;
     let mut voices: Vec<serde_json::Value> = m
-        .voices
-        .speakers()
+        .speakers
+        .names()
         .iter()
         .map(|s| serde_json::json!({"id": s, "name": s, "speaker": s, "kind": "speaker"}))
         .collect();
-    voices.extend(m.voices.openai_mapping().into_iter().map(|(v, s)| {
+    voices.extend(m.speakers.openai_mapping().into_iter().map(|(v, s)| {
         // `mapped`: the deployment's --voice-map, or the built-in table.
         let mapped = if voices_of.is_overridden(v) {
             "config"

@@ -3,8 +3,10 @@
 //! dispatch to one module per subcommand.
 //!
 //! # Layout
-//! - `speak` / `decode` / `voices` / `gen_checkpoint` / `devices`: the local
-//!   subcommands, each with its own flags.
+//! - `speak` / `decode` / `speakers` (`tts-rt voices`: a checkpoint's preset
+//!   speakers and languages) / `voice` (`tts-rt voice`: the voice library) /
+//!   `gen_checkpoint` / `devices`: the local subcommands, each with its own
+//!   flags.
 //! - `bench`: the in-process benchmark harness (`bench/rss.rs`: RssAnon
 //!   sampling and growth).
 //! - `serve`: the realtime WebSocket and OpenAI-compatible HTTP server
@@ -62,10 +64,10 @@ mod realtime;
 mod serve;
 mod serve_config;
 mod speak;
+mod speakers;
 mod subtitles;
 mod switches;
 mod voice;
-mod voices;
 
 #[derive(Parser)]
 #[command(
@@ -91,7 +93,7 @@ enum Command {
     Decode(decode::DecodeArgs),
     /// List the speakers (* marks the default) and languages a checkpoint
     /// offers (reads its config only).
-    Voices(voices::VoicesArgs),
+    Voices(speakers::SpeakersArgs),
     /// The voice library: make (`add`, Base checkpoints), list, show,
     /// remove, import and export stored voices.
     Voice(voice::VoiceArgs),
@@ -265,7 +267,7 @@ fn run_command(command: Command, switches: &switches::Switches) -> Result<()> {
     match command {
         Command::Speak(a) => speak::speak(a, switches.team_hold),
         Command::Decode(a) => decode::decode(a),
-        Command::Voices(a) => voices::voices(a),
+        Command::Voices(a) => speakers::list(a),
         Command::Voice(a) => voice::voice(a),
         Command::GenCheckpoint(a) => gen_checkpoint::gen_checkpoint(a),
         Command::Bench(a) => bench::bench(a, switches),

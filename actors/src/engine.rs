@@ -225,7 +225,7 @@ impl Engine {
     /// Bytes the admission ledger reserves for `req` (builds its prompt).
     pub fn request_cost(&self, req: &Request) -> Result<u64> {
         let prompt = self.inner.model.build_prompt(req)?;
-        Ok(crate::request::request_cost(
+        Ok(crate::admission::request_cost(
             &self.inner.model,
             &self.inner.config,
             prompt.prefill_rows(),

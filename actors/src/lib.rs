@@ -10,7 +10,7 @@
 //!   the one [`AudioChunk`] type that goes from code2wav to the consumer.
 //! - `router`: the router actor — sessions, epochs, delivery to bounded
 //!   per-request channels, slow-consumer bounds, cancel, watchdog and
-//!   stage replacement; `request`: the rules it applies, pure (a request's
+//!   stage replacement; `admission`: the rules it applies, pure (a request's
 //!   lifecycle state, admission and its ledger cost).
 //! - `stage/`: one room per stage. `stage::actor` is the generic
 //!   supervised stage actor (bounded mailbox, local work queue in rounds,
@@ -52,6 +52,7 @@
 //! messages, so it keeps delivering while the LMs and the vocoder compute.
 #![forbid(unsafe_code)]
 
+mod admission;
 pub mod capacity;
 pub mod config;
 pub mod contract;
@@ -62,7 +63,6 @@ mod fault;
 pub mod flow;
 pub mod live;
 pub mod metrics;
-mod request;
 mod router;
 mod shared;
 pub mod slack;

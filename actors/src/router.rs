@@ -17,13 +17,13 @@ use tokio::sync::{mpsc, oneshot};
 use tts_models::Qwen3Tts;
 use tts_models::{PredictorState, StopReason, TalkerState};
 
+use crate::admission::{request_cost, Admission, Lifecycle};
 use crate::capacity::Sampler;
 use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::error::EngineError;
 use crate::flow::FlowGate;
 use crate::flow::LiveFeed;
-use crate::request::{request_cost, Admission, Lifecycle};
 use crate::shared::Shared;
 use crate::stage::actor::spawn_stage;
 use crate::stage::code2wav::Code2WavStage;
@@ -609,7 +609,7 @@ impl Actor for Router {
 }
 
 impl Router {
-    /// The admission rules for `m` (`request.rs`): its ledger cost, or the
+    /// The admission rules for `m` (`admission.rs`): its ledger cost, or the
     /// refusal.
     fn admission(&self, m: &Submit) -> Result<u64, EngineError> {
         let cost = self.cost(m.talker.prompt().prefill_rows(), m.max_frames);

@@ -27,7 +27,9 @@
 //!   memory read bandwidth, measured on it.
 //! - The weight formats: [`q4`], then [`iq4`] and [`q6`] on its layout,
 //!   [`group`] ([`GroupFormat`], the three as one family), `mat.rs`
-//!   ([`Mat`], the weight view a matmul takes); [`conv_bf16`]: the packed
+//!   ([`Mat`], the weight view a matmul takes, and the `Copy` views the
+//!   reference and the fast kernels take of its quantized variants:
+//!   `GroupMat`, `Q8Mat`); [`conv_bf16`]: the packed
 //!   bf16 convolution weight ([`ConvBf16`], built in the [`Bf16Layout`]
 //!   its caller names) and the arithmetic every bf16 path computes.
 //! - [`reference`](mod@reference): one plain scalar implementation per
@@ -258,30 +260,16 @@ impl Kernels {
     /// See [`matmul`].
     pub fn matmul(&self, x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
         #[cfg(target_arch = "x86_64")]
-        if let (
-            Mat::Q8 {
-                data,
-                scales,
-                rows,
-                cols,
-            },
-            Some(path),
-        ) = (*w, self.q8_path())
-        {
-            return fast::q8::matmul(path, x, m, data, scales, rows, cols, bias, out);
+        if let (Some(q8), Some(path)) = (w.q8_mat(), self.q8_path()) {
+            return fast::q8::matmul(path, x, m, q8, bias, out);
         }
-        if let Some((format, data, group_scales, scales)) = w.group_parts() {
-            let (rows, cols) = (w.rows(), w.cols());
+        if let Some(g) = w.group_mat() {
             return fast::group::matmul(
-                fast::group_formats::kernels(format),
+                fast::group_formats::kernels(g.format),
                 self.group_path(),
                 x,
                 m,
-                data,
-                group_scales,
-                scales,
-                rows,
-                cols,
+                g,
                 bias,
                 out,
             );
@@ -327,18 +315,8 @@ impl Kernels {
         if let Some(path) = self.q8_path() {
             let q8: Option<Vec<fast::q8::Part<'_>>> = parts
                 .iter_mut()
-                .map(|(w, out)| match **w {
-                    Mat::Q8 {
-                        data,
-                        scales,
-                        rows,
-                        cols,
-                    } if cols == k => Some(fast::q8::Part {
-                        w: data,
-                        scales,
-                        rows,
-                        out,
-                    }),
+                .map(|(w, out)| match w.q8_mat() {
+                    Some(w) if w.cols == k => Some(fast::q8::Part { w, out }),
                     _ => None,
                 })
                 .collect();
@@ -347,19 +325,16 @@ impl Kernels {
             }
         }
         // One group format for all.
-        let format = parts.first().and_then(|p| p.0.group_parts()).map(|g| g.0);
+        let format = parts
+            .first()
+            .and_then(|p| p.0.group_mat())
+            .map(|g| g.format);
         if let Some(format) = format {
             let group: Option<Vec<_>> = parts
                 .iter_mut()
-                .map(|(w, out)| match w.group_parts() {
-                    Some((f, data, group_scales, scales)) if f == format && w.cols() == k => {
-                        Some(fast::group::Part {
-                            data,
-                            group_scales,
-                            scales,
-                            rows: w.rows(),
-                            out,
-                        })
+                .map(|(w, out)| match w.group_mat() {
+                    Some(w) if w.format == format && w.cols == k => {
+                        Some(fast::group::Part { w, out })
                     }
                     _ => None,
                 })

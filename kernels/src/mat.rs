@@ -319,6 +319,60 @@ impl<'a> Mat<'a> {
             _ => None,
         }
     }
+
+    /// A group-wise weight as its kernels take it, `None` for the others.
+    pub(crate) fn group_mat(&self) -> Option<GroupMat<'a>> {
+        let (format, data, group_scales, scales) = self.group_parts()?;
+        Some(GroupMat {
+            format,
+            data,
+            group_scales,
+            scales,
+            rows: self.rows(),
+            cols: self.cols(),
+        })
+    }
+
+    /// An int8 weight as its kernels take it, `None` for the others.
+    pub(crate) fn q8_mat(&self) -> Option<Q8Mat<'a>> {
+        match *self {
+            Mat::Q8 {
+                data,
+                scales,
+                rows,
+                cols,
+            } => Some(Q8Mat {
+                data,
+                scales,
+                rows,
+                cols,
+            }),
+            _ => None,
+        }
+    }
+}
+
+/// A group-wise weight (q4, iq4, q6: `[rows, cols]` in `format`'s layout)
+/// as the reference and the group kernels take it: the fields of its
+/// [`Mat`] that travel together, in one `Copy` view.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct GroupMat<'a> {
+    pub(crate) format: GroupFormat,
+    pub(crate) data: &'a [u8],
+    pub(crate) group_scales: &'a [u8],
+    pub(crate) scales: &'a [f32],
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
+}
+
+/// An int8 weight (`[rows, cols]`, one scale per row) as the reference and
+/// the int8 kernels take it: the fields of [`Mat::Q8`] in one `Copy` view.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Q8Mat<'a> {
+    pub(crate) data: &'a [i8],
+    pub(crate) scales: &'a [f32],
+    pub(crate) rows: usize,
+    pub(crate) cols: usize,
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 use crate::conv_bf16::{bf16_value, dp_step, flush, ConvBf16};
 use crate::group::GroupFormat;
 use crate::mat::quantize_a16_row;
-use crate::mat::Mat;
+use crate::mat::{GroupMat, Mat, Q8Mat};
 use crate::q4::{q4_get, quantize_a8_row, Q4_GROUP};
 use crate::shape::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, StridedConv1dShape};
 
@@ -12,11 +12,11 @@ pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut 
     let (n, k) = (w.rows(), w.cols());
     assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
     assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
-    if let Mat::Q8 { data, scales, .. } = *w {
-        return matmul_q8_a16(x, m, data, scales, n, k, bias, out);
+    if let Some(w) = w.q8_mat() {
+        return matmul_q8_a16(x, m, w, bias, out);
     }
-    if let Some((f, data, group_scales, scales)) = w.group_parts() {
-        return matmul_group_a8(f, x, m, data, group_scales, scales, n, k, bias, out);
+    if let Some(w) = w.group_mat() {
+        return matmul_group_a8(x, m, w, bias, out);
     }
     let mut row = vec![0f32; k];
     for j in 0..n {
@@ -36,20 +36,13 @@ pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut 
 /// Int8 weights x int16-quantized activations, exact integer dot products
 /// (the semantics of `matmul` on `Mat::Q8`):
 /// `out[i][j] = (sum_k xq[i][k] q[j][k]) as f32 * (sx[i] * s[j]) + b[j]`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
-)]
-fn matmul_q8_a16(
-    x: &[f32],
-    m: usize,
-    data: &[i8],
-    scales: &[f32],
-    n: usize,
-    k: usize,
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-) {
+fn matmul_q8_a16(x: &[f32], m: usize, w: Q8Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
+    let Q8Mat {
+        data,
+        scales,
+        rows: n,
+        cols: k,
+    } = w;
     let mut xq = vec![0i16; m * k];
     let sx: Vec<f32> = (0..m)
         .map(|i| quantize_a16_row(&x[i * k..(i + 1) * k], &mut xq[i * k..(i + 1) * k]))
@@ -75,22 +68,15 @@ fn matmul_q8_a16(
 /// (sx[i] * d[j]) + b[j]`, the sum an exact i64, where `q` is the stored
 /// integer weight (for iq4 its table level) and `s` the group scale (u8,
 /// or i8 for iq4).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
-)]
-fn matmul_group_a8(
-    f: GroupFormat,
-    x: &[f32],
-    m: usize,
-    data: &[u8],
-    group_scales: &[u8],
-    scales: &[f32],
-    n: usize,
-    k: usize,
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-) {
+fn matmul_group_a8(x: &[f32], m: usize, w: GroupMat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
+    let GroupMat {
+        format: f,
+        data,
+        group_scales,
+        scales,
+        rows: n,
+        cols: k,
+    } = w;
     let (rb, rg) = (f.row_bytes(k), f.row_groups(k));
     assert!(data.len() >= n * rb, "matmul: {f} data shorter than [n, k]");
     assert!(

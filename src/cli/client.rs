@@ -28,7 +28,7 @@ use tts_transport::protocol::{
 };
 
 use super::client_encoded::{check_format, out_format, parse_format, BytesWriter};
-use super::io::{check_out, AudioWriter, Container, Output};
+use super::io::{check_out, AudioWriter, Container, Destination};
 use super::play::{expected_speech, PlayArgs, Playback};
 use super::subtitles;
 
@@ -494,7 +494,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
     };
     let rate = session.sample_rate;
     let encoded = session.format.is_encoded();
-    let mut writer = match a.out.as_deref().map(Output::open).transpose()? {
+    let mut writer = match a.out.as_deref().map(Destination::open).transpose()? {
         None => None,
         Some(o) if encoded || raw_out => Some(Writer::Bytes(BytesWriter::open(o))),
         Some(o) => {

@@ -18,7 +18,7 @@ use anyhow::{bail, Context, Result};
 use tts_audio::Format;
 use tts_transport::protocol::AudioFormat;
 
-use super::io::{out_container, Container, Output};
+use super::io::{out_container, Container, Destination};
 use super::outfile::Staged;
 
 /// `--format`: any realtime format name.
@@ -123,10 +123,10 @@ pub(crate) enum BytesWriter {
 }
 
 impl BytesWriter {
-    pub(crate) fn open(out: Output) -> Self {
+    pub(crate) fn open(out: Destination) -> Self {
         match out {
-            Output::File(staged, f) => BytesWriter::File(staged, BufWriter::new(f)),
-            Output::Stdout => BytesWriter::Stdout,
+            Destination::File(staged, f) => BytesWriter::File(staged, BufWriter::new(f)),
+            Destination::Stdout => BytesWriter::Stdout,
         }
     }
 
@@ -184,7 +184,7 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("x.mp3");
         std::fs::write(&path, b"old").unwrap();
-        let mut w = BytesWriter::open(Output::open(&path).unwrap());
+        let mut w = BytesWriter::open(Destination::open(&path).unwrap());
         w.write(&[1, 2]).unwrap();
         w.write(&[3]).unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"old", "staged until done");

@@ -7,7 +7,7 @@ use std::path::{Path, PathBuf};
 use anyhow::{bail, Context, Result};
 use clap::Args;
 
-use super::io::{check_out, out_container, Output};
+use super::io::{check_out, out_container, Destination};
 use super::outfile::catch_interrupts;
 use super::{load, ModelArg, OutArgs};
 
@@ -77,7 +77,7 @@ pub(crate) fn decode(a: DecodeArgs) -> Result<()> {
     }
     // Opened only once the codes are known good: a bad file leaves an
     // existing --out as it was.
-    let out = Output::open(out_path)?;
+    let out = Destination::open(out_path)?;
     let wav = model
         .code2wav
         .decode_on_pool(&codes, frames.len(), a.out.stream)?;

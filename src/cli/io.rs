@@ -95,22 +95,22 @@ impl Container {
 /// Where audio goes: a file, written under a temporary name and renamed
 /// over the target only when complete ([`Staged`]), or stdout (buffered:
 /// WAV needs a seekable header).
-pub(crate) enum Output {
+pub(crate) enum Destination {
     File(Staged, File),
     Stdout,
 }
 
-impl Output {
+impl Destination {
     /// `-` is stdout; anything else a staged file beside `path` (the file at
     /// `path` itself stays as it is until [`write`](Self::write) or
     /// [`AudioWriter::finish`] succeeds). Open it after the arguments are
     /// checked; [`check_target`] refuses an unusable path before that.
     pub(crate) fn open(path: &Path) -> Result<Self> {
         if path == Path::new("-") {
-            return Ok(Output::Stdout);
+            return Ok(Destination::Stdout);
         }
         let (staged, f) = Staged::create(path)?;
-        Ok(Output::File(staged, f))
+        Ok(Destination::File(staged, f))
     }
 
     /// The whole of the audio, in `container`.
@@ -213,18 +213,18 @@ impl EncodedFile {
 }
 
 impl AudioWriter {
-    pub(crate) fn open(out: Output, rate: u32, container: Container) -> Result<Self> {
+    pub(crate) fn open(out: Destination, rate: u32, container: Container) -> Result<Self> {
         Ok(match (out, container) {
-            (Output::File(staged, f), Container::Wav(format)) => {
+            (Destination::File(staged, f), Container::Wav(format)) => {
                 AudioWriter::File(staged, WavSink::new(BufWriter::new(f), rate, format)?)
             }
-            (Output::File(staged, f), Container::Encoded(format)) => {
+            (Destination::File(staged, f), Container::Encoded(format)) => {
                 AudioWriter::Encoded(Box::new(EncodedFile::open(staged, f, rate, format)?))
             }
-            (Output::Stdout, Container::Wav(format)) => {
+            (Destination::Stdout, Container::Wav(format)) => {
                 AudioWriter::Stdout(Vec::new(), rate, format)
             }
-            (Output::Stdout, Container::Encoded(format)) => {
+            (Destination::Stdout, Container::Encoded(format)) => {
                 bail!("stdout takes WAV only, not {format}")
             }
         })

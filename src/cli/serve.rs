@@ -188,7 +188,7 @@ pub struct ServeArgs {
 struct VoiceMapArg(Vec<(String, String)>);
 
 fn parse_voice_map(s: &str) -> std::result::Result<VoiceMapArg, String> {
-    tts_transport::voices::parse_voice_map(s).map(VoiceMapArg)
+    tts_transport::speakers::parse_voice_map(s).map(VoiceMapArg)
 }
 
 /// `--host`: an IP address (IPv6 with or without brackets) or `localhost`.
@@ -395,7 +395,7 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
     // The file's map first, then the flag's entries (the later wins).
     let mut voice_map = Vec::new();
     for (v, s) in f.voice_map.unwrap_or_default() {
-        let checked = tts_transport::voices::parse_voice_map(&format!("{v}={s}"))
+        let checked = tts_transport::speakers::parse_voice_map(&format!("{v}={s}"))
             .map_err(|e| anyhow::anyhow!("config file: voice_map: {e}"))?;
         voice_map.extend(checked);
     }

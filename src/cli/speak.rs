@@ -16,7 +16,9 @@ use tts_models::config::ModelKind;
 use tts_models::StopReason;
 use tts_models::{GenOptions, Qwen3Tts, Request, VoiceClone};
 
-use super::io::{check_out, out_container, read_text, write_codes, AudioWriter, Container, Output};
+use super::io::{
+    check_out, out_container, read_text, write_codes, AudioWriter, Container, Destination,
+};
 use super::outfile::{catch_interrupts, check_target};
 use super::progress::Progress;
 use super::realtime::Use;
@@ -317,7 +319,7 @@ pub(crate) fn speak(mut a: SpeakArgs, team_hold: Option<TeamHold>) -> Result<()>
             split::MAX_PIECE_CHARS
         );
     }
-    let out = a.out.out.as_deref().map(Output::open).transpose()?;
+    let out = a.out.out.as_deref().map(Destination::open).transpose()?;
     let subtitler = a
         .timings_out
         .as_ref()
@@ -504,7 +506,7 @@ fn floor_report(
 /// Where a streamed run's results go.
 struct Sinks<'a> {
     /// The audio file, and its container.
-    out: Option<Output>,
+    out: Option<Destination>,
     format: Container,
     play: &'a play::PlayArgs,
     codes_out: Option<&'a Path>,

@@ -48,8 +48,9 @@
 //!   figures for a context spanning several engine requests.
 //! - [`segment`]: text segmentation at clause/sentence boundaries with a
 //!   deadline. [`vad`]: the voice-activity seam and the energy detector.
-//! - [`voices`]: OpenAI voice names → checkpoint speakers (the built-in
-//!   table, `--voice-map` overrides, `parse_voice_map`).
+//! - [`speakers`]: the checkpoint's preset speakers and OpenAI voice names
+//!   → those speakers (the built-in table, `--voice-map` overrides,
+//!   `parse_voice_map`); the stored voices are [`library`]'s.
 //! - [`web`]: the browser page at `/` (static files compiled in, no auth).
 //! - [`protocol`]: every WebSocket message, the binary audio header, parse
 //!   errors, one file each under `protocol/`; mirrored by
@@ -78,11 +79,11 @@ mod realtime;
 mod record;
 pub mod segment;
 pub mod server;
+pub mod speakers;
 pub mod state;
 pub mod tls;
 pub mod vad;
 mod validate;
-pub mod voices;
 pub mod web;
 mod write_timeout;
 pub mod wyoming;

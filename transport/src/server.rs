@@ -29,8 +29,8 @@ use tts_actors::{ModelKind, Qwen3Tts, VoiceLibrary};
 
 use crate::error::TransportError;
 use crate::prometheus::ServerMetrics;
+use crate::speakers::Speakers;
 use crate::state::{AppState, Drain, Loaded, TokenQuery};
-use crate::voices::Voices;
 use crate::{access_log, dialects, http_error, library, listener, openai, realtime, web};
 
 /// Everything `tts-rt serve` can set, validated by [`ServeConfig::validate`]
@@ -196,7 +196,7 @@ impl ServeConfig {
             );
         }
         for (voice, speaker) in &self.voice_map {
-            crate::voices::check_openai_voice(voice).map_err(|e| TransportError::Config {
+            crate::speakers::check_openai_voice(voice).map_err(|e| TransportError::Config {
                 key: "voice_map",
                 message: e.to_string(),
             })?;
@@ -534,14 +534,14 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
                 .iter()
                 .filter(|(_, s)| s.dialect.is_some())
                 .map(|(n, _)| n.clone());
-            let voices = Voices::new(model.speakers())
+            let speakers = Speakers::new(model.speakers())
                 .with_dialects(dialects)
                 .with_overrides(&voice_map)
                 .map_err(|e| e.to_string())?;
             Ok(Loaded {
                 library,
                 skipped_voices,
-                voices,
+                speakers,
                 languages: model.languages(),
                 model_id: model_id(&dir),
                 native_rate: model.code2wav.sample_rate(),
@@ -558,7 +558,7 @@ fn spawn_loader(cfg: &mut ServeConfig, st: Arc<AppState>) -> tokio::task::JoinHa
                     model = %l.model_id,
                     load_s = t0.elapsed().as_secs_f64(),
                     sample_rate = l.native_rate,
-                    speakers = %l.voices.speakers().join(", "),
+                    speakers = %l.speakers.names().join(", "),
                     "model ready"
                 );
                 let _ = st.loaded.set(Arc::new(l));

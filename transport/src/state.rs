@@ -21,7 +21,7 @@ use crate::http_error::error_response;
 /// What a route that needs the model answers before it is loaded.
 pub const NOT_READY: &str = "the model is still loading; retry when GET /ready answers 200";
 use crate::prometheus::ServerMetrics;
-use crate::voices::Voices;
+use crate::speakers::Speakers;
 
 /// Server lifecycle, broadcast to every session and HTTP stream.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -37,7 +37,7 @@ pub enum Drain {
 pub struct Loaded {
     pub engine: Engine,
     pub model: Arc<Qwen3Tts>,
-    pub voices: Voices,
+    pub speakers: Speakers,
     pub languages: Vec<String>,
     /// Checkpoint directory name (what `/v1/models` lists).
     pub model_id: String,

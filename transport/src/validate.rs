@@ -9,8 +9,8 @@
 use tts_actors::{EngineError, GenOptions, ModelError, ModelKind};
 
 use crate::protocol::sample_rate_in_range;
+use crate::speakers::Speakers;
 use crate::state::Loaded;
-use crate::voices::Voices;
 
 /// Why a request field was refused, with what a message needs to say.
 #[derive(Clone, Debug, PartialEq)]
@@ -74,11 +74,13 @@ pub fn instructions_role(m: &Loaded) -> &'static str {
 }
 
 /// A checkpoint speaker or OpenAI voice → the speaker it speaks with.
-pub fn voice(voices: &Voices, name: &str) -> Result<String, Rejected> {
-    voices.resolve(name).ok_or_else(|| Rejected::UnknownVoice {
-        voice: name.to_string(),
-        valid: voices.valid(),
-    })
+pub fn speaker(speakers: &Speakers, name: &str) -> Result<String, Rejected> {
+    speakers
+        .resolve(name)
+        .ok_or_else(|| Rejected::UnknownVoice {
+            voice: name.to_string(),
+            valid: speakers.valid(),
+        })
 }
 
 /// A language, lower-cased, if the checkpoint knows it: the model's own
@@ -154,10 +156,10 @@ mod tests {
 
     #[test]
     fn voice_resolves_speakers_and_openai_names_or_lists_the_valid_ones() {
-        let v = Voices::new(vec!["Ryan".into(), "vivian".into()]);
-        assert_eq!(voice(&v, " RYAN "), Ok("ryan".into()));
-        assert!(voice(&v, "alloy").is_ok());
-        let Err(Rejected::UnknownVoice { voice: got, valid }) = voice(&v, "nobody") else {
+        let v = Speakers::new(vec!["Ryan".into(), "vivian".into()]);
+        assert_eq!(speaker(&v, " RYAN "), Ok("ryan".into()));
+        assert!(speaker(&v, "alloy").is_ok());
+        let Err(Rejected::UnknownVoice { voice: got, valid }) = speaker(&v, "nobody") else {
             panic!("refused");
         };
         assert_eq!(got, "nobody");

@@ -34,7 +34,7 @@ use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 
-use super::wiring::{deliver, try_deliver, with_wiring, Delivery, Directory, Output};
+use super::wiring::{deliver, try_deliver, with_wiring, Delivery, Directory, Handoff};
 use crate::config::{EngineConfig, TeamHold};
 use crate::contract::*;
 use crate::flow::{StageWaker, Wake};
@@ -43,7 +43,7 @@ use crate::slack;
 
 /// Per-step context given to [`StageLogic::process`].
 pub struct StepCx<'a> {
-    pub out: &'a mut Vec<Output>,
+    pub out: &'a mut Vec<Handoff>,
     pub generation: Generation,
     pub shared: &'a Shared,
     /// Wakes this stage from another thread ([`StageLogic::woken`]); `None`
@@ -417,8 +417,8 @@ impl<L: StageLogic> StageActor<L> {
     /// Every output is counted in its receiver's `inbound` before the first
     /// is sent: a receiver that takes the first message sees the rest on
     /// their way (see [`StageHealth::inbound`](crate::shared::StageHealth)).
-    fn dispatch(&mut self, out: Vec<Output>, ctx: &mut Context<Self>) -> bool {
-        for k in out.iter().filter_map(Output::stage) {
+    fn dispatch(&mut self, out: Vec<Handoff>, ctx: &mut Context<Self>) -> bool {
+        for k in out.iter().filter_map(Handoff::stage) {
             self.shared.health(k).inbound.fetch_add(1, Ordering::AcqRel);
         }
         let mut it = out.into_iter();
@@ -429,7 +429,7 @@ impl<L: StageLogic> StageActor<L> {
                 Ok(Delivery::Dropped) => uncount(&self.shared, stage),
                 Err(o) => {
                     let (dir, shared) = (self.dir.clone(), self.shared.clone());
-                    let rest: Vec<Output> = std::iter::once(o).chain(it).collect();
+                    let rest: Vec<Handoff> = std::iter::once(o).chain(it).collect();
                     ctx.wait(
                         async move {
                             for o in rest {

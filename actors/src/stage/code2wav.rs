@@ -11,7 +11,7 @@ use tts_models::Qwen3Tts;
 use tts_models::StopReason;
 
 use super::actor::{StageLogic, StepCx};
-use super::wiring::Output;
+use super::wiring::Handoff;
 use crate::config::ChunkSchedule;
 use crate::contract::*;
 
@@ -253,7 +253,7 @@ impl Code2WavStage {
         let key = job.key;
         if let Some(message) = job.failed {
             self.reqs.remove(&key);
-            cx.out.push(Output::Audio(AudioOut::Failed {
+            cx.out.push(Handoff::Audio(AudioOut::Failed {
                 stamp: Stamp::new(key, cx.generation),
                 message,
             }));
@@ -272,7 +272,7 @@ impl Code2WavStage {
             {
                 let seq = r.next_seq;
                 self.reqs.remove(&key);
-                cx.out.push(Output::Audio(AudioOut::NonFinite {
+                cx.out.push(Handoff::Audio(AudioOut::NonFinite {
                     stamp: Stamp::new(key, cx.generation),
                     seq,
                     index,
@@ -280,7 +280,7 @@ impl Code2WavStage {
                 }));
                 return;
             }
-            cx.out.push(Output::Audio(AudioOut::Chunk(AudioChunk {
+            cx.out.push(Handoff::Audio(AudioOut::Chunk(AudioChunk {
                 request: key,
                 seq: r.next_seq,
                 first_frame: r.pending_from,
@@ -301,7 +301,7 @@ impl Code2WavStage {
                 // The end came after the last chunk went out (EOS, or no
                 // frames at all): an empty chunk carries the terminal flag,
                 // so every stream's last chunk is marked.
-                cx.out.push(Output::Audio(AudioOut::Chunk(AudioChunk {
+                cx.out.push(Handoff::Audio(AudioOut::Chunk(AudioChunk {
                     request: key,
                     seq: r.next_seq,
                     first_frame: r.frames,
@@ -316,7 +316,7 @@ impl Code2WavStage {
             let mut times = job.times;
             times.code2wav = r.times.code2wav;
             times.handoff += r.times.handoff;
-            cx.out.push(Output::Audio(AudioOut::Finished {
+            cx.out.push(Handoff::Audio(AudioOut::Finished {
                 stamp: Stamp::new(key, cx.generation),
                 frames: r.frames,
                 stop,
@@ -396,7 +396,7 @@ mod tests {
         assert!(stage.process(inputs, &mut cx).is_empty());
         out.into_iter()
             .map(|o| match o {
-                Output::Audio(a) => a,
+                Handoff::Audio(a) => a,
                 _ => panic!("code2wav only hands audio to the router"),
             })
             .collect()

@@ -11,7 +11,7 @@ use tts_models::Qwen3Tts;
 use tts_models::{PredictorState, StopReason, TalkerOutput};
 
 use super::actor::{StageLogic, StepCx};
-use super::wiring::Output;
+use super::wiring::Handoff;
 use crate::contract::*;
 
 /// The code predictor stage: owns every request's predictor RNG stream.
@@ -81,7 +81,7 @@ impl StageLogic for PredictorStage {
                         .reqs
                         .remove(&key)
                         .and_then(|mut s| s.take_decoder_start());
-                    cx.out.push(Output::Frame(FrameForDecode {
+                    cx.out.push(Handoff::Frame(FrameForDecode {
                         stamp: Stamp::new(key, cx.generation),
                         frame_index: t.frame_index,
                         codes: None,
@@ -144,14 +144,14 @@ impl StageLogic for PredictorStage {
             } else {
                 // Feed back first (all of the step's frames before any goes
                 // to code2wav): the talker is the critical path.
-                cx.out.push(Output::Feedback(FrameFeedback {
+                cx.out.push(Handoff::Feedback(FrameFeedback {
                     stamp,
                     frame_index: job.frame_index,
                     codes: frame.clone(),
                     times,
                 }));
             }
-            decode.push(Output::Frame(FrameForDecode {
+            decode.push(Handoff::Frame(FrameForDecode {
                 stamp,
                 frame_index: job.frame_index,
                 codes: Some(frame),

@@ -11,7 +11,7 @@ use tts_models::Qwen3Tts;
 use tts_models::{PredictorState, StopReason, TalkerOutput, TalkerState, TalkerWork};
 
 use super::actor::{StageLogic, StepCx};
-use super::wiring::Output;
+use super::wiring::Handoff;
 use crate::contract::*;
 use crate::flow::FlowGate;
 use crate::flow::LiveFeed;
@@ -83,22 +83,17 @@ impl TalkerStage {
         }
     }
 
-    /// Emits the token picked for frame `index` and forgets the request when
-    /// no further talker step can follow.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one talker row's results as the batched step unpacked them; each goes to a different message, so a bundle would be taken apart again here"
-    )]
-    fn emit(
-        &mut self,
-        key: RequestKey,
-        index: u64,
-        out: TalkerOutput,
-        max_frames: usize,
-        open: Option<Box<PredictorState>>,
-        times: StageTimes,
-        cx: &mut StepCx<'_>,
-    ) {
+    /// Emits the token `out` a step picked for `job`'s frame and forgets the
+    /// request when no further talker step can follow.
+    fn emit(&mut self, job: TalkerJob, out: TalkerOutput, cx: &mut StepCx<'_>) {
+        let TalkerJob {
+            key,
+            index,
+            times,
+            open,
+            ..
+        } = job;
+        let max_frames = self.reqs[&key].max_frames;
         let eos = self.model.config.talker.codec.eos;
         let (kind, last) = if out.c0 == eos {
             (TokenKind::End(StopReason::Eos), true)
@@ -109,7 +104,7 @@ impl TalkerStage {
         if last {
             self.reqs.remove(&key);
         }
-        cx.out.push(Output::Token(TalkerToken {
+        cx.out.push(Handoff::Token(TalkerToken {
             stamp: Stamp::new(key, cx.generation),
             frame_index: index,
             kind,
@@ -137,7 +132,7 @@ impl TalkerStage {
                 };
                 let open = Some(Box::new(s.predictor));
                 if s.max_frames == 0 {
-                    cx.out.push(Output::Token(TalkerToken {
+                    cx.out.push(Handoff::Token(TalkerToken {
                         stamp: Stamp::new(key, cx.generation),
                         frame_index: 0,
                         kind: TokenKind::End(StopReason::MaxFrames),
@@ -274,12 +269,10 @@ impl StageLogic for TalkerStage {
             TalkerState::step_batch(model, &mut batch, scratch)
         });
         drop(batch);
-        for (job, out) in jobs.into_iter().zip(outs) {
-            let mut times = job.times;
+        for (mut job, out) in jobs.into_iter().zip(outs) {
             // The wall time of the step this request took part in.
-            times.talker += d;
-            let max_frames = self.reqs[&job.key].max_frames;
-            self.emit(job.key, job.index, out, max_frames, job.open, times, cx);
+            job.times.talker += d;
+            self.emit(job, out, cx);
         }
         deferred
     }

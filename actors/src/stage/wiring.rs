@@ -43,7 +43,7 @@ pub(crate) fn with_wiring<R>(dir: &Directory, f: impl FnOnce(&Wiring) -> R) -> R
 
 /// A message a stage hands on, named by what it carries (each has one
 /// kind of receiver).
-pub enum Output {
+pub enum Handoff {
     /// To the predictor.
     Token(TalkerToken),
     /// Back to the talker.
@@ -54,14 +54,14 @@ pub enum Output {
     Audio(AudioOut),
 }
 
-impl Output {
+impl Handoff {
     /// The stage that receives it (`None`: the router).
     pub(crate) fn stage(&self) -> Option<StageKind> {
         match self {
-            Output::Token(_) => Some(StageKind::CodePredictor),
-            Output::Feedback(_) => Some(StageKind::Talker),
-            Output::Frame(_) => Some(StageKind::Code2Wav),
-            Output::Audio(_) => None,
+            Handoff::Token(_) => Some(StageKind::CodePredictor),
+            Handoff::Feedback(_) => Some(StageKind::Talker),
+            Handoff::Frame(_) => Some(StageKind::Code2Wav),
+            Handoff::Audio(_) => None,
         }
     }
 }
@@ -88,8 +88,8 @@ pub(crate) enum Delivery {
 fn try_send_to<M>(
     r: &Recipient<M>,
     m: M,
-    back: impl FnOnce(M) -> Output,
-) -> Result<Delivery, Output>
+    back: impl FnOnce(M) -> Handoff,
+) -> Result<Delivery, Handoff>
 where
     M: Message + Send + 'static,
     M::Result: Send,
@@ -104,32 +104,32 @@ where
 /// `Err` gives the output back when the receiver's mailbox is full. A closed
 /// mailbox (a stage being replaced) drops the message: its requests fail.
 #[allow(clippy::result_large_err)]
-pub(crate) fn try_deliver(dir: &Directory, o: Output) -> Result<Delivery, Output> {
+pub(crate) fn try_deliver(dir: &Directory, o: Handoff) -> Result<Delivery, Handoff> {
     with_wiring(dir, |w| match o {
-        Output::Token(m) => try_send_to(&w.token, Work(m), |Work(m)| Output::Token(m)),
-        Output::Feedback(m) => try_send_to(&w.feedback, Work(m), |Work(m)| Output::Feedback(m)),
-        Output::Frame(m) => try_send_to(&w.frame, Work(m), |Work(m)| Output::Frame(m)),
-        Output::Audio(m) => try_send_to(&w.audio, m, Output::Audio),
+        Handoff::Token(m) => try_send_to(&w.token, Work(m), |Work(m)| Handoff::Token(m)),
+        Handoff::Feedback(m) => try_send_to(&w.feedback, Work(m), |Work(m)| Handoff::Feedback(m)),
+        Handoff::Frame(m) => try_send_to(&w.frame, Work(m), |Work(m)| Handoff::Frame(m)),
+        Handoff::Audio(m) => try_send_to(&w.audio, m, Handoff::Audio),
     })
 }
 
 /// Waits for room (bounded `send`), then delivers.
-pub(crate) async fn deliver(dir: &Directory, o: Output) -> Delivery {
+pub(crate) async fn deliver(dir: &Directory, o: Handoff) -> Delivery {
     // Clone the recipient out of the lock before awaiting.
     let sent = match o {
-        Output::Token(m) => {
+        Handoff::Token(m) => {
             let r = with_wiring(dir, |w| w.token.clone());
             r.send(Work(m)).await.is_ok()
         }
-        Output::Feedback(m) => {
+        Handoff::Feedback(m) => {
             let r = with_wiring(dir, |w| w.feedback.clone());
             r.send(Work(m)).await.is_ok()
         }
-        Output::Frame(m) => {
+        Handoff::Frame(m) => {
             let r = with_wiring(dir, |w| w.frame.clone());
             r.send(Work(m)).await.is_ok()
         }
-        Output::Audio(m) => {
+        Handoff::Audio(m) => {
             let r = with_wiring(dir, |w| w.audio.clone());
             r.send(m).await.is_ok()
         }
@@ -195,8 +195,8 @@ mod tests {
         })))
     }
 
-    fn feedback(frame_index: u64) -> Output {
-        Output::Feedback(FrameFeedback {
+    fn feedback(frame_index: u64) -> Handoff {
+        Handoff::Feedback(FrameFeedback {
             stamp: Stamp {
                 key: RequestKey {
                     session: 1,
@@ -224,7 +224,7 @@ mod tests {
                 "room for one"
             );
             match try_deliver(&dir, feedback(1)) {
-                Err(Output::Feedback(f)) => {
+                Err(Handoff::Feedback(f)) => {
                     assert_eq!((f.frame_index, f.codes), (1, vec![7; 4]), "unchanged")
                 }
                 Err(_) => panic!("handed back as another message"),

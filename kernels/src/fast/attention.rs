@@ -85,32 +85,50 @@ pub(crate) fn attention<S: Simd>(
                 // SAFETY: every key/value row read is `(j * n_kv_heads + kvh) *
                 // hd .. + hd` with j < hi <= n_kv, inside k and v (asserted);
                 // qv, o and scores are slices of the lengths passed.
-                unsafe { head::<S>(s, qv, k, v, lo, kv_stride, kvh * hd, sh.scale, scores, o) }
+                let kv = HeadRows {
+                    k,
+                    v,
+                    lo,
+                    stride: kv_stride,
+                    off: kvh * hd,
+                };
+                unsafe { head::<S>(s, qv, kv, sh.scale, scores, o) }
             },
         );
     });
 }
 
+/// The keys and values one query head reads: rows `lo..` of stride
+/// `stride` in `k` and `v`, each its head's elements at offset `off`.
+#[derive(Clone, Copy)]
+struct HeadRows<'a> {
+    k: &'a [f32],
+    v: &'a [f32],
+    lo: usize,
+    stride: usize,
+    off: usize,
+}
+
 /// # Safety
-/// `k` and `v` hold rows `lo .. lo + scores.len()` of stride `kv_stride`,
-/// each with `o.len()` elements at offset `off`; `q.len() == o.len()`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-)]
+/// `kv.k` and `kv.v` hold rows `kv.lo .. kv.lo + scores.len()` of stride
+/// `kv.stride`, each with `o.len()` elements at offset `kv.off`;
+/// `q.len() == o.len()`.
 #[inline(always)]
 unsafe fn head<S: Simd>(
     s: S,
     q: &[f32],
-    k: &[f32],
-    v: &[f32],
-    lo: usize,
-    kv_stride: usize,
-    off: usize,
+    kv: HeadRows<'_>,
     scale: f32,
     scores: &mut [f32],
     o: &mut [f32],
 ) {
+    let HeadRows {
+        k,
+        v,
+        lo,
+        stride: kv_stride,
+        off,
+    } = kv;
     let hd = o.len();
     let mut max = f32::NEG_INFINITY;
     for (jj, sc) in scores.iter_mut().enumerate() {

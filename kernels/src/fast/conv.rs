@@ -141,6 +141,17 @@ struct Block<'a> {
     taps: &'a [Tap],
 }
 
+/// One pass over a block's output: columns `t0..t1` of its rows (row
+/// stride `out_cs`), adding input channels `ci0..ci1`.
+#[derive(Clone, Copy)]
+struct Pass {
+    out_cs: usize,
+    t0: usize,
+    t1: usize,
+    ci0: usize,
+    ci1: usize,
+}
+
 /// Input channels per pass over a block's outputs: the block's weights for
 /// one pass (4 ch x 64 x 16 taps x 4 B = 16 KB at most here) stay in L1
 /// while every time tile and transposed phase reuses them. Without it the
@@ -161,31 +172,31 @@ impl Block<'_> {
         }
         let nco = out.len() / t_len;
         assert_eq!(out.len(), nco * t_len);
+        let pass = Pass {
+            out_cs: t_len,
+            t0: 0,
+            t1: t_len,
+            ci0,
+            ci1,
+        };
         // SAFETY: `out` is `[nco, t_len]`, exclusively borrowed.
-        unsafe { self.accumulate_raw(s, out.as_mut_ptr(), t_len, nco, 0, t_len, ci0, ci1) }
+        unsafe { self.accumulate_raw(s, out.as_mut_ptr(), nco, pass) }
     }
 
     /// Adds input channels `ci0..ci1` into columns `t0..t1` of `nco` rows
-    /// at `out` (row stride `out_cs`).
+    /// at `out` (row stride `out_cs`; all four from `pass`).
     ///
     /// # Safety
     /// Those `nco` row segments are valid for reads and writes and no other
     /// thread touches them meanwhile.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "a task's tile of the output: rows, time and channel ranges it alone writes, computed by the task split"
-    )]
-    unsafe fn accumulate_raw<S: Simd>(
-        &self,
-        s: S,
-        out: *mut f32,
-        out_cs: usize,
-        nco: usize,
-        t0: usize,
-        t1: usize,
-        ci0: usize,
-        ci1: usize,
-    ) {
+    unsafe fn accumulate_raw<S: Simd>(&self, s: S, out: *mut f32, nco: usize, pass: Pass) {
+        let Pass {
+            out_cs,
+            t0,
+            t1,
+            ci0,
+            ci1,
+        } = pass;
         if t0 >= t1 || ci0 >= ci1 || self.taps.is_empty() || nco == 0 {
             return;
         }
@@ -221,7 +232,7 @@ impl Block<'_> {
                     unsafe {
                         let o = out.add(c0 * out_cs);
                         let w = self.w.as_ptr().add(c0 * self.w_co);
-                        let r = (out_cs, t0, t1, ci0, ci1);
+                        let r = pass;
                         match (c, wide) {
                             (8, _) => self.rows::<S, 8, 3>(s, w, o, r),
                             (4, true) => self.rows::<S, 4, 4>(s, w, o, r),
@@ -250,51 +261,52 @@ impl Block<'_> {
         s: S,
         w: *const f32,
         out: *mut f32,
-        (out_cs, t0, t1, ci0, ci1): (usize, usize, usize, usize, usize),
+        pass: Pass,
     ) {
         let l = S::LANES;
-        let mut t = t0;
-        while t + TVMAX * l <= t1 {
-            self.tile::<S, C, TVMAX, false>(s, w, out, out_cs, t, l, ci0, ci1);
+        let mut t = pass.t0;
+        while t + TVMAX * l <= pass.t1 {
+            let p = Pass { t0: t, ..pass };
+            self.tile::<S, C, TVMAX, false>(s, w, out, p, l);
             t += TVMAX * l;
         }
-        let rem = t1 - t;
+        let rem = pass.t1 - t;
         let nl = if rem.is_multiple_of(l) { l } else { rem % l };
-        let oc = out_cs;
+        let p = Pass { t0: t, ..pass };
         match (rem.div_ceil(l), !rem.is_multiple_of(l)) {
             (0, _) => {}
-            (1, false) => self.tile::<S, C, 1, false>(s, w, out, oc, t, nl, ci0, ci1),
-            (1, true) => self.tile::<S, C, 1, true>(s, w, out, oc, t, nl, ci0, ci1),
-            (2, false) => self.tile::<S, C, 2, false>(s, w, out, oc, t, nl, ci0, ci1),
-            (2, true) => self.tile::<S, C, 2, true>(s, w, out, oc, t, nl, ci0, ci1),
-            (3, false) => self.tile::<S, C, 3, false>(s, w, out, oc, t, nl, ci0, ci1),
-            (3, true) => self.tile::<S, C, 3, true>(s, w, out, oc, t, nl, ci0, ci1),
-            _ => self.tile::<S, C, 4, true>(s, w, out, oc, t, nl, ci0, ci1),
+            (1, false) => self.tile::<S, C, 1, false>(s, w, out, p, nl),
+            (1, true) => self.tile::<S, C, 1, true>(s, w, out, p, nl),
+            (2, false) => self.tile::<S, C, 2, false>(s, w, out, p, nl),
+            (2, true) => self.tile::<S, C, 2, true>(s, w, out, p, nl),
+            (3, false) => self.tile::<S, C, 3, false>(s, w, out, p, nl),
+            (3, true) => self.tile::<S, C, 3, true>(s, w, out, p, nl),
+            _ => self.tile::<S, C, 4, true>(s, w, out, p, nl),
         }
     }
 
-    /// `TV` vectors of time from `t0` for `C` channels; with `PART` the last
-    /// vector has only `nl` lanes. Per element: the value in `out`, then one
-    /// FMA per (`ci`, tap) in order.
+    /// `TV` vectors of time from `pass.t0` for `C` channels (`pass.t1` is
+    /// not read); with `PART` the last vector has only `nl` lanes. Per
+    /// element: the value in `out`, then one FMA per (`ci`, tap) in order.
     ///
     /// # Safety
     /// As for `rows`, with the tile inside `0..t_len`.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-    )]
     #[inline(always)]
     unsafe fn tile<S: Simd, const C: usize, const TV: usize, const PART: bool>(
         &self,
         s: S,
         w: *const f32,
         out: *mut f32,
-        out_cs: usize,
-        t0: usize,
+        pass: Pass,
         nl: usize,
-        ci0: usize,
-        ci1: usize,
     ) {
+        let Pass {
+            out_cs,
+            t0,
+            ci0,
+            ci1,
+            ..
+        } = pass;
         // (No closure here: closures in vector code are not reliably
         // inlined into the `#[target_feature]` trampoline.)
         macro_rules! ld {
@@ -446,9 +458,16 @@ pub(crate) fn conv1d<S: Simd>(
         };
         for ci0 in (0..cin_g).step_by(CI_CHUNK) {
             let ci1 = (ci0 + CI_CHUNK).min(cin_g);
+            let pass = Pass {
+                out_cs: t_out,
+                t0,
+                t1,
+                ci0,
+                ci1,
+            };
             // SAFETY: task i alone writes rows co0..co0 + nco, columns
             // t0..t1 of `out` ([c_out, t_out], alive for the whole call).
-            unsafe { blk.accumulate_raw(s, o.ptr().add(co0 * t_out), t_out, nco, t0, t1, ci0, ci1) }
+            unsafe { blk.accumulate_raw(s, o.ptr().add(co0 * t_out), nco, pass) }
         }
     };
     run_tasks(n_tasks, task_work, task);
@@ -714,6 +733,7 @@ fn short_transpose<S: Simd>(
     let mut p = vec![0f32; t_in * n];
     for_blocks(&mut p, t_in * ST_COLS, c_in * t_in * ST_COLS, |b, pb| {
         let (n0, cb) = (b * ST_COLS, pb.len() / t_in);
+        let cols = Cols { w, n, n0, cb };
         s.vectorize(
             #[inline(always)]
             || {
@@ -721,10 +741,10 @@ fn short_transpose<S: Simd>(
                 // caller) and n0 + cb <= n; pb is [t_in, cb].
                 unsafe {
                     match t_in {
-                        1 => outer_rows::<S, 1>(s, x, w, n, n0, cb, c_in, pb),
-                        2 => outer_rows::<S, 2>(s, x, w, n, n0, cb, c_in, pb),
-                        3 => outer_rows::<S, 3>(s, x, w, n, n0, cb, c_in, pb),
-                        _ => outer_rows::<S, 4>(s, x, w, n, n0, cb, c_in, pb),
+                        1 => outer_rows::<S, 1>(s, x, c_in, cols, pb),
+                        2 => outer_rows::<S, 2>(s, x, c_in, cols, pb),
+                        3 => outer_rows::<S, 3>(s, x, c_in, cols, pb),
+                        _ => outer_rows::<S, 4>(s, x, c_in, cols, pb),
                     }
                 }
             },
@@ -744,6 +764,16 @@ fn short_transpose<S: Simd>(
     }
 }
 
+/// One task's block of weight columns in [`short_transpose`]: columns
+/// `n0..n0 + cb` of `w = [c_in, n]`.
+#[derive(Clone, Copy)]
+struct Cols<'a> {
+    w: &'a [f32],
+    n: usize,
+    n0: usize,
+    cb: usize,
+}
+
 /// `pb[t, c] = sum_ci x[ci, t] * w[ci, n0 + c]` for `t < T`, `c < cb`.
 ///
 /// `ci` is the outer loop so weights stream as `c_in` contiguous runs of
@@ -752,23 +782,17 @@ fn short_transpose<S: Simd>(
 /// in L1.
 ///
 /// # Safety
-/// `x` is `[c_in, T]`, `w` is `[c_in, n]` with `n0 + cb <= n`, `pb` is
-/// `[T, cb]`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-)]
+/// `x` is `[c_in, T]`, `cols.w` is `[c_in, n]` with `n0 + cb <= n`, `pb`
+/// is `[T, cb]`.
 #[inline(always)]
 unsafe fn outer_rows<S: Simd, const T: usize>(
     s: S,
     x: &[f32],
-    w: &[f32],
-    n: usize,
-    n0: usize,
-    cb: usize,
     c_in: usize,
+    cols: Cols<'_>,
     pb: &mut [f32],
 ) {
+    let Cols { w, n, n0, cb } = cols;
     pb.fill(0.0);
     let (l, rs) = (S::LANES, cb);
     let cv = cb - cb % l;

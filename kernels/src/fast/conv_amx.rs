@@ -195,10 +195,6 @@ impl Src<'_> {
     /// # Safety
     /// Those rows of `out` are valid and this thread's alone; tile state
     /// configured ([`with_tiles`]).
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "a task's tile of the output: its rows, columns and the weights' first channel"
-    )]
     unsafe fn accumulate(
         &self,
         out: *mut f32,

@@ -128,33 +128,28 @@ trait PairKernel: Copy + Send + Sync {
     const ROWS: usize;
     /// Packs pairs `p0..` of `x` into `out` (whole pairs, zeroed).
     fn pack_rows(x: &[f32], c_in: usize, t_in: usize, pad: usize, p0: usize, out: &mut [Self::X]);
-    /// `TV` vectors of time from `t0` for `C` channels, pairs `p0..p1`,
-    /// added to `out` (`PART`: the last vector has `nl` lanes).
+    /// `TV` vectors of time from `pass.t0` for `C` channels, pairs
+    /// `pass.p0..pass.p1`, added to `out` (row stride `pass.out_cs`; `PART`:
+    /// the last vector has `nl` lanes; `pass.t1` is not read).
     ///
     /// # Safety
     /// Every read of `blk.x` / `w` and write of `out` inside the bounds
     /// asserted by `accumulate`.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-    )]
     unsafe fn tile<const C: usize, const TV: usize, const PART: bool>(
         self,
         blk: &Block<'_, Self::X>,
         w: *const u32,
         out: *mut f32,
-        out_cs: usize,
-        t0: usize,
+        pass: Pass,
         nl: usize,
-        p0: usize,
-        p1: usize,
     );
     /// Whether [`PairKernel::channel_tile`] is implemented.
     const CHANNEL_TILES: bool = false;
     /// Output columns `t0..t0 + T` of `V` groups of 16 output channels
-    /// (group `v`'s weights at `w + v * w_grp`), pairs `p0..p1`, added to
-    /// the lane-major accumulators `acc` (`[V][t_len][16]`, column `t` of
-    /// group `v` at `acc + (v * t_len + t) * 16`): the vector axis is the
+    /// (group `v`'s weights at `w + v * w_grp`), pairs `p0..p1` (all four
+    /// from `lp`), added to the lane-major accumulators `acc`
+    /// (`[V][t_len][16]`, column `t` of group `v` at `acc + (v * t_len + t)
+    /// * 16`): the vector axis is the
     /// output channel, and each weight vector serves `T` columns. Per
     /// output the same operations in the same order as
     /// [`PairKernel::tile`].
@@ -162,23 +157,38 @@ trait PairKernel: Copy + Send + Sync {
     /// # Safety
     /// As for `tile`; `w` is valid for the whole `V` groups of 16 and
     /// `acc` for `V * t_len * 16` elements.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` inner-loop step, as `tile`"
-    )]
     unsafe fn channel_tile<const V: usize, const T: usize>(
         self,
         _blk: &Block<'_, Self::X>,
         _w: *const u32,
-        _w_grp: usize,
         _acc: *mut f32,
-        _t_len: usize,
-        _t0: usize,
-        _p0: usize,
-        _p1: usize,
+        _lp: LanePass,
     ) {
         unreachable!("channel tiles are not implemented for this kernel")
     }
+}
+
+/// One pass over a block's output: columns `t0..t1` of its rows (row
+/// stride `out_cs`), adding channel pairs `p0..p1`.
+#[derive(Clone, Copy)]
+struct Pass {
+    out_cs: usize,
+    t0: usize,
+    t1: usize,
+    p0: usize,
+    p1: usize,
+}
+
+/// One channel tile's place in the lane-major accumulators ([`Lanes`]):
+/// weight groups `w_grp` apart, `t_len` columns per group, the tile's first
+/// column `t0`, and the channel pairs `p0..p1` it adds.
+#[derive(Clone, Copy)]
+struct LanePass {
+    w_grp: usize,
+    t_len: usize,
+    t0: usize,
+    p0: usize,
+    p1: usize,
 }
 
 impl<X: Copy> Block<'_, X> {
@@ -213,31 +223,37 @@ impl<X: Copy> Block<'_, X> {
         }
         let nco = out.len() / t_len;
         assert_eq!(out.len(), nco * t_len);
+        let pass = Pass {
+            out_cs: t_len,
+            t0: 0,
+            t1: t_len,
+            p0,
+            p1,
+        };
         // SAFETY: `out` is `[nco, t_len]`, exclusively borrowed.
-        unsafe { self.accumulate_raw(k, out.as_mut_ptr(), t_len, nco, 0, t_len, p0, p1) }
+        unsafe { self.accumulate_raw(k, out.as_mut_ptr(), nco, pass) }
     }
 
     /// Adds pairs `p0..p1` into columns `t0..t1` of `nco` rows at `out`
-    /// (row stride `out_cs`).
+    /// (row stride `out_cs`; all four from `pass`).
     ///
     /// # Safety
     /// Those `nco` row segments are valid for reads and writes and no other
     /// thread touches them meanwhile.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "a task's tile of the output: rows, time and channel-pair ranges it alone writes, computed by the task split"
-    )]
     unsafe fn accumulate_raw<K: PairKernel<X = X>>(
         &self,
         k: K,
         out: *mut f32,
-        out_cs: usize,
         nco: usize,
-        t0: usize,
-        t1: usize,
-        p0: usize,
-        p1: usize,
+        pass: Pass,
     ) {
+        let Pass {
+            out_cs,
+            t0,
+            t1,
+            p0,
+            p1,
+        } = pass;
         if t0 >= t1 || p0 >= p1 || self.taps.is_empty() || nco == 0 {
             return;
         }
@@ -262,7 +278,7 @@ impl<X: Copy> Block<'_, X> {
                     unsafe {
                         let o = out.add(c0 * out_cs);
                         let w = self.w.as_ptr().add(c0 * self.w_co);
-                        let r = (out_cs, t0, t1, p0, p1);
+                        let r = pass;
                         match c {
                             8 if K::C8_TV == 3 => self.rows::<K, 8, 3>(k, w, o, r),
                             8 => self.rows::<K, 8, 2>(k, w, o, r),
@@ -299,6 +315,13 @@ impl<X: Copy> Block<'_, X> {
             "conv_bf16: w too short"
         );
         let a = acc.buf.as_mut_ptr();
+        let lp = |t0| LanePass {
+            w_grp,
+            t_len,
+            t0,
+            p0,
+            p1,
+        };
         k.vectorize(
             #[inline(always)]
             || {
@@ -318,7 +341,7 @@ impl<X: Copy> Block<'_, X> {
                                 ($v:literal, $($t:literal)*) => {
                                     match n {
                                         $($t => k.channel_tile::<$v, $t>(
-                                            self, w, w_grp, a, t_len, t, p0, p1,
+                                            self, w, a, lp(t),
                                         ),)*
                                         _ => unreachable!(),
                                     }
@@ -346,23 +369,24 @@ impl<X: Copy> Block<'_, X> {
         k: K,
         w: *const u32,
         out: *mut f32,
-        (out_cs, t0, t1, p0, p1): (usize, usize, usize, usize, usize),
+        pass: Pass,
     ) {
         let l = K::LANES;
-        let mut t = t0;
-        while t + TVMAX * l <= t1 {
-            k.tile::<C, TVMAX, false>(self, w, out, out_cs, t, l, p0, p1);
+        let mut t = pass.t0;
+        while t + TVMAX * l <= pass.t1 {
+            k.tile::<C, TVMAX, false>(self, w, out, Pass { t0: t, ..pass }, l);
             t += TVMAX * l;
         }
-        let rem = t1 - t;
+        let rem = pass.t1 - t;
         let nl = if rem.is_multiple_of(l) { l } else { rem % l };
+        let p = Pass { t0: t, ..pass };
         match (rem.div_ceil(l), !rem.is_multiple_of(l)) {
             (0, _) => {}
-            (1, false) => k.tile::<C, 1, false>(self, w, out, out_cs, t, nl, p0, p1),
-            (1, true) => k.tile::<C, 1, true>(self, w, out, out_cs, t, nl, p0, p1),
-            (2, false) => k.tile::<C, 2, false>(self, w, out, out_cs, t, nl, p0, p1),
-            (2, true) => k.tile::<C, 2, true>(self, w, out, out_cs, t, nl, p0, p1),
-            _ => k.tile::<C, 3, true>(self, w, out, out_cs, t, nl, p0, p1),
+            (1, false) => k.tile::<C, 1, false>(self, w, out, p, nl),
+            (1, true) => k.tile::<C, 1, true>(self, w, out, p, nl),
+            (2, false) => k.tile::<C, 2, false>(self, w, out, p, nl),
+            (2, true) => k.tile::<C, 2, true>(self, w, out, p, nl),
+            _ => k.tile::<C, 3, true>(self, w, out, p, nl),
         }
     }
 }
@@ -393,12 +417,12 @@ impl<S: Simd> PairKernel for Emu<S> {
         blk: &Block<'_, f32>,
         w: *const u32,
         out: *mut f32,
-        out_cs: usize,
-        t0: usize,
+        pass: Pass,
         nl: usize,
-        p0: usize,
-        p1: usize,
     ) {
+        let Pass {
+            out_cs, t0, p0, p1, ..
+        } = pass;
         let s = self.0;
         macro_rules! ld {
             ($p:expr, $v:expr) => {
@@ -452,7 +476,7 @@ impl<S: Simd> PairKernel for Emu<S> {
 
 #[cfg(target_arch = "x86_64")]
 mod dp {
-    use super::{Block, PairKernel};
+    use super::{Block, LanePass, PairKernel, Pass};
     use crate::conv_bf16::pack_pairs;
     use core::arch::x86_64::*;
 
@@ -508,12 +532,12 @@ mod dp {
             blk: &Block<'_, u32>,
             w: *const u32,
             out: *mut f32,
-            out_cs: usize,
-            t0: usize,
+            pass: Pass,
             nl: usize,
-            p0: usize,
-            p1: usize,
         ) {
+            let Pass {
+                out_cs, t0, p0, p1, ..
+            } = pass;
             let m = mask(nl);
             let mut acc = [[_mm512_setzero_ps(); TV]; C];
             for (c, a) in acc.iter_mut().enumerate() {
@@ -567,13 +591,16 @@ mod dp {
             self,
             blk: &Block<'_, u32>,
             w: *const u32,
-            w_grp: usize,
             acc: *mut f32,
-            t_len: usize,
-            t0: usize,
-            p0: usize,
-            p1: usize,
+            lp: LanePass,
         ) {
+            let LanePass {
+                w_grp,
+                t_len,
+                t0,
+                p0,
+                p1,
+            } = lp;
             let at = |v: usize, t: usize| acc.add((v * t_len + t0 + t) * 16);
             let mut a = [[_mm512_setzero_ps(); T]; V];
             for (v, av) in a.iter_mut().enumerate() {
@@ -773,9 +800,16 @@ fn conv1d_with<K: PairKernel>(
         }
         for p0 in (0..pairs).step_by(P_CHUNK) {
             let p1 = (p0 + P_CHUNK).min(pairs);
+            let pass = Pass {
+                out_cs: t_out,
+                t0,
+                t1,
+                p0,
+                p1,
+            };
             // SAFETY: task i alone writes rows co0..co0 + nco, columns
             // t0..t1 of `out` ([c_out, t_out], alive for the whole call).
-            unsafe { blk.accumulate_raw(k, o.ptr().add(co0 * t_out), t_out, nco, t0, t1, p0, p1) }
+            unsafe { blk.accumulate_raw(k, o.ptr().add(co0 * t_out), nco, pass) }
         }
     };
     run_tasks(n_tasks, task_work, task);

@@ -11,6 +11,7 @@
 //! file, so it names none of them.
 
 use super::{SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
+use crate::mat::GroupMat;
 use crate::q4::{
     q4_offset_group_sums, q4_permute_activations, q4_row_groups, q4_supers, quantize_a8_row,
     Q4_SUPER,
@@ -58,7 +59,7 @@ pub(crate) struct Acts<'a> {
 }
 
 /// A column-range worker: output features `j0..j1` of all `m` activation
-/// rows, from one format's weight fields.
+/// rows, from one format's weight `w` (`n = w.rows`).
 ///
 /// # Safety
 /// `dst` is a live `[m, n]` buffer of which this call alone writes columns
@@ -67,15 +68,37 @@ pub(crate) struct Acts<'a> {
 pub(crate) type RowsFn = unsafe fn(
     a: &Acts<'_>,
     m: usize,
-    data: &[u8],
-    group_scales: &[u8],
-    scales: &[f32],
-    n: usize,
+    w: &GroupMat<'_>,
     bias: Option<&[f32]>,
     j0: usize,
     j1: usize,
     dst: SharedOut,
 );
+
+/// `MR` activation rows of one register block as a SIMD block step reads
+/// them: the permuted int8 rows (stride `kp`) and their offset group sums
+/// (stride `rg`).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct ActBlock {
+    pub(crate) x: *const i8,
+    pub(crate) nx: *const i32,
+    pub(crate) kp: usize,
+    pub(crate) rg: usize,
+}
+
+/// `NR` weight rows of one register block as a SIMD block step reads
+/// them: their data (stride `rb` bytes, `nsb` super-blocks) and group
+/// scales (stride [`ActBlock::rg`]: a weight row has as many groups as an
+/// activation row).
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+pub(crate) struct WeightBlock {
+    pub(crate) w: *const u8,
+    pub(crate) s: *const u8,
+    pub(crate) rb: usize,
+    pub(crate) nsb: usize,
+}
 
 /// One group format's kernels.
 pub(crate) struct GroupKernels {
@@ -106,29 +129,30 @@ impl GroupKernels {
     }
 }
 
-/// `out = x . W^T + bias` for a group-wise `W` (`[n, k]` in `format`'s
-/// layout) with int8 activations, on `path`'s worker.
+/// `out = x . W^T + bias` for a group-wise `W` (`w`: `[n, k]` in its
+/// format's layout, whose kernels `kn` are) with int8 activations, on
+/// `path`'s worker.
 ///
 /// # Panics
 /// On shapes that do not match (`x = [m, k]`, weights at least `[n, k]` in
 /// the format's layout, `out = [m, n]`).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
-)]
 pub(crate) fn matmul(
     kn: &GroupKernels,
     path: GroupPath,
     x: &[f32],
     m: usize,
-    data: &[u8],
-    group_scales: &[u8],
-    scales: &[f32],
-    n: usize,
-    k: usize,
+    w: GroupMat<'_>,
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    let GroupMat {
+        data,
+        group_scales,
+        scales,
+        rows: n,
+        cols: k,
+        ..
+    } = w;
     let (rb, rg) = ((kn.row_bytes)(k), q4_row_groups(k));
     assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
     assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
@@ -160,19 +184,16 @@ pub(crate) fn matmul(
             // SIMD paths were chosen by detection of their features
             // (`GroupPath` is built only from an `Avx2`/`Avx512` token or
             // `for_avx512`).
-            unsafe { worker(a, m, data, group_scales, scales, n, bias, j0, j1, dst) }
+            unsafe { worker(a, m, &w, bias, j0, j1, dst) }
         };
         par_rows(m, n, a.kp, rows);
     });
 }
 
-/// One weight of a [`matmul_shared`] call (all in one format): its stored
-/// parts and its `[m, rows]` output.
+/// One weight of a [`matmul_shared`] call (all in one format, `k`
+/// inputs): the weight and its `[m, w.rows]` output.
 pub(crate) struct Part<'a> {
-    pub(crate) data: &'a [u8],
-    pub(crate) group_scales: &'a [u8],
-    pub(crate) scales: &'a [f32],
-    pub(crate) rows: usize,
+    pub(crate) w: GroupMat<'a>,
     pub(crate) out: &'a mut [f32],
 }
 
@@ -193,20 +214,21 @@ pub(crate) fn matmul_shared(
 ) {
     let (rb, rg) = ((kn.row_bytes)(k), q4_row_groups(k));
     assert_eq!(x.len(), m * k, "matmul_shared: x is not [m, k]");
-    for p in parts.iter() {
-        assert_eq!(p.out.len(), m * p.rows, "matmul_shared: out is not [m, n]");
+    for Part { w, out } in parts.iter() {
+        assert_eq!(w.cols, k, "matmul_shared: a weight is not [n, k]");
+        assert_eq!(out.len(), m * w.rows, "matmul_shared: out is not [m, n]");
         assert!(
-            p.data.len() >= p.rows * rb,
+            w.data.len() >= w.rows * rb,
             "matmul_shared: {} data shorter than [n, k]",
             kn.name
         );
         assert!(
-            p.group_scales.len() >= p.rows * rg,
+            w.group_scales.len() >= w.rows * rg,
             "matmul_shared: fewer {} group scales than [n, groups]",
             kn.name
         );
         assert!(
-            p.scales.len() >= p.rows,
+            w.scales.len() >= w.rows,
             "matmul_shared: fewer scales than rows"
         );
     }
@@ -214,19 +236,19 @@ pub(crate) fn matmul_shared(
         return;
     }
     let worker = kn.worker(path);
-    let rows: Vec<usize> = parts.iter().map(|p| p.rows).collect();
+    let rows: Vec<usize> = parts.iter().map(|p| p.w.rows).collect();
     let views: Vec<_> = parts
         .iter_mut()
-        .map(|p| (p.data, p.group_scales, p.scales, SharedOut::new(p.out)))
+        .map(|p| (p.w, SharedOut::new(p.out)))
         .collect();
     with_acts(x, m, k, kn.offset, |a| {
         super::par_parts(&rows, NR, m * a.kp, |i, j0, j1| {
-            let (data, group_scales, scales, dst) = views[i];
+            let (w, dst) = &views[i];
             // SAFETY: as in `matmul`, for each part: the asserts above give
             // its shapes, `j0 <= j1 <= rows[i]`, and tasks get disjoint row
             // ranges of each part, so their writes to its output are
             // disjoint.
-            unsafe { worker(a, m, data, group_scales, scales, rows[i], None, j0, j1, dst) }
+            unsafe { worker(a, m, w, None, j0, j1, *dst) }
         });
     });
 }
@@ -304,26 +326,22 @@ pub(crate) fn par_rows(m: usize, n: usize, kp: usize, rows: impl Fn(usize, usize
     super::par_rows(n, NR, min_rows, rows);
 }
 
-/// `out[i][j] = tot as f32 * (sx[i] * d[j]) + b[j]`, as the reference.
+/// `out[i][j] = tot as f32 * (sx[i] * d[j]) + b[j]`, as the reference
+/// (`n = w.rows`, `d = w.scales`).
 ///
 /// # Safety
 /// `out` is a live `[m, n]` buffer; `i < m`, `j < n`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-)]
 #[inline(always)]
 pub(crate) unsafe fn put(
     out: *mut f32,
-    n: usize,
     a: &Acts<'_>,
-    scales: &[f32],
+    w: &GroupMat<'_>,
     bias: Option<&[f32]>,
     i: usize,
     j: usize,
     tot: i64,
 ) {
-    *out.add(i * n + j) = tot as f32 * (a.sx[i] * scales[j]) + bias.map_or(0.0, |b| b[j]);
+    *out.add(i * w.rows + j) = tot as f32 * (a.sx[i] * w.scales[j]) + bias.map_or(0.0, |b| b[j]);
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -331,7 +349,8 @@ pub(crate) mod x86 {
     /// Output features `j0..j1` for all `m` rows, blocked `MR x NR`, for a
     /// format of `$sbytes` data bytes per super-block (every group
     /// format's SIMD workers: each brings its own `$block`). The caller's
-    /// scope provides `Acts`, `SharedOut`, `Prefetch`, `put` and `Q4_SUPER`.
+    /// scope provides `Acts`, `ActBlock`, `WeightBlock`, `GroupMat`,
+    /// `SharedOut`, `Prefetch`, `put` and `Q4_SUPER`.
     macro_rules! rows_fn {
         ($name:ident, $block:ident, $feat:literal, $mr:literal, $nr:literal, $sbytes:expr) => {
             /// # Safety
@@ -339,23 +358,17 @@ pub(crate) mod x86 {
             /// a live `[m, n]` buffer of which this call alone writes
             /// columns `j0..j1 <= n`; the slices hold what `matmul`
             /// asserted.
-            #[allow(
-                clippy::too_many_arguments,
-                reason = "a `#[target_feature]` column-range worker: the weight fields, the activations and its `j0..j1` share of the output, each a scalar its one caller already holds"
-            )]
             #[target_feature(enable = $feat)]
             pub(crate) unsafe fn $name(
                 a: &Acts<'_>,
                 m: usize,
-                data: &[u8],
-                group_scales: &[u8],
-                scales: &[f32],
-                n: usize,
+                w: &GroupMat<'_>,
                 bias: Option<&[f32]>,
                 j0: usize,
                 j1: usize,
                 dst: SharedOut,
             ) {
+                let (data, group_scales) = (w.data, w.group_scales);
                 let out = dst.ptr();
                 let (kp, rg) = (a.kp, a.rg);
                 let nsb = kp / Q4_SUPER;
@@ -372,19 +385,23 @@ pub(crate) mod x86 {
                     };
                     ($r:literal, $c:expr, $i:expr, $j:expr, $pf:expr) => {{
                         let t = $block::<$r, { $c }>(
-                            xp.add($i * kp),
-                            nxp.add($i * rg),
-                            kp,
-                            rg,
-                            wp.add($j * rb),
-                            sp.add($j * rg),
-                            rb,
-                            nsb,
+                            ActBlock {
+                                x: xp.add($i * kp),
+                                nx: nxp.add($i * rg),
+                                kp,
+                                rg,
+                            },
+                            WeightBlock {
+                                w: wp.add($j * rb),
+                                s: sp.add($j * rg),
+                                rb,
+                                nsb,
+                            },
                             $pf,
                         );
                         for (ii, row) in t.iter().enumerate() {
                             for (jj, &v) in row.iter().enumerate() {
-                                put(out, n, a, scales, bias, $i + ii, $j + jj, v);
+                                put(out, a, w, bias, $i + ii, $j + jj, v);
                             }
                         }
                     }};

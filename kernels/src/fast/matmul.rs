@@ -75,14 +75,14 @@ pub(crate) fn matmul<S: Simd>(
                 data.len() >= n * k,
                 "matmul: weight data shorter than [n, k]"
             );
-            run(s, x, m, data, None, n, k, bias, out)
+            run(s, x, m, Linear::new(data, None, bias, n, k), out)
         }
         Mat::Bf16 { data, .. } => {
             assert!(
                 data.len() >= n * k,
                 "matmul: weight data shorter than [n, k]"
             );
-            run(s, x, m, data, None, n, k, bias, out)
+            run(s, x, m, Linear::new(data, None, bias, n, k), out)
         }
         Mat::Q8 { data, scales, .. } => {
             assert!(
@@ -90,23 +90,19 @@ pub(crate) fn matmul<S: Simd>(
                 "matmul: weight data shorter than [n, k]"
             );
             assert!(scales.len() >= n, "matmul: fewer scales than rows");
-            run(s, x, m, data, Some(scales), n, k, bias, out)
+            run(s, x, m, Linear::new(data, Some(scales), bias, n, k), out)
         }
         // Group-wise weights have their own integer kernels
         // (`Kernels::matmul` sends them there); this keeps a direct call
         // correct.
         Mat::Q4 { .. } | Mat::Iq4 { .. } | Mat::Q6 { .. } => {
-            let (f, data, group_scales, scales) = w.group_parts().expect("a group format");
+            let g = w.group_mat().expect("a group format");
             super::group::matmul(
-                super::group_formats::kernels(f),
+                super::group_formats::kernels(g.format),
                 super::group::GroupPath::Portable,
                 x,
                 m,
-                data,
-                group_scales,
-                scales,
-                n,
-                k,
+                g,
                 bias,
                 out,
             )
@@ -114,21 +110,39 @@ pub(crate) fn matmul<S: Simd>(
     }
 }
 
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one body for every weight format: the fields of a `Mat` (data, optional scales, shape) as `matmul` took it apart"
-)]
-fn run<S: Simd, W: WElem>(
-    s: S,
-    x: &[f32],
-    m: usize,
-    w: &[W],
-    scales: Option<&[f32]>,
+/// One weight of a call as [`run`] and [`rows_kernel`] read it: `[n, k]`
+/// elements of `W`, the int8 row scales (`None` for f32 and bf16) and the
+/// bias added to each output row.
+#[derive(Clone, Copy)]
+struct Linear<'a, W> {
+    w: &'a [W],
+    scales: Option<&'a [f32]>,
+    bias: Option<&'a [f32]>,
     n: usize,
     k: usize,
-    bias: Option<&[f32]>,
-    out: &mut [f32],
-) {
+}
+
+impl<'a, W> Linear<'a, W> {
+    fn new(
+        w: &'a [W],
+        scales: Option<&'a [f32]>,
+        bias: Option<&'a [f32]>,
+        n: usize,
+        k: usize,
+    ) -> Self {
+        Linear {
+            w,
+            scales,
+            bias,
+            n,
+            k,
+        }
+    }
+}
+
+/// One body for every weight format: `out = x . w^T (* scales) + bias`.
+fn run<S: Simd, W: WElem>(s: S, x: &[f32], m: usize, lin: Linear<'_, W>, out: &mut [f32]) {
+    let (n, k) = (lin.n, lin.k);
     if m == 0 || n == 0 {
         return;
     }
@@ -149,9 +163,9 @@ fn run<S: Simd, W: WElem>(
                     // widening shares vector pipes with the FMAs). AVX2
                     // has 16 ymm, so 2 x 4.
                     if S::LANES >= 16 {
-                        rows_kernel::<S, W, 6>(s, x, m, w, scales, n, k, bias, j0, j1, dst)
+                        rows_kernel::<S, W, 6>(s, x, m, lin, j0, j1, dst)
                     } else {
-                        rows_kernel::<S, W, 2>(s, x, m, w, scales, n, k, bias, j0, j1, dst)
+                        rows_kernel::<S, W, 2>(s, x, m, lin, j0, j1, dst)
                     }
                 }
             },
@@ -206,6 +220,7 @@ pub(crate) fn matmul_shared<S: Simd, W: WElem>(
         .collect();
     super::par_parts(&rows, NR, m * k, |i, j0, j1| {
         let ((w, dst), n) = (views[i], rows[i]);
+        let lin = Linear::new(w, None, None, n, k);
         s.vectorize(
             #[inline(always)]
             || {
@@ -214,9 +229,9 @@ pub(crate) fn matmul_shared<S: Simd, W: WElem>(
                 // ranges of each part, so their writes are disjoint.
                 unsafe {
                     if S::LANES >= 16 {
-                        rows_kernel::<S, W, 6>(s, x, m, w, None, n, k, None, j0, j1, dst)
+                        rows_kernel::<S, W, 6>(s, x, m, lin, j0, j1, dst)
                     } else {
-                        rows_kernel::<S, W, 2>(s, x, m, w, None, n, k, None, j0, j1, dst)
+                        rows_kernel::<S, W, 2>(s, x, m, lin, j0, j1, dst)
                     }
                 }
             },
@@ -227,27 +242,26 @@ pub(crate) fn matmul_shared<S: Simd, W: WElem>(
 /// Output features `j0..j1` for all `m` rows.
 ///
 /// # Safety
-/// `x` is `[m, k]`, `w` at least `[n, k]`, `scales` (int8) at least `[n]`,
-/// `dst` points at a live `[m, n]`
-/// buffer of which this call alone writes columns `j0..j1 <= n`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-)]
+/// `x` is `[m, k]`, `lin.w` at least `[n, k]`, `lin.scales` (int8) at
+/// least `[n]`, `dst` points at a live `[m, n]` buffer of which this call
+/// alone writes columns `j0..j1 <= n`.
 #[inline(always)]
 unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
     s: S,
     x: &[f32],
     m: usize,
-    w: &[W],
-    scales: Option<&[f32]>,
-    n: usize,
-    k: usize,
-    bias: Option<&[f32]>,
+    lin: Linear<'_, W>,
     j0: usize,
     j1: usize,
     dst: SharedOut,
 ) {
+    let Linear {
+        w,
+        scales,
+        bias,
+        n,
+        k,
+    } = lin;
     let out = dst.ptr();
     let put = |i: usize, j: usize, v: f32| {
         let v = scales.map_or(v, |sc| v * sc[j]);

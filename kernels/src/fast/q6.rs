@@ -19,6 +19,7 @@
 
 use super::group::{put, Acts, GroupKernels};
 use super::SharedOut;
+use crate::mat::GroupMat;
 use crate::q4::{Q4_SUPER, Q4_SUPER_BYTES, Q4_SUPER_GROUPS};
 use crate::q6::{q6_row_bytes, Q6_SUPER_BYTES};
 
@@ -43,22 +44,16 @@ pub(crate) const KERNELS: GroupKernels = GroupKernels {
 /// # Safety
 /// `dst` is a live `[m, n]` buffer of which this call alone writes columns
 /// `j0..j1 <= n`; the slices hold what `matmul` asserted.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the portable column-range worker: the weight fields, the activations and its `j0..j1` share of the output, each a scalar its one caller already holds"
-)]
 unsafe fn rows_portable(
     a: &Acts<'_>,
     m: usize,
-    data: &[u8],
-    group_scales: &[u8],
-    scales: &[f32],
-    n: usize,
+    w: &GroupMat<'_>,
     bias: Option<&[f32]>,
     j0: usize,
     j1: usize,
     dst: SharedOut,
 ) {
+    let (data, group_scales) = (w.data, w.group_scales);
     let (rg, nsb) = (a.rg, a.kp / Q4_SUPER);
     let rb = nsb * Q6_SUPER_BYTES;
     let mut v = [0i32; Q4_SUPER];
@@ -101,7 +96,7 @@ unsafe fn rows_portable(
             }
         }
         for (i, &t) in tot.iter().enumerate() {
-            put(dst.ptr(), n, a, scales, bias, i, j, t);
+            put(dst.ptr(), a, w, bias, i, j, t);
         }
     }
 }
@@ -110,6 +105,7 @@ unsafe fn rows_portable(
 mod x86 {
     use super::*;
     use crate::fast::group::x86::rows_fn;
+    use crate::fast::group::{ActBlock, WeightBlock};
     use crate::fast::Prefetch;
     use core::arch::x86_64::*;
 
@@ -132,23 +128,15 @@ mod x86 {
     /// (`nsb * 512` i8), `nx` for `MR` rows of stride `rg` i32, `w` for `NR`
     /// rows of stride `rb` (`nsb * 384` bytes), `s` for `NR` rows of stride
     /// `rg` bytes.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-    )]
     #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
     #[inline]
     unsafe fn block_vnni<const MR: usize, const NR: usize>(
-        x: *const i8,
-        nx: *const i32,
-        kp: usize,
-        rg: usize,
-        w: *const u8,
-        s: *const u8,
-        rb: usize,
-        nsb: usize,
+        acts: ActBlock,
+        weights: WeightBlock,
         pf: Prefetch,
     ) -> [[i64; NR]; MR] {
+        let ActBlock { x, nx, kp, rg } = acts;
+        let WeightBlock { w, s, rb, nsb } = weights;
         let shift = _mm512_set_epi64(4, 4, 4, 4, 0, 0, 0, 0);
         let hshift = _mm512_set_epi64(6, 6, 4, 4, 2, 2, 0, 0);
         let low = _mm512_set1_epi8(0x0f);
@@ -219,23 +207,15 @@ mod x86 {
     ///
     /// # Safety
     /// avx2 present; pointers as for [`block_vnni`].
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` inner-loop step: its arguments are the enclosing loop's live bounds, strides and pointers, which a struct would only name twice"
-    )]
     #[target_feature(enable = "avx2")]
     #[inline]
     unsafe fn block_avx2<const MR: usize, const NR: usize>(
-        x: *const i8,
-        nx: *const i32,
-        kp: usize,
-        rg: usize,
-        w: *const u8,
-        s: *const u8,
-        rb: usize,
-        nsb: usize,
+        acts: ActBlock,
+        weights: WeightBlock,
         pf: Prefetch,
     ) -> [[i64; NR]; MR] {
+        let ActBlock { x, nx, kp, rg } = acts;
+        let WeightBlock { w, s, rb, nsb } = weights;
         let low = _mm256_set1_epi8(0x0f);
         let three = _mm256_set1_epi8(3);
         let ones = _mm256_set1_epi16(1);

@@ -20,7 +20,7 @@
 //! so every path and thread count gives the reference's bits.
 
 use super::{Prefetch, SharedOut, PAR_MIN_WORK, TASK_MIN_WORK};
-use crate::mat::quantize_a16_row;
+use crate::mat::{quantize_a16_row, Q8Mat};
 use core::arch::x86_64::*;
 
 /// Inputs per i32 accumulation block (see the module docs).
@@ -49,26 +49,38 @@ impl Q8Path {
     }
 }
 
+/// The activations of one call quantized to int16: `xq = [m, k]` and the
+/// row scales `sx = [m]`.
+#[derive(Clone, Copy)]
+struct Acts<'a> {
+    xq: &'a [i16],
+    sx: &'a [f32],
+    m: usize,
+}
+
 /// # Panics
-/// On shapes that do not match (`x = [m, k]`, `w >= [n, k]`, `out = [m, n]`).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the fields of one quantized `Mat` as the caller's match bound them: passing the `Mat` again would need an unreachable arm for the other formats"
-)]
+/// On shapes that do not match (`x = [m, k]`, `w.data >= [n, k]`, `out =
+/// [m, n]`).
 pub(crate) fn matmul(
     path: Q8Path,
     x: &[f32],
     m: usize,
-    w: &[i8],
-    scales: &[f32],
-    n: usize,
-    k: usize,
+    w: Q8Mat<'_>,
     bias: Option<&[f32]>,
     out: &mut [f32],
 ) {
+    let Q8Mat {
+        data,
+        scales,
+        rows: n,
+        cols: k,
+    } = w;
     assert_eq!(x.len(), m * k, "matmul: x is not [m, k]");
     assert_eq!(out.len(), m * n, "matmul: out is not [m, n]");
-    assert!(w.len() >= n * k, "matmul: weight data shorter than [n, k]");
+    assert!(
+        data.len() >= n * k,
+        "matmul: weight data shorter than [n, k]"
+    );
     assert!(scales.len() >= n, "matmul: fewer scales than rows");
     if let Some(b) = bias {
         assert_eq!(b.len(), n, "matmul: bias is not [n]");
@@ -76,13 +88,13 @@ pub(crate) fn matmul(
     if m == 0 || n == 0 {
         return;
     }
-    with_quantized(path, x, m, k, |xq, sx| {
+    with_quantized(path, x, m, k, |a| {
         let dst = SharedOut::new(out);
         let rows = |j0: usize, j1: usize| {
             // SAFETY: the asserts above give xq = [m, k], w >= [n, k],
             // scales >= [n], out = [m, n], and j0 <= j1 <= n; tasks get
             // disjoint row ranges, so their writes to `dst` are disjoint.
-            unsafe { part_rows(path, xq, sx, m, w, scales, n, k, bias, j0, j1, dst) }
+            unsafe { part_rows(path, a, w, bias, j0, j1, dst) }
         };
         if m * n * k < PAR_MIN_WORK || n <= NR {
             return rows(0, n);
@@ -92,12 +104,10 @@ pub(crate) fn matmul(
     })
 }
 
-/// One weight of a [`matmul_shared`] call: its int8 rows and row scales,
-/// and its `[m, rows]` output.
+/// One weight of a [`matmul_shared`] call (`k` inputs) and its `[m,
+/// w.rows]` output.
 pub(crate) struct Part<'a> {
-    pub(crate) w: &'a [i8],
-    pub(crate) scales: &'a [f32],
-    pub(crate) rows: usize,
+    pub(crate) w: Q8Mat<'a>,
     pub(crate) out: &'a mut [f32],
 }
 
@@ -109,49 +119,49 @@ pub(crate) struct Part<'a> {
 /// [`matmul`] gives it: the same quantized activations and exact sums.
 ///
 /// # Panics
-/// On shapes that do not match (`x = [m, k]`, each `w >= [rows, k]`,
-/// `scales >= [rows]`, `out = [m, rows]`).
+/// On shapes that do not match (`x = [m, k]`, each `w.data >= [rows,
+/// k]`, `w.scales >= [rows]`, `out = [m, rows]`).
 pub(crate) fn matmul_shared(path: Q8Path, x: &[f32], m: usize, k: usize, parts: &mut [Part<'_>]) {
     assert_eq!(x.len(), m * k, "matmul_shared: x is not [m, k]");
-    for p in parts.iter() {
-        assert_eq!(p.out.len(), m * p.rows, "matmul_shared: out is not [m, n]");
+    for Part { w, out } in parts.iter() {
+        assert_eq!(w.cols, k, "matmul_shared: a weight is not [n, k]");
+        assert_eq!(out.len(), m * w.rows, "matmul_shared: out is not [m, n]");
         assert!(
-            p.w.len() >= p.rows * k,
+            w.data.len() >= w.rows * k,
             "matmul_shared: weight data shorter than [n, k]"
         );
         assert!(
-            p.scales.len() >= p.rows,
+            w.scales.len() >= w.rows,
             "matmul_shared: fewer scales than rows"
         );
     }
-    if m == 0 || parts.iter().all(|p| p.rows == 0) {
+    if m == 0 || parts.iter().all(|p| p.w.rows == 0) {
         return;
     }
-    let rows: Vec<usize> = parts.iter().map(|p| p.rows).collect();
+    let rows: Vec<usize> = parts.iter().map(|p| p.w.rows).collect();
     let views: Vec<_> = parts
         .iter_mut()
-        .map(|p| (p.w, p.scales, SharedOut::new(p.out)))
+        .map(|p| (p.w, SharedOut::new(p.out)))
         .collect();
-    with_quantized(path, x, m, k, |xq, sx| {
+    with_quantized(path, x, m, k, |a| {
         super::par_parts(&rows, NR, m * k, |i, j0, j1| {
-            let (w, scales, dst) = views[i];
+            let (w, dst) = views[i];
             // SAFETY: the asserts above give each part's shapes; `j0 <= j1
             // <= rows[i]`, and tasks get disjoint row ranges of each part,
             // so their writes to its output are disjoint.
-            unsafe { part_rows(path, xq, sx, m, w, scales, rows[i], k, None, j0, j1, dst) }
+            unsafe { part_rows(path, a, w, None, j0, j1, dst) }
         })
     });
 }
 
-/// Runs `f` on the rows of `x = [m, k]` quantized to int16 (`xq`, `[m,
-/// k]`) and their scales (`sx`, `[m]`). Decode (m * k <= 4096) quantizes
-/// into the stack.
+/// Runs `f` on the rows of `x = [m, k]` quantized to int16 ([`Acts`]).
+/// Decode (m * k <= 4096) quantizes into the stack.
 fn with_quantized<R>(
     path: Q8Path,
     x: &[f32],
     m: usize,
     k: usize,
-    f: impl FnOnce(&[i16], &[f32]) -> R,
+    f: impl FnOnce(Acts<'_>) -> R,
 ) -> R {
     let mut xq_stack = [0i16; 4096];
     let mut xq_heap = Vec::new();
@@ -178,38 +188,29 @@ fn with_quantized<R>(
             Q8Path::Avx2 => quantize_a16_row(xr, qr),
         };
     }
-    f(xq, sx)
+    f(Acts { xq, sx, m })
 }
 
 /// Output features `j0..j1` of one weight on `path`'s kernel.
 ///
 /// # Safety
-/// As the kernels': `xq = [m, k]`, `w >= [n, k]`, `scales >= [n]`, `dst` a
-/// live `[m, n]` buffer of which this call alone writes columns `j0..j1 <=
-/// n`. The path was chosen by detection of its features (`Q8Path`, built
-/// only from an `Avx2`/`Avx512` token or `for_avx512`).
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the column-range workers' signature, which it dispatches to"
-)]
+/// As the kernels': `a.xq = [m, k]`, `w.data >= [n, k]`, `w.scales >=
+/// [n]`, `dst` a live `[m, n]` buffer of which this call alone writes
+/// columns `j0..j1 <= n`. The path was chosen by detection of its features
+/// (`Q8Path`, built only from an `Avx2`/`Avx512` token or `for_avx512`).
 unsafe fn part_rows(
     path: Q8Path,
-    xq: &[i16],
-    sx: &[f32],
-    m: usize,
-    w: &[i8],
-    scales: &[f32],
-    n: usize,
-    k: usize,
+    a: Acts<'_>,
+    w: Q8Mat<'_>,
     bias: Option<&[f32]>,
     j0: usize,
     j1: usize,
     dst: SharedOut,
 ) {
     match path {
-        Q8Path::Avx512Vnni if m == 1 => rows_vnni_stream(xq, sx, w, scales, k, bias, j0, j1, dst),
-        Q8Path::Avx512Vnni => rows_vnni(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
-        Q8Path::Avx2 => rows_avx2(xq, sx, m, w, scales, n, k, bias, j0, j1, dst),
+        Q8Path::Avx512Vnni if a.m == 1 => rows_vnni_stream(a, w, bias, j0, j1, dst),
+        Q8Path::Avx512Vnni => rows_vnni(a, w, bias, j0, j1, dst),
+        Q8Path::Avx2 => rows_avx2(a, w, bias, j0, j1, dst),
     }
 }
 
@@ -276,28 +277,26 @@ unsafe fn quantize_row_avx512(x: &[f32], q: &mut [i16]) -> f32 {
 macro_rules! rows_fn {
     ($name:ident, $block:ident, $feat:literal, $mr:literal) => {
         /// # Safety
-        /// The CPU has the features named in `target_feature`; `xq` is
-        /// `[m, k]`, `w` at least `[n, k]`, `scales` at least `[n]`, `dst`
-        /// a live `[m, n]` buffer of which this call alone writes columns
-        /// `j0..j1 <= n`.
-        #[allow(
-            clippy::too_many_arguments,
-            reason = "a `#[target_feature]` column-range worker: the weight fields, the activations and its `j0..j1` share of the output, each a scalar its one caller already holds"
-        )]
+        /// The CPU has the features named in `target_feature`; `a.xq` is
+        /// `[m, k]`, `w.data` at least `[n, k]`, `w.scales` at least `[n]`,
+        /// `dst` a live `[m, n]` buffer of which this call alone writes
+        /// columns `j0..j1 <= n`.
         #[target_feature(enable = $feat)]
         unsafe fn $name(
-            xq: &[i16],
-            sx: &[f32],
-            m: usize,
-            w: &[i8],
-            scales: &[f32],
-            n: usize,
-            k: usize,
+            a: Acts<'_>,
+            w: Q8Mat<'_>,
             bias: Option<&[f32]>,
             j0: usize,
             j1: usize,
             dst: SharedOut,
         ) {
+            let Acts { xq, sx, m } = a;
+            let Q8Mat {
+                data: w,
+                scales,
+                rows: n,
+                cols: k,
+            } = w;
             let out = dst.ptr();
             let (xp, wp) = (xq.as_ptr(), w.as_ptr());
             macro_rules! block {
@@ -387,22 +386,22 @@ rows_fn!(rows_avx2, block_avx2, "avx2", 2);
 ///
 /// # Safety
 /// As [`rows_vnni`]'s, with `m == 1`.
-#[allow(
-    clippy::too_many_arguments,
-    reason = "the same column-range worker signature as `rows_vnni`"
-)]
 #[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
 unsafe fn rows_vnni_stream(
-    xq: &[i16],
-    sx: &[f32],
-    w: &[i8],
-    scales: &[f32],
-    k: usize,
+    a: Acts<'_>,
+    w: Q8Mat<'_>,
     bias: Option<&[f32]>,
     j0: usize,
     j1: usize,
     dst: SharedOut,
 ) {
+    let (xq, sx) = (a.xq, a.sx);
+    let Q8Mat {
+        data: w,
+        scales,
+        cols: k,
+        ..
+    } = w;
     let out = dst.ptr();
     let (xp, wp) = (xq.as_ptr(), w.as_ptr());
     let pf = Prefetch::ahead(wp.wrapping_add(j0 * k) as *const u8, (j1 - j0) * k);
@@ -658,7 +657,8 @@ mod tests {
             let mut want = vec![0f32; m * n];
             crate::reference::matmul(&x, m, &mat, None, &mut want);
             let mut got = vec![f32::NAN; m * n];
-            matmul(Q8Path::Avx512Vnni, &x, m, &w, &scales, n, k, None, &mut got);
+            let q8 = mat.q8_mat().expect("int8");
+            matmul(Q8Path::Avx512Vnni, &x, m, q8, None, &mut got);
             assert_eq!(
                 got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                 want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),

@@ -51,9 +51,32 @@ impl History {
     }
 }
 
+/// One input chunk of a causal conv: `x = [c_in, n]`, read through ELU
+/// when `elu`; `last` when it ends the clip.
+#[derive(Clone, Copy)]
+pub(crate) struct Chunk<'a> {
+    pub x: &'a [f32],
+    pub n: usize,
+    pub elu: bool,
+    pub last: bool,
+}
+
+impl Chunk<'_> {
+    /// `x = [c_in, n]` read through ELU (the input of every SEANet conv
+    /// but the first).
+    fn elu(x: &[f32], n: usize, last: bool) -> Chunk<'_> {
+        Chunk {
+            x,
+            n,
+            elu: true,
+            last,
+        }
+    }
+}
+
 /// One chunk of a causal `MimiConv1d`: `out = conv([history | f(x) | right])`
-/// for `x = [c_in, n]`, `f` = ELU with `elu`, else identity; returns the
-/// output columns. A chunk that is not `last` must hold a whole number of
+/// for `input.x = [c_in, n]`, `f` = ELU with `input.elu`, else identity;
+/// returns the output columns. A chunk that is not `last` must hold a whole number of
 /// strides; the `last` one gets the official right padding (zeros, or the
 /// last column replicated) up to a whole stride. `padded` is scratch.
 ///
@@ -62,22 +85,16 @@ impl History {
 /// buffer, and `x` itself is left intact for the ResBlock's residual. (ELU
 /// maps 0 to 0, so zero padding of `elu(x)` is `elu` of zero padding; the
 /// replicate-padded downsample has no ELU.)
-#[allow(
-    clippy::too_many_arguments,
-    reason = "one conv step: the conv, its input chunk and carried history, and the two reused buffers"
-)]
 pub(crate) fn conv_chunk(
     conv: &MimiConv,
-    x: &[f32],
-    n: usize,
-    elu: bool,
+    input: Chunk<'_>,
     hist: &mut History,
-    last: bool,
     padded: &mut Vec<f32>,
     out: &mut Vec<f32>,
 ) -> usize {
     use rayon::prelude::*;
 
+    let Chunk { x, n, elu, last } = input;
     let c = conv.shape.conv;
     let stride = conv.shape.stride;
     debug_assert!(n > 0 && (last || n.is_multiple_of(stride)));
@@ -148,7 +165,13 @@ pub(crate) fn conv_chunk(
 /// `ceil(t / stride)` output columns.
 pub(crate) fn causal_conv(conv: &MimiConv, x: &[f32], t: usize, out: &mut Vec<f32>) -> usize {
     let mut hist = History::start(conv, |ch| x[ch * t]);
-    conv_chunk(conv, x, t, false, &mut hist, true, &mut Vec::new(), out)
+    let input = Chunk {
+        x,
+        n: t,
+        elu: false,
+        last: true,
+    };
+    conv_chunk(conv, input, &mut hist, &mut Vec::new(), out)
 }
 
 /// ELU with alpha 1 (`nn.ELU()`), `expm1` on the negative side as PyTorch.
@@ -214,20 +237,23 @@ pub(crate) fn forward_chunked(
     let mut at = 0;
     for (ci, piece) in samples.chunks(chunk).enumerate() {
         let last = (ci + 1) * chunk >= samples.len();
-        let mut t = conv_chunk(
-            &s.conv_in,
-            piece,
-            piece.len(),
-            false,
-            &mut h_in,
+        let input = Chunk {
+            x: piece,
+            n: piece.len(),
+            elu: false,
             last,
-            &mut padded,
-            &mut x,
-        );
+        };
+        let mut t = conv_chunk(&s.conv_in, input, &mut h_in, &mut padded, &mut x);
         for (bi, block) in s.blocks.iter().enumerate() {
             for (res, (h1, h2s)) in block.res.iter().zip(&mut h_res[bi]) {
-                conv_chunk(&res.conv1, &x, t, true, h1, last, &mut padded, &mut h);
-                conv_chunk(&res.conv2, &h, t, true, h2s, last, &mut padded, &mut h2);
+                conv_chunk(&res.conv1, Chunk::elu(&x, t, last), h1, &mut padded, &mut h);
+                conv_chunk(
+                    &res.conv2,
+                    Chunk::elu(&h, t, last),
+                    h2s,
+                    &mut padded,
+                    &mut h2,
+                );
                 if x.len() >= PAR_MIN_ELEMS {
                     x.par_chunks_mut(t)
                         .zip(h2.par_chunks(t))
@@ -236,25 +262,14 @@ pub(crate) fn forward_chunked(
                     x.iter_mut().zip(&h2).for_each(|(a, b)| *a += b);
                 }
             }
-            t = conv_chunk(
-                &block.down,
-                &x,
-                t,
-                true,
-                &mut h_down[bi],
-                last,
-                &mut padded,
-                &mut h,
-            );
+            let input = Chunk::elu(&x, t, last);
+            t = conv_chunk(&block.down, input, &mut h_down[bi], &mut padded, &mut h);
             std::mem::swap(&mut x, &mut h);
         }
         let n = conv_chunk(
             &s.conv_out,
-            &x,
-            t,
-            true,
+            Chunk::elu(&x, t, last),
             &mut h_out,
-            last,
             &mut padded,
             &mut h,
         );

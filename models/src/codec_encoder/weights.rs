@@ -37,22 +37,45 @@ pub(crate) struct MimiConv {
     pub pad: Pad,
 }
 
+/// What fixes one hub conv's shape and padding (its tensors are found by
+/// their prefix): what [`MimiConv::load`] checks the checkpoint against.
+#[derive(Clone, Copy, Debug)]
+struct ConvSpec {
+    c_in: usize,
+    c_out: usize,
+    kernel: usize,
+    stride: usize,
+    dilation: usize,
+    bias: bool,
+    pad: Pad,
+}
+
+impl ConvSpec {
+    /// A SEANet conv: stride 1, no dilation, a bias, zero padding.
+    fn seanet(c_in: usize, c_out: usize, kernel: usize) -> ConvSpec {
+        ConvSpec {
+            c_in,
+            c_out,
+            kernel,
+            stride: 1,
+            dilation: 1,
+            bias: true,
+            pad: Pad::Zero,
+        }
+    }
+}
+
 impl MimiConv {
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one hub conv: its tensor prefix and the six numbers that fix its shape and padding"
-    )]
-    fn load(
-        store: &TensorStore,
-        prefix: &str,
-        c_in: usize,
-        c_out: usize,
-        kernel: usize,
-        stride: usize,
-        dilation: usize,
-        bias: bool,
-        pad: Pad,
-    ) -> Result<Self> {
+    fn load(store: &TensorStore, prefix: &str, spec: ConvSpec) -> Result<Self> {
+        let ConvSpec {
+            c_in,
+            c_out,
+            kernel,
+            stride,
+            dilation,
+            bias,
+            pad,
+        } = spec;
         let w = F32Tensor::load(store, &format!("{prefix}.weight"), &[c_out, c_in, kernel])?;
         let bias = if bias {
             Some(store.vector(&format!("{prefix}.bias"), &[c_out])?)
@@ -187,13 +210,7 @@ impl Weights {
         let conv_in = MimiConv::load(
             store,
             &format!("{sp}.{idx}.conv"),
-            1,
-            cfg.num_filters,
-            cfg.kernel_size,
-            1,
-            1,
-            true,
-            Pad::Zero,
+            ConvSpec::seanet(1, cfg.num_filters, cfg.kernel_size),
         )?;
         idx += 1;
         let mut blocks = Vec::with_capacity(cfg.ratios.len());
@@ -207,24 +224,15 @@ impl Weights {
                     conv1: MimiConv::load(
                         store,
                         &format!("{bp}.1.conv"),
-                        dim,
-                        hidden,
-                        cfg.residual_kernel_size,
-                        1,
-                        cfg.dilation_growth_rate.pow(j as u32),
-                        true,
-                        Pad::Zero,
+                        ConvSpec {
+                            dilation: cfg.dilation_growth_rate.pow(j as u32),
+                            ..ConvSpec::seanet(dim, hidden, cfg.residual_kernel_size)
+                        },
                     )?,
                     conv2: MimiConv::load(
                         store,
                         &format!("{bp}.3.conv"),
-                        hidden,
-                        dim,
-                        1,
-                        1,
-                        1,
-                        true,
-                        Pad::Zero,
+                        ConvSpec::seanet(hidden, dim, 1),
                     )?,
                 });
                 idx += 1;
@@ -233,13 +241,10 @@ impl Weights {
             let down = MimiConv::load(
                 store,
                 &format!("{sp}.{}.conv", idx + 1),
-                dim,
-                2 * dim,
-                2 * ratio,
-                ratio,
-                1,
-                true,
-                Pad::Zero,
+                ConvSpec {
+                    stride: ratio,
+                    ..ConvSpec::seanet(dim, 2 * dim, 2 * ratio)
+                },
             )?;
             idx += 2;
             blocks.push(DownBlock { res, down });
@@ -247,13 +252,11 @@ impl Weights {
         let conv_out = MimiConv::load(
             store,
             &format!("{sp}.{}.conv", idx + 1),
-            cfg.seanet_channels(cfg.ratios.len()),
-            cfg.hidden_size,
-            cfg.last_kernel_size,
-            1,
-            1,
-            true,
-            Pad::Zero,
+            ConvSpec::seanet(
+                cfg.seanet_channels(cfg.ratios.len()),
+                cfg.hidden_size,
+                cfg.last_kernel_size,
+            ),
         )?;
         let seanet = Seanet {
             conv_in,
@@ -311,13 +314,15 @@ impl Weights {
         let downsample = MimiConv::load(
             store,
             &format!("{PREFIX}.downsample.conv"),
-            hs,
-            hs,
-            cfg.downsample_kernel,
-            cfg.downsample_stride,
-            1,
-            false,
-            Pad::Replicate,
+            ConvSpec {
+                c_in: hs,
+                c_out: hs,
+                kernel: cfg.downsample_kernel,
+                stride: cfg.downsample_stride,
+                dilation: 1,
+                bias: false,
+                pad: Pad::Replicate,
+            },
         )?;
 
         // Semantic layers first, then acoustic; only the first

@@ -88,8 +88,8 @@ fn voice(id: &str, category: &str, labels: Value, description: Option<&str>) -> 
 fn all(m: &Loaded) -> Vec<Value> {
     let speakers = &m.model.config.talker.speakers;
     let mut out: Vec<Value> = m
-        .voices
-        .speakers()
+        .speakers
+        .names()
         .iter()
         .map(|s| {
             let mut labels = json!({"source": "checkpoint"});

@@ -69,7 +69,7 @@ fn needs_space(prev: char, next: char) -> bool {
 
 impl Session {
     fn new(m: Arc<Loaded>, max_pending_chars: usize) -> Self {
-        let settings = crate::realtime::initial_settings(&m.voices, m.native_rate, m.max_frames);
+        let settings = crate::realtime::initial_settings(&m.speakers, m.native_rate, m.max_frames);
         Session {
             inbox: VecDeque::new(),
             m,

@@ -31,7 +31,7 @@ pub(super) const DEFAULT_FORMAT: Format = Format::Mp3;
 
 /// How a response's audio is encoded and delivered.
 #[derive(Clone, Copy, Debug, PartialEq)]
-pub(super) struct Output {
+pub(super) struct ResponseAudio {
     pub format: Format,
     pub rate: u32,
     pub sse: bool,
@@ -55,13 +55,13 @@ pub(crate) enum Timestamps {
 }
 
 /// Resolves `response_format`, `stream_format`, `stream` and `sample_rate`.
-pub(super) fn output(
+pub(super) fn response_audio(
     response_format: Option<&str>,
     stream_format: Option<&str>,
     stream: Option<bool>,
     sample_rate: Option<u32>,
     native_rate: u32,
-) -> Result<Output, Invalid> {
+) -> Result<ResponseAudio, Invalid> {
     let format = match response_format {
         None => DEFAULT_FORMAT,
         Some(name) => name.parse::<Format>().map_err(|_| {
@@ -101,7 +101,7 @@ pub(super) fn output(
         .output_rate(sample_rate, native_rate)
         .map_err(|e| invalid(e.to_string(), "sample_rate"))?;
     let complete = !sse && !stream.unwrap_or(format != Format::Wav);
-    Ok(Output {
+    Ok(ResponseAudio {
         format,
         rate,
         sse,
@@ -111,7 +111,7 @@ pub(super) fn output(
     })
 }
 
-impl Output {
+impl ResponseAudio {
     pub fn content_type(&self) -> &'static str {
         if self.timestamps.is_some() {
             "application/json"
@@ -211,8 +211,8 @@ mod tests {
         sse: Option<&str>,
         stream: Option<bool>,
         rate: Option<u32>,
-    ) -> Result<Output, Invalid> {
-        output(format, sse, stream, rate, 24000)
+    ) -> Result<ResponseAudio, Invalid> {
+        response_audio(format, sse, stream, rate, 24000)
     }
 
     #[test]

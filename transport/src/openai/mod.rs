@@ -226,7 +226,7 @@ pub(crate) struct SpeechRequest {
 /// Everything a valid request resolved to.
 struct Plan {
     req: Request,
-    output: format::Output,
+    output: format::ResponseAudio,
     inline: Option<voice::Inline>,
     /// The voice as the request named it (for the log line).
     voice: String,
@@ -323,7 +323,7 @@ fn plan_request(m: &Loaded, mut r: SpeechRequest, max_upload: usize) -> Result<P
             ))
         }
     };
-    let mut output = format::output(
+    let mut output = format::response_audio(
         r.response_format.as_deref(),
         r.stream_format.as_deref(),
         r.stream,
@@ -686,7 +686,7 @@ const NO_ANSWER: u16 = 499;
 /// The response for a started synthesis: the whole file (complete) or the
 /// streamed body, with the audio headers.
 async fn body_response(
-    output: format::Output,
+    output: format::ResponseAudio,
     mut rx: mpsc::Receiver<Result<Bytes, std::io::Error>>,
 ) -> Response {
     let mut resp = if output.complete {
@@ -1031,14 +1031,14 @@ pub async fn voices(State(st): State<Arc<AppState>>, headers: HeaderMap) -> Resp
         Ok(m) => m,
         Err(r) => return *r,
     };
-    let voices_of = &m.voices;
+    let voices_of = &m.speakers;
     let mut voices: Vec<serde_json::Value> = m
-        .voices
-        .speakers()
+        .speakers
+        .names()
         .iter()
         .map(|s| serde_json::json!({"id": s, "name": s, "speaker": s, "kind": "speaker"}))
         .collect();
-    voices.extend(m.voices.openai_mapping().into_iter().map(|(v, s)| {
+    voices.extend(m.speakers.openai_mapping().into_iter().map(|(v, s)| {
         // `mapped`: the deployment's --voice-map, or the built-in table.
         let mapped = if voices_of.is_overridden(v) {
             "config"

@@ -86,8 +86,8 @@ pub(super) fn choose(
                 }
             } else {
                 choice.speaker = Some(match voice {
-                    None => m.voices.default_speaker().unwrap_or_default().to_string(),
-                    Some(v) => validate::voice(&m.voices, v)?,
+                    None => m.speakers.default_speaker().unwrap_or_default().to_string(),
+                    Some(v) => validate::speaker(&m.speakers, v)?,
                 });
             }
         }
@@ -96,7 +96,7 @@ pub(super) fn choose(
 }
 
 fn is_openai_voice(v: &str) -> bool {
-    crate::voices::OPENAI_VOICES.contains(&v.trim().to_lowercase().as_str())
+    crate::speakers::OPENAI_VOICES.contains(&v.trim().to_lowercase().as_str())
 }
 
 /// A stored voice by name (Base), or a 400 listing the stored ones.

@@ -73,7 +73,7 @@ pub async fn run(
     st.metrics.session_opened();
     tracing::info!(target: "tts_transport::realtime", "session open");
     let engine = m.engine.open_session();
-    let mut settings = settings::initial(&m.voices, m.native_rate, m.max_frames);
+    let mut settings = settings::initial(&m.speakers, m.native_rate, m.max_frames);
     // The family's official text mode (Base streams its text in).
     if m.kind().default_text_streaming() {
         settings.text_mode = TextMode::Streaming;
@@ -137,8 +137,8 @@ impl RealtimeConnection {
             model: self.m.model_id.clone(),
             voices: self
                 .m
-                .voices
-                .speakers()
+                .speakers
+                .names()
                 .iter()
                 .cloned()
                 .chain(
@@ -149,7 +149,7 @@ impl RealtimeConnection {
                         .map(|r| r.name.as_str().to_string()),
                 )
                 .collect(),
-            openai_voices: crate::voices::OPENAI_VOICES
+            openai_voices: crate::speakers::OPENAI_VOICES
                 .iter()
                 .map(|s| s.to_string())
                 .collect(),

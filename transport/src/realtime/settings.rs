@@ -11,9 +11,9 @@ use crate::protocol::{
     self, AudioFormat, AudioTransport, Chunking, ChunkingMode, ChunkingUpdate, ErrorCode,
     ProtocolError, SessionSettings, SessionUpdate, TextMode, Vad, VadUpdate,
 };
+use crate::speakers::Speakers;
 use crate::state::Loaded;
 use crate::validate::{self, Rejected};
-use crate::voices::Voices;
 
 /// Longest `chunking.max_delay_ms`: a minute of waiting for a boundary is
 /// already more than any client means.
@@ -27,7 +27,7 @@ pub const MAX_LIVE_AUDIO_S: f64 = 600.0;
 /// What a `session.update` is checked against: the checkpoint and the
 /// server's limits.
 pub struct Bounds<'a> {
-    pub voices: &'a Voices,
+    pub speakers: &'a Speakers,
     pub languages: &'a [String],
     /// The server's frame cap per request.
     pub max_frames: usize,
@@ -43,7 +43,7 @@ pub struct Bounds<'a> {
 impl<'a> Bounds<'a> {
     pub fn of(m: &'a Loaded, max_pending_chars: usize) -> Self {
         Bounds {
-            voices: &m.voices,
+            speakers: &m.speakers,
             languages: &m.languages,
             max_frames: m.max_frames,
             max_pending_chars,
@@ -101,9 +101,9 @@ impl CtxSettings {
 
 /// A new connection's settings: the first speaker, `auto`, the model's own
 /// rate, PCM16 in binary frames.
-pub fn initial(voices: &Voices, native_rate: u32, max_frames: usize) -> SessionSettings {
+pub fn initial(speakers: &Speakers, native_rate: u32, max_frames: usize) -> SessionSettings {
     SessionSettings {
-        voice: voices.default_speaker().unwrap_or_default().to_string(),
+        voice: speakers.default_speaker().unwrap_or_default().to_string(),
         language: "auto".into(),
         instruct: None,
         sample_rate: native_rate,
@@ -189,7 +189,7 @@ pub fn apply(
     if let Some(v) = u.voice {
         s.voice = match b.stored {
             Some(lib) => stored_voice(lib, &v)?,
-            None => validate::voice(b.voices, &v).map_err(refused)?,
+            None => validate::speaker(b.speakers, &v).map_err(refused)?,
         };
     }
     if let Some(l) = u.language {
@@ -364,8 +364,8 @@ mod tests {
     use super::*;
     use crate::protocol::ChunkingMode;
 
-    fn voices() -> Voices {
-        Voices::new(vec!["ryan".into(), "vivian".into()])
+    fn speakers() -> Speakers {
+        Speakers::new(vec!["ryan".into(), "vivian".into()])
     }
 
     fn langs() -> Vec<String> {
@@ -375,9 +375,9 @@ mod tests {
     /// Applies `u` to the initial settings of a checkpoint with two
     /// speakers, a 100-frame cap and a 1000-character pending limit.
     fn applied(u: SessionUpdate) -> Result<SessionSettings, ProtocolError> {
-        let (v, l) = (voices(), langs());
+        let (v, l) = (speakers(), langs());
         let b = Bounds {
-            voices: &v,
+            speakers: &v,
             languages: &l,
             max_frames: 100,
             max_pending_chars: 1000,
@@ -396,7 +396,7 @@ mod tests {
 
     #[test]
     fn initial_settings_speak_the_first_speaker_at_the_native_rate() {
-        let s = initial(&voices(), 24000, 100);
+        let s = initial(&speakers(), 24000, 100);
         assert_eq!(s.voice, "ryan");
         assert_eq!(s.language, "auto");
         assert_eq!((s.sample_rate, s.native_sample_rate), (24000, 24000));
@@ -438,7 +438,7 @@ mod tests {
     fn an_empty_update_changes_nothing() {
         assert_eq!(
             applied(SessionUpdate::default()),
-            Ok(initial(&voices(), 24000, 100))
+            Ok(initial(&speakers(), 24000, 100))
         );
     }
 
@@ -473,7 +473,7 @@ mod tests {
         .expect_err("refused");
         assert_eq!(e.code, ErrorCode::InvalidVoice);
         assert_eq!(e.message, "unknown voice \"nobody\"");
-        assert_eq!(e.valid, Some(voices().valid()));
+        assert_eq!(e.valid, Some(speakers().valid()));
         let e = applied(SessionUpdate {
             language: Some("Klingon".into()),
             ..Default::default()

@@ -19,7 +19,7 @@ pub const DEFAULT_VOICE: &str = "default";
 
 /// Whether `info` lists only [`DEFAULT_VOICE`].
 pub fn only_default(m: &Loaded) -> bool {
-    m.voices.speakers().is_empty() && m.library.as_ref().is_none_or(|l| l.list().is_empty())
+    m.speakers.names().is_empty() && m.library.as_ref().is_none_or(|l| l.list().is_empty())
 }
 
 /// The code of a checkpoint language (its dialects are Chinese); `None`
@@ -75,8 +75,8 @@ pub fn info(m: &Loaded) -> Value {
     let langs = languages(m);
     let speakers = &m.model.config.talker.speakers;
     let mut voices: Vec<Value> = m
-        .voices
-        .speakers()
+        .speakers
+        .names()
         .iter()
         .map(|s| {
             let d = match speakers.get(s).and_then(|c| c.dialect.as_deref()) {

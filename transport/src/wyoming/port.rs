@@ -90,7 +90,7 @@ where
     W: AsyncWrite + Unpin + Send,
 {
     pub fn new(r: R, w: W, m: Arc<Loaded>, max_pending_chars: usize) -> Self {
-        let settings = realtime::initial_settings(&m.voices, m.native_rate, m.max_frames);
+        let settings = realtime::initial_settings(&m.speakers, m.native_rate, m.max_frames);
         WyomingPort {
             reader: Reader::new(r),
             w,

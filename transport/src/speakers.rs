@@ -1,5 +1,6 @@
-//! Voice names: checkpoint speakers, and OpenAI's voice names mapped onto
-//! them so unmodified OpenAI clients work.
+//! The checkpoint's preset speakers (CustomVoice), and OpenAI's voice names
+//! mapped onto them so unmodified OpenAI clients work. (The stored voices
+//! of the voice library are `tts_actors::VoiceLibrary`'s.)
 
 /// OpenAI's TTS voice names (the eleven of `tts-1`/`gpt-4o-mini-tts` plus
 /// the two newer ones), in a fixed order: the mapping depends only on this
@@ -39,9 +40,10 @@ const OFFICIAL_MAP: [(&str, &str); 13] = [
 /// The official speakers that speak a Chinese dialect (`spk_is_dialect`).
 const OFFICIAL_DIALECT_SPEAKERS: [&str; 2] = ["eric", "dylan"];
 
-/// Resolves voice names for one checkpoint.
+/// One checkpoint's preset speakers, and the names a request may give
+/// for one (a speaker's own, or an OpenAI voice name mapped onto one).
 #[derive(Clone, Debug)]
-pub struct Voices {
+pub struct Speakers {
     /// Checkpoint speakers, lower-case, sorted (as `Qwen3Tts::speakers`).
     speakers: Vec<String>,
     /// Speakers of a Chinese dialect (never an OpenAI voice's target).
@@ -95,7 +97,7 @@ pub fn check_openai_voice(voice: &str) -> Result<&'static str, VoiceMapError> {
         .ok_or(VoiceMapError::NotOpenAi { voice: v })
 }
 
-impl Voices {
+impl Speakers {
     pub fn new(mut speakers: Vec<String>) -> Self {
         speakers.iter_mut().for_each(|s| *s = s.to_lowercase());
         speakers.sort();
@@ -104,7 +106,7 @@ impl Voices {
             .map(|s| s.to_string())
             .filter(|s| speakers.contains(s))
             .collect();
-        Voices {
+        Speakers {
             speakers,
             dialects,
             overrides: Vec::new(),
@@ -148,7 +150,8 @@ impl Voices {
         self
     }
 
-    pub fn speakers(&self) -> &[String] {
+    /// The speakers' names, lower-case, sorted.
+    pub fn names(&self) -> &[String] {
         &self.speakers
     }
 
@@ -227,7 +230,7 @@ mod tests {
 
     #[test]
     fn openai_voices_map_by_gender_and_never_to_a_dialect_speaker() {
-        let v = Voices::new(OFFICIAL.iter().map(|s| s.to_string()).collect());
+        let v = Speakers::new(OFFICIAL.iter().map(|s| s.to_string()).collect());
         let map = v.openai_mapping();
         assert_eq!(map.len(), OPENAI_VOICES.len());
         for (voice, speaker) in &map {
@@ -235,7 +238,7 @@ mod tests {
             let female = ["serena", "vivian", "ono_anna", "sohee"].contains(speaker);
             assert_eq!(
                 female,
-                Voices::openai_is_female(voice),
+                Speakers::openai_is_female(voice),
                 "{voice} → {speaker}"
             );
         }
@@ -257,7 +260,7 @@ mod tests {
                 ("ash".into(), "aiden".into())
             ]
         );
-        let v = Voices::new(OFFICIAL.iter().map(|s| s.to_string()).collect())
+        let v = Speakers::new(OFFICIAL.iter().map(|s| s.to_string()).collect())
             .with_overrides(&map)
             .unwrap();
         assert_eq!(v.resolve("alloy").as_deref(), Some("vivian"));
@@ -269,7 +272,7 @@ mod tests {
         assert!(parse_voice_map("alloy")
             .unwrap_err()
             .contains("OPENAI_VOICE=SPEAKER"));
-        let e = Voices::new(vec!["ryan".into()])
+        let e = Speakers::new(vec!["ryan".into()])
             .with_overrides(&[("alloy".into(), "nobody".into())])
             .unwrap_err();
         assert!(
@@ -281,9 +284,9 @@ mod tests {
 
     #[test]
     fn other_checkpoints_spread_openai_names_over_their_plain_speakers() {
-        let v = Voices::new(vec!["Ryan".into(), "zed".into(), "eric".into()])
+        let v = Speakers::new(vec!["Ryan".into(), "zed".into(), "eric".into()])
             .with_dialects(["zed".to_string()]);
-        assert_eq!(v.speakers(), ["eric", "ryan", "zed"]);
+        assert_eq!(v.names(), ["eric", "ryan", "zed"]);
         for (voice, speaker) in v.openai_mapping() {
             assert_eq!(speaker, "ryan", "{voice}: the only plain speaker");
         }
@@ -291,7 +294,7 @@ mod tests {
         assert_eq!(v.resolve("bob"), None);
         assert!(v.valid().contains(&"shimmer".to_string()));
         // All dialect speakers: use them rather than refuse.
-        let d = Voices::new(vec!["eric".into(), "dylan".into()]);
+        let d = Speakers::new(vec!["eric".into(), "dylan".into()]);
         assert!(d.resolve("alloy").is_some());
     }
 }

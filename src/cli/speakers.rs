@@ -15,7 +15,7 @@ use tts_models::config::{GenerationConfig, ModelKind, TtsConfig};
 use crate::model_path;
 
 #[derive(Args)]
-pub(crate) struct VoicesArgs {
+pub(crate) struct SpeakersArgs {
     /// Checkpoint directory, or a Hugging Face repo id such as
     /// Qwen/Qwen3-TTS-12Hz-1.7B-CustomVoice (found in the hub cache, else
     /// downloaded there). Default: $TTS_RT_MODEL, else
@@ -24,7 +24,7 @@ pub(crate) struct VoicesArgs {
     model: Option<PathBuf>,
 }
 
-pub(crate) fn voices(a: VoicesArgs) -> Result<()> {
+pub(crate) fn list(a: SpeakersArgs) -> Result<()> {
     let dir = model_path::resolve(a.model.as_deref())?;
     let loading = || format!("loading checkpoint {}", dir.display());
     let config = TtsConfig::load(&dir.join("config.json")).with_context(loading)?;

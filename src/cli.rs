@@ -131,7 +131,7 @@ struct ModelArg {
     /// compute), int8 (per-channel) or q4 (4-bit, groups of 32), quantized
     /// at load. CODE2WAV: f32 (default), bf16 (bf16 weights and
     /// activations in the vocoder's convolutions, f32 accumulation) or int8
-    /// (the last two vocoder blocks' residual convs in int8, AVX-512 VNNI;
+    /// (the last two vocoder blocks' k7 residual convs in int8, AVX-512 VNNI;
     /// the rest bf16; per layer `code2wav.decoder.4.conv1=bf16` opts one
     /// out, `code2wav.decoder.1.conv1=int8` one in; docs/precision.md).
     /// Per class: `[BASE,]STAGE.CLASS=P,...` with STAGE `talker` or `cp`,

@@ -352,8 +352,8 @@ fn conv(c: &mut Criterion) {
     g.finish();
 }
 
-/// bf16 convolutions (`vdpbf16ps` and the f32-FMA emulation) next to the
-/// f32 kernel on the same vocoder shapes (code2wav with 40 frames: block
+/// bf16 convolutions (`vdpbf16ps` and the f32-FMA emulation) and the int8
+/// one (`vpdpbusd` or portable) next to the f32 kernel on the same vocoder shapes (code2wav with 40 frames: block
 /// 1's residual units at 768 channels and 1280 samples, block 3's at 192 and
 /// 25600, a 1x1, and block 2's upsampling). Scalar is left out: the
 /// reference is far too slow at these sizes.
@@ -379,6 +379,7 @@ fn conv_bf16(c: &mut Criterion) {
         let x = data(ci * t_in, 3);
         let w = data(co * ci * k, 4);
         let wb = ConvBf16::from_conv1d(&w, co, ci, k, tts_kernels::bf16_layout());
+        let wq = tts_kernels::ConvQ8::from_conv1d(&w, co, ci, k);
         let bias = data(co, 5);
         let mut out = vec![0f32; co * t];
         g.throughput(Throughput::Elements((co * ci * k * t) as u64));
@@ -396,6 +397,13 @@ fn conv_bf16(c: &mut Criterion) {
                     b.iter(|| ks.conv1d_bf16(black_box(&x), t_in, &wb, Some(&bias), d, &mut out))
                 });
             }
+            let id = BenchmarkId::new(
+                format!("{} int8 {}", ks.isa().name(), ks.q8_conv_name()),
+                name,
+            );
+            g.bench_function(id, |b| {
+                b.iter(|| ks.conv1d_q8(black_box(&x), t_in, &wq, Some(&bias), d, &mut out))
+            });
         }
     }
     let (ci, co, k, s, t_in) = (768, 384, 10, 5, 321);

@@ -31,7 +31,10 @@
 //!   reference and the fast kernels take of its quantized variants:
 //!   `GroupMat`, `Q8Mat`); [`conv_bf16`]: the packed
 //!   bf16 convolution weight ([`ConvBf16`], built in the [`Bf16Layout`]
-//!   its caller names) and the arithmetic every bf16 path computes.
+//!   its caller names) and the arithmetic every bf16 path computes;
+//!   [`conv_q8`]: the int8 convolution weight ([`ConvQ8`], per output
+//!   channel scales) and its arithmetic (activations per time column, an
+//!   exact i32 sum per tap).
 //! - [`reference`](mod@reference): one plain scalar implementation per
 //!   kernel. It defines the semantics; every optimised path is tested
 //!   against it.
@@ -49,7 +52,8 @@
 //!   (what every bf16 tile does around it: the call's checks, the bias,
 //!   the parallel packing), `fast/conv_amx.rs` (AMX tiles), then
 //!   `fast/conv_bf16.rs` (the `vdpbf16ps` and emulation tiles, and the
-//!   choice among the three).
+//!   choice among the three); `fast/conv_q8.rs`, the int8 convolution
+//!   (`vpdpbusd` tiles and a portable kernel with the same bits).
 //! - The crate root: [`Kernels`], every kernel as a method, bound to one
 //!   path. Built for the selected path ([`Kernels::selected`]) or a named
 //!   one ([`Kernels::new`], `None` when the CPU lacks it), which is how
@@ -85,6 +89,12 @@
 //! bit-identical f32-FMA emulation on the other SIMD paths, the reference
 //! on the scalar path.
 //!
+//! int8 convolutions ([`conv_q8`], [`conv1d_q8`]): weights quantized once
+//! per output channel into [`ConvQ8`], activations per time column, exact
+//! i32 sums per tap combined in f32; AVX-512 VNNI `vpdpbusd` (64
+//! multiply-adds an instruction) where the CPU has it, a portable kernel
+//! with the same bits on every other path.
+//!
 //! Paths: matmul, conv1d (incl. grouped/depthwise; strided via its
 //! polyphase split), conv_transpose1d,
 //! attention, rms_norm, silu_mul, gelu and snake_beta have SIMD versions,
@@ -110,6 +120,7 @@
 //! (the PyTorch layouts of the checkpoint). Linear weights are `[out, in]`.
 
 pub mod conv_bf16;
+pub mod conv_q8;
 mod dispatch;
 mod instruction_set;
 // Without x86_64 only the scalar path exists and the generic SIMD code is
@@ -130,6 +141,7 @@ mod simd;
 mod team;
 
 pub use conv_bf16::{Bf16Layout, ConvBf16};
+pub use conv_q8::ConvQ8;
 pub use dispatch::isa;
 pub use group::GroupFormat;
 pub use instruction_set::Isa;
@@ -587,6 +599,40 @@ impl Kernels {
         )
     }
 
+    /// The int8 convolution's kernel on this path: `vpdpbusd` where the
+    /// path is AVX-512 and the CPU has avx512vnni, else the portable kernel
+    /// (the same bits).
+    fn q8_conv_path(&self) -> fast::conv_q8::Q8ConvPath {
+        use fast::conv_q8::Q8ConvPath;
+        #[cfg(target_arch = "x86_64")]
+        if let Path::Avx512(_) = self.path {
+            static V: std::sync::OnceLock<Option<fast::conv_q8::vnni::Vnni>> =
+                std::sync::OnceLock::new();
+            if let Some(v) = *V.get_or_init(fast::conv_q8::vnni::Vnni::new) {
+                return Q8ConvPath::Vnni(v);
+            }
+        }
+        Q8ConvPath::Portable
+    }
+
+    /// How this path runs int8 convolutions (`avx512vnni` or `portable`).
+    pub fn q8_conv_name(&self) -> &'static str {
+        self.q8_conv_path().name()
+    }
+
+    /// See [`conv1d_q8`].
+    pub fn conv1d_q8(
+        &self,
+        x: &[f32],
+        t_in: usize,
+        w: &ConvQ8,
+        bias: Option<&[f32]>,
+        dilation: usize,
+        out: &mut [f32],
+    ) {
+        fast::conv_q8::conv1d(self.q8_conv_path(), x, t_in, w, bias, dilation, out)
+    }
+
     /// See [`conv_transpose1d_bf16`].
     pub fn conv_transpose1d_bf16(
         &self,
@@ -761,6 +807,21 @@ pub fn conv1d_bf16(
     out: &mut [f32],
 ) {
     Kernels::selected().conv1d_bf16(x, t_in, w, bias, dilation, out)
+}
+
+/// int8 `conv1d` (groups 1, stride 1, "valid") with a weight quantized by
+/// [`ConvQ8::from_conv1d`]: `x = [c_in, t_in]` quantized per time column,
+/// `out = [c_out, t_in - (kernel - 1) * dilation]`, exact i32 sums per
+/// tap. The arithmetic (identical on every path) is in [`conv_q8`].
+pub fn conv1d_q8(
+    x: &[f32],
+    t_in: usize,
+    w: &ConvQ8,
+    bias: Option<&[f32]>,
+    dilation: usize,
+    out: &mut [f32],
+) {
+    Kernels::selected().conv1d_q8(x, t_in, w, bias, dilation, out)
 }
 
 /// bf16 [`conv_transpose1d`] with a weight packed by

@@ -2,6 +2,7 @@
 //! Straightforward loops, f32 accumulation, no parallelism.
 
 use crate::conv_bf16::{bf16_value, dp_step, flush, ConvBf16};
+use crate::conv_q8::{column_scales, quantize, ConvQ8};
 use crate::group::GroupFormat;
 use crate::mat::quantize_a16_row;
 use crate::mat::{GroupMat, Mat, Q8Mat};
@@ -434,6 +435,49 @@ pub fn conv1d_bf16(
                     acc = dp_step(acc, xb(2 * p + 1, tx), w.weight(co, 2 * p + 1, kk));
                     acc = dp_step(acc, xb(2 * p, tx), w.weight(co, 2 * p, kk));
                 }
+            }
+            out[co * t_out + t] = acc;
+        }
+    }
+}
+
+/// int8 `conv1d` (groups 1, stride 1, "valid"): activations quantized per
+/// time column, one exact i32 sum per tap, the taps combined in f32 (the
+/// arithmetic in [`crate::conv_q8`]).
+pub fn conv1d_q8(
+    x: &[f32],
+    t_in: usize,
+    w: &ConvQ8,
+    bias: Option<&[f32]>,
+    dilation: usize,
+    out: &mut [f32],
+) {
+    let k = w.kernel;
+    let t_out = t_in.saturating_sub((k - 1) * dilation);
+    assert_eq!(x.len(), w.c_in * t_in, "conv1d_q8: x is not [c_in, t_in]");
+    assert_eq!(
+        out.len(),
+        w.c_out * t_out,
+        "conv1d_q8: out is not [c_out, t_out]"
+    );
+    if let Some(b) = bias {
+        assert_eq!(b.len(), w.c_out, "conv1d_q8: bias is not [c_out]");
+    }
+    let (sx, inv) = column_scales(x, w.c_in, t_in);
+    let xq: Vec<i8> = x
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| quantize(v, inv[i % t_in]))
+        .collect();
+    for co in 0..w.c_out {
+        for t in 0..t_out {
+            let mut acc = bias.map_or(0.0, |b| b[co]);
+            for kk in 0..k {
+                let tx = t + kk * dilation;
+                let i: i32 = (0..w.c_in)
+                    .map(|ci| w.weight(co, ci, kk) as i32 * xq[ci * t_in + tx] as i32)
+                    .sum();
+                acc += i as f32 * (sx[tx] * w.scales[co]);
             }
             out[co * t_out + t] = acc;
         }

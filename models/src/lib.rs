@@ -89,7 +89,9 @@ pub use codec_encoder::{CodecEncoder, ReferenceCodes};
 pub use error::{ModelError, Result};
 pub use generator::FrameGenerator;
 pub use model::{CloneEncoders, CloneTimings, LoadOptions, Qwen3Tts};
-pub use quant::{Code2WavPrecision, Precision, PrecisionPlan, Preset, StagePlan, TensorClass};
+pub use quant::{
+    Code2WavLayers, Code2WavPrecision, Precision, PrecisionPlan, Preset, StagePlan, TensorClass,
+};
 pub use request::{CloneReference, GenOptions, Request, StopReason, VoiceClone};
 pub use speaker_encoder::SpeakerEncoder;
 pub use talker::{PrefixCache, PrefixCacheStats, Prompt, TalkerOutput, TalkerState, TalkerWork};

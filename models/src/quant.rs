@@ -133,28 +133,240 @@ impl std::str::FromStr for Precision {
 /// row each, so their bytes, not their multiply-adds, are their cost. The
 /// depthwise conv, norms, SnakeBeta and the dequantizer stay f32. Fidelity gate:
 /// tests/it/precision_codec.rs; speed: docs/performance.md.
+///
+/// [`Code2WavPrecision::Int8`] runs the stride-1 dense convolutions named
+/// by its [`Code2WavLayers`] in int8 (`tts_kernels::conv_q8`: weights per
+/// output channel, activations per time column, exact i32 sums; AVX-512
+/// VNNI `vpdpbusd` where the CPU has it) and everything else at `rest`
+/// (`Bf16` as above, or `F32`). The transposed convolutions are never int8.
+/// Spelled `int8` (the last two blocks' k7 residual convs,
+/// [`Code2WavLayers::LATE_K7`], the rest bf16); per layer in a `--precision` plan
+/// (`code2wav=int8,code2wav.decoder.4.conv1=bf16` opts a layer out,
+/// `code2wav=int8,code2wav.decoder.0=int8` one in).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub enum Code2WavPrecision {
     #[default]
     F32,
     Bf16,
+    Int8 {
+        layers: Code2WavLayers,
+        /// Everything not int8 in bf16 (else f32).
+        rest_bf16: bool,
+    },
+}
+
+/// Which of code2wav's stride-1 dense convolutions run in int8: a set of
+/// layers, named as in the checkpoint (`decoder.B.conv1` is the k7 conv of
+/// all three residual units of vocoder block `B`, `decoder.B.conv2` their
+/// 1x1; blocks 1..=8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Code2WavLayers(u32);
+
+/// Vocoder blocks a [`Code2WavLayers`] can name.
+const MAX_BLOCKS: usize = 8;
+
+impl Code2WavLayers {
+    pub const NONE: Code2WavLayers = Code2WavLayers(0);
+    pub const ALL: Code2WavLayers = Code2WavLayers(u32::MAX);
+    /// `pre_conv` (k3, before the transformer).
+    pub const PRE_CONV: Code2WavLayers = Code2WavLayers(1);
+    /// `decoder.0` (k7, the vocoder's input conv).
+    pub const CONV_IN: Code2WavLayers = Code2WavLayers(2);
+    /// The output conv (`decoder.6` at the official size: k7 to 1 channel).
+    pub const CONV_OUT: Code2WavLayers = Code2WavLayers(4);
+    /// Every vocoder block's residual convs (k7 and 1x1): ~75% of the
+    /// decoder's multiply-adds.
+    pub const RESIDUAL: Code2WavLayers = Code2WavLayers(0x00ff_ff00);
+    /// The k7 residual convs of vocoder blocks 3 and 4
+    /// (`decoder.3.conv1`, `decoder.4.conv1`): ~35% of the multiply-adds,
+    /// and a set whose int8 error keeps the full-size random 0.6B above
+    /// the official bf16's SNR (docs/performance.md, "int8 vocoder";
+    /// blocks 1 and 2 alone cost 22-27 dB each there, the last two 31-39).
+    /// The 1x1s stay out: at 96-192 channels the per-column activation
+    /// quantization costs about what their int8 arithmetic saves.
+    pub const LATE_K7: Code2WavLayers = Code2WavLayers(0x0000_0c00);
+
+    /// The k7 residual convs of vocoder block `b` (0-based).
+    pub fn conv1(b: usize) -> Code2WavLayers {
+        assert!(b < MAX_BLOCKS);
+        Code2WavLayers(1 << (8 + b))
+    }
+
+    /// The 1x1 residual convs of vocoder block `b` (0-based).
+    pub fn conv2(b: usize) -> Code2WavLayers {
+        assert!(b < MAX_BLOCKS);
+        Code2WavLayers(1 << (16 + b))
+    }
+
+    pub fn contains(self, l: Code2WavLayers) -> bool {
+        self.0 & l.0 == l.0
+    }
+
+    pub fn with(self, l: Code2WavLayers) -> Code2WavLayers {
+        Code2WavLayers(self.0 | l.0)
+    }
+
+    pub fn without(self, l: Code2WavLayers) -> Code2WavLayers {
+        Code2WavLayers(self.0 & !l.0)
+    }
+
+    /// Every layer a decoder with `blocks` vocoder blocks has, with its
+    /// name, in forward order.
+    pub fn each(blocks: usize) -> Vec<(String, Code2WavLayers)> {
+        let mut v = vec![
+            ("pre_conv".to_string(), Self::PRE_CONV),
+            ("decoder.0".to_string(), Self::CONV_IN),
+        ];
+        for b in 0..blocks.min(MAX_BLOCKS) {
+            v.push((format!("decoder.{}.conv1", b + 1), Self::conv1(b)));
+            v.push((format!("decoder.{}.conv2", b + 1), Self::conv2(b)));
+        }
+        v.push(("conv_out".to_string(), Self::CONV_OUT));
+        v
+    }
+
+    /// The layer called `name` (see [`Code2WavLayers::each`]).
+    pub fn from_name(name: &str) -> Option<Code2WavLayers> {
+        Self::each(MAX_BLOCKS)
+            .into_iter()
+            .find(|(n, _)| n == name)
+            .map(|(_, l)| l)
+    }
+
+    /// The names a user may spell.
+    pub fn spellings() -> String {
+        "pre_conv, decoder.0, decoder.B.conv1, decoder.B.conv2 (B = 1..8), conv_out".into()
+    }
 }
 
 impl Code2WavPrecision {
-    pub const ALL: [Code2WavPrecision; 2] = [Code2WavPrecision::F32, Code2WavPrecision::Bf16];
+    pub const ALL: [Code2WavPrecision; 3] = [
+        Code2WavPrecision::F32,
+        Code2WavPrecision::Bf16,
+        Code2WavPrecision::INT8,
+    ];
 
-    pub fn name(self) -> &'static str {
+    /// The k7 residual convs of the last two vocoder blocks int8
+    /// ([`Code2WavLayers::LATE_K7`]), the rest bf16: the spelling
+    /// `int8`. Every other layer opts in one by one: with all of them the
+    /// full-size random 0.6B falls 1.7 dB under the official bf16's SNR.
+    pub const INT8: Code2WavPrecision = Code2WavPrecision::Int8 {
+        layers: Code2WavLayers::LATE_K7,
+        rest_bf16: true,
+    };
+
+    /// The name of a precision with one name (`f32`, `bf16`, `int8`); `None`
+    /// for a per-layer int8 set ([`Code2WavPrecision::items`] spells it).
+    pub fn simple_name(self) -> Option<&'static str> {
         match self {
-            Code2WavPrecision::F32 => "f32",
-            Code2WavPrecision::Bf16 => "bf16",
+            Code2WavPrecision::F32 => Some("f32"),
+            Code2WavPrecision::Bf16 => Some("bf16"),
+            p if p == Self::INT8 => Some("int8"),
+            Code2WavPrecision::Int8 { .. } => None,
         }
     }
 
-    /// Parses `f32` or `bf16` (case-insensitive).
+    /// `code2wav=...` items that [`crate::PrecisionPlan::parse`] reads
+    /// back into this precision.
+    pub fn items(self) -> Vec<String> {
+        if let Some(n) = self.simple_name() {
+            return vec![format!("code2wav={n}")];
+        }
+        let Code2WavPrecision::Int8 { layers, rest_bf16 } = self else {
+            unreachable!("the simple precisions have names")
+        };
+        let every = Code2WavLayers::each(MAX_BLOCKS);
+        let rest = if rest_bf16 { "bf16" } else { "f32" };
+        let base = Code2WavLayers::LATE_K7;
+        if rest_bf16 && 2 * (layers.0 & base.0).count_ones() >= base.0.count_ones() {
+            // `int8` with opt-ins and opt-outs.
+            let mut v = vec!["code2wav=int8".to_string()];
+            for (n, l) in &every {
+                match (layers.contains(*l), base.contains(*l)) {
+                    (true, false) => v.push(format!("code2wav.{n}=int8")),
+                    (false, true) => v.push(format!("code2wav.{n}=bf16")),
+                    _ => {}
+                }
+            }
+            return v;
+        }
+        let mut v = vec![format!("code2wav={rest}")];
+        v.extend(
+            every
+                .iter()
+                .filter(|(_, l)| layers.contains(*l))
+                .map(|(n, _)| format!("code2wav.{n}=int8")),
+        );
+        v
+    }
+
+    pub fn name(self) -> String {
+        match self.simple_name() {
+            Some(n) => n.to_string(),
+            None => self
+                .items()
+                .iter()
+                .map(|i| i.trim_start_matches("code2wav="))
+                .collect::<Vec<_>>()
+                .join(","),
+        }
+    }
+
+    /// Whether what is not int8 runs in bf16.
+    pub fn rest_bf16(self) -> bool {
+        match self {
+            Code2WavPrecision::F32 => false,
+            Code2WavPrecision::Bf16 => true,
+            Code2WavPrecision::Int8 { rest_bf16, .. } => rest_bf16,
+        }
+    }
+
+    /// Whether `layer` runs in int8.
+    pub fn int8(self, layer: Code2WavLayers) -> bool {
+        matches!(self, Code2WavPrecision::Int8 { layers, .. } if layers.contains(layer))
+    }
+
+    /// This precision with `layer` set to `value` (`int8`, or the rest's
+    /// precision: `bf16` or `f32`); an error says why not.
+    pub fn set_layer(
+        self,
+        layer: Code2WavLayers,
+        value: &str,
+    ) -> Result<Code2WavPrecision, String> {
+        let rest_bf16 = self.rest_bf16();
+        let layers = match self {
+            Code2WavPrecision::Int8 { layers, .. } => layers,
+            _ => Code2WavLayers::NONE,
+        };
+        let v = value.trim().to_ascii_lowercase();
+        let layers = match v.as_str() {
+            "int8" | "i8" | "q8" => layers.with(layer),
+            "bf16" | "f32" if (v == "bf16") == rest_bf16 => layers.without(layer),
+            "bf16" | "f32" => {
+                return Err(format!(
+                    "a code2wav layer that is not int8 runs at the rest's precision ({}); set code2wav={v} first",
+                    if rest_bf16 { "bf16" } else { "f32" }
+                ))
+            }
+            _ => {
+                return Err(format!(
+                    "unknown code2wav layer precision {value:?}; expected int8, bf16 or f32"
+                ))
+            }
+        };
+        Ok(match (layers == Code2WavLayers::NONE, rest_bf16) {
+            (true, false) => Code2WavPrecision::F32,
+            (true, true) => Code2WavPrecision::Bf16,
+            (false, _) => Code2WavPrecision::Int8 { layers, rest_bf16 },
+        })
+    }
+
+    /// Parses `f32`, `bf16` or `int8` (case-insensitive).
     pub fn from_name(s: &str) -> Option<Code2WavPrecision> {
         match s.trim().to_ascii_lowercase().as_str() {
             "f32" => Some(Code2WavPrecision::F32),
             "bf16" => Some(Code2WavPrecision::Bf16),
+            "int8" | "i8" | "q8" => Some(Code2WavPrecision::INT8),
             _ => None,
         }
     }
@@ -162,7 +374,7 @@ impl Code2WavPrecision {
 
 impl std::fmt::Display for Code2WavPrecision {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.name())
+        f.write_str(&self.name())
     }
 }
 
@@ -170,7 +382,7 @@ impl std::str::FromStr for Code2WavPrecision {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, String> {
         Code2WavPrecision::from_name(s)
-            .ok_or_else(|| format!("unknown code2wav precision {s:?}; expected f32 or bf16"))
+            .ok_or_else(|| format!("unknown code2wav precision {s:?}; expected f32, bf16 or int8"))
     }
 }
 
@@ -282,8 +494,12 @@ mod tests {
             "BF16".parse::<Code2WavPrecision>(),
             Ok(Code2WavPrecision::Bf16)
         );
-        let e = "int8".parse::<Code2WavPrecision>().unwrap_err();
-        assert!(e.contains("code2wav") && e.contains("bf16"), "{e}");
+        assert_eq!(
+            "int8".parse::<Code2WavPrecision>(),
+            Ok(Code2WavPrecision::INT8)
+        );
+        let e = "int4".parse::<Code2WavPrecision>().unwrap_err();
+        assert!(e.contains("code2wav") && e.contains("int8"), "{e}");
     }
 
     /// The parallel conversion equals the single-threaded kernel quantizer

@@ -35,7 +35,7 @@ pub struct ServeArgs {
     #[arg(long)]
     model: Option<PathBuf>,
     /// Weight precision: TALKER[,CODE_PREDICTOR[,CODE2WAV]] (f32, int8,
-    /// q6, iq4 or q4 for the LMs; f32 or bf16 for code2wav), a preset
+    /// q6, iq4 or q4 for the LMs; f32, bf16 or int8 for code2wav), a preset
     /// (`reference`, `balanced`, `fast`) or per-class items
     /// (`talker.attn=int8,cp.mlp_down=bf16`);
     /// see `tts-rt speak --help`. Default `fast` (int8 LMs, bf16 vocoder:

@@ -14,6 +14,7 @@ pub(crate) mod conv;
 pub(crate) mod conv_amx;
 pub(crate) mod conv_bf16;
 pub(crate) mod conv_bf16_setup;
+pub(crate) mod conv_q8;
 pub(crate) mod conv_strided;
 pub(crate) mod elementwise;
 pub(crate) mod group;

@@ -22,8 +22,8 @@
 use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
     f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnShape,
-    Conv1dShape, ConvBf16, ConvTranspose1dShape, GroupFormat, Isa, Kernels, KvRows, Mat, Q4Rows,
-    StridedConv1dShape,
+    Conv1dShape, ConvBf16, ConvQ8, ConvTranspose1dShape, GroupFormat, Isa, Kernels, KvRows, Mat,
+    Q4Rows, StridedConv1dShape,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -1366,6 +1366,79 @@ const CONV1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 21] = [
     (70, 17, 1, 1, 9),  // t_out = 9: tiles of 8 and 1 columns
     (40, 20, 3, 1, 19), // t_out = 17: time tiles, just past the threshold
 ];
+
+// int8 convolutions: exact i32 sums per tap and the same f32 operations
+// in the same order on every path (`tts_kernels::conv_q8`), so the VNNI
+// tiles and the portable kernel give the reference's bits. Shapes: the bf16
+// list (c_in around the quad, t_out around the 16-lane vector and the
+// 64-wide tile, t_out = 0, parallel sizes) plus channel counts around the
+// 4-channel tile and the 16-channel block, and a silent (all-zero) input.
+#[test]
+fn conv1d_q8_is_bit_exact_on_every_path() {
+    let mut rng = Rng(23);
+    let extra = [
+        (8, 7, 7, 1, 90),    // 7 channels: a 4-tile and three single channels
+        (6, 21, 3, 2, 100),  // one block of 16 and 5 more; c_in not a multiple of 4
+        (96, 96, 7, 9, 400), // the last vocoder block's widest dilation
+        (192, 192, 1, 1, 130),
+    ];
+    for ks in paths() {
+        for &(c_in, c_out, kernel, dilation, t_in) in CONV1D_BF16_SHAPES.iter().chain(&extra) {
+            let t_out = t_in.saturating_sub((kernel - 1) * dilation);
+            let mut x = rng.vec(c_in * t_in, 2.0);
+            // A silent column and a loud one: zero and large scales.
+            if t_in > 2 {
+                for c in 0..c_in {
+                    x[c * t_in + 1] = 0.0;
+                    x[c * t_in + 2] *= 1e3;
+                }
+            }
+            let x = unaligned(&x);
+            let w = ConvQ8::from_conv1d(&rng.vec(c_out * c_in * kernel, 0.5), c_out, c_in, kernel);
+            let bias = rng.vec(c_out, 1.0);
+            for b in [None, Some(&bias[..])] {
+                let mut want = vec![0f32; c_out * t_out];
+                reference::conv1d_q8(&x[1..], t_in, &w, b, dilation, &mut want);
+                let mut got = vec![f32::NAN; c_out * t_out];
+                ks.conv1d_q8(&x[1..], t_in, &w, b, dilation, &mut got);
+                let what = format!(
+                    "{} ({}) conv1d_q8 c_in={c_in} c_out={c_out} k={kernel} d={dilation} t_in={t_in}",
+                    ks.isa().name(),
+                    ks.q8_conv_name()
+                );
+                assert_bits(&what, &got, &want);
+            }
+        }
+    }
+}
+
+/// The int8 conv against the f32 one: the error of 8-bit weights and
+/// per-column 8-bit activations, well under 2% of the output's RMS on
+/// uniform data (each of the two roundings adds ~0.5-1%).
+#[test]
+fn conv1d_q8_is_close_to_f32() {
+    let mut rng = Rng(29);
+    let (c_in, c_out, kernel, dilation, t_in) = (96, 40, 7, 3, 300);
+    let t_out = t_in - (kernel - 1) * dilation;
+    let x = rng.vec(c_in * t_in, 1.0);
+    let wf = rng.vec(c_out * c_in * kernel, 0.1);
+    let w = ConvQ8::from_conv1d(&wf, c_out, c_in, kernel);
+    let sh = Conv1dShape {
+        c_in,
+        c_out,
+        kernel,
+        dilation,
+        groups: 1,
+    };
+    let mut want = vec![0f32; c_out * t_out];
+    reference::conv1d(&x, t_in, &wf, None, sh, &mut want);
+    let mut got = vec![0f32; c_out * t_out];
+    Kernels::selected().conv1d_q8(&x, t_in, &w, None, dilation, &mut got);
+    let rms = |v: &[f32]| (v.iter().map(|a| a * a).sum::<f32>() / v.len() as f32).sqrt();
+    let diff: Vec<f32> = got.iter().zip(&want).map(|(a, b)| a - b).collect();
+    let rel = rms(&diff) / rms(&want);
+    assert!(rel < 0.02, "int8 conv relative RMS error {rel}");
+}
 
 #[test]
 fn conv1d_bf16_is_bit_exact_on_every_path() {

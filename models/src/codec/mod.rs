@@ -117,6 +117,11 @@ impl Code2Wav {
     pub fn codebook_size(&self) -> usize {
         self.cfg.codebook_size
     }
+    /// Vocoder blocks (upsampling stages after `decoder.0`): 4 at the
+    /// official size.
+    pub fn vocoder_blocks(&self) -> usize {
+        self.cfg.upsample_rates.len()
+    }
 
     /// Checks `codes` is `[n_frames, num_quantizers]` with every code inside
     /// the codebook.

@@ -710,7 +710,7 @@ fn install_kernel_switches() {
 /// `TTS_RT_C2W_MODEL=/path/q06b cargo test --release -p tts-models --lib codec_time_full_size -- --ignored --nocapture`.
 /// Decodes `TTS_RT_C2W_FRAMES` (default 40) random frames with the official
 /// chunked decode (what `speak` runs), `TTS_RT_C2W_PASSES` times, at
-/// `TTS_RT_C2W_PRECISION` (f32 or bf16), printing per-stage times;
+/// `TTS_RT_C2W_PRECISION` (f32, bf16 or int8), printing per-stage times;
 /// `TTS_RT_C2W_STEP=k` streams in steps of k frames instead;
 /// `TTS_RT_C2W_SESSIONS=s` (with a step) decodes `s` streams of different
 /// codes, stepped together round by round, `TTS_RT_C2W_BATCH=1` with one

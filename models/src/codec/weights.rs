@@ -2,12 +2,12 @@
 //! config implies, plus what can be precomputed once (codebooks divided by
 //! their usage, SnakeBeta exponentials, RoPE inverse frequencies).
 
-use tts_kernels::{AttnShape, Conv1dShape, ConvBf16, ConvTranspose1dShape};
+use tts_kernels::{AttnShape, Conv1dShape, ConvBf16, ConvQ8, ConvTranspose1dShape};
 
 use crate::checkpoint::{F32Tensor, TensorStore};
 use crate::config::CodecConfig;
 use crate::error::Result;
-use crate::quant::Code2WavPrecision;
+use crate::quant::{Code2WavLayers, Code2WavPrecision};
 use crate::weight::Weight;
 
 /// `EuclideanCodebook.epsilon` in the official decoder: usage is clamped to
@@ -33,6 +33,9 @@ pub(crate) struct CausalConv {
     /// The bf16 copy the forward runs instead of `w` (dense convs at
     /// [`Code2WavPrecision::Bf16`]).
     pub bf16: Option<ConvBf16>,
+    /// The int8 copy the forward runs instead of `w` (the layers a
+    /// [`Code2WavPrecision::Int8`] names).
+    pub q8: Option<ConvQ8>,
     pub bias: Option<Vec<f32>>,
     pub shape: Conv1dShape,
 }
@@ -44,6 +47,7 @@ impl CausalConv {
         shape: Conv1dShape,
         bias: bool,
         precision: Code2WavPrecision,
+        layer: Option<Code2WavLayers>,
     ) -> Result<Self> {
         let Conv1dShape {
             c_in,
@@ -62,12 +66,15 @@ impl CausalConv {
         } else {
             None
         };
-        let bf16 = (precision == Code2WavPrecision::Bf16 && groups == 1).then(|| {
+        let q8 = (layer.is_some_and(|l| precision.int8(l)) && groups == 1)
+            .then(|| ConvQ8::from_conv1d(w.data(), c_out, c_in, kernel));
+        let bf16 = (precision.rest_bf16() && groups == 1 && q8.is_none()).then(|| {
             ConvBf16::from_conv1d(w.data(), c_out, c_in, kernel, tts_kernels::bf16_layout())
         });
         Ok(CausalConv {
             w,
             bf16,
+            q8,
             bias,
             shape,
         })
@@ -84,6 +91,16 @@ impl CausalConv {
         let t_out = t_in - self.history();
         out.clear();
         out.resize(self.shape.c_out * t_out, 0.0);
+        if let Some(w) = &self.q8 {
+            return tts_kernels::conv1d_q8(
+                x,
+                t_in,
+                w,
+                self.bias.as_deref(),
+                self.shape.dilation,
+                out,
+            );
+        }
         if let Some(w) = &self.bf16 {
             return tts_kernels::conv1d_bf16(
                 x,
@@ -133,7 +150,7 @@ impl CausalTransConv {
     ) -> Result<Self> {
         debug_assert!(kernel.is_multiple_of(stride) && kernel >= stride);
         let w = F32Tensor::load(store, &format!("{prefix}.weight"), &[c_in, c_out, kernel])?;
-        let bf16 = (precision == Code2WavPrecision::Bf16).then(|| {
+        let bf16 = precision.rest_bf16().then(|| {
             ConvBf16::from_conv_transpose1d(
                 w.data(),
                 c_in,
@@ -249,7 +266,7 @@ impl Linear {
         precision: Code2WavPrecision,
     ) -> Result<Self> {
         let mut w = store.weight(&format!("{prefix}.weight"), &[d_out, d_in])?;
-        if precision == Code2WavPrecision::Bf16 {
+        if precision.rest_bf16() {
             w = w.to_bf16();
         }
         let bias = if bias {
@@ -414,6 +431,7 @@ impl Weights {
             },
             true,
             precision,
+            Some(Code2WavLayers::PRE_CONV),
         )?;
 
         let t = &cfg.transformer;
@@ -555,6 +573,7 @@ impl Weights {
                         },
                         true,
                         precision,
+                        None,
                     )?,
                     norm_w: store.vector(&format!("{up}.1.norm.weight"), &[ld])?,
                     norm_b: store.vector(&format!("{up}.1.norm.bias"), &[ld])?,
@@ -592,6 +611,7 @@ impl Weights {
             },
             true,
             precision,
+            Some(Code2WavLayers::CONV_IN),
         )?;
         let mut blocks = Vec::new();
         for (i, &rate) in cfg.upsample_rates.iter().enumerate() {
@@ -614,6 +634,7 @@ impl Weights {
                         },
                         true,
                         precision,
+                        Some(Code2WavLayers::conv1(i)),
                     )?,
                     act2: Snake::load(store, &format!("{up}.act2"), c_out)?,
                     conv2: CausalConv::load(
@@ -628,6 +649,7 @@ impl Weights {
                         },
                         true,
                         precision,
+                        Some(Code2WavLayers::conv2(i)),
                     )?,
                 });
             }
@@ -660,6 +682,7 @@ impl Weights {
             },
             true,
             precision,
+            Some(Code2WavLayers::CONV_OUT),
         )?;
 
         Ok(Weights {

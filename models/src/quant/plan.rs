@@ -28,11 +28,13 @@
 //! ```text
 //! SPEC  := PRESET | P | P,P | P,P,C2W | [BASE,]ITEM(,ITEM)*
 //! BASE  := PRESET | P                  (default: reference)
-//! ITEM  := STAGE.CLASS=P | STAGE=P | code2wav=C2W
+//! ITEM  := STAGE.CLASS=P | STAGE=P | code2wav=C2W | code2wav.LAYER=int8|REST
 //! STAGE := talker | cp (alias code_predictor)
 //! CLASS := attn | mlp (= mlp_up_gate and mlp_down) | mlp_up_gate | mlp_down | head
 //! P     := any Precision name (f32/bf16/stored: the stored weights, int8, q4, ...)
-//! C2W   := f32 | bf16
+//! C2W   := f32 | bf16 | int8        (int8: every LAYER int8, the rest bf16)
+//! LAYER := pre_conv | decoder.0 | decoder.B.conv1 | decoder.B.conv2 | conv_out
+//! REST  := the precision of what is not int8 (bf16 after code2wav=int8)
 //! ```
 //! `STAGE=P` sets the stage's decoder linears (`attn`, `mlp`), not its
 //! head: the per-stage meaning `--precision` always had. Items apply left
@@ -41,7 +43,7 @@
 use std::fmt;
 
 use crate::config::{LmConfig, TalkerConfig};
-use crate::quant::{convert, Code2WavPrecision, Precision};
+use crate::quant::{convert, Code2WavLayers, Code2WavPrecision, Precision};
 use crate::weight::Weight;
 
 /// A class of tensors in one LM stage that a [`StagePlan`] sets.
@@ -258,7 +260,7 @@ fn code2wav(part: &str, v: &str) -> Result<Code2WavPrecision, PlanError> {
     Code2WavPrecision::from_name(v).ok_or_else(|| {
         err(
             part,
-            format!("unknown code2wav precision {v:?}; expected f32 or bf16"),
+            format!("unknown code2wav precision {v:?}; expected f32, bf16 or int8"),
         )
     })
 }
@@ -340,12 +342,28 @@ impl PrecisionPlan {
         let Some((key, value)) = item.split_once('=') else {
             return Err(err(
                 item,
-                "expected STAGE.CLASS=PRECISION, STAGE=PRECISION or code2wav=f32|bf16 (a preset or precision may only come first)",
+                "expected STAGE.CLASS=PRECISION, STAGE=PRECISION, code2wav=f32|bf16|int8 or code2wav.LAYER=int8|bf16|f32 (a preset or precision may only come first)",
             ));
         };
         let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
         if key == "code2wav" {
             self.code2wav = code2wav(item, value)?;
+            return Ok(());
+        }
+        if let Some(layer) = key.strip_prefix("code2wav.") {
+            let l = Code2WavLayers::from_name(layer).ok_or_else(|| {
+                err(
+                    item,
+                    format!(
+                        "unknown code2wav layer {layer:?}; expected {}",
+                        Code2WavLayers::spellings()
+                    ),
+                )
+            })?;
+            self.code2wav = self
+                .code2wav
+                .set_layer(l, value)
+                .map_err(|e| err(item, e))?;
             return Ok(());
         }
         let (stage, class) = match key.split_once('.') {
@@ -407,8 +425,12 @@ impl PrecisionPlan {
     /// stages are uniform (`int8,int8,bf16`), else every class of each stage
     /// (`talker=int8,talker.head=f32,cp.attn=int8,...,code2wav=bf16`).
     pub fn name(&self) -> String {
-        if let (Some(t), Some(c)) = (self.talker.as_uniform(), self.code_predictor.as_uniform()) {
-            return format!("{t},{c},{}", self.code2wav);
+        if let (Some(t), Some(c), Some(w)) = (
+            self.talker.as_uniform(),
+            self.code_predictor.as_uniform(),
+            self.code2wav.simple_name(),
+        ) {
+            return format!("{t},{c},{w}");
         }
         let mut items = Vec::new();
         for (stage, plan) in [("talker", &self.talker), ("cp", &self.code_predictor)] {
@@ -416,7 +438,7 @@ impl PrecisionPlan {
                 items.push(format!("{stage}.{}={}", c.name(), plan.get(c)));
             }
         }
-        items.push(format!("code2wav={}", self.code2wav));
+        items.extend(self.code2wav.items());
         items.join(",")
     }
 }
@@ -546,6 +568,11 @@ mod tests {
             "fast",
             "q4,int8",
             "talker.attn=int8,talker.mlp=q4,cp.head=int8,code2wav=bf16",
+            "int8,int8,int8",
+            "fast,code2wav=int8,code2wav.decoder.0=int8,code2wav.decoder.3.conv2=bf16",
+            "code2wav=f32,code2wav.decoder.4.conv1=int8",
+            "fast,code2wav.decoder.2.conv1=int8",
+            "talker.attn=int8,code2wav=int8,code2wav.conv_out=int8",
         ] {
             let p = PrecisionPlan::parse(s).unwrap();
             assert_eq!(
@@ -556,6 +583,20 @@ mod tests {
             );
         }
         assert_eq!(Preset::Fast.plan().name(), "int8,int8,bf16");
+        assert_eq!(
+            PrecisionPlan::parse("fast,code2wav=int8,code2wav.decoder.4.conv1=bf16")
+                .unwrap()
+                .name(),
+            "talker.attn=int8,talker.mlp_up_gate=int8,talker.mlp_down=int8,talker.head=f32,\
+             cp.attn=int8,cp.mlp_up_gate=int8,cp.mlp_down=int8,cp.head=f32,\
+             code2wav=int8,code2wav.decoder.4.conv1=bf16"
+        );
+        // Opting every layer back out is bf16 again.
+        let mut p = PrecisionPlan::parse("code2wav=int8").unwrap();
+        for (n, _) in Code2WavLayers::each(4) {
+            p.apply(&format!("code2wav.{n}=bf16")).unwrap();
+        }
+        assert_eq!(p.code2wav, Code2WavPrecision::Bf16);
     }
 
     #[test]
@@ -566,7 +607,17 @@ mod tests {
             ("vocoder.attn=int8", "vocoder.attn=int8", "stage"),
             ("talker.embed=int8", "talker.embed=int8", "stored"),
             ("cp.proj=q4", "cp.proj=q4", "stored"),
-            ("code2wav=int8", "code2wav=int8", "bf16"),
+            ("code2wav=int4", "code2wav=int4", "int8"),
+            (
+                "code2wav.decoder.9.conv1=int8",
+                "code2wav.decoder.9.conv1=int8",
+                "layer",
+            ),
+            (
+                "code2wav=int8,code2wav.decoder.1.conv1=f32",
+                "code2wav.decoder.1.conv1=f32",
+                "rest",
+            ),
             ("int8,q4,f32,f32", "int8,q4,f32,f32", "preset"),
             ("int8,q5", "q5", "unknown precision"),
             ("turbo", "turbo", "balanced"),

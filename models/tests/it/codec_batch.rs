@@ -172,8 +172,13 @@ fn codec_batch_equals_alone_tiny_b_bf16() {
 }
 
 #[test]
+fn codec_batch_equals_alone_tiny_a_int8() {
+    check_fixture("tiny-a", Code2WavPrecision::INT8);
+}
+
+#[test]
 fn codec_batch_of_one_equals_decode_step() {
-    for precision in [Code2WavPrecision::F32, Code2WavPrecision::Bf16] {
+    for precision in Code2WavPrecision::ALL {
         let m = load("tiny-a", precision);
         let s = Stream {
             codes: codes(&m, 30, 9),

@@ -1,0 +1,145 @@
+//! Convolutions with int8 weights and int8 activations, exact i32 sums:
+//! the arithmetic of AVX-512 VNNI `vpdpbusd` (`_mm512_dpbusd_epi32`),
+//! which does 64 multiply-adds per instruction against 32 for
+//! `vdpbf16ps`.
+//!
+//! # Format
+//! [`ConvQ8`] holds a `Conv1d` weight `[c_out, c_in, k]` quantized once (at
+//! model load): symmetric int8 with one f32 scale per output channel,
+//! `s_w[co] = max |w[co, .., ..]| / 127`, `q = round_ties_even(w / s_w)`.
+//! Quads of adjacent input channels share a `u32` (channel `4j + i` in
+//! byte `i`, 0 past `c_in`), stored `[c_out][k][quads]`: a time tile
+//! broadcasts one channel's quad at a time.
+//!
+//! # Arithmetic (what every path computes)
+//! Activations are quantized per input **time column**, over all input
+//! channels: `s_x[t] = max_c |x[c, t]| / 127`, `xq = round_ties_even(x *
+//! (127 / max))` (0 for an all-zero column). A column's scale follows the
+//! signal's loudness, so quiet passages keep their resolution. Because the
+//! taps of one output read different columns, each tap is its own exact
+//! integer sum, and the taps are combined in f32:
+//!
+//! ```text
+//! acc = bias[co] (0 without one)
+//! for kk in 0..k:   (in order)
+//!     i   = sum_c q[co, c, kk] * xq[c, t + kk * d]          (exact, i32)
+//!     acc = acc + (i as f32) * (s_x[t + kk * d] * s_w[co])  (two roundings)
+//! ```
+//!
+//! The SIMD path feeds `vpdpbusd` the activations as `u8 = xq + 128` and
+//! subtracts `128 * sum_c q[co, c, kk]` after the sum, which gives the same
+//! i32; it then does the same f32 operations in the same order, so all
+//! paths agree bit for bit. `|i| <= 1536 * 127 * 255 < 2^31` at the
+//! decoder's widest conv. The paths: [`crate::reference::conv1d_q8`]
+//! (the definition), AVX-512 VNNI, and on every other path a portable
+//! kernel with the reference's loops in parallel (the same bits).
+
+/// Largest quantized magnitude (symmetric: -127..=127).
+pub const Q_MAX: f32 = 127.0;
+
+/// An int8 convolution weight (see the module docs).
+#[derive(Clone, Debug, PartialEq)]
+pub struct ConvQ8 {
+    /// `[c_out][kernel][quads]`, four i8 per `u32`.
+    pub(crate) w: Vec<u32>,
+    /// `s_w`, one per output channel.
+    pub scales: Vec<f32>,
+    /// `sum_c q[co, c, kk]`, `[c_out][kernel]`: the correction of the u8
+    /// offset the VNNI path feeds its activations with.
+    pub(crate) wsum: Vec<i32>,
+    pub c_in: usize,
+    pub c_out: usize,
+    pub kernel: usize,
+}
+
+/// `v` quantized by `inv` (127 / the block's max magnitude), clamped.
+#[inline(always)]
+pub fn quantize(v: f32, inv: f32) -> i8 {
+    (v * inv).round_ties_even().clamp(-Q_MAX, Q_MAX) as i8
+}
+
+/// `(scale, inverse)` of a block whose largest magnitude is `max`:
+/// `(max / 127, 127 / max)`, `(0, 0)` for an all-zero block.
+#[inline(always)]
+pub fn scale_of(max: f32) -> (f32, f32) {
+    if max > 0.0 {
+        (max / Q_MAX, Q_MAX / max)
+    } else {
+        (0.0, 0.0)
+    }
+}
+
+impl ConvQ8 {
+    /// From a `Conv1d` weight `[c_out, c_in, kernel]` (groups = 1).
+    pub fn from_conv1d(w: &[f32], c_out: usize, c_in: usize, kernel: usize) -> Self {
+        assert_eq!(w.len(), c_out * c_in * kernel, "ConvQ8: weight shape");
+        assert!(kernel > 0, "ConvQ8: kernel must be >= 1");
+        let quads = c_in.div_ceil(4);
+        let mut packed = vec![0u32; c_out * kernel * quads];
+        let mut scales = vec![0f32; c_out];
+        let mut wsum = vec![0i32; c_out * kernel];
+        for co in 0..c_out {
+            let row = &w[co * c_in * kernel..(co + 1) * c_in * kernel];
+            let (s, inv) = scale_of(row.iter().fold(0f32, |m, v| m.max(v.abs())));
+            scales[co] = s;
+            for ci in 0..c_in {
+                for kk in 0..kernel {
+                    let q = quantize(row[ci * kernel + kk], inv);
+                    packed[(co * kernel + kk) * quads + ci / 4] |=
+                        (q as u8 as u32) << (8 * (ci % 4));
+                    wsum[co * kernel + kk] += q as i32;
+                }
+            }
+        }
+        ConvQ8 {
+            w: packed,
+            scales,
+            wsum,
+            c_in,
+            c_out,
+            kernel,
+        }
+    }
+
+    /// Input channel quads (`ceil(c_in / 4)`).
+    pub fn quads(&self) -> usize {
+        self.c_in.div_ceil(4)
+    }
+
+    /// The quantized weight of (`co`, `ci`, `kk`).
+    pub fn weight(&self, co: usize, ci: usize, kk: usize) -> i8 {
+        (self.w[(co * self.kernel + kk) * self.quads() + ci / 4] >> (8 * (ci % 4))) as u8 as i8
+    }
+
+    /// The weight as f32 again (`q * s_w`), `[c_out, c_in, kernel]`: what
+    /// the int8 weight stands for.
+    pub fn dequantized(&self) -> Vec<f32> {
+        let mut w = Vec::with_capacity(self.c_out * self.c_in * self.kernel);
+        for co in 0..self.c_out {
+            for ci in 0..self.c_in {
+                for kk in 0..self.kernel {
+                    w.push(self.weight(co, ci, kk) as f32 * self.scales[co]);
+                }
+            }
+        }
+        w
+    }
+
+    /// Weight bytes (the packed quads, scales and tap sums).
+    pub fn bytes(&self) -> usize {
+        4 * (self.w.len() + self.scales.len() + self.wsum.len())
+    }
+}
+
+/// Per-column activation scales of `x = [c_in, t_in]`: `(s_x, inverse)`
+/// per column (see the module docs).
+pub fn column_scales(x: &[f32], c_in: usize, t_in: usize) -> (Vec<f32>, Vec<f32>) {
+    assert_eq!(x.len(), c_in * t_in, "column_scales: x is not [c_in, t_in]");
+    let mut max = vec![0f32; t_in];
+    for row in x.chunks_exact(t_in.max(1)).take(c_in) {
+        for (m, v) in max.iter_mut().zip(row) {
+            *m = m.max(v.abs());
+        }
+    }
+    max.into_iter().map(scale_of).unzip()
+}

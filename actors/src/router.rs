@@ -710,7 +710,14 @@ impl Router {
                 continue;
             }
             match self.admission(&m) {
-                Ok(cost) => self.start(m, cost),
+                Ok(cost) => {
+                    // The line's count is true before the submitter hears
+                    // it was started (it may read the figure at once).
+                    self.shared
+                        .offline_waiting
+                        .store(self.waiting.len(), Ordering::Relaxed);
+                    self.start(m, cost)
+                }
                 Err(e) if realtime_refusal(&e) && now.duration_since(since) < OFFLINE_WAIT => {
                     self.waiting.push_front((m, since));
                     break;

@@ -75,8 +75,31 @@ pub(crate) fn conv1d(
     match path {
         Q8ConvPath::Portable => portable(x, t_in, t_out, w, bias, dilation, out),
         #[cfg(target_arch = "x86_64")]
-        Q8ConvPath::Vnni(v) => vnni::conv1d(v, x, t_in, t_out, w, bias, dilation, out),
+        Q8ConvPath::Vnni(v) => vnni::conv1d(
+            v,
+            Call {
+                x,
+                t_in,
+                t_out,
+                w,
+                bias,
+                dilation,
+            },
+            out,
+        ),
     }
+}
+
+/// A checked call's inputs, as the SIMD path takes them.
+#[cfg(target_arch = "x86_64")]
+#[derive(Clone, Copy)]
+struct Call<'a> {
+    x: &'a [f32],
+    t_in: usize,
+    t_out: usize,
+    w: &'a ConvQ8,
+    bias: Option<&'a [f32]>,
+    dilation: usize,
 }
 
 /// The reference's loops, output channels in parallel.
@@ -189,20 +212,27 @@ pub(crate) mod vnni {
         Packed { x: xp, sx, x_cs }
     }
 
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "the checked call's fields, passed on from the one dispatching caller"
-    )]
-    pub(super) fn conv1d(
-        v: Vnni,
-        x: &[f32],
-        t_in: usize,
-        t_out: usize,
-        w: &ConvQ8,
-        bias: Option<&[f32]>,
+    /// What every task of one call reads: the packed input, the weight,
+    /// and where the output goes.
+    #[derive(Clone, Copy)]
+    struct Tiles<'a> {
+        p: &'a Packed,
+        w: &'a ConvQ8,
+        bias: Option<&'a [f32]>,
         dilation: usize,
-        out: &mut [f32],
-    ) {
+        out: *mut f32,
+        t_out: usize,
+    }
+
+    pub(super) fn conv1d(v: Vnni, c: super::Call<'_>, out: &mut [f32]) {
+        let super::Call {
+            x,
+            t_in,
+            t_out,
+            w,
+            bias,
+            dilation,
+        } = c;
         let p = pack(x, w.c_in, t_in);
         let quads = w.quads();
         let slab = slab_len(quads, 16 * TV, t_out);
@@ -221,17 +251,15 @@ pub(crate) mod vnni {
             // multiple of 16 stay inside it; the CPU has the features
             // (`v`).
             unsafe {
-                block(
-                    v,
-                    &p,
+                let tiles = Tiles {
+                    p: &p,
                     w,
                     bias,
                     dilation,
-                    o.ptr(),
+                    out: o.ptr(),
                     t_out,
-                    (co0, co1),
-                    (t0, t1),
-                )
+                };
+                block(v, tiles, (co0, co1), (t0, t1))
             }
         });
     }
@@ -241,79 +269,56 @@ pub(crate) mod vnni {
     /// # Safety
     /// As stated at the call: `out` valid for `[c_out, t_out]`, the range
     /// written by this call alone, avx512f/bw/vnni present.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "one task's share of the call: its bounds beside the call's fields"
-    )]
     #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
     unsafe fn block(
         _v: Vnni,
-        p: &Packed,
-        w: &ConvQ8,
-        bias: Option<&[f32]>,
-        dilation: usize,
-        out: *mut f32,
-        t_out: usize,
+        tiles: Tiles<'_>,
         (co0, co1): (usize, usize),
         (t0, t1): (usize, usize),
     ) {
         let mut co = co0;
         while co + C <= co1 {
-            cols::<C>(p, w, bias, dilation, out, t_out, co, (t0, t1));
+            cols::<C>(tiles, co, (t0, t1));
             co += C;
         }
         while co < co1 {
-            cols::<1>(p, w, bias, dilation, out, t_out, co, (t0, t1));
+            cols::<1>(tiles, co, (t0, t1));
             co += 1;
         }
     }
 
     /// Channels `co..co + NC`, columns `t0..t1`.
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` step of `block`: its live bounds"
-    )]
     #[inline(always)]
-    unsafe fn cols<const NC: usize>(
-        p: &Packed,
-        w: &ConvQ8,
-        bias: Option<&[f32]>,
-        dilation: usize,
-        out: *mut f32,
-        t_out: usize,
-        co: usize,
-        (t0, t1): (usize, usize),
-    ) {
+    unsafe fn cols<const NC: usize>(tiles: Tiles<'_>, co: usize, (t0, t1): (usize, usize)) {
         let mut t = t0;
         while t + 16 * TV <= t1 {
-            tile::<NC, TV>(p, w, bias, dilation, out, t_out, co, t, 16 * TV);
+            tile::<NC, TV>(tiles, co, t, 16 * TV);
             t += 16 * TV;
         }
         while t < t1 {
             let n = (t1 - t).min(16);
-            tile::<NC, 1>(p, w, bias, dilation, out, t_out, co, t, n);
+            tile::<NC, 1>(tiles, co, t, n);
             t += n;
         }
     }
 
     /// `NC` channels x `NV` vectors of time from column `t`, `n` columns
     /// stored (the last vector masked).
-    #[allow(
-        clippy::too_many_arguments,
-        reason = "an `#[inline(always)]` register tile: its live bounds"
-    )]
     #[inline(always)]
     unsafe fn tile<const NC: usize, const NV: usize>(
-        p: &Packed,
-        w: &ConvQ8,
-        bias: Option<&[f32]>,
-        dilation: usize,
-        out: *mut f32,
-        t_out: usize,
+        tiles: Tiles<'_>,
         co: usize,
         t: usize,
         n: usize,
     ) {
+        let Tiles {
+            p,
+            w,
+            bias,
+            dilation,
+            out,
+            t_out,
+        } = tiles;
         let (k, quads, x_cs) = (w.kernel, w.quads(), p.x_cs);
         let mut acc = [[_mm512_setzero_ps(); NV]; NC];
         for (c, a) in acc.iter_mut().enumerate() {

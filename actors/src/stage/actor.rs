@@ -134,6 +134,10 @@ pub struct StageActor<L: StageLogic> {
     dir: Directory,
     ready: VecDeque<L::Input>,
     deferred: Vec<L::Input>,
+    /// Inputs held back for a stream closer to underrun (`crate::slack`),
+    /// oldest first: put back before `ready` at the next round, so a
+    /// request's inputs never overtake one another.
+    held: Vec<L::Input>,
     tick_pending: bool,
     recheck_pending: bool,
     /// Longest a step waits for the partner's outputs (0: never waits).
@@ -164,6 +168,7 @@ impl<L: StageLogic> StageActor<L> {
             dir,
             ready: VecDeque::new(),
             deferred: Vec::new(),
+            held: Vec::new(),
             tick_pending: false,
             recheck_pending: false,
             gather,
@@ -206,6 +211,7 @@ impl<L: StageLogic> StageActor<L> {
         self.logic.clear();
         self.ready.clear();
         self.deferred.clear();
+        self.held.clear();
         if !self.is_retired() {
             self.health().busy_since_us.store(0, Ordering::Release);
         }
@@ -234,6 +240,7 @@ impl<L: StageLogic> StageActor<L> {
             .ready
             .iter()
             .chain(&self.deferred)
+            .chain(&self.held)
             .map(|i| L::stamp(i).key)
             .collect();
         let missing = self
@@ -378,6 +385,7 @@ impl<L: StageLogic> StageActor<L> {
             self.ready
                 .iter()
                 .chain(&self.deferred)
+                .chain(&self.held)
                 .map(|i| L::stamp(i).key),
         );
         requests.sort();
@@ -570,21 +578,41 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
         }
         if self.shared.slack_order {
             // The stream closest to underrun first; one far ahead waits
-            // (in `deferred`, rechecked every tick) while another is close.
+            // (in `held`, back in front of `ready` next round, so its
+            // inputs keep their order) while another is close. Within a
+            // round a request's held inputs are its youngest ones (the
+            // wait is bounded per input's age), so what runs now of it
+            // came first.
+            if !self.held.is_empty() {
+                let mut back: VecDeque<L::Input> = self.held.drain(..).collect();
+                back.extend(self.ready.drain(..));
+                self.ready = back;
+            }
             let now = Instant::now();
             let snap = self.shared.slack.snapshot(now);
-            let before = self.deferred.len();
             slack::hold(
                 &mut self.ready,
-                &mut self.deferred,
+                &mut self.held,
                 &snap,
                 |i| L::stamp(i).key,
                 |i| now.saturating_duration_since(L::stamp(i).sent_at),
             );
-            if self.deferred.len() > before {
+            if !self.held.is_empty() {
                 self.health()
                     .held_for_slack
-                    .fetch_add((self.deferred.len() - before) as u64, Ordering::Relaxed);
+                    .fetch_add(self.held.len() as u64, Ordering::Relaxed);
+                if !self.recheck_pending {
+                    self.recheck_pending = true;
+                    ctx.run_later(self.recheck, |act, ctx| {
+                        act.recheck_pending = false;
+                        act.ready.extend(act.deferred.drain(..));
+                        act.schedule_tick(ctx);
+                        if !act.held.is_empty() && !act.tick_pending {
+                            act.tick_pending = true;
+                            ctx.notify(Tick);
+                        }
+                    });
+                }
             }
             slack::order(&mut self.ready, |i| L::stamp(i).key, |k| snap.slack(k));
         }
@@ -651,11 +679,12 @@ impl<L: StageLogic> Handler<DropRequest> for StageActor<L> {
     type Result = bool;
 
     fn handle(&mut self, m: DropRequest, ctx: &mut Context<Self>) -> bool {
-        let queued = self.ready.len() + self.deferred.len();
+        let queued = self.ready.len() + self.deferred.len() + self.held.len();
         self.ready.retain(|i| L::stamp(i).key != m.key);
         self.deferred.retain(|i| L::stamp(i).key != m.key);
-        let had =
-            self.logic.drop_request(m.key) || queued != self.ready.len() + self.deferred.len();
+        self.held.retain(|i| L::stamp(i).key != m.key);
+        let had = self.logic.drop_request(m.key)
+            || queued != self.ready.len() + self.deferred.len() + self.held.len();
         self.update_held();
         // A step gathering for the dropped request need not wait for it.
         self.schedule_tick(ctx);

@@ -1281,6 +1281,7 @@ fn a_stream_far_ahead_is_held_while_a_newcomer_waits_for_its_first_audio() {
             let sr = m.code2wav.sample_rate() as f64;
             let mut ahead = request(&m, "I run far ahead of anyone listening.", 1000, false, 3);
             ahead.options.ignore_eos = true;
+            let want = reference(&m, &ahead);
             let mut s_ahead = engine.open_session().synthesize_blocking(ahead).unwrap();
             // Read (and so acknowledge) the first stream until its listener,
             // playing from its first chunk, has three seconds in hand.
@@ -1314,6 +1315,12 @@ fn a_stream_far_ahead_is_held_while_a_newcomer_waits_for_its_first_audio() {
                 Some(1000),
                 "the stream held for the newcomer runs to its end"
             );
+            // Its frames kept their order through the holds: the audio is
+            // the offline decode's.
+            for w in rest.chunks.windows(2) {
+                assert_eq!(w[1].first_frame, w[0].first_frame + w[0].frames as u64);
+            }
+            assert_matches(&m, &rest, &want, "the held stream");
             let held: u64 = engine.stats().held_for_slack.iter().sum();
             if slack_order {
                 assert!(held > 0, "nothing was held for the newcomer");

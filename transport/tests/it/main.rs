@@ -2,6 +2,9 @@
 //! (docs/architecture.md, "Tests"); `common`: the server they share;
 //! `alone`: running a test in a process of its own.
 
+/// One file for every crate that needs it (the test binaries of actors,
+/// audio and transport).
+#[path = "../../../tests/support/alone.rs"]
 mod alone;
 mod common;
 

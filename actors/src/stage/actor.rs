@@ -601,18 +601,8 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
                 self.health()
                     .held_for_slack
                     .fetch_add(self.held.len() as u64, Ordering::Relaxed);
-                if !self.recheck_pending {
-                    self.recheck_pending = true;
-                    ctx.run_later(self.recheck, |act, ctx| {
-                        act.recheck_pending = false;
-                        act.ready.extend(act.deferred.drain(..));
-                        act.schedule_tick(ctx);
-                        if !act.held.is_empty() && !act.tick_pending {
-                            act.tick_pending = true;
-                            ctx.notify(Tick);
-                        }
-                    });
-                }
+                // Rechecked even if this round stops early.
+                self.schedule_recheck(ctx);
             }
             slack::order(&mut self.ready, |i| L::stamp(i).key, |k| snap.slack(k));
         }
@@ -636,14 +626,28 @@ impl<L: StageLogic> Handler<Tick> for StageActor<L> {
             }
         }
         self.schedule_tick(ctx);
-        if !self.deferred.is_empty() && !self.recheck_pending {
-            self.recheck_pending = true;
-            ctx.run_later(self.recheck, |act, ctx| {
-                act.recheck_pending = false;
-                act.ready.extend(act.deferred.drain(..));
-                act.schedule_tick(ctx);
-            });
+        self.schedule_recheck(ctx);
+    }
+}
+
+impl<L: StageLogic> StageActor<L> {
+    /// One `recheck` from now, the inputs that wait — the logic's deferred
+    /// ones and those held for slack — get another round.
+    fn schedule_recheck(&mut self, ctx: &mut Context<Self>) {
+        if (self.deferred.is_empty() && self.held.is_empty()) || self.recheck_pending {
+            return;
         }
+        self.recheck_pending = true;
+        ctx.run_later(self.recheck, |act, ctx| {
+            act.recheck_pending = false;
+            act.ready.extend(act.deferred.drain(..));
+            act.schedule_tick(ctx);
+            if !act.held.is_empty() && !act.tick_pending {
+                // The held inputs go back in front of `ready` at the round.
+                act.tick_pending = true;
+                ctx.notify(Tick);
+            }
+        });
     }
 }
 

@@ -18,7 +18,7 @@ use std::time::Instant;
 
 use anyhow::{bail, Result};
 use serde_json::{json, Value};
-use tts_actors::{Engine, ErrorKind, Event, RequestMetrics, Summary};
+use tts_actors::{Engine, EngineError, ErrorKind, RequestMetrics, Summary};
 
 use super::Workload;
 
@@ -103,6 +103,12 @@ pub(super) fn continuous_streams(levels: &[Level]) -> Option<usize> {
     Some(levels.iter().filter_map(Level::held).max().unwrap_or(0))
 }
 
+/// The engine refused the stream for capacity.
+fn refused(e: &anyhow::Error) -> bool {
+    e.downcast_ref::<EngineError>()
+        .is_some_and(|e| e.kind() == ErrorKind::AtCapacity)
+}
+
 /// Runs one round: `n` streams offered at once (released together by a
 /// barrier), each to its terminal event on its own thread.
 fn run_round(
@@ -123,24 +129,14 @@ fn run_round(
                 s.spawn(move || -> Result<Outcome> {
                     barrier.wait();
                     let t = Instant::now();
-                    let mut stream = match session.synthesize_blocking(req) {
-                        Ok(s) => s,
-                        Err(e) if e.kind() == ErrorKind::AtCapacity => {
-                            return Ok(Outcome::Refused {
-                                ms: t.elapsed().as_secs_f64() * 1e3,
-                            })
-                        }
-                        Err(e) => return Err(e.into()),
-                    };
-                    while let Some(e) = stream.next_blocking() {
-                        match e {
-                            Event::Done { metrics, .. } => return Ok(Outcome::Admitted(metrics)),
-                            Event::Error { error, .. } => return Err(error.into()),
-                            Event::Cancelled { .. } => bail!("stream cancelled"),
-                            Event::Audio(_) | Event::Started { .. } => {}
-                        }
+                    match super::run_one(&session, req, false) {
+                        Ok(m) => Ok(Outcome::Admitted(Box::new(m))),
+                        // Admission answers before the stream exists.
+                        Err(e) if refused(&e) => Ok(Outcome::Refused {
+                            ms: t.elapsed().as_secs_f64() * 1e3,
+                        }),
+                        Err(e) => Err(e),
                     }
-                    bail!("stream ended without a terminal event")
                 })
             })
             .collect();

@@ -36,7 +36,7 @@ mod scoreboard;
 mod summary;
 mod voice;
 
-use machine::{cpu_model, git_commit, load_avg_1m};
+use machine::{cpu_model, git_commit, host_class, load_avg_1m};
 use report::{print_table, TableOptions};
 use rss::{RssSampler, RssTotals};
 use summary::{incomplete_requests, summarise_cell, Record, GROWTH_FROM};
@@ -292,6 +292,8 @@ pub fn bench(a: BenchArgs, switches: &Switches) -> Result<()> {
     // `TTS_RT_TEAM_HOLD` that never lends is refused at once).
     let config = engine_config(&a, switches.team_hold)?;
     config.validate()?;
+    // Before memory is sampled: the read probe's buffer is not the model's.
+    let host = host_class();
     let sampler = RssSampler::start(Duration::from_millis(RSS_SAMPLE_MS));
     let started = load_and_start(&a, config, &sampler)?;
     let bench_voice = BenchVoice::make(&started.model, &a.voice)?;
@@ -312,7 +314,8 @@ pub fn bench(a: BenchArgs, switches: &Switches) -> Result<()> {
         write_jsonl(p, &records)?;
     }
     let cells = summarise_cells(&a, &workload, &records, cell_peaks)?;
-    let prov = provenance(&model, &a, switches);
+    let mut prov = provenance(&model, &a, switches);
+    prov["host"] = host;
     let mut doc = document(prov, times, rss_load, memory, final_stats, cells);
     doc["voice"] = workload.voice.summary.clone();
     if a.json {
@@ -360,6 +363,7 @@ fn run_scoreboard(mut a: BenchArgs, switches: &Switches) -> Result<()> {
     let mut config = engine_config(&a, switches.team_hold)?;
     config.realtime_load = (a.realtime_load > 0.0).then_some(a.realtime_load);
     config.validate()?;
+    let host = host_class();
     let sampler = RssSampler::start(Duration::from_millis(RSS_SAMPLE_MS));
     let started = load_and_start(&a, config.clone(), &sampler)?;
     let show = !a.json && std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -386,8 +390,10 @@ fn run_scoreboard(mut a: BenchArgs, switches: &Switches) -> Result<()> {
     let model = started.model.clone();
     let final_stats = started.engine.shutdown();
     let frame_rate = model.code2wav.config().frame_rate();
+    let mut prov = provenance(&model, &a, switches);
+    prov["host"] = host;
     let doc = json!({
-        "provenance": provenance(&model, &a, switches),
+        "provenance": prov,
         "voice": workload.voice.summary.clone(),
         "scoreboard": {
             "text": texts[0].0,

@@ -139,6 +139,19 @@ fn bench_reports_every_metric_with_provenance() {
     ] {
         assert!(p.get(k).is_some(), "provenance lacks {k}");
     }
+    // The host's class, measured: what bounds the model on it.
+    let h = &p["host"];
+    for k in ["read_gb_s", "int8_matmul_gmacs", "bf16_conv_gmacs"] {
+        let r = &h[k];
+        let (lo, mid, hi) = (
+            r["min"].as_f64().unwrap_or(f64::NAN),
+            r["median"].as_f64().unwrap_or(f64::NAN),
+            r["max"].as_f64().unwrap_or(f64::NAN),
+        );
+        assert!(lo > 0.0 && lo <= mid && mid <= hi, "host {k}: {r}");
+    }
+    assert!(h["threads"].as_u64().is_some_and(|t| t >= 1), "{h}");
+    assert!(h["bf16_conv_gmacs"]["path"].is_string(), "{h}");
     // Memory in detail: tests/it/memory.rs.
     let rss = &doc["rss_anon_kb"];
     for k in [
@@ -291,6 +304,13 @@ fn bench_scoreboard_offers_more_streams_until_admission_refuses_and_says_how_man
     // The headline is measured (a number, possibly 0), never missing here.
     assert!(sb["continuous_streams"].is_u64(), "{sb}");
     assert!(doc["provenance"]["cpu_model"].is_string());
+    assert!(
+        doc["provenance"]["host"]["read_gb_s"]["median"]
+            .as_f64()
+            .is_some_and(|g| g > 0.0),
+        "the scoreboard names its host's class: {}",
+        doc["provenance"]["host"]
+    );
 }
 
 #[test]

@@ -62,6 +62,10 @@ pub(super) fn print_table(doc: &Value, a: &TableOptions) {
         p["threads"],
         p["load_avg_1m_at_start"]
     );
+    if !p["host"].is_null() {
+        out += &super::machine::describe_host(&p["host"]);
+        out += "\n";
+    }
     out += &format!(
         "model {}  ({} code groups, {} Hz, {} samples/frame)  precision: {}\n",
         s(&p["model"]["dir"]),

@@ -247,6 +247,12 @@ pub(super) fn print(doc: &Value) {
         sb["frames"],
         sb["admission"].as_str().unwrap_or("?"),
     );
+    if !doc["provenance"]["host"].is_null() {
+        println!(
+            "{}",
+            super::machine::describe_host(&doc["provenance"]["host"])
+        );
+    }
     println!(
         "{:>8} {:>12} {:>12} {:>10} {:>11} {:>11} {:>11} {:>12}",
         "offered",

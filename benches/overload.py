@@ -9,8 +9,9 @@ the same instant and times what it gets back, client side (t_req = send):
   t_0 + P and plays in real time).
 
 Prints one JSON object: per-client records and the summary (admitted,
-refused, admitted streams continuous at P, refusal ms p50/max, frames/s
-made in all over the run's wall time).
+refused, admitted streams continuous at P, refusal ms p50/max, and frames
+per second of the run's wall time, in all and of the continuous streams
+alone: what listeners heard without a gap).
 
 usage: overload.py ADDR [--clients 20] [--prebuffer-ms 200] [--text T]
 """
@@ -132,6 +133,8 @@ def main():
         cont.append(r["continuous"])
         r.pop("chunks", None)
     frames = sum(r.get("frames", 0) for r in admitted)
+    # Frames a listener heard without a gap: those of the continuous streams.
+    frames_continuous = sum(r.get("frames", 0) for r in admitted if r["continuous"])
     refusal_ms = [r["status_ms"] for r in refused]
     print(json.dumps({
         "clients": a.clients,
@@ -145,6 +148,7 @@ def main():
         "frames_total": frames,
         "wall_s": wall_s,
         "frames_per_s": frames / wall_s if wall_s > 0 else None,
+        "continuous_frames_per_s": frames_continuous / wall_s if wall_s > 0 else None,
         "rtf_admitted": sorted(r["rtf"] for r in admitted if r.get("rtf")),
         "records": out,
     }))

@@ -4,7 +4,8 @@
 # the fixed bound alone (`--realtime-load 0 --max-requests 16`, the old
 # default), interleaved over PASSES passes with the arm order rotated.
 # Per pass and arm: admitted, refused, admitted streams continuous at
-# 200 ms, refusal latency p50/max, frames/s in all (benches/overload.py).
+# 200 ms, refusal latency p50/max, frames/s in all and of the continuous
+# streams alone (benches/overload.py).
 #
 # usage: benches/overload.sh MODEL_DIR [PASSES=3] [CLIENTS=20]
 #   env: TTS_RT (binary; default target/release/tts-rt), PRECISION (fast),
@@ -51,6 +52,7 @@ fmt = lambda v: "missing" if v is None else f"{v:.0f}"
 print(f"pass {p} {arm:8s} admitted {r['admitted']:2d} continuous {r['admitted_continuous']:2d} "
       f"refused {r['refused']:2d} other {r['other']} refusal_ms p50 {fmt(r['refusal_ms_p50'])} "
       f"max {fmt(r['refusal_ms_max'])} frames/s {r['frames_per_s']:.1f} "
+      f"(continuous {r['continuous_frames_per_s']:.1f}) "
       f"rtf {['%.2f' % x for x in r['rtf_admitted']]}")
 PY
 }

@@ -138,9 +138,10 @@ fn mac_rate(calls: usize, passes: usize, macs: u64, mut work: impl FnMut()) -> M
 /// count: long enough that a pass is not one scheduler tick.
 pub const PASS_TARGET: std::time::Duration = std::time::Duration::from_millis(10);
 
-/// Deterministic values in [-1, 1) (no RNG dependency; the rate does not
-/// depend on them).
-fn filler(n: usize, seed: u32) -> Vec<f32> {
+/// `n` values in [-1, 1) from a xorshift stream seeded by `seed` (the same
+/// data for the same seed on every run and host): the probes' inputs, and
+/// the kernel examples' and benches'.
+pub fn data(n: usize, seed: u32) -> Vec<f32> {
     let mut s = seed.wrapping_mul(2_654_435_761).max(1);
     (0..n)
         .map(|_| {
@@ -161,14 +162,14 @@ fn filler(n: usize, seed: u32) -> Vec<f32> {
 /// [`Kernels::selected`]: crate::Kernels::selected
 pub fn q8_matmul_rate(calls: usize, passes: usize) -> MacRate {
     let (m, n, k) = (4, 1024, 1024);
-    let (data, scales) = crate::quantize_q8_rows(&filler(n * k, 1), n, k);
+    let (q, scales) = crate::quantize_q8_rows(&data(n * k, 1), n, k);
     let w = crate::Mat::Q8 {
-        data: &data,
+        data: &q,
         scales: &scales,
         rows: n,
         cols: k,
     };
-    let x = filler(m * k, 2);
+    let x = data(m * k, 2);
     let mut out = vec![0f32; m * n];
     let kern = crate::Kernels::selected();
     mac_rate(calls, passes, (m * n * k) as u64, || {
@@ -185,9 +186,9 @@ pub fn bf16_conv_rate(t: usize, calls: usize, passes: usize) -> MacRate {
     let (c, kernel) = (192, 7);
     let kern = crate::Kernels::selected();
     let w =
-        crate::ConvBf16::from_conv1d(&filler(c * c * kernel, 3), c, c, kernel, kern.bf16_layout());
+        crate::ConvBf16::from_conv1d(&data(c * c * kernel, 3), c, c, kernel, kern.bf16_layout());
     let t = t.max(kernel);
-    let x = filler(c * t, 4);
+    let x = data(c * t, 4);
     let t_out = t - kernel + 1;
     let mut out = vec![0f32; c * t_out];
     mac_rate(calls, passes, (c * c * kernel * t_out) as u64, || {

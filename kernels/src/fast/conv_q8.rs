@@ -189,7 +189,7 @@ pub(crate) mod vnni {
     }
 
     /// Columns per packing task (a multiple of 16): its `c_in x PACK_COLS`
-    /// input slice (96 KB at 48 channels... 192 KB at 96) is read twice,
+    /// input slice (96 KB at 96 channels, 192 KB at 192) is read twice,
     /// the second time from L2.
     const PACK_COLS: usize = 256;
 

@@ -355,7 +355,7 @@ fn conv(c: &mut Criterion) {
 /// bf16 convolutions (`vdpbf16ps` and the f32-FMA emulation) and the int8
 /// one (`vpdpbusd` or portable) next to the f32 kernel on the same vocoder shapes (code2wav with 40 frames: block
 /// 1's residual units at 768 channels and 1280 samples, block 3's at 192 and
-/// 25600, a 1x1, and block 2's upsampling). Scalar is left out: the
+/// block 4's at 96 channels over 25600, a 1x1, and block 2's upsampling). Scalar is left out: the
 /// reference is far too slow at these sizes.
 fn conv_bf16(c: &mut Criterion) {
     use tts_kernels::ConvBf16;
@@ -366,6 +366,7 @@ fn conv_bf16(c: &mut Criterion) {
     for (name, ci, co, k, d, t) in [
         ("dense768_k7", 768, 768, 7, 3, 1280),
         ("dense192_k7", 192, 192, 7, 9, 25600),
+        ("dense96_k7", 96, 96, 7, 9, 25600),
         ("dense384_k1", 384, 384, 1, 1, 6400),
     ] {
         let sh = Conv1dShape {

@@ -27,8 +27,8 @@
 //! ```
 //!
 //! The SIMD path feeds `vpdpbusd` the activations as `u8 = xq + 128` and
-//! subtracts `128 * sum_c q[co, c, kk]` after the sum, which gives the same
-//! i32; it then does the same f32 operations in the same order, so all
+//! starts each sum at `-128 * sum_c q[co, c, kk]`, which gives the same
+//! i32 (wrapping adds, exact once the sum fits); it then does the same f32 operations in the same order, so all
 //! paths agree bit for bit. `|i| <= 1536 * 127 * 255 < 2^31` at the
 //! decoder's widest conv. The paths: [`crate::reference::conv1d_q8`]
 //! (the definition), AVX-512 VNNI, and on every other path a portable

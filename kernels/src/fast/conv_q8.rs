@@ -5,7 +5,11 @@
 //!   of 16 time steps) and quad: a 4 x 4 tile is 16 `vpdpbusd` = 1024
 //!   multiply-adds per 4 loads + 4 broadcasts. Each tap is its own i32 sum
 //!   (the taps read columns with different scales), then converted and
-//!   added in f32.
+//!   added in f32. The scales and the packing are one vectorised pass in
+//!   parallel tasks of columns, each reading its slice of the input twice
+//!   (max over the channels, then quantize), the second time from L2: at
+//!   96-192 channels a serial scalar pass (`roundevenf` calls) cost more
+//!   than the tiles.
 //! - Portable (every other path): the reference's loops per output
 //!   channel, i32 rows the compiler vectorises, channels in parallel.
 //!
@@ -149,6 +153,7 @@ fn portable(
 #[cfg(target_arch = "x86_64")]
 pub(crate) mod vnni {
     use super::*;
+    use crate::conv_q8::Q_MAX;
     use core::arch::x86_64::*;
 
     /// Proof that the CPU has avx512f, avx512bw and avx512vnni.
@@ -173,43 +178,113 @@ pub(crate) mod vnni {
     const PAD: usize = 16 * TV;
 
     /// The call's packed activations.
-    struct Packed {
+    pub(super) struct Packed {
         /// `[quads][x_cs]` quads of `u8 = xq + 128` (zero bytes of
         /// padding encode 128: quantized 0 reads as -128, which is why
         /// the padded lanes are never stored).
-        x: Vec<u32>,
+        pub(super) x: Vec<u32>,
         /// `s_x` per column, `x_cs` long.
-        sx: Vec<f32>,
-        x_cs: usize,
+        pub(super) sx: Vec<f32>,
+        pub(super) x_cs: usize,
     }
 
-    fn pack(x: &[f32], c_in: usize, t_in: usize) -> Packed {
-        let (mut sx, inv) = column_scales(x, c_in, t_in);
+    /// Columns per packing task (a multiple of 16): its `c_in x PACK_COLS`
+    /// input slice (96 KB at 96 channels, 192 KB at 192) is read twice,
+    /// the second time from L2.
+    const PACK_COLS: usize = 256;
+
+    /// Quantizes and packs `x = [c_in, t_in]`: tasks of [`PACK_COLS`]
+    /// columns across the kernel team, each finding its columns' scales
+    /// (max-abs over the channels) and then writing their quads.
+    pub(super) fn pack(v: Vnni, x: &[f32], c_in: usize, t_in: usize) -> Packed {
         let x_cs = t_in + PAD;
-        sx.resize(x_cs, 0.0);
         let quads = c_in.div_ceil(4);
         let mut xp = vec![0u32; quads * x_cs];
-        pack_par(&mut xp, x_cs, |q0, o| {
-            for (qi, row) in o.chunks_exact_mut(x_cs).enumerate() {
-                let q = q0 + qi;
-                for i in 0..4 {
-                    let ci = 4 * q + i;
-                    let shift = 8 * i;
-                    if ci >= c_in {
-                        // Quantized 0: byte 128.
-                        for v in row[..t_in].iter_mut() {
-                            *v |= 128 << shift;
-                        }
-                        continue;
-                    }
-                    let xr = &x[ci * t_in..(ci + 1) * t_in];
-                    for ((v, &a), &s) in row.iter_mut().zip(xr).zip(&inv) {
-                        *v |= ((quantize(a, s) as i32 + 128) as u32) << shift;
-                    }
-                }
-            }
+        let mut sx = vec![0f32; x_cs];
+        let (xo, so) = (SharedOut::new(&mut xp), SharedOut::new(&mut sx));
+        // ~3 vector operations per input value, two reads of it.
+        run_tasks(t_in.div_ceil(PACK_COLS), 8 * c_in * PACK_COLS, |i| {
+            let (t0, t1) = (i * PACK_COLS, ((i + 1) * PACK_COLS).min(t_in));
+            // SAFETY: task i alone writes columns t0..t1 of `xp` ([quads,
+            // x_cs]) and of `sx` (x_cs), both alive for the whole call;
+            // `x` is [c_in, t_in] (checked by `setup`); the CPU has the
+            // features (`v`).
+            unsafe { pack_cols(v, x, (c_in, t_in), (t0, t1), xo.ptr(), so.ptr(), x_cs) }
         });
         Packed { x: xp, sx, x_cs }
+    }
+
+    /// Columns `t0..t1` (at most [`PACK_COLS`]) of the packed input: the
+    /// scalar [`column_scales`] and [`quantize`] per lane, the same bits.
+    ///
+    /// # Safety
+    /// `x` is `[c_in, t_in]`; `xp` is valid for `[ceil(c_in / 4), x_cs]`
+    /// and `sx` for `x_cs` elements, columns `t0..t1 <= t_in` written by
+    /// this call alone; avx512f/bw present.
+    #[target_feature(enable = "avx512f,avx512bw,avx512vnni")]
+    unsafe fn pack_cols(
+        _v: Vnni,
+        x: &[f32],
+        (c_in, t_in): (usize, usize),
+        (t0, t1): (usize, usize),
+        xp: *mut u32,
+        sx: *mut f32,
+        x_cs: usize,
+    ) {
+        const NV: usize = PACK_COLS / 16;
+        let nv = (t1 - t0).div_ceil(16);
+        let mask = |v: usize| -> __mmask16 {
+            let n = (t1 - t0 - 16 * v).min(16);
+            (((1u32 << n) - 1) & 0xffff) as __mmask16
+        };
+        let xb = x.as_ptr();
+        // Max |x| per column (`f32::max` ignores NaN, as `vmaxps` with the
+        // running max second).
+        let mut max = [_mm512_setzero_ps(); NV];
+        for c in 0..c_in {
+            let row = xb.add(c * t_in + t0);
+            for (v, m) in max.iter_mut().enumerate().take(nv) {
+                let a = _mm512_abs_ps(_mm512_maskz_loadu_ps(mask(v), row.add(16 * v)));
+                *m = _mm512_max_ps(a, *m);
+            }
+        }
+        // `scale_of`: (max / 127, 127 / max), (0, 0) for a silent column.
+        let q_max = _mm512_set1_ps(Q_MAX);
+        let mut inv = [_mm512_setzero_ps(); NV];
+        for v in 0..nv {
+            let loud = _mm512_cmp_ps_mask::<_CMP_GT_OQ>(max[v], _mm512_setzero_ps());
+            let s = _mm512_maskz_div_ps(loud, max[v], q_max);
+            inv[v] = _mm512_maskz_div_ps(loud, q_max, max[v]);
+            _mm512_mask_storeu_ps(sx.add(t0 + 16 * v), mask(v), s);
+        }
+        // `quantize` + 128 per byte, four channels per u32.
+        let (lo, hi) = (_mm512_set1_ps(-Q_MAX), _mm512_set1_ps(Q_MAX));
+        let off = _mm512_set1_epi32(128);
+        for q in 0..c_in.div_ceil(4) {
+            let orow = xp.add(q * x_cs + t0);
+            for (v, &iv) in inv.iter().enumerate().take(nv) {
+                let mut u = _mm512_setzero_si512();
+                for i in 0..4 {
+                    let ci = 4 * q + i;
+                    let b = if ci < c_in {
+                        let a = _mm512_maskz_loadu_ps(mask(v), xb.add(ci * t_in + t0 + 16 * v));
+                        let y = _mm512_mul_ps(a, iv);
+                        let r = _mm512_roundscale_ps::<
+                            { _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC },
+                        >(y);
+                        let r = _mm512_min_ps(_mm512_max_ps(r, lo), hi);
+                        // NaN quantizes to 0 (`NaN as i8`).
+                        let ord = _mm512_cmp_ps_mask::<_CMP_ORD_Q>(y, y);
+                        _mm512_add_epi32(_mm512_maskz_cvtps_epi32(ord, r), off)
+                    } else {
+                        // Quantized 0: byte 128.
+                        off
+                    };
+                    u = _mm512_or_si512(u, _mm512_sll_epi32(b, _mm_cvtsi32_si128(8 * i as i32)));
+                }
+                _mm512_mask_storeu_epi32(orow.add(16 * v) as *mut i32, mask(v), u);
+            }
+        }
     }
 
     /// What every task of one call reads: the packed input, the weight,
@@ -233,7 +308,7 @@ pub(crate) mod vnni {
             bias,
             dilation,
         } = c;
-        let p = pack(x, w.c_in, t_in);
+        let p = pack(v, x, w.c_in, t_in);
         let quads = w.quads();
         let slab = slab_len(quads, 16 * TV, t_out);
         let (n_slabs, n_cb) = (t_out.div_ceil(slab), w.c_out.div_ceil(CO));
@@ -329,7 +404,10 @@ pub(crate) mod vnni {
         let xp = p.x.as_ptr();
         for kk in 0..k {
             let tx = t + kk * dilation;
-            let mut ia = [[_mm512_setzero_si512(); NV]; NC];
+            // Each sum starts at `-128 * sum_c q`: the u8 offset's
+            // correction, the same i32 at the end.
+            let mut ia: [[__m512i; NV]; NC] =
+                std::array::from_fn(|c| [_mm512_set1_epi32(-128 * w.wsum[(co + c) * k + kk]); NV]);
             let xb = xp.add(tx);
             let wrow: [*const u32; NC] =
                 std::array::from_fn(|c| wp.add(((co + c) * k + kk) * quads));
@@ -345,10 +423,9 @@ pub(crate) mod vnni {
                 }
             }
             for c in 0..NC {
-                let corr = _mm512_set1_epi32(128 * w.wsum[(co + c) * k + kk]);
                 let sw = _mm512_set1_ps(w.scales[co + c]);
                 for v in 0..NV {
-                    let i = _mm512_sub_epi32(ia[c][v], corr);
+                    let i = ia[c][v];
                     let s = _mm512_mul_ps(_mm512_loadu_ps(p.sx.as_ptr().add(tx + 16 * v)), sw);
                     acc[c][v] = _mm512_add_ps(acc[c][v], _mm512_mul_ps(_mm512_cvtepi32_ps(i), s));
                 }
@@ -362,6 +439,76 @@ pub(crate) mod vnni {
                     _mm512_storeu_ps(row.add(16 * v), av);
                 } else if lanes > 0 {
                     _mm512_mask_storeu_ps(row.add(16 * v), (1u32 << lanes) as u16 - 1, av);
+                }
+            }
+        }
+    }
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    use super::vnni::{pack, Vnni};
+    use crate::conv_q8::{column_scales, quantize};
+
+    /// The AVX-512 scale-and-pack pass gives the scalar quads and scales
+    /// on every width (whole vectors, tails, several tasks, channel counts
+    /// around the quad), on ties, zeros, signed zeros, the clamp's edge,
+    /// subnormals and non-finite values.
+    #[test]
+    fn the_avx512_pack_matches_the_scalar_one() {
+        let Some(v) = Vnni::new() else {
+            return;
+        };
+        let mut s = 777u32;
+        let mut next = || {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s >> 8) as f32 / (1u32 << 23) as f32 * 2.0 - 1.0
+        };
+        for (c_in, t_in) in [
+            (1, 1),
+            (3, 17),
+            (4, 16),
+            (5, 33),
+            (8, 255),
+            (13, 256),
+            (96, 700),
+        ] {
+            let mut x: Vec<f32> = (0..c_in * t_in).map(|_| next() * 3.0).collect();
+            // Column 0: ties after scaling (max 127 maps to itself).
+            let ties = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 126.5, -126.5];
+            for c in 0..c_in {
+                x[c * t_in] = ties[c % ties.len()];
+            }
+            if t_in > 5 {
+                for c in 0..c_in {
+                    x[c * t_in + 1] = if c % 2 == 0 { 0.0 } else { -0.0 };
+                    x[c * t_in + 2] = if c == 0 { f32::NAN } else { 1.0 };
+                    x[c * t_in + 3] = if c == c_in - 1 { f32::INFINITY } else { 2.0 };
+                    x[c * t_in + 4] = if c == 0 { f32::NEG_INFINITY } else { f32::NAN };
+                    x[c * t_in + 5] = f32::MIN_POSITIVE / (c + 2) as f32;
+                }
+            }
+            let p = pack(v, &x, c_in, t_in);
+            let (sx, inv) = column_scales(&x, c_in, t_in);
+            for t in 0..t_in {
+                assert_eq!(
+                    p.sx[t].to_bits(),
+                    sx[t].to_bits(),
+                    "c_in={c_in} t={t}: scale"
+                );
+                for q in 0..c_in.div_ceil(4) {
+                    let want = (0..4).fold(0u32, |u, i| {
+                        let ci = 4 * q + i;
+                        let b = if ci < c_in {
+                            (quantize(x[ci * t_in + t], inv[t]) as i32 + 128) as u32
+                        } else {
+                            128
+                        };
+                        u | b << (8 * i)
+                    });
+                    assert_eq!(p.x[q * p.x_cs + t], want, "c_in={c_in} t={t} quad {q}");
                 }
             }
         }

@@ -1016,11 +1016,12 @@ async fn elevenlabs_stream_input_at_capacity_closes_1008_naming_the_error() -> R
     cfg.engine.max_active_requests = 1;
     let s = start(cfg).await?;
     let addr = s.local_addr();
-    // The only slot held: a context whose client never acknowledges.
+    // The only slot held: a context whose client never acknowledges (seed
+    // 1: tiny-a samples it to the frame cap, never an early end).
     let mut holder = native::connect(addr).await?;
     native::send(
         &mut holder,
-        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400}}),
+        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400, "seed": 1}}),
     )
     .await?;
     native::send(

@@ -1029,14 +1029,22 @@ async fn elevenlabs_stream_input_at_capacity_closes_1008_naming_the_error() -> R
         json!({"type": "context.append", "context_id": "held", "text": "A long text that keeps the only engine slot busy for a while."}),
     )
     .await?;
-    native::send(&mut holder, json!({"type": "context.end", "context_id": "held"})).await?;
+    native::send(
+        &mut holder,
+        json!({"type": "context.end", "context_id": "held"}),
+    )
+    .await?;
     while !matches!(native::next(&mut holder).await?, native::Got::Audio(..)) {}
 
     let url = format!("ws://{addr}/v1/text-to-speech/ryan/stream-input?output_format=pcm_16000");
     let mut ws = connect(url.clone(), &[]).await?;
     let t0 = std::time::Instant::now();
     send(&mut ws, json!({"text": " "})).await?;
-    send(&mut ws, json!({"text": "Refused while the engine is full. "})).await?;
+    send(
+        &mut ws,
+        json!({"text": "Refused while the engine is full. "}),
+    )
+    .await?;
     send(&mut ws, json!({"text": ""})).await?;
     let mut msgs = Vec::new();
     let close = loop {
@@ -1051,10 +1059,19 @@ async fn elevenlabs_stream_input_at_capacity_closes_1008_naming_the_error() -> R
     let took = t0.elapsed();
     let close = close.context("a close frame without a code")?;
     ensure!(u16::from(close.code) == 1008, "{close:?}; {msgs:?}");
-    ensure!(close.reason.as_str().starts_with("at_capacity: at capacity"), "{close:?}");
+    ensure!(
+        close
+            .reason
+            .as_str()
+            .starts_with("at_capacity: at capacity"),
+        "{close:?}"
+    );
     ensure!(close.reason.len() <= 123, "{close:?}");
     ensure!(msgs.len() == 2, "{msgs:?}");
-    ensure!(msgs[0]["error"] == "at_capacity" && msgs[0]["code"] == 1008, "{msgs:?}");
+    ensure!(
+        msgs[0]["error"] == "at_capacity" && msgs[0]["code"] == 1008,
+        "{msgs:?}"
+    );
     ensure!(msgs[1]["isFinal"] == json!(true), "{msgs:?}");
     ensure!(took < Duration::from_secs(2), "the refusal took {took:?}");
 

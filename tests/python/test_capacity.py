@@ -94,7 +94,8 @@ def metrics(server) -> dict:
     req = urllib.request.Request(
         f"{server.http}/metrics", headers={"Authorization": f"Bearer {server.token}"}
     )
-    with _DIRECT.open(req, timeout=10) as r:
+    # A TLS server carries an opener that trusts its certificate.
+    with getattr(server, "opener", _DIRECT).open(req, timeout=10) as r:
         text = r.read().decode()
     out = {}
     for m in re.finditer(r"^([a-z_]+(?:\{[^}]*\})?) ([-+0-9.eE]+|NaN)$", text, re.M):
@@ -139,7 +140,6 @@ class Holder:
     admitted. `release()` closes its socket, which cancels it."""
 
     def __init__(self, server):
-        self.server = server
         self.ws = connect(
             server.ws,
             additional_headers={"Authorization": f"Bearer {server.token}"},
@@ -147,6 +147,7 @@ class Holder:
             open_timeout=10,
             max_size=4 << 20,
             legacy=True,
+            **({"ssl": server.ssl_context} if server.tls else {}),
         )
         assert json.loads(self.ws.recv(timeout=10))["type"] == "session.created"
         self.send({"type": "session.update", "session": HELD_SESSION})
@@ -438,60 +439,38 @@ def test_elevenlabs_sdk_stream_input_socket_at_max_requests(cert, monkeypatch):
         cafile=cert[0], max_frames=MAX_FRAMES,
     ) as srv:
         ctx = ssl.create_default_context(cafile=cert[0])
-        # The holder over wss.
-        srv_ws = srv.ws
-        with httpx.Client(verify=ctx, timeout=60, trust_env=False) as http:
-            client = eleven(srv, http)
-            h = _tls_holder(srv_ws, srv.token, ctx)
-            try:
-                assert_full_tls(srv, ctx)
-
-                def text():
-                    yield "Refused while "
-                    yield "the engine is full."
-
-                t0 = time.monotonic()
-                with pytest.raises(ApiError) as e:
-                    b"".join(
-                        client.text_to_speech.convert_realtime(
-                            voice_id="ryan", text=text(), model_id="eleven_flash_v2_5",
-                            output_format="pcm_16000",
-                        )
-                    )
-                record("fixed: elevenlabs convert_realtime (wss)", time.monotonic() - t0)
-                err = e.value
-                assert err.status_code == 1008, err
-                assert "at_capacity" in str(err.body), err.body
-            finally:
-                h.close()
-
-
-def _tls_holder(url, token, ctx):
-    ws = connect(url, additional_headers={"Authorization": f"Bearer {token}"}, ssl=ctx, proxy=None, open_timeout=10, legacy=True)
-    assert json.loads(ws.recv(timeout=10))["type"] == "session.created"
-    ws.send(json.dumps({"type": "session.update", "session": HELD_SESSION}))
-    ws.send(json.dumps({"type": "context.append", "context_id": "held", "text": HELD_TEXT}))
-    ws.send(json.dumps({"type": "context.end", "context_id": "held"}))
-    while not isinstance(ws.recv(timeout=30), bytes):
-        pass
-    return ws
-
-
-def assert_full_tls(server, ctx) -> None:
-    opener = urllib.request.build_opener(
-        urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
-    )
-    t0 = time.monotonic()
-    while True:
-        req = urllib.request.Request(
-            f"{server.http}/metrics", headers={"Authorization": f"Bearer {server.token}"}
+        srv.ssl_context = ctx
+        srv.opener = urllib.request.build_opener(
+            urllib.request.ProxyHandler({}), urllib.request.HTTPSHandler(context=ctx)
         )
-        with opener.open(req, timeout=10) as r:
-            text = r.read().decode()
-        if "\ntts_engine_active_requests 1\n" in text:
-            return
-        assert time.monotonic() - t0 < 30, text
-        time.sleep(0.02)
+        with httpx.Client(verify=ctx, timeout=60, trust_env=False) as http, held(srv):
+            client = eleven(srv, http)
+
+            def text():
+                yield "Refused while "
+                yield "the engine is full."
+
+            t0 = time.monotonic()
+            with pytest.raises(ApiError) as e:
+                b"".join(
+                    client.text_to_speech.convert_realtime(
+                        voice_id="ryan", text=text(), model_id="eleven_flash_v2_5",
+                        output_format="pcm_16000",
+                    )
+                )
+            record("fixed: elevenlabs convert_realtime (wss)", time.monotonic() - t0)
+            err = e.value
+            # The close after the failed utterance: 1008, its reason the
+            # error (before the server closed it so, 1000 and no error).
+            # The SDK's `body` is the error message when the last message it
+            # read was that one, else the close reason: which, depends on
+            # where its send/receive loop was when the close came.
+            assert err.status_code == 1008, err
+            if isinstance(err.body, dict):
+                assert err.body["error"] == "at_capacity" and err.body["code"] == 1008, err.body
+                assert err.body["message"].startswith("at capacity"), err.body
+            else:
+                assert err.body.startswith("at_capacity: at capacity"), err.body
 
 
 # --- Wyoming ------------------------------------------------------------------

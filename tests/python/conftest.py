@@ -18,6 +18,7 @@ import queue
 import signal
 import ssl
 import subprocess
+import sys
 import threading
 import time
 import urllib.error
@@ -58,6 +59,16 @@ def _binary() -> Path:
     if not b.exists():
         pytest.exit(f"tts-rt binary not found at {b}: build it (cargo build) or set TTS_RT_BIN", 2)
     return b
+
+
+def pytest_terminal_summary(terminalreporter):
+    """test_capacity.py's refusal latencies (client sent -> client saw the
+    refusal), once the run is over."""
+    latencies = getattr(sys.modules.get("test_capacity"), "LATENCIES", None)
+    if latencies:
+        terminalreporter.section("refusal latencies (test_capacity.py)")
+        for name, s in sorted(latencies.items()):
+            terminalreporter.write_line(f"  {name:<60} {s * 1000:8.1f} ms")
 
 
 @pytest.fixture(scope="session")

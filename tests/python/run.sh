@@ -2,7 +2,8 @@
 # Client-interop tests: independent clients (Python `websockets`, the official
 # `openai` package, headless Chromium for the browser page, Pipecat's and
 # LiveKit Agents' ElevenLabs/Cartesia TTS, Cartesia's SDK) against a real
-# `tts-rt serve`, and every command in README.md (test_readme.py). Creates its own venv (target/client-venv, or
+# `tts-rt serve`, the same clients against a full one (test_capacity.py),
+# and every command in README.md (test_readme.py). Creates its own venv (target/client-venv, or
 # $TTS_RT_CLIENT_VENV). Tests $TTS_RT_BIN when set, else builds (or brings up
 # to date) this tree's debug binary. Usage: tests/python/run.sh [pytest args]
 set -euo pipefail

@@ -25,8 +25,9 @@
 //! nothing of it follows (`contexts`): a context id used again after its
 //! close (Pipecat does, after an interruption) is a new context. A context
 //! the server ends on its own (a refusal, a failure) gets its error, then
-//! `isFinal`; what the client sent for it meanwhile is dropped, until it
-//! closes the context or opens it again (blank text).
+//! `isFinal` (on stream-input then a close 1008 naming the error: a spoken
+//! utterance's is 1000); what the client sent for it meanwhile is dropped,
+//! until it closes the context or opens it again (blank text).
 //!
 //! Text: a context holds at most `max_pending_chars` characters not yet
 //! spoken (the native session's bound, 16384 by default); a message over
@@ -274,6 +275,14 @@ impl ElevenLabs {
 
     /// The end marker of vendor context `id`'s lifecycle.
     fn is_final(&self, id: &str, n: &mut Session, out: &mut Vec<String>) {
+        self.final_marker(id, out);
+        if !self.multi {
+            // stream-input: one utterance per connection.
+            n.close(1000, "");
+        }
+    }
+
+    fn final_marker(&self, id: &str, out: &mut Vec<String>) {
         out.push(
             ElevenLabsOut::Final {
                 is_final: true,
@@ -281,14 +290,11 @@ impl ElevenLabs {
             }
             .to_json(),
         );
-        if !self.multi {
-            // stream-input: one utterance per connection.
-            n.close(1000, "");
-        }
     }
 
     /// The server ends lifecycle `native` on its own: `error` and then its
-    /// `isFinal`, the native context cancelled (nothing of it follows).
+    /// `isFinal` (stream-input: then the close, 1008), the native context
+    /// cancelled (nothing of it follows).
     /// Unless the client had closed it, what it still sends for the vendor
     /// id is stale (dropped until it opens or closes the context again).
     fn fail(
@@ -303,7 +309,16 @@ impl ElevenLabs {
             return;
         };
         self.refuse(Some(&life.vendor_id), error, message, out);
-        self.is_final(&life.vendor_id, n, out);
+        self.final_marker(&life.vendor_id, out);
+        if !self.multi {
+            // stream-input: the connection's one utterance failed, and its
+            // close says so (1008, ElevenLabs' code for a refusal, the
+            // error as its reason), not 1000: ElevenLabs' SDK
+            // (`convert_realtime`) raises `ApiError` on a close other than
+            // 1000 and took a 1000 after `isFinal` for a spoken utterance,
+            // so a refused one came back as no audio and no error.
+            n.close(1008, &close_reason(error, message));
+        }
         if !life.ctx.closing {
             self.contexts.refuse(&life.vendor_id);
         }
@@ -585,6 +600,22 @@ impl ElevenLabs {
             _ => {}
         }
     }
+}
+
+/// A WebSocket close reason for a failed stream-input utterance: the
+/// error, then as much of its message as fits the 123 bytes a close
+/// frame's reason may hold (cut at a character boundary).
+pub(super) fn close_reason(error: &str, message: &str) -> String {
+    const MAX: usize = 123;
+    let mut r = format!("{error}: {message}");
+    if r.len() > MAX {
+        let mut end = MAX;
+        while !r.is_char_boundary(end) {
+            end -= 1;
+        }
+        r.truncate(end);
+    }
+    r
 }
 
 /// The alignment of the characters `c` has timed since its last one (None

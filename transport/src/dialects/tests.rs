@@ -370,3 +370,16 @@ proptest! {
         }
     }
 }
+
+#[test]
+fn a_failed_stream_input_close_reason_names_the_error_and_fits_a_close_frame() {
+    use super::elevenlabs::close_reason;
+    assert_eq!(
+        close_reason("at_capacity", "at capacity: full"),
+        "at_capacity: at capacity: full"
+    );
+    // At most 123 bytes (RFC 6455 §5.5.1), cut between characters.
+    let long = close_reason("max_character_limit_exceeded", &"é".repeat(200));
+    assert!(long.len() <= 123 && long.len() >= 121, "{}", long.len());
+    assert!(long.starts_with("max_character_limit_exceeded: é"));
+}

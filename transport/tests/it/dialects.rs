@@ -973,7 +973,8 @@ async fn elevenlabs_reused_context_id_starts_a_new_lifecycle() -> Result<()> {
 }
 
 /// Issue 28, defect 6 (ElevenLabs, stream-input): a refused utterance gets
-/// one error, one `isFinal`, then the close; nothing else.
+/// one error, one `isFinal`, then the close (1008: the utterance failed);
+/// nothing else.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn elevenlabs_stream_input_refusal_ends_once() -> Result<()> {
     let s = start(config()).await?;
@@ -990,7 +991,7 @@ async fn elevenlabs_stream_input_refusal_ends_once() -> Result<()> {
     ensure!(finals == 1, "{msgs:?}");
     let n = msgs.len();
     ensure!(n >= 3, "{msgs:?}");
-    ensure!(msgs[n - 1]["closed"] == 1000, "{msgs:?}");
+    ensure!(msgs[n - 1]["closed"] == 1008, "{msgs:?}");
     ensure!(msgs[n - 2]["isFinal"] == json!(true), "{msgs:?}");
     let errors: Vec<_> = msgs.iter().filter(|m| m.get("error").is_some()).collect();
     ensure!(
@@ -998,6 +999,99 @@ async fn elevenlabs_stream_input_refusal_ends_once() -> Result<()> {
         "{msgs:?}"
     );
     ensure!(audio_in(&msgs).is_empty(), "audio of a refused utterance");
+    stop(s).await
+}
+
+/// ElevenLabs' stream-input on a full engine: the utterance's error
+/// (`at_capacity`), its `isFinal`, then a close **1008** whose reason
+/// names the error, within milliseconds. ElevenLabs' SDK
+/// (`convert_realtime`) raises `ApiError` only on a close other than 1000:
+/// with the 1000 a spoken utterance ends with, the refusal came back to it
+/// as no audio and no error (tests/python/test_capacity.py). A spoken
+/// utterance still closes 1000.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn elevenlabs_stream_input_at_capacity_closes_1008_naming_the_error() -> Result<()> {
+    use common::ws as native;
+    let mut cfg = config();
+    cfg.engine.max_active_requests = 1;
+    let s = start(cfg).await?;
+    let addr = s.local_addr();
+    // The only slot held: a context whose client never acknowledges (seed
+    // 1: tiny-a samples it to the frame cap, never an early end).
+    let mut holder = native::connect(addr).await?;
+    native::send(
+        &mut holder,
+        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400, "seed": 1}}),
+    )
+    .await?;
+    native::send(
+        &mut holder,
+        json!({"type": "context.append", "context_id": "held", "text": "A long text that keeps the only engine slot busy for a while."}),
+    )
+    .await?;
+    native::send(
+        &mut holder,
+        json!({"type": "context.end", "context_id": "held"}),
+    )
+    .await?;
+    while !matches!(native::next(&mut holder).await?, native::Got::Audio(..)) {}
+
+    let url = format!("ws://{addr}/v1/text-to-speech/ryan/stream-input?output_format=pcm_16000");
+    let mut ws = connect(url.clone(), &[]).await?;
+    let t0 = std::time::Instant::now();
+    send(&mut ws, json!({"text": " "})).await?;
+    send(
+        &mut ws,
+        json!({"text": "Refused while the engine is full. "}),
+    )
+    .await?;
+    send(&mut ws, json!({"text": ""})).await?;
+    let mut msgs = Vec::new();
+    let close = loop {
+        match tokio::time::timeout(WAIT, ws.next()).await? {
+            Some(Ok(Message::Text(t))) => msgs.push(serde_json::from_str::<Value>(t.as_str())?),
+            Some(Ok(Message::Close(f))) => break f,
+            Some(Ok(_)) => {}
+            Some(Err(e)) => bail!("socket error: {e}; got {msgs:?}"),
+            None => bail!("no close frame; got {msgs:?}"),
+        }
+    };
+    let took = t0.elapsed();
+    let close = close.context("a close frame without a code")?;
+    ensure!(u16::from(close.code) == 1008, "{close:?}; {msgs:?}");
+    ensure!(
+        close
+            .reason
+            .as_str()
+            .starts_with("at_capacity: at capacity"),
+        "{close:?}"
+    );
+    ensure!(close.reason.len() <= 123, "{close:?}");
+    ensure!(msgs.len() == 2, "{msgs:?}");
+    ensure!(
+        msgs[0]["error"] == "at_capacity" && msgs[0]["code"] == 1008,
+        "{msgs:?}"
+    );
+    ensure!(msgs[1]["isFinal"] == json!(true), "{msgs:?}");
+    ensure!(took < Duration::from_secs(2), "the refusal took {took:?}");
+
+    // Room again: a spoken utterance ends with isFinal and a close 1000.
+    drop(holder);
+    let t0 = std::time::Instant::now();
+    let (audio, closed) = loop {
+        let mut ws = connect(url.clone(), &[]).await?;
+        send(&mut ws, json!({"text": " "})).await?;
+        send(&mut ws, json!({"text": "Now there is room. "})).await?;
+        send(&mut ws, json!({"text": ""})).await?;
+        let msgs = collect_until(&mut ws, |_| false).await?;
+        let refused = msgs.iter().any(|m| m["error"] == "at_capacity");
+        if !refused || t0.elapsed() > Duration::from_secs(10) {
+            break (audio_in(&msgs), msgs.last().cloned().unwrap_or_default());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    };
+    ensure!(!audio.is_empty(), "no audio once there was room");
+    ensure!(closed["closed"] == 1000, "{closed:?}");
     stop(s).await
 }
 

@@ -297,14 +297,15 @@ async fn a_replica_at_its_real_time_capacity_refuses_new_sockets_before_the_upgr
 
 /// A realtime session holding one request in flight: its client never
 /// acknowledges, so its generation pauses at 4 s of audio and it stays
-/// admitted. Returned once its first audio came (it was admitted);
+/// admitted. Seed 1: tiny-a samples this text to the frame cap (the
+/// default seed, 0, ends it after 5 frames, and the slot with it). Returned once its first audio came (it was admitted);
 /// dropping it ends the request.
 async fn hold_one_stream(addr: std::net::SocketAddr) -> Result<common::ws::Ws> {
     use common::ws;
     let mut holder = ws::connect(addr).await?;
     ws::send(
         &mut holder,
-        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400}}),
+        json!({"type": "session.update", "session": {"audio_acks": true, "max_frames": 400, "seed": 1}}),
     )
     .await?;
     ws::send(

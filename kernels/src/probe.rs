@@ -98,10 +98,13 @@ pub struct MacRate {
     pub passes: usize,
 }
 
-/// Times `passes` passes of `calls` calls of `work` (after one untimed
-/// call), each call `macs` multiply-adds. `calls == 0`: as many as take
+/// Times `passes` passes of `calls` calls of `work` (after two untimed
+/// calls), each call `macs` multiply-adds. `calls == 0`: as many as take
 /// about [`PASS_TARGET`] by the untimed call's time (at least one).
 fn mac_rate(calls: usize, passes: usize, macs: u64, mut work: impl FnMut()) -> MacRate {
+    // A cold first call (page faults, caches, clocks) would size the
+    // passes too short: the call count comes from a warm one.
+    work();
     let t = Instant::now();
     work();
     let calls = match calls {

@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import shutil
 import signal
 import ssl
 import subprocess
@@ -189,3 +190,26 @@ def serve(
                 proc.wait()
                 pytest.fail("tts-rt serve did not exit within 30 s of SIGTERM")
             assert code == 0, f"tts-rt serve exited {code} after SIGTERM: {''.join(stderr_lines)}"
+
+
+@pytest.fixture(scope="module")
+def cert(tmp_path_factory):
+    """A self-signed certificate for 127.0.0.1 and its key (PEM files): the
+    ElevenLabs SDK's realtime socket is always wss://."""
+    if shutil.which("openssl") is None:
+        pytest.fail("the openssl command is needed to make the test certificate")
+    d = tmp_path_factory.mktemp("tls")
+    cert, key = d / "cert.pem", d / "key.pem"
+    subprocess.run(
+        [
+            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
+            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=tts-rt test",
+            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
+            "-addext", "basicConstraints=critical,CA:FALSE",
+            "-addext", "keyUsage=critical,digitalSignature",
+            "-addext", "extendedKeyUsage=serverAuth",
+        ],
+        check=True,
+        capture_output=True,
+    )
+    return str(cert), str(key)

@@ -33,10 +33,8 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import socket
 import ssl
-import subprocess
 import threading
 import time
 import urllib.request
@@ -140,15 +138,26 @@ class Holder:
     admitted. `release()` closes its socket, which cancels it."""
 
     def __init__(self, server):
-        self.ws = connect(
-            server.ws,
-            additional_headers={"Authorization": f"Bearer {server.token}"},
-            proxy=None,
-            open_timeout=10,
-            max_size=4 << 20,
-            legacy=True,
-            **({"ssl": server.ssl_context} if server.tls else {}),
-        )
+        def open_socket():
+            return connect(
+                server.ws,
+                additional_headers={"Authorization": f"Bearer {server.token}"},
+                proxy=None,
+                open_timeout=10,
+                max_size=4 << 20,
+                legacy=True,
+                **({"ssl": server.ssl_context} if server.tls else {}),
+            )
+
+        try:
+            self.ws = open_socket()
+        except TimeoutError:
+            # Seen once in ~10 runs of this file, over wss after the
+            # Pipecat tests: the upgrade's answer did not come within 10 s.
+            # Not the refusal under test, so one more try, and the stall is
+            # printed in the run's summary, not hidden.
+            LATENCIES["holder: upgrade timed out once (retried)"] = 10.0
+            self.ws = open_socket()
         assert json.loads(self.ws.recv(timeout=10))["type"] == "session.created"
         self.send({"type": "session.update", "session": HELD_SESSION})
         self.send({"type": "context.append", "context_id": "held", "text": HELD_TEXT})
@@ -347,12 +356,15 @@ def test_whole_file_waits_in_line_at_measured_capacity(measured):
         t = threading.Thread(target=ask)
         t.start()
         wait_for(measured, "a wav waiting in line", lambda m: m.get("tts_offline_waiting") == 1)
+        # It waits as long as the stream is held: long enough here that the
+        # wait is past the header's threshold however fast the poll saw it.
+        time.sleep(0.25)
         assert h.still_held(), "the held stream ended on its own"
         h.release()
         t.join(60)
         r = out["r"]
         assert r.http_response.status_code == 200
-        assert int(r.headers["x-tts-queued-ms"]) >= 20
+        assert int(r.headers["x-tts-queued-ms"]) >= 250
         assert r.content[:4] == b"RIFF"
     finally:
         h.release()
@@ -404,29 +416,6 @@ def test_elevenlabs_sdk_gets_429_at_measured_capacity(measured):
         # so it is a listener and refused at once.
         elevenlabs_refusal(measured, "measured", "real-time streams")
         assert_full(measured)
-
-
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory):
-    """A self-signed certificate for 127.0.0.1 (the SDK's realtime socket is
-    always wss://)."""
-    if shutil.which("openssl") is None:
-        pytest.fail("the openssl command is needed to make the test certificate")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=tts-rt test",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "-addext", "basicConstraints=critical,CA:FALSE",
-            "-addext", "keyUsage=critical,digitalSignature",
-            "-addext", "extendedKeyUsage=serverAuth",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return str(cert), str(key)
 
 
 def test_elevenlabs_sdk_stream_input_socket_at_max_requests(cert, monkeypatch):

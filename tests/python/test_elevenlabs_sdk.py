@@ -16,9 +16,7 @@ the `openssl` command for 127.0.0.1; nothing else is ever contacted).
 from __future__ import annotations
 
 import os
-import shutil
 import ssl
-import subprocess
 
 import pytest
 
@@ -36,28 +34,6 @@ from elevenlabs.core.api_error import ApiError  # noqa: E402
 from conftest import serve  # noqa: E402
 
 TIMEOUT = 120
-
-
-@pytest.fixture(scope="module")
-def cert(tmp_path_factory):
-    """A self-signed certificate for 127.0.0.1 and its key (PEM files)."""
-    if shutil.which("openssl") is None:
-        pytest.fail("the openssl command is needed to make the test certificate")
-    d = tmp_path_factory.mktemp("tls")
-    cert, key = d / "cert.pem", d / "key.pem"
-    subprocess.run(
-        [
-            "openssl", "req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1",
-            "-nodes", "-keyout", str(key), "-out", str(cert), "-days", "2", "-subj", "/CN=tts-rt test",
-            "-addext", "subjectAltName=IP:127.0.0.1,DNS:localhost",
-            "-addext", "basicConstraints=critical,CA:FALSE",
-            "-addext", "keyUsage=critical,digitalSignature",
-            "-addext", "extendedKeyUsage=serverAuth",
-        ],
-        check=True,
-        capture_output=True,
-    )
-    return str(cert), str(key)
 
 
 @pytest.fixture(scope="module")

@@ -603,19 +603,11 @@ impl ElevenLabs {
 }
 
 /// A WebSocket close reason for a failed stream-input utterance: the
-/// error, then as much of its message as fits the 123 bytes a close
-/// frame's reason may hold (cut at a character boundary).
+/// error, then as much of its message as a close frame holds
+/// ([`crate::realtime::fit_close_reason`], which every close
+/// applies).
 pub(super) fn close_reason(error: &str, message: &str) -> String {
-    const MAX: usize = 123;
-    let mut r = format!("{error}: {message}");
-    if r.len() > MAX {
-        let mut end = MAX;
-        while !r.is_char_boundary(end) {
-            end -= 1;
-        }
-        r.truncate(end);
-    }
-    r
+    crate::realtime::fit_close_reason(&format!("{error}: {message}")).to_string()
 }
 
 /// The alignment of the characters `c` has timed since its last one (None

@@ -73,4 +73,4 @@ pub(crate) use output::SEND_TIMEOUT;
 pub(crate) use port::{AudioOut, Closed, Incoming, Port, Res};
 pub(crate) use queue::MAX_CONTEXT_ID;
 pub(crate) use settings::{apply as apply_settings, initial as initial_settings, Bounds};
-pub(crate) use upgrade::{admit, close_and_drain, drain_reads, Socket};
+pub(crate) use upgrade::{admit, close_and_drain, drain_reads, fit_close_reason, Socket};

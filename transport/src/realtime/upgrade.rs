@@ -146,14 +146,26 @@ impl Handshake {
     }
 }
 
-/// Sends a close frame with `code` (bounded by `send_timeout`), then
-/// discards what the client still sends until it goes quiet, closes, or the
-/// drain bounds are reached, so dropping the socket sends a FIN rather than
-/// a reset.
+/// The most of `reason` a close frame holds: 123 bytes (RFC 6455 §5.5.1),
+/// cut at a character boundary.
+pub fn fit_close_reason(reason: &str) -> &str {
+    const MAX: usize = 123;
+    let mut end = reason.len().min(MAX);
+    while !reason.is_char_boundary(end) {
+        end -= 1;
+    }
+    &reason[..end]
+}
+
+/// Sends a close frame with `code` and `reason` (cut to what a close frame
+/// holds: [`fit_close_reason`]; bounded by `send_timeout`), then discards
+/// what the client still sends until it goes quiet, closes, or the drain
+/// bounds are reached, so dropping the socket sends a FIN rather than a
+/// reset.
 pub async fn close_and_drain(ws: &mut Socket, code: u16, reason: &str, send_timeout: Duration) {
     let frame = CloseFrame {
         code: CloseCode::from(code),
-        reason: reason.into(),
+        reason: fit_close_reason(reason).into(),
     };
     let _ = tokio::time::timeout(send_timeout, ws.send(Message::Close(Some(frame)))).await;
     drain_reads(ws.get_mut()).await;

@@ -457,12 +457,16 @@ async fn held_contexts_free_their_slots_after_the_text_wait() -> Result<()> {
         return Ok(());
     }
     const HOLDERS: usize = 8;
+    const TEXT_WAIT: Duration = Duration::from_millis(4000);
     let mut cfg = config();
-    cfg.engine.max_active_requests = HOLDERS / 2;
+    // One slot per live holder and one for the healthy client: until a
+    // live holder has spoken its first words and parked, it computes (on
+    // a slow machine all four may at once, beside the healthy client).
+    cfg.engine.max_active_requests = HOLDERS / 2 + 1;
     // The healthy client's session, and one per holder.
     cfg.max_sessions = HOLDERS + 1;
     cfg.idle_timeout = Duration::from_secs(5);
-    cfg.text_wait_timeout = Duration::from_millis(2500);
+    cfg.text_wait_timeout = TEXT_WAIT;
     under_flood("held-contexts", cfg, |addr| async move {
         tokio::time::sleep(Duration::from_millis(300)).await;
         let mut holders = Vec::new();
@@ -485,10 +489,28 @@ async fn held_contexts_free_their_slots_after_the_text_wait() -> Result<()> {
             holders.push(c);
         }
         let t0 = Instant::now();
-        tokio::time::sleep(Duration::from_millis(500)).await;
-        // Every session slot is taken, and the live holders' requests wait
-        // for text: the engine's slots are free, and an HTTP request is
-        // served meanwhile.
+        // Every session slot is taken. Once the live holders have spoken
+        // their words, their requests wait for text and compute nothing:
+        // at most the healthy client's is left computing, well before the
+        // text wait ends (parked requests that kept their slots would keep
+        // the count at four or more until then).
+        let limit = HOLDERS / 2 + 1;
+        let mut computing = usize::MAX;
+        while t0.elapsed() < TEXT_WAIT / 2 {
+            computing = engine_computing(addr, limit).await?;
+            if computing <= 1 {
+                break;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        ensure!(
+            computing <= 1,
+            "{} s after the live holders' words, {computing} requests still compute (the healthy client's is at most one)",
+            (TEXT_WAIT / 2).as_secs_f64()
+        );
+        let parked_after = t0.elapsed();
+        // The engine's slots are free, and an HTTP request is served
+        // meanwhile.
         let r = common::http::post_json(
             addr,
             "/v1/audio/speech",
@@ -532,16 +554,30 @@ async fn held_contexts_free_their_slots_after_the_text_wait() -> Result<()> {
         drop(holders);
         Ok(format!(
             "{HOLDERS} sessions holding contexts without text ({} live, {} manual) over {} engine slots: \
-             HTTP speech served meanwhile; {failed} contexts failed text_timeout and their slots were free {:.1} s after they were taken \
+             the live ones parked within {:.2} s and HTTP speech was served meanwhile; \
+             {failed} contexts failed text_timeout and their slots were free {:.1} s after they were taken \
              (text wait {:.1} s)",
             HOLDERS / 2,
             HOLDERS / 2,
-            HOLDERS / 2,
+            HOLDERS / 2 + 1,
+            parked_after.as_secs_f64(),
             freed.as_secs_f64(),
-            2.5,
+            TEXT_WAIT.as_secs_f64(),
         ))
     })
     .await
+}
+
+/// Requests computing in the engine, from `/metrics`' `tts_load` (the
+/// computing requests over `limit`, the admission limit).
+async fn engine_computing(addr: SocketAddr, limit: usize) -> Result<usize> {
+    let r = common::http::request(addr, "GET", "/metrics", &[], b"").await?;
+    let load: f64 = r
+        .body_str()
+        .lines()
+        .find_map(|l| l.strip_prefix("tts_load ")?.trim().parse().ok())
+        .context("tts_load in /metrics")?;
+    Ok((load * limit as f64).round() as usize)
 }
 
 /// Issue 28: with no bound on body memory in all, 200 connections each

@@ -600,22 +600,31 @@ impl Kernels {
     }
 
     /// The int8 convolution's kernel on this path: `vpdpbusd` where the
-    /// path is AVX-512 and the CPU has avx512vnni, else the portable kernel
-    /// (the same bits).
+    /// path is AVX-512 and the CPU has avx512vnni, `vpmaddwd` on AVX2
+    /// (and on AVX-512 without VNNI), else the portable kernel (the same
+    /// bits on every one).
     fn q8_conv_path(&self) -> fast::conv_q8::Q8ConvPath {
         use fast::conv_q8::Q8ConvPath;
         #[cfg(target_arch = "x86_64")]
-        if let Path::Avx512(_) = self.path {
-            static V: std::sync::OnceLock<Option<fast::conv_q8::vnni::Vnni>> =
-                std::sync::OnceLock::new();
-            if let Some(v) = *V.get_or_init(fast::conv_q8::vnni::Vnni::new) {
-                return Q8ConvPath::Vnni(v);
+        match self.path {
+            Path::Avx512(_) => {
+                static V: std::sync::OnceLock<Option<fast::conv_q8::vnni::Vnni>> =
+                    std::sync::OnceLock::new();
+                if let Some(v) = *V.get_or_init(fast::conv_q8::vnni::Vnni::new) {
+                    return Q8ConvPath::Vnni(v);
+                }
+                if let Some(a) = Avx2::new() {
+                    return Q8ConvPath::Avx2(a);
+                }
             }
+            Path::Avx2(a) => return Q8ConvPath::Avx2(a),
+            Path::Scalar => {}
         }
         Q8ConvPath::Portable
     }
 
-    /// How this path runs int8 convolutions (`avx512vnni` or `portable`).
+    /// How this path runs int8 convolutions (`avx512vnni`, `avx2` or
+    /// `portable`).
     pub fn q8_conv_name(&self) -> &'static str {
         self.q8_conv_path().name()
     }

@@ -139,8 +139,8 @@ impl std::str::FromStr for Precision {
 /// output channel, activations per time column, exact i32 sums; AVX-512
 /// VNNI `vpdpbusd` where the CPU has it) and everything else at `rest`
 /// (`Bf16` as above, or `F32`). The transposed convolutions are never int8.
-/// Spelled `int8` (the last two blocks' k7 residual convs,
-/// [`Code2WavLayers::LATE_K7`], the rest bf16); per layer in a `--precision` plan
+/// Spelled `int8` (the residual convs of vocoder blocks 2-4,
+/// [`Code2WavLayers::LATE_RESIDUAL`], the rest bf16); per layer in a `--precision` plan
 /// (`code2wav=int8,code2wav.decoder.4.conv1=bf16` opts a layer out,
 /// `code2wav=int8,code2wav.decoder.0=int8` one in).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
@@ -177,14 +177,14 @@ impl Code2WavLayers {
     /// Every vocoder block's residual convs (k7 and 1x1): ~75% of the
     /// decoder's multiply-adds.
     pub const RESIDUAL: Code2WavLayers = Code2WavLayers(0x00ff_ff00);
-    /// The k7 residual convs of vocoder blocks 3 and 4
-    /// (`decoder.3.conv1`, `decoder.4.conv1`): ~35% of the multiply-adds,
-    /// and a set whose int8 error keeps the full-size random 0.6B above
-    /// the official bf16's SNR (docs/performance.md, "int8 vocoder";
-    /// blocks 1 and 2 alone cost 22-27 dB each there, the last two 31-39).
-    /// The 1x1s stay out: at 96-192 channels the per-column activation
-    /// quantization costs about what their int8 arithmetic saves.
-    pub const LATE_K7: Code2WavLayers = Code2WavLayers(0x0000_0c00);
+    /// Every residual conv (k7 and 1x1) of vocoder blocks 2, 3 and 4
+    /// (`decoder.2`-`decoder.4`, `conv1` and `conv2`): ~45% of the
+    /// decoder's multiply-adds, and a set whose int8 error keeps the
+    /// full-size random 0.6B 1.6 dB above the official bf16's SNR
+    /// (docs/performance.md, "int8 vocoder": block 1's 768-channel convs
+    /// cost 21.8-22.6 dB each there, block 2's 25.4-26.8, the last two
+    /// 31.1-39.5; every residual conv together falls under the bar).
+    pub const LATE_RESIDUAL: Code2WavLayers = Code2WavLayers(0x000e_0e00);
 
     /// The k7 residual convs of vocoder block `b` (0-based).
     pub fn conv1(b: usize) -> Code2WavLayers {
@@ -246,12 +246,12 @@ impl Code2WavPrecision {
         Code2WavPrecision::INT8,
     ];
 
-    /// The k7 residual convs of the last two vocoder blocks int8
-    /// ([`Code2WavLayers::LATE_K7`]), the rest bf16: the spelling
+    /// The residual convs of vocoder blocks 2-4 int8
+    /// ([`Code2WavLayers::LATE_RESIDUAL`]), the rest bf16: the spelling
     /// `int8`. Every other layer opts in one by one: with all of them the
     /// full-size random 0.6B falls 1.7 dB under the official bf16's SNR.
     pub const INT8: Code2WavPrecision = Code2WavPrecision::Int8 {
-        layers: Code2WavLayers::LATE_K7,
+        layers: Code2WavLayers::LATE_RESIDUAL,
         rest_bf16: true,
     };
 
@@ -277,7 +277,7 @@ impl Code2WavPrecision {
         };
         let every = Code2WavLayers::each(MAX_BLOCKS);
         let rest = if rest_bf16 { "bf16" } else { "f32" };
-        let base = Code2WavLayers::LATE_K7;
+        let base = Code2WavLayers::LATE_RESIDUAL;
         if rest_bf16 && 2 * (layers.0 & base.0).count_ones() >= base.0.count_ones() {
             // `int8` with opt-ins and opt-outs.
             let mut v = vec!["code2wav=int8".to_string()];

@@ -303,8 +303,9 @@ fn int8_layers_can_opt_out() {
     let p = tts_models::PrecisionPlan::parse("code2wav=int8,code2wav.decoder.4.conv1=bf16")
         .unwrap()
         .code2wav;
-    assert!(!p.int8(Code2WavLayers::conv1(3)) && !p.int8(Code2WavLayers::conv2(3)));
-    assert!(p.int8(Code2WavLayers::conv1(2)) && !p.int8(Code2WavLayers::conv1(0)));
+    assert!(!p.int8(Code2WavLayers::conv1(3)) && p.int8(Code2WavLayers::conv2(3)));
+    assert!(p.int8(Code2WavLayers::conv1(1)) && p.int8(Code2WavLayers::conv2(1)));
+    assert!(!p.int8(Code2WavLayers::conv1(0)) && !p.int8(Code2WavLayers::conv2(0)));
     assert!(p.rest_bf16());
     let m = Code2Wav::load_with(&root().join("tiny-a").join("speech_tokenizer"), p).unwrap();
     assert_eq!(m.precision(), p);
@@ -342,6 +343,22 @@ fn int8_code2wav_layer_report() {
             })
             .collect();
         drop(f);
+        // `TTS_RT_C2W_ARMS`: `;`-separated `--precision` specs to measure
+        // instead of the per-layer table (bf16 and `int8` stay beside them
+        // as anchors), e.g. `code2wav=int8,code2wav.decoder.2.conv1=int8`.
+        let only: Option<Vec<(String, Code2WavPrecision)>> =
+            std::env::var("TTS_RT_C2W_ARMS").ok().map(|specs| {
+                specs
+                    .split(';')
+                    .filter(|s| !s.trim().is_empty())
+                    .map(|s| {
+                        let p = tts_models::PrecisionPlan::parse(s.trim())
+                            .unwrap_or_else(|e| panic!("TTS_RT_C2W_ARMS: {s:?}: {e}"))
+                            .code2wav;
+                        (s.trim().to_string(), p)
+                    })
+                    .collect()
+            });
         let mut arms: Vec<(String, Code2WavPrecision)> = Code2WavLayers::each(blocks)
             .into_iter()
             .map(|(n, l)| {
@@ -384,9 +401,19 @@ fn int8_code2wav_layer_report() {
             },
         ));
         arms.push((
-            "int8 = decoder.3-4 k7 int8, rest bf16".into(),
+            "int8 = decoder.2-4 residual int8, rest bf16".into(),
             Code2WavPrecision::INT8,
         ));
+        if let Some(only) = &only {
+            arms = vec![
+                ("bf16".into(), Code2WavPrecision::Bf16),
+                (
+                    "int8 = decoder.2-4 residual int8, rest bf16".into(),
+                    Code2WavPrecision::INT8,
+                ),
+            ];
+            arms.extend(only.iter().cloned());
+        }
         println!(
             "| {} | SNR dB (worst..best) | log-mel distance (worst..best) |",
             dir.display()

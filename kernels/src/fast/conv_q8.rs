@@ -10,6 +10,8 @@
 //!   (max over the channels, then quantize), the second time from L2: at
 //!   96-192 channels a serial scalar pass (`roundevenf` calls) cost more
 //!   than the tiles.
+//! - AVX2 ([`avx2`]): activations and weights as i16 pairs, `vpmaddwd`
+//!   (16 exact multiply-adds into eight i32).
 //! - Portable (every other path): the reference's loops per output
 //!   channel, i32 rows the compiler vectorises, channels in parallel.
 //!
@@ -21,6 +23,9 @@ use super::conv_bf16_setup::pack_par;
 use super::{run_tasks, SharedOut};
 use crate::conv_q8::{column_scales, quantize, ConvQ8};
 
+#[cfg(target_arch = "x86_64")]
+pub(crate) mod avx2;
+
 /// Output channels per task block.
 const CO: usize = 16;
 
@@ -30,6 +35,8 @@ pub(crate) enum Q8ConvPath {
     Portable,
     #[cfg(target_arch = "x86_64")]
     Vnni(vnni::Vnni),
+    #[cfg(target_arch = "x86_64")]
+    Avx2(crate::simd::avx2::Avx2),
 }
 
 impl Q8ConvPath {
@@ -38,6 +45,8 @@ impl Q8ConvPath {
             Q8ConvPath::Portable => "portable",
             #[cfg(target_arch = "x86_64")]
             Q8ConvPath::Vnni(_) => "avx512vnni",
+            #[cfg(target_arch = "x86_64")]
+            Q8ConvPath::Avx2(_) => "avx2",
         }
     }
 }
@@ -80,6 +89,19 @@ pub(crate) fn conv1d(
         Q8ConvPath::Portable => portable(x, t_in, t_out, w, bias, dilation, out),
         #[cfg(target_arch = "x86_64")]
         Q8ConvPath::Vnni(v) => vnni::conv1d(
+            v,
+            Call {
+                x,
+                t_in,
+                t_out,
+                w,
+                bias,
+                dilation,
+            },
+            out,
+        ),
+        #[cfg(target_arch = "x86_64")]
+        Q8ConvPath::Avx2(v) => avx2::conv1d(
             v,
             Call {
                 x,

@@ -733,9 +733,15 @@ fn codec_time_full_size() {
     let (n, passes) = (env("TTS_RT_C2W_FRAMES", 40), env("TTS_RT_C2W_PASSES", 3));
     // Streaming steps of this many frames instead (0: the chunked decode).
     let step = env("TTS_RT_C2W_STEP", 0);
-    let precision = std::env::var("TTS_RT_C2W_PRECISION")
-        .map_or(Ok(Code2WavPrecision::F32), |p| p.parse())
-        .unwrap();
+    // A name (`f32`, `bf16`, `int8`) or a `--precision` spec with
+    // `code2wav` items (a per-layer int8 set).
+    let precision = std::env::var("TTS_RT_C2W_PRECISION").map_or(Code2WavPrecision::F32, |p| {
+        if p.contains('=') {
+            crate::PrecisionPlan::parse(&p).unwrap().code2wav
+        } else {
+            p.parse().unwrap()
+        }
+    });
     let m = Code2Wav::load_with(&PathBuf::from(dir).join("speech_tokenizer"), precision).unwrap();
     eprintln!(
         "code2wav {precision}, {}",
@@ -878,9 +884,15 @@ fn codec_conv_segments_bound() {
         return;
     };
     install_kernel_switches();
-    let precision = std::env::var("TTS_RT_C2W_PRECISION")
-        .map_or(Ok(Code2WavPrecision::F32), |p| p.parse())
-        .unwrap();
+    // A name (`f32`, `bf16`, `int8`) or a `--precision` spec with
+    // `code2wav` items (a per-layer int8 set).
+    let precision = std::env::var("TTS_RT_C2W_PRECISION").map_or(Code2WavPrecision::F32, |p| {
+        if p.contains('=') {
+            crate::PrecisionPlan::parse(&p).unwrap().code2wav
+        } else {
+            p.parse().unwrap()
+        }
+    });
     let m = Code2Wav::load_with(&PathBuf::from(dir).join("speech_tokenizer"), precision).unwrap();
     let (streams, reps) = (3, 20);
     let w = &m.w;

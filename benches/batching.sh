@@ -9,7 +9,7 @@
 # plus the 1-minute load average before each run (the machine is shared).
 # The arm order alternates every run (before, after / after, before / ...).
 # EXTRA adds arguments to every `tts-rt bench` call, e.g.
-#   EXTRA="--precision int8,int8,bf16"
+#   EXTRA="--precision int8,int8,int8"
 #
 # Usage:
 #   benches/batching.sh MODEL_DIR BEFORE_BIN AFTER_BIN [RUNS=3] [FRAMES=20] [CONC=1,2,3] [REPEATS=2]

@@ -128,12 +128,12 @@ struct ModelArg {
     /// Presets: `reference` (stored weights, code2wav f32: what the goldens
     /// hold to; `f32` is the same), `balanced` (int8 except the
     /// code predictor's MLP down projection, the heads and embeddings,
-    /// which stay stored bf16; code2wav bf16), `fast` (`int8,int8,bf16`).
+    /// which stay stored bf16; code2wav bf16), `fast` (`int8,int8,int8`).
     /// The LMs: f32 (alias bf16, stored: the checkpoint's weights, f32
     /// compute), int8 (per-channel) or q4 (4-bit, groups of 32), quantized
     /// at load. CODE2WAV: f32 (default), bf16 (bf16 weights and
     /// activations in the vocoder's convolutions, f32 accumulation) or int8
-    /// (the last two vocoder blocks' k7 residual convs in int8, AVX-512 VNNI;
+    /// (vocoder blocks 2-4's residual convs in int8, exact integer sums;
     /// the rest bf16; per layer `code2wav.decoder.4.conv1=bf16` opts one
     /// out, `code2wav.decoder.1.conv1=int8` one in; docs/precision.md).
     /// Per class: `[BASE,]STAGE.CLASS=P,...` with STAGE `talker` or `cp`,
@@ -353,11 +353,11 @@ mod tests {
     }
 
     #[test]
-    fn fast_is_int8_int8_bf16_whatever_its_case_and_spaces() {
-        let want = (Precision::Int8, Precision::Int8, Code2WavPrecision::Bf16);
+    fn fast_is_int8_int8_int8_whatever_its_case_and_spaces() {
+        let want = (Precision::Int8, Precision::Int8, Code2WavPrecision::INT8);
         assert_eq!(parsed("fast"), want);
         assert_eq!(parsed(" FAST "), want);
-        assert_eq!(parsed("int8,int8,bf16"), want);
+        assert_eq!(parsed("int8,int8,int8"), want);
     }
 
     #[test]
@@ -413,7 +413,7 @@ mod tests {
         let one = parse_precision("int4").unwrap_err();
         assert!(one.starts_with("`int4`: talker precision: "), "{one}");
         assert!(
-            one.contains("reference, balanced, fast (int8,int8,bf16)"),
+            one.contains("reference, balanced, fast (int8,int8,int8)"),
             "{one}"
         );
         let two = parse_precision("int4,f32").unwrap_err();

@@ -349,7 +349,10 @@ impl SlowRequestWarning {
 /// What to change when requests run slower than real time, by the
 /// precision running.
 fn slow_advice(precision: &str) -> &'static str {
-    if precision == "int8,int8,bf16" || precision.starts_with("q4") || precision.starts_with("iq4")
+    // `fast` (and `fast` with its former bf16 vocoder) or lower.
+    if precision.starts_with("int8,int8,")
+        || precision.starts_with("q4")
+        || precision.starts_with("iq4")
     {
         "fewer requests at once, fewer --threads fighting other work, or a host with more memory bandwidth help (docs/performance.md)"
     } else {
@@ -504,6 +507,7 @@ mod tests {
     #[test]
     fn the_slow_request_advice_names_fast_unless_it_runs() {
         assert!(slow_advice("f32,f32,f32").contains("--precision fast"));
+        assert!(!slow_advice("int8,int8,int8").contains("--precision fast"));
         assert!(!slow_advice("int8,int8,bf16").contains("--precision fast"));
     }
 }

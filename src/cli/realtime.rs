@@ -72,8 +72,8 @@ pub(crate) fn startup_line(plan: &PrecisionPlan, defaulted: Option<Use>) -> Stri
 fn describe(plan: &PrecisionPlan) -> (&'static str, &'static str) {
     match plan.preset() {
         Some(Preset::Fast) => (
-            "int8 LMs, bf16 vocoder",
-            "as close to the stored weights as the official bf16 (codebook-0 KL 1.1e-4; official bf16 1.3e-4); real time on 2 cores at 0.6B (rtf 0.5-0.8 measured, up to 1.0 on a busy host); --precision f32 for the reference numerics",
+            "int8 LMs, int8/bf16 vocoder",
+            "as close to the stored weights as the official bf16 (codebook-0 KL 1.1e-4; official bf16 1.3e-4; the vocoder's waveform within the official bf16's own error); real time on 2 cores at 0.6B (rtf 0.5-0.8 measured, up to 1.0 on a busy host); --precision f32 for the reference numerics",
         ),
         Some(Preset::Balanced) => (
             "int8 LMs but the code predictor's down projection and the heads, bf16 vocoder",
@@ -136,7 +136,7 @@ mod tests {
         let fast = startup_line(&plan("fast"), Some(Use::Live));
         assert!(
             fast.starts_with(
-                "precision fast (int8 LMs, bf16 vocoder, the default for live audio): "
+                "precision fast (int8 LMs, int8/bf16 vocoder, the default for live audio): "
             ),
             "{fast}"
         );

@@ -166,7 +166,7 @@ fn fidelity_lists_every_preset_and_format_by_default() {
             .map(|p| p.name().to_string()),
     );
     assert_eq!(names, want);
-    assert_eq!(arm(&r, "fast")["plan"], "int8,int8,bf16");
+    assert_eq!(arm(&r, "fast")["plan"], "int8,int8,int8");
     assert!(arm(&r, "balanced")["plan"]
         .as_str()
         .unwrap()

@@ -222,9 +222,11 @@ fn speak_play_resampled_to_48k_equals_the_f32_out_file() {
     assert_close(&got, &want, 1e-6);
     let (played, underruns) = report(&err);
     assert_eq!(played, want.len() as u64, "{err}");
-    // The unpaced sink always outruns synthesis, so silence was inserted
-    // between chunks, and it was all counted.
-    assert!(inserted > 0 && underruns > 0, "{err}");
+    // The unpaced sink usually outruns synthesis, so silence is inserted
+    // between chunks, and counted. Not always: on a loaded machine the
+    // sink's thread may run only after synthesis is done (0 and 0, seen
+    // once), so the check is that silence and underruns come together.
+    assert_eq!(inserted > 0, underruns > 0, "{err}");
 }
 
 #[test]
@@ -402,8 +404,9 @@ fn real_time_by_default_speak_play_runs_fast_and_a_file_the_reference() {
     let lines = precision_lines(&err);
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
-        lines[0]
-            .starts_with("precision fast (int8 LMs, bf16 vocoder, the default for live audio): "),
+        lines[0].starts_with(
+            "precision fast (int8 LMs, int8/bf16 vocoder, the default for live audio): "
+        ),
         "{err}"
     );
     assert!(lines[0].contains("--precision f32"), "{err}");

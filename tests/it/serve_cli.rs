@@ -68,7 +68,7 @@ fn serve_starts_reports_ready_and_drains_on_sigterm() {
 }
 
 /// Issue 31, item 1: without `--precision`, `serve` runs `fast` (int8 LMs,
-/// bf16 vocoder: real time on 2 cores at 0.6B) and says so at start, in one
+/// int8/bf16 vocoder: real time on 2 cores at 0.6B) and says so at start, in one
 /// line with what it costs; `--precision f32` is one flag away.
 #[cfg(unix)]
 #[test]
@@ -77,8 +77,8 @@ fn real_time_by_default_serve_runs_fast_and_says_so_at_start() {
     for (extra, line, label) in [
         (
             None,
-            "precision fast (int8 LMs, bf16 vocoder, the default for live audio): ",
-            "precision=\"int8,int8,bf16\"",
+            "precision fast (int8 LMs, int8/bf16 vocoder, the default for live audio): ",
+            "precision=\"int8,int8,int8\"",
         ),
         (
             Some("f32"),

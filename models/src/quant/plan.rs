@@ -21,8 +21,9 @@
 //! - `reference`: every tensor stored, code2wav f32 (what the goldens hold).
 //! - `balanced`: int8 everywhere except the code predictor's `mlp_down`,
 //!   the heads and the embeddings (stored); code2wav bf16.
-//! - `fast`: both LMs' decoder linears int8, heads stored, code2wav bf16
-//!   (`int8,int8,bf16`).
+//! - `fast`: both LMs' decoder linears int8, heads stored, code2wav int8
+//!   (its default set: vocoder blocks 2-4's residual convs; the rest bf16)
+//!   (`int8,int8,int8`).
 //!
 //! # Grammar ([`PrecisionPlan::parse`], the `--precision` value)
 //! ```text
@@ -32,7 +33,7 @@
 //! STAGE := talker | cp (alias code_predictor)
 //! CLASS := attn | mlp (= mlp_up_gate and mlp_down) | mlp_up_gate | mlp_down | head
 //! P     := any Precision name (f32/bf16/stored: the stored weights, int8, q4, ...)
-//! C2W   := f32 | bf16 | int8        (int8: every LAYER int8, the rest bf16)
+//! C2W   := f32 | bf16 | int8        (int8: blocks 2-4's residual convs int8, the rest bf16)
 //! LAYER := pre_conv | decoder.0 | decoder.B.conv1 | decoder.B.conv2 | conv_out
 //! REST  := the precision of what is not int8 (bf16 after code2wav=int8)
 //! ```
@@ -186,7 +187,9 @@ impl Preset {
             Preset::Balanced => {
                 "int8 except the code predictor's MLP down projection, the heads and the embeddings (stored bf16); code2wav bf16"
             }
-            Preset::Fast => "int8 decoder linears in both LMs (heads stored), code2wav bf16",
+            Preset::Fast => {
+                "int8 decoder linears in both LMs (heads stored), code2wav int8 (vocoder blocks 2-4's residual convs; the rest bf16)"
+            }
         }
     }
 
@@ -211,7 +214,7 @@ impl Preset {
             Preset::Fast => PrecisionPlan {
                 talker: int8,
                 code_predictor: int8,
-                code2wav: Code2WavPrecision::Bf16,
+                code2wav: Code2WavPrecision::INT8,
             },
         }
     }
@@ -318,7 +321,7 @@ impl PrecisionPlan {
             .map_err(stage("talker"))
             .map_err(|mut e| {
                 if parts.len() == 1 {
-                    e.problem += "; or a preset: reference, balanced, fast (int8,int8,bf16)";
+                    e.problem += "; or a preset: reference, balanced, fast (int8,int8,int8)";
                 }
                 e
             })?;
@@ -422,7 +425,7 @@ impl PrecisionPlan {
     }
 
     /// A spelling [`Self::parse`] reads back: `TALKER,CP,CODE2WAV` when both
-    /// stages are uniform (`int8,int8,bf16`), else every class of each stage
+    /// stages are uniform (`int8,int8,int8`), else every class of each stage
     /// (`talker=int8,talker.head=f32,cp.attn=int8,...,code2wav=bf16`).
     pub fn name(&self) -> String {
         if let (Some(t), Some(c), Some(w)) = (
@@ -524,7 +527,7 @@ mod tests {
         );
         assert_eq!(
             PrecisionPlan::parse("fast"),
-            PrecisionPlan::parse("int8,int8,bf16")
+            PrecisionPlan::parse("int8,int8,int8")
         );
         let b = PrecisionPlan::parse("Balanced").unwrap();
         assert_eq!(b.code_predictor.mlp_down, Precision::F32);
@@ -582,7 +585,7 @@ mod tests {
                 p.name()
             );
         }
-        assert_eq!(Preset::Fast.plan().name(), "int8,int8,bf16");
+        assert_eq!(Preset::Fast.plan().name(), "int8,int8,int8");
         assert_eq!(
             PrecisionPlan::parse("fast,code2wav=int8,code2wav.decoder.4.conv1=bf16")
                 .unwrap()

@@ -16,7 +16,8 @@
 //! other accept) and must finish within the header read timeout
 //! (`--header-timeout-s`), or the connection is closed and its slot freed.
 //! A plain-HTTP request sent to the TLS port is answered `400` in plain
-//! HTTP, saying the port speaks HTTPS, and closed.
+//! HTTP, saying the port speaks HTTPS, and closed. No TLS 1.3 session
+//! tickets are sent (no resumption): see [`load`].
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -149,6 +150,16 @@ pub fn load(files: &TlsFiles) -> Result<Arc<rustls::ServerConfig>, TransportErro
     // HTTP/1.1 is all the server speaks; a client offering h2 as well
     // settles on it.
     config.alpn_protocols = vec![b"http/1.1".to_vec()];
+    // No TLS 1.3 session tickets: nothing reaches the client after its
+    // handshake until the answer to its first request. Tickets arrive
+    // just as a client writes that request; `websockets`' sync client
+    // (which the ElevenLabs SDK's realtime socket uses) reads its socket
+    // on a thread of its own from the moment it connects, so its SSL_read
+    // of the tickets and the caller's SSL_write of the upgrade ran at once
+    // on one OpenSSL connection, and about once in 500 connections the
+    // request was lost: no 101, a timeout 10 s later. Resumption would save
+    // a round trip per reconnect; the server's sockets are long-lived.
+    config.send_tls13_tickets = 0;
     Ok(Arc::new(config))
 }
 

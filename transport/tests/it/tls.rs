@@ -72,6 +72,41 @@ async fn tls_connect(addr: SocketAddr) -> Result<Tls> {
     Ok(s)
 }
 
+/// After the handshake the server sends nothing until the client's first
+/// request: no TLS 1.3 session tickets. A Python `websockets` sync client
+/// (the ElevenLabs SDK's realtime socket) reads on a thread of its own
+/// while its caller writes the upgrade; tickets arriving then made both
+/// threads use one OpenSSL connection at once, and now and then the
+/// request was lost (no 101; a timeout 10 s later).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_server_says_nothing_between_the_handshake_and_the_first_request() -> Result<()> {
+    let s = start(config()).await?;
+    let addr = s.local_addr();
+    let mut c = tls_connect(addr).await?;
+    ensure!(
+        c.get_ref().1.protocol_version() == Some(rustls::ProtocolVersion::TLSv1_3),
+        "TLS 1.3 negotiated"
+    );
+    let mut b = [0u8; 1];
+    let early = tokio::time::timeout(Duration::from_millis(500), c.get_ref().0.peek(&mut b)).await;
+    ensure!(
+        early.is_err(),
+        "the server sent bytes after the handshake, before any request: {early:?}"
+    );
+    // The connection still serves.
+    c.write_all(
+        format!("GET /health HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n").as_bytes(),
+    )
+    .await?;
+    let mut raw = Vec::new();
+    let _ = tokio::time::timeout(WAIT, c.read_to_end(&mut raw)).await;
+    ensure!(
+        common::http::parse(&raw)?.status == 200,
+        "health over the same connection"
+    );
+    stop(s).await
+}
+
 /// One HTTPS request (`Connection: close`); the whole answer, parsed.
 async fn https(
     addr: SocketAddr,

@@ -85,34 +85,21 @@ pub(crate) fn conv1d(
     let Some(t_out) = setup(x, t_in, w, bias, dilation, out) else {
         return;
     };
+    #[cfg(target_arch = "x86_64")]
+    let call = Call {
+        x,
+        t_in,
+        t_out,
+        w,
+        bias,
+        dilation,
+    };
     match path {
         Q8ConvPath::Portable => portable(x, t_in, t_out, w, bias, dilation, out),
         #[cfg(target_arch = "x86_64")]
-        Q8ConvPath::Vnni(v) => vnni::conv1d(
-            v,
-            Call {
-                x,
-                t_in,
-                t_out,
-                w,
-                bias,
-                dilation,
-            },
-            out,
-        ),
+        Q8ConvPath::Vnni(v) => vnni::conv1d(v, call, out),
         #[cfg(target_arch = "x86_64")]
-        Q8ConvPath::Avx2(v) => avx2::conv1d(
-            v,
-            Call {
-                x,
-                t_in,
-                t_out,
-                w,
-                bias,
-                dilation,
-            },
-            out,
-        ),
+        Q8ConvPath::Avx2(v) => avx2::conv1d(v, call, out),
     }
 }
 
@@ -467,8 +454,53 @@ pub(crate) mod vnni {
     }
 }
 
+/// Inputs a pack must quantize as the scalar [`quantize`] does: several
+/// widths (whole vectors, tails, several tasks, channel counts around the
+/// pair and the quad), ties, zeros, signed zeros, the clamp's edge,
+/// subnormals and non-finite values; `(c_in, t_in, x)`.
+#[cfg(all(test, target_arch = "x86_64"))]
+fn pack_inputs() -> Vec<(usize, usize, Vec<f32>)> {
+    let mut s = 777u32;
+    let mut next = || {
+        s ^= s << 13;
+        s ^= s >> 17;
+        s ^= s << 5;
+        (s >> 8) as f32 / (1u32 << 23) as f32 * 2.0 - 1.0
+    };
+    let mut v = Vec::new();
+    for (c_in, t_in) in [
+        (1, 1),
+        (2, 7),
+        (3, 17),
+        (4, 16),
+        (5, 33),
+        (8, 255),
+        (13, 256),
+        (96, 700),
+    ] {
+        let mut x: Vec<f32> = (0..c_in * t_in).map(|_| next() * 3.0).collect();
+        // Column 0: ties after scaling (max 127 maps to itself).
+        let ties = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 126.5, -126.5];
+        for c in 0..c_in {
+            x[c * t_in] = ties[c % ties.len()];
+        }
+        if t_in > 5 {
+            for c in 0..c_in {
+                x[c * t_in + 1] = if c % 2 == 0 { 0.0 } else { -0.0 };
+                x[c * t_in + 2] = if c == 0 { f32::NAN } else { 1.0 };
+                x[c * t_in + 3] = if c == c_in - 1 { f32::INFINITY } else { 2.0 };
+                x[c * t_in + 4] = if c == 0 { f32::NEG_INFINITY } else { f32::NAN };
+                x[c * t_in + 5] = f32::MIN_POSITIVE / (c + 2) as f32;
+            }
+        }
+        v.push((c_in, t_in, x));
+    }
+    v
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
+    use super::pack_inputs;
     use super::vnni::{pack, Vnni};
     use crate::conv_q8::{column_scales, quantize};
 
@@ -481,37 +513,7 @@ mod tests {
         let Some(v) = Vnni::new() else {
             return;
         };
-        let mut s = 777u32;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 * 2.0 - 1.0
-        };
-        for (c_in, t_in) in [
-            (1, 1),
-            (3, 17),
-            (4, 16),
-            (5, 33),
-            (8, 255),
-            (13, 256),
-            (96, 700),
-        ] {
-            let mut x: Vec<f32> = (0..c_in * t_in).map(|_| next() * 3.0).collect();
-            // Column 0: ties after scaling (max 127 maps to itself).
-            let ties = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 126.5, -126.5];
-            for c in 0..c_in {
-                x[c * t_in] = ties[c % ties.len()];
-            }
-            if t_in > 5 {
-                for c in 0..c_in {
-                    x[c * t_in + 1] = if c % 2 == 0 { 0.0 } else { -0.0 };
-                    x[c * t_in + 2] = if c == 0 { f32::NAN } else { 1.0 };
-                    x[c * t_in + 3] = if c == c_in - 1 { f32::INFINITY } else { 2.0 };
-                    x[c * t_in + 4] = if c == 0 { f32::NEG_INFINITY } else { f32::NAN };
-                    x[c * t_in + 5] = f32::MIN_POSITIVE / (c + 2) as f32;
-                }
-            }
+        for (c_in, t_in, x) in pack_inputs() {
             let p = pack(v, &x, c_in, t_in);
             let (sx, inv) = column_scales(&x, c_in, t_in);
             for t in 0..t_in {

@@ -322,38 +322,7 @@ mod tests {
         let Some(v) = Avx2::new() else {
             return;
         };
-        let mut s = 778u32;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 * 2.0 - 1.0
-        };
-        for (c_in, t_in) in [
-            (1, 1),
-            (2, 7),
-            (3, 17),
-            (4, 16),
-            (5, 33),
-            (8, 255),
-            (13, 256),
-            (96, 700),
-        ] {
-            let mut x: Vec<f32> = (0..c_in * t_in).map(|_| next() * 3.0).collect();
-            // Column 0: ties after scaling (max 127 maps to itself).
-            let ties = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 126.5, -126.5];
-            for c in 0..c_in {
-                x[c * t_in] = ties[c % ties.len()];
-            }
-            if t_in > 5 {
-                for c in 0..c_in {
-                    x[c * t_in + 1] = if c % 2 == 0 { 0.0 } else { -0.0 };
-                    x[c * t_in + 2] = if c == 0 { f32::NAN } else { 1.0 };
-                    x[c * t_in + 3] = if c == c_in - 1 { f32::INFINITY } else { 2.0 };
-                    x[c * t_in + 4] = if c == 0 { f32::NEG_INFINITY } else { f32::NAN };
-                    x[c * t_in + 5] = f32::MIN_POSITIVE / (c + 2) as f32;
-                }
-            }
+        for (c_in, t_in, x) in super::super::pack_inputs() {
             let p = pack(v, &x, c_in, t_in);
             let (sx, inv) = column_scales(&x, c_in, t_in);
             for t in 0..t_in {

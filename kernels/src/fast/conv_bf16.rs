@@ -32,7 +32,7 @@
 use super::conv::{slab_len, Tap};
 use super::conv_bf16_setup::{conv1d_setup, fill_bias, flushed, pack_par, transposed_setup};
 use super::{run_tasks, SharedOut, Simd};
-use crate::conv_bf16::{pack_planes, pair_hi, pair_lo, ConvBf16};
+use crate::conv_bf16::{pack_planes, ConvBf16};
 
 /// Output channels per task block of the time tiles: one group of 16 in
 /// the weight layout, so a task reads whole cache lines of weights.
@@ -452,8 +452,7 @@ impl<S: Simd> PairKernel for Emu<S> {
                     xl[v] = ld!(lo.add(tap.x_off + v * S::LANES), v);
                 }
                 for (c, a) in acc.iter_mut().enumerate() {
-                    let wp = *wr.add(c * blk.w_co + tap.w_off);
-                    let (wh, wl) = (s.splat(pair_hi(wp)), s.splat(pair_lo(wp)));
+                    let (wh, wl) = s.splat_bf16_pair(wr.add(c * blk.w_co + tap.w_off));
                     for v in 0..TV {
                         a[v] = s.fma(wh, xh[v], a[v]);
                         a[v] = s.fma(wl, xl[v], a[v]);

@@ -66,6 +66,15 @@ impl Simd for Avx2 {
         _mm256_castsi256_ps(_mm256_slli_epi32::<16>(_mm256_cvtepu16_epi32(h)))
     }
     #[inline(always)]
+    unsafe fn splat_bf16_pair(self, p: *const u32) -> (__m256, __m256) {
+        let b = _mm256_set1_epi32(p.read_unaligned() as i32);
+        let hi = _mm256_and_si256(b, _mm256_set1_epi32(0xffff_0000u32 as i32));
+        (
+            _mm256_castsi256_ps(hi),
+            _mm256_castsi256_ps(_mm256_slli_epi32::<16>(b)),
+        )
+    }
+    #[inline(always)]
     unsafe fn load_i8(self, p: *const i8) -> __m256 {
         _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(_mm_loadl_epi64(p as *const __m128i)))
     }

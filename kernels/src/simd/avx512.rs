@@ -63,6 +63,15 @@ impl Simd for Avx512 {
         _mm512_castsi512_ps(_mm512_slli_epi32::<16>(_mm512_cvtepu16_epi32(h)))
     }
     #[inline(always)]
+    unsafe fn splat_bf16_pair(self, p: *const u32) -> (__m512, __m512) {
+        let b = _mm512_set1_epi32(p.read_unaligned() as i32);
+        let hi = _mm512_and_si512(b, _mm512_set1_epi32(0xffff_0000u32 as i32));
+        (
+            _mm512_castsi512_ps(hi),
+            _mm512_castsi512_ps(_mm512_slli_epi32::<16>(b)),
+        )
+    }
+    #[inline(always)]
     unsafe fn load_i8(self, p: *const i8) -> __m512 {
         _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm_loadu_si128(p as *const __m128i)))
     }

@@ -40,6 +40,12 @@ pub(crate) trait Simd: Copy + Send + Sync + 'static {
     /// # Safety
     /// `p` must be valid for reading `LANES` u16 (any alignment).
     unsafe fn load_bf16(self, p: *const u16) -> Self::V;
+    /// Broadcasts the bf16 pair at `p` (odd channel in the high half) as
+    /// two f32 vectors `(high, low)` (exact: a mask and a shift), without
+    /// a round trip through a general register per half.
+    /// # Safety
+    /// `p` must be valid for reading one u32 (any alignment).
+    unsafe fn splat_bf16_pair(self, p: *const u32) -> (Self::V, Self::V);
     /// Loads `LANES` i8, widened to f32 (exact).
     /// # Safety
     /// `p` must be valid for reading `LANES` i8 (any alignment).

@@ -38,7 +38,7 @@
 pub const Q_MAX: f32 = 127.0;
 
 /// An int8 convolution weight (see the module docs).
-#[derive(Clone, Debug, PartialEq)]
+#[derive(Clone, Debug)]
 pub struct ConvQ8 {
     /// `[c_out][kernel][quads]`, four i8 per `u32`.
     pub(crate) w: Vec<u32>,
@@ -47,9 +47,26 @@ pub struct ConvQ8 {
     /// `sum_c q[co, c, kk]`, `[c_out][kernel]`: the correction of the u8
     /// offset the VNNI path feeds its activations with.
     pub(crate) wsum: Vec<i32>,
+    /// The quads as i16 pairs (`[c_out][kernel][2 * quads]`), made on the
+    /// first call that runs the AVX2 kernel ([`ConvQ8::pairs`]).
+    pub(crate) pairs: std::sync::OnceLock<Vec<u32>>,
     pub c_in: usize,
     pub c_out: usize,
     pub kernel: usize,
+}
+
+/// Equal weights are equal whether or not their pairs were made yet.
+impl PartialEq for ConvQ8 {
+    fn eq(&self, o: &Self) -> bool {
+        (
+            &self.w,
+            &self.scales,
+            &self.wsum,
+            self.c_in,
+            self.c_out,
+            self.kernel,
+        ) == (&o.w, &o.scales, &o.wsum, o.c_in, o.c_out, o.kernel)
+    }
 }
 
 /// `v` quantized by `inv` (127 / the block's max magnitude), clamped.
@@ -95,10 +112,29 @@ impl ConvQ8 {
             w: packed,
             scales,
             wsum,
+            pairs: std::sync::OnceLock::new(),
             c_in,
             c_out,
             kernel,
         }
+    }
+
+    /// The weight as i16 pairs of input channels, `[c_out][kernel][2 *
+    /// quads]`: quad `q`'s bytes 0-1 and 2-3, sign-extended (what AVX2's
+    /// `vpmaddwd` multiplies). Made once, on first use.
+    pub(crate) fn pairs(&self) -> &[u32] {
+        self.pairs.get_or_init(|| {
+            let half = |b: u32| b as u8 as i8 as i16 as u16 as u32;
+            self.w
+                .iter()
+                .flat_map(|&q| {
+                    [
+                        half(q) | half(q >> 8) << 16,
+                        half(q >> 16) | half(q >> 24) << 16,
+                    ]
+                })
+                .collect()
+        })
     }
 
     /// Input channel quads (`ceil(c_in / 4)`).

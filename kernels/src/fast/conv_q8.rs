@@ -115,6 +115,50 @@ struct Call<'a> {
     dilation: usize,
 }
 
+/// A call's packed activations, as the SIMD paths feed them: `rows` rows
+/// of `u32` lanes (VNNI: quads of `u8 = xq + 128`; AVX2: pairs of i16),
+/// each `x_cs` columns long (the input's plus a tile's padding), and the
+/// per-column scales.
+#[cfg(target_arch = "x86_64")]
+pub(super) struct Packed {
+    /// `[rows][x_cs]`.
+    pub(super) x: Vec<u32>,
+    /// `s_x` per column, `x_cs` long.
+    pub(super) sx: Vec<f32>,
+    pub(super) x_cs: usize,
+}
+
+/// Columns per packing task (a multiple of 16): its `c_in x PACK_COLS`
+/// input slice (96 KB at 96 channels, 192 KB at 192) is read twice, the
+/// second time from L2.
+#[cfg(target_arch = "x86_64")]
+const PACK_COLS: usize = 256;
+
+/// Packs `t_in` columns of a `c_in`-channel input into `rows` rows of
+/// `t_in + pad` columns: tasks of [`PACK_COLS`] columns across the kernel
+/// team, each given `(t0, t1, x, sx, x_cs)` to find its columns' scales
+/// and write their lanes (the raw pointers: task `i` alone writes columns
+/// `t0..t1` of both).
+#[cfg(target_arch = "x86_64")]
+fn pack_columns(
+    rows: usize,
+    c_in: usize,
+    t_in: usize,
+    pad: usize,
+    task: impl Fn((usize, usize), *mut u32, *mut f32, usize) + Sync + Send,
+) -> Packed {
+    let x_cs = t_in + pad;
+    let mut xp = vec![0u32; rows * x_cs];
+    let mut sx = vec![0f32; x_cs];
+    let (xo, so) = (SharedOut::new(&mut xp), SharedOut::new(&mut sx));
+    // ~3 vector operations per input value, two reads of it.
+    run_tasks(t_in.div_ceil(PACK_COLS), 8 * c_in * PACK_COLS, |i| {
+        let (t0, t1) = (i * PACK_COLS, ((i + 1) * PACK_COLS).min(t_in));
+        task((t0, t1), xo.ptr(), so.ptr(), x_cs)
+    });
+    Packed { x: xp, sx, x_cs }
+}
+
 /// The reference's loops, output channels in parallel.
 fn portable(
     x: &[f32],
@@ -186,41 +230,17 @@ pub(crate) mod vnni {
     /// read past `t_in` (its extra lanes are never stored).
     const PAD: usize = 16 * TV;
 
-    /// The call's packed activations.
-    pub(super) struct Packed {
-        /// `[quads][x_cs]` quads of `u8 = xq + 128` (zero bytes of
-        /// padding encode 128: quantized 0 reads as -128, which is why
-        /// the padded lanes are never stored).
-        pub(super) x: Vec<u32>,
-        /// `s_x` per column, `x_cs` long.
-        pub(super) sx: Vec<f32>,
-        pub(super) x_cs: usize,
-    }
-
-    /// Columns per packing task (a multiple of 16): its `c_in x PACK_COLS`
-    /// input slice (96 KB at 96 channels, 192 KB at 192) is read twice,
-    /// the second time from L2.
-    const PACK_COLS: usize = 256;
-
-    /// Quantizes and packs `x = [c_in, t_in]`: tasks of [`PACK_COLS`]
-    /// columns across the kernel team, each finding its columns' scales
-    /// (max-abs over the channels) and then writing their quads.
+    /// Quantizes and packs `x = [c_in, t_in]` as `[quads][t]` of `u8 =
+    /// xq + 128` (zero bytes of padding encode 128: quantized 0 reads as
+    /// -128, which is why the padded lanes are never stored).
     pub(super) fn pack(v: Vnni, x: &[f32], c_in: usize, t_in: usize) -> Packed {
-        let x_cs = t_in + PAD;
-        let quads = c_in.div_ceil(4);
-        let mut xp = vec![0u32; quads * x_cs];
-        let mut sx = vec![0f32; x_cs];
-        let (xo, so) = (SharedOut::new(&mut xp), SharedOut::new(&mut sx));
-        // ~3 vector operations per input value, two reads of it.
-        run_tasks(t_in.div_ceil(PACK_COLS), 8 * c_in * PACK_COLS, |i| {
-            let (t0, t1) = (i * PACK_COLS, ((i + 1) * PACK_COLS).min(t_in));
-            // SAFETY: task i alone writes columns t0..t1 of `xp` ([quads,
-            // x_cs]) and of `sx` (x_cs), both alive for the whole call;
-            // `x` is [c_in, t_in] (checked by `setup`); the CPU has the
-            // features (`v`).
-            unsafe { pack_cols(v, x, (c_in, t_in), (t0, t1), xo.ptr(), so.ptr(), x_cs) }
-        });
-        Packed { x: xp, sx, x_cs }
+        pack_columns(c_in.div_ceil(4), c_in, t_in, PAD, |cols, xp, sx, x_cs| {
+            // SAFETY: this task alone writes columns `cols` of `xp`
+            // ([quads, x_cs]) and of `sx` (x_cs), both alive for the whole
+            // call; `x` is [c_in, t_in] (checked by `setup`); the CPU has
+            // the features (`v`).
+            unsafe { pack_cols(v, x, (c_in, t_in), cols, xp, sx, x_cs) }
+        })
     }
 
     /// Columns `t0..t1` (at most [`PACK_COLS`]) of the packed input: the

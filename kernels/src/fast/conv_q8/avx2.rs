@@ -12,13 +12,13 @@
 //!
 //! A register tile is [`C`] output channels by [`TV`] vectors of 8 time
 //! steps: per channel pair, `TV` loads, `C` broadcasts, `C * TV` `vpmaddwd`
-//! and as many `vpaddd`. Each task converts its block's weight quads to
-//! pairs once (`[channel][tap][pairs]`, a few KB), so the model keeps one
-//! copy of the weight for every path.
+//! and as many `vpaddd`. The weight's pairs are made from its quads on the
+//! first call ([`ConvQ8::pairs`]), so only a CPU that runs this path holds
+//! them.
 
 use super::super::conv::slab_len;
 use super::super::{run_tasks, SharedOut};
-use super::{Call, CO};
+use super::{pack_columns, Call, Packed, CO, PACK_COLS};
 use crate::conv_q8::{ConvQ8, Q_MAX};
 use crate::simd::avx2::Avx2;
 use core::arch::x86_64::*;
@@ -30,19 +30,6 @@ const TV: usize = 2;
 /// Zero columns after the packed input, so a tile's last vector may read
 /// past `t_in` (its extra lanes are never stored).
 const PAD: usize = 8 * TV;
-/// Columns per packing task (a multiple of 8), as the VNNI path's.
-const PACK_COLS: usize = 256;
-
-/// The call's packed activations.
-pub(super) struct Packed {
-    /// `[pairs][x_cs]`, two i16 per `u32` (channel `2p` low, `2p + 1`
-    /// high; 0 past `c_in`), `pairs = 2 * quads`.
-    pub(super) x: Vec<u32>,
-    /// `s_x` per column, `x_cs` long.
-    pub(super) sx: Vec<f32>,
-    pub(super) x_cs: usize,
-}
-
 /// Lanes `0..n` of an 8-lane mask.
 #[inline(always)]
 unsafe fn lanes(n: usize) -> __m256i {
@@ -52,23 +39,22 @@ unsafe fn lanes(n: usize) -> __m256i {
     )
 }
 
-/// Quantizes and packs `x = [c_in, t_in]`: tasks of [`PACK_COLS`] columns
-/// across the kernel team, each finding its columns' scales (max-abs over
-/// the channels) and then writing their pairs.
+/// Quantizes and packs `x = [c_in, t_in]` as `[pairs][t]`: two i16 per
+/// `u32` (channel `2p` low, `2p + 1` high; 0 past `c_in`), `pairs = 2 *
+/// quads`.
 pub(super) fn pack(v: Avx2, x: &[f32], c_in: usize, t_in: usize) -> Packed {
-    let x_cs = t_in + PAD;
-    let pairs = 2 * c_in.div_ceil(4);
-    let mut xp = vec![0u32; pairs * x_cs];
-    let mut sx = vec![0f32; x_cs];
-    let (xo, so) = (SharedOut::new(&mut xp), SharedOut::new(&mut sx));
-    run_tasks(t_in.div_ceil(PACK_COLS), 8 * c_in * PACK_COLS, |i| {
-        let (t0, t1) = (i * PACK_COLS, ((i + 1) * PACK_COLS).min(t_in));
-        // SAFETY: task i alone writes columns t0..t1 of `xp` ([pairs,
-        // x_cs]) and of `sx` (x_cs), both alive for the whole call; `x`
-        // is [c_in, t_in] (checked by `setup`); the CPU has avx2 (`v`).
-        unsafe { pack_cols(v, x, (c_in, t_in), (t0, t1), xo.ptr(), so.ptr(), x_cs) }
-    });
-    Packed { x: xp, sx, x_cs }
+    pack_columns(
+        2 * c_in.div_ceil(4),
+        c_in,
+        t_in,
+        PAD,
+        |cols, xp, sx, x_cs| {
+            // SAFETY: this task alone writes columns `cols` of `xp` ([pairs,
+            // x_cs]) and of `sx` (x_cs), both alive for the whole call; `x` is
+            // [c_in, t_in] (checked by `setup`); the CPU has avx2 (`v`).
+            unsafe { pack_cols(v, x, (c_in, t_in), cols, xp, sx, x_cs) }
+        },
+    )
 }
 
 /// Columns `t0..t1` (at most [`PACK_COLS`]) of the packed input: the
@@ -152,26 +138,12 @@ unsafe fn quantized(
 struct Tiles<'a> {
     p: &'a Packed,
     w: &'a ConvQ8,
-    /// The task's weight pairs, `[co - co0][kernel][pairs]`.
+    /// The weight's pairs ([`ConvQ8::pairs`]).
     w16: &'a [u32],
-    co0: usize,
     bias: Option<&'a [f32]>,
     dilation: usize,
     out: *mut f32,
     t_out: usize,
-}
-
-/// The weight pairs of channels `co0..co1`: quad `q`'s bytes 0-1 and 2-3
-/// as two i16 pairs, `[co - co0][kernel][2 * quads]`.
-fn weight_pairs(w: &ConvQ8, co0: usize, co1: usize) -> Vec<u32> {
-    let pair = |a: u32, b: u32| {
-        (a as u8 as i8 as i16 as u16 as u32) | ((b as u8 as i8 as i16 as u16 as u32) << 16)
-    };
-    let quads = w.quads();
-    w.w[co0 * w.kernel * quads..co1 * w.kernel * quads]
-        .iter()
-        .flat_map(|&q| [pair(q, q >> 8), pair(q >> 16, q >> 24)])
-        .collect()
 }
 
 pub(super) fn conv1d(v: Avx2, c: Call<'_>, out: &mut [f32]) {
@@ -184,6 +156,7 @@ pub(super) fn conv1d(v: Avx2, c: Call<'_>, out: &mut [f32]) {
         dilation,
     } = c;
     let p = pack(v, x, w.c_in, t_in);
+    let w16 = w.pairs();
     let pairs = 2 * w.quads();
     // Rows of i16 pairs are as wide as f32 rows.
     let slab = slab_len(pairs, 8 * TV, t_out);
@@ -195,12 +168,10 @@ pub(super) fn conv1d(v: Avx2, c: Call<'_>, out: &mut [f32]) {
         let (t0, t1) = (si * slab, ((si + 1) * slab).min(t_out));
         let co0 = cb * CO;
         let co1 = (co0 + CO).min(w.c_out);
-        let w16 = weight_pairs(w, co0, co1);
         let tiles = Tiles {
             p: &p,
             w,
-            w16: &w16,
-            co0,
+            w16,
             bias,
             dilation,
             out: o.ptr(),
@@ -256,7 +227,6 @@ unsafe fn tile<const NC: usize, const NV: usize>(tiles: Tiles<'_>, co: usize, t:
         p,
         w,
         w16,
-        co0,
         bias,
         dilation,
         out,
@@ -274,7 +244,7 @@ unsafe fn tile<const NC: usize, const NV: usize>(tiles: Tiles<'_>, co: usize, t:
         let mut ia = [[_mm256_setzero_si256(); NV]; NC];
         let xb = xp.add(tx);
         let wrow: [*const u32; NC] =
-            std::array::from_fn(|c| w16.as_ptr().add(((co - co0 + c) * k + kk) * pairs));
+            std::array::from_fn(|c| w16.as_ptr().add(((co + c) * k + kk) * pairs));
         for q in 0..pairs {
             let xs: [__m256i; NV] = std::array::from_fn(|v| {
                 _mm256_loadu_si256(xb.add(q * x_cs + 8 * v) as *const __m256i)
@@ -353,12 +323,12 @@ mod tests {
             .map(|i| ((i * 37 % 23) as f32 - 11.0) / 7.0)
             .collect();
         let w = ConvQ8::from_conv1d(&wf, 3, 6, 2);
-        let p = weight_pairs(&w, 1, 3);
+        let p = w.pairs();
         let pairs = 2 * w.quads();
-        for co in 1..3 {
+        for co in 0..3 {
             for kk in 0..2 {
                 for ci in 0..8 {
-                    let u = p[((co - 1) * 2 + kk) * pairs + ci / 2];
+                    let u = p[(co * 2 + kk) * pairs + ci / 2];
                     let got = (u >> (16 * (ci % 2))) as u16 as i16;
                     let want = if ci < 6 {
                         w.weight(co, ci, kk) as i16

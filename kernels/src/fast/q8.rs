@@ -27,6 +27,14 @@ use core::arch::x86_64::*;
 const KB: usize = 4096;
 /// Weight rows per block.
 const NR: usize = 4;
+/// How many blocks ahead of the one it computes a blocked (m >= 2) task
+/// prefetches: 2 keeps 8-24 KB in flight at k = 1024..3072. With 1 (the
+/// next block, 4-12 KB) a batched step of two or three sessions pulled
+/// 23-26 GB/s from DRAM on the Zen 4 host where the same bytes at m = 1
+/// came at 33-36: at m >= 2 the core spends longer computing each block,
+/// and one block of look-ahead no longer covers the latency of the next
+/// (docs/performance.md, "Two blocks of look-ahead").
+const BLOCKS_AHEAD: usize = 2;
 
 #[derive(Clone, Copy, Debug)]
 pub(crate) enum Q8Path {
@@ -317,10 +325,10 @@ macro_rules! rows_fn {
             let mut j = j0;
             while j < j1 {
                 if j1 - j >= NR {
-                    // The next block, fetched during the first pass over
-                    // this one (see `Prefetch`).
-                    let mut pf = if j1 - j >= 2 * NR {
-                        Prefetch::new(wp.add((j + NR) * k) as *const u8, NR * k)
+                    // The block `BLOCKS_AHEAD` on, fetched during the
+                    // first pass over this one (see `Prefetch`).
+                    let mut pf = if j1 - j > BLOCKS_AHEAD * NR {
+                        Prefetch::new(wp.add((j + BLOCKS_AHEAD * NR) * k) as *const u8, NR * k)
                     } else {
                         Prefetch::NONE
                     };

@@ -298,7 +298,10 @@ unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
             } else {
                 Prefetch::NONE
             };
-            // x rows MR at a time, then pairs, then singles.
+            // x rows MR at a time, then the rest of a wide kernel as one
+            // block of 3 to 5 (the batched decode of 3-5 sessions: one
+            // pass, where pairs and a single widened each weight vector
+            // two or three times), then pairs, then singles.
             let mut i = 0;
             while m - i >= MR {
                 match MR {
@@ -307,6 +310,18 @@ unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
                 }
                 pf = Prefetch::NONE;
                 i += MR;
+            }
+            if MR == 6 {
+                match m - i {
+                    5 => block!(5, NR, i, j, pf),
+                    4 => block!(4, NR, i, j, pf),
+                    3 => block!(3, NR, i, j, pf),
+                    _ => {}
+                }
+                if m - i >= 3 {
+                    pf = Prefetch::NONE;
+                    i = m;
+                }
             }
             while m - i >= 2 {
                 block!(2, NR, i, j, pf);

@@ -480,15 +480,8 @@ pub(crate) mod vnni {
 /// subnormals and non-finite values; `(c_in, t_in, x)`.
 #[cfg(all(test, target_arch = "x86_64"))]
 fn pack_inputs() -> Vec<(usize, usize, Vec<f32>)> {
-    let mut s = 777u32;
-    let mut next = || {
-        s ^= s << 13;
-        s ^= s >> 17;
-        s ^= s << 5;
-        (s >> 8) as f32 / (1u32 << 23) as f32 * 2.0 - 1.0
-    };
     let mut v = Vec::new();
-    for (c_in, t_in) in [
+    for (seed, (c_in, t_in)) in (777..).zip([
         (1, 1),
         (2, 7),
         (3, 17),
@@ -497,8 +490,11 @@ fn pack_inputs() -> Vec<(usize, usize, Vec<f32>)> {
         (8, 255),
         (13, 256),
         (96, 700),
-    ] {
-        let mut x: Vec<f32> = (0..c_in * t_in).map(|_| next() * 3.0).collect();
+    ]) {
+        let mut x: Vec<f32> = crate::probe::data(c_in * t_in, seed)
+            .iter()
+            .map(|v| v * 3.0)
+            .collect();
         // Column 0: ties after scaling (max 127 maps to itself).
         let ties = [127.0, 0.5, 1.5, 2.5, -0.5, -1.5, -2.5, -0.0, 126.5, -126.5];
         for c in 0..c_in {

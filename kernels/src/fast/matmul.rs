@@ -311,17 +311,14 @@ unsafe fn rows_kernel<S: Simd, W: WElem, const MR: usize>(
                 pf = Prefetch::NONE;
                 i += MR;
             }
-            if MR == 6 {
+            if MR == 6 && m - i >= 3 {
                 match m - i {
                     5 => block!(5, NR, i, j, pf),
                     4 => block!(4, NR, i, j, pf),
-                    3 => block!(3, NR, i, j, pf),
-                    _ => {}
+                    _ => block!(3, NR, i, j, pf),
                 }
-                if m - i >= 3 {
-                    pf = Prefetch::NONE;
-                    i = m;
-                }
+                pf = Prefetch::NONE;
+                i = m;
             }
             while m - i >= 2 {
                 block!(2, NR, i, j, pf);

@@ -595,16 +595,14 @@ mod tests {
         {
             return;
         }
-        let mut s = 12345u32;
-        let mut next = || {
-            s ^= s << 13;
-            s ^= s >> 17;
-            s ^= s << 5;
-            (s >> 8) as f32 / (1u32 << 23) as f32 * 2.0 - 1.0
-        };
         let mut rows: Vec<Vec<f32>> = Vec::new();
         for k in [0, 1, 15, 16, 17, 31, 33, 1024, 3072 + 5] {
-            rows.push((0..k).map(|_| next() * 3.0).collect());
+            rows.push(
+                crate::probe::data(k, 12345 + k as u32)
+                    .iter()
+                    .map(|v| v * 3.0)
+                    .collect(),
+            );
         }
         // Exact halves after scaling: max 32767 maps to itself, so x.5
         // values round to even.

@@ -295,6 +295,16 @@ class Tally:
             self.outcomes.append(o)
             self.inflight.pop(threading.get_ident(), None)
 
+    speaking: dict[str, int] = field(default_factory=dict)  # replica -> realtime contexts between started and their end
+
+    def speak(self, replica: str, delta: int) -> None:
+        with self.lock:
+            self.speaking[replica] = self.speaking.get(replica, 0) + delta
+
+    def speaking_on(self, replica: str) -> int:
+        with self.lock:
+            return self.speaking.get(replica, 0)
+
     def settled(self, before: float) -> bool:
         """Every request started before `before` has its outcome."""
         with self.lock:
@@ -389,9 +399,20 @@ class Session:
         updated = json.loads(self.ws.recv(timeout=30))
         assert updated["type"] == "session.updated", updated
         self.n = 0
+        self._started = False
 
-    def context(self, text: str) -> int:
-        """One context to its end: its PCM bytes, or Refused / Cut."""
+    def context(self, text: str, tally: "Tally | None" = None) -> int:
+        """One context to its end: its PCM bytes, or Refused / Cut. From its
+        `context.started` to its end the context counts in `tally.speaking`
+        under this session's replica."""
+        try:
+            return self._context(text, tally)
+        finally:
+            if self._started and tally is not None:
+                tally.speak(self.replica, -1)
+
+    def _context(self, text: str, tally: "Tally | None") -> int:
+        self._started = False
         self.n += 1
         cid = f"c{self.n}"
         events = frames = pcm = 0
@@ -423,6 +444,10 @@ class Session:
             events += 1
             if msg["type"] == "context.started":
                 stream_id = msg["stream_id"]
+                if not self._started:
+                    self._started = True
+                    if tally is not None:
+                        tally.speak(self.replica, 1)
             elif msg["type"] == "context.done":
                 if not (frames and terminal):
                     raise Cut(f"{self.replica}: context.done after {frames} frames, terminal {terminal}")
@@ -453,7 +478,7 @@ def ws_client(port: int, seq: int, per_context: bool, tally: Tally, stop: thread
             try:
                 if session is None:
                     session = Session(port)
-                n = session.context(text)
+                n = session.context(text, tally)
             except InvalidStatus as e:
                 session = None
                 if e.response.status_code in (429, 503):
@@ -656,14 +681,11 @@ def main() -> int:
         # so at least one stream is certain to be cut. The balancer places
         # contexts by connection count, so on a busy host one may take a
         # while to land here: wait for it rather than kill an idle replica.
+        # A client's own view decides (a context started and not ended on
+        # the victim): the server's gauges can still count a request whose
+        # client has had its last frame.
         deadline = now() + 30
-        while now() < deadline:
-            try:
-                g = victim.gauges()
-            except OSError:
-                g = {}
-            if g.get("tts_engine_active_requests", 0) > g.get("tts_http_streams_active", 0):
-                break
+        while tally.speaking_on(victim.name) == 0 and now() < deadline:
             time.sleep(0.01)
         busy = victim.in_flight()
         t_kill = now()

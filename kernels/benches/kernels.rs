@@ -7,7 +7,7 @@
 use criterion::{black_box, criterion_group, BenchmarkId, Criterion, Throughput};
 use tts_kernels::{
     f32_to_bf16, quantize_q4_rows, quantize_q8_rows, AttnShape, Conv1dShape, ConvTranspose1dShape,
-    GroupFormat, Isa, Kernels, KvRows, Mat, Q4Rows, StridedConv1dShape,
+    GroupFormat, Isa, Kernels, KvLayout, KvRows, Mat, Q4Rows, StridedConv1dShape,
 };
 
 #[path = "../examples/common/mod.rs"]
@@ -491,30 +491,44 @@ fn attention(c: &mut Criterion) {
     let q = data(nh * hd, 13);
     let k = data(n_kv * nkv * hd, 14);
     let v = data(n_kv * nkv * hd, 15);
+    // The LM caches' layout: each head's positions in one run.
+    let by_head = |x: &[f32]| -> Vec<f32> {
+        (0..nkv)
+            .flat_map(|h| (0..n_kv).flat_map(move |j| (j * nkv + h) * hd..(j * nkv + h + 1) * hd))
+            .map(|i| x[i])
+            .collect()
+    };
+    let (kh, vh) = (by_head(&k), by_head(&v));
     let mut out = vec![0f32; nh * hd];
     g.throughput(Throughput::Elements((2 * nh * n_kv * hd) as u64));
     for ks in paths() {
-        let id = BenchmarkId::new(
-            ks.isa().name(),
-            format!("decode_kv{n_kv}_h{nh}_kv{nkv}_d{hd}"),
-        );
-        g.bench_function(id, |b| {
-            b.iter(|| {
-                ks.attention(
-                    black_box(&q),
-                    1,
-                    n_kv - 1,
-                    KvRows {
-                        k: &k,
-                        v: &v,
-                        n: n_kv,
-                        pos0: 0,
-                    },
-                    sh,
-                    &mut out,
-                )
-            })
-        });
+        for (name, kk, vv, layout) in [
+            ("positions", &k, &v, KvLayout::Positions),
+            ("heads", &kh, &vh, KvLayout::Heads { capacity: n_kv }),
+        ] {
+            let id = BenchmarkId::new(
+                ks.isa().name(),
+                format!("decode_kv{n_kv}_h{nh}_kv{nkv}_d{hd}_{name}"),
+            );
+            g.bench_function(id, |b| {
+                b.iter(|| {
+                    ks.attention(
+                        black_box(&q),
+                        1,
+                        n_kv - 1,
+                        KvRows {
+                            k: kk,
+                            v: vv,
+                            n: n_kv,
+                            pos0: 0,
+                            layout,
+                        },
+                        sh,
+                        &mut out,
+                    )
+                })
+            });
+        }
     }
     g.finish();
 }

@@ -153,7 +153,9 @@ pub use q4::{quantize_a8_row, quantize_q4_rows, Q4Rows};
 pub use settings::{
     parse_switch, KernelSettings, PrefetchLevel, SettingError, SettingsFixed, SWITCH_VALUES,
 };
-pub use shape::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, StridedConv1dShape};
+pub use shape::{
+    AttnSegment, AttnShape, Conv1dShape, ConvTranspose1dShape, KvLayout, KvRows, StridedConv1dShape,
+};
 pub use team::{teams_enabled, Team};
 
 #[cfg(target_arch = "x86_64")]
@@ -483,6 +485,21 @@ impl Kernels {
             self,
             reference::attention(q, n_q, q_pos0, kv, shape, out),
             |s| { fast::attention::attention(s, q, n_q, q_pos0, kv, shape, out) }
+        )
+    }
+
+    /// See [`attention_batch`].
+    pub fn attention_batch(
+        &self,
+        q: &[f32],
+        segments: &[AttnSegment<'_>],
+        shape: AttnShape,
+        out: &mut [f32],
+    ) {
+        dispatch!(
+            self,
+            reference::attention_batch(q, segments, shape, out),
+            |s| { fast::attention::attention_batch(s, q, segments, shape, out) }
         )
     }
 
@@ -866,6 +883,16 @@ pub fn attention(
     out: &mut [f32],
 ) {
     Kernels::selected().attention(q, n_q, q_pos0, kv, shape, out)
+}
+
+/// [`attention`] of several sequences in one call: `q` and `out` are
+/// `[sum of n_q, n_heads, head_dim]`, the segments' rows one after the
+/// other, and each segment's rows are what [`attention`] gives them alone
+/// (the same bits). The fast paths run every segment's (query, head) tasks
+/// in one parallel region, where one call per sequence paid a fork-join
+/// each (a batched decode step: one per sequence and layer).
+pub fn attention_batch(q: &[f32], segments: &[AttnSegment<'_>], shape: AttnShape, out: &mut [f32]) {
+    Kernels::selected().attention_batch(q, segments, shape, out)
 }
 
 /// "Valid" 1-D convolution, stride 1, on channel-major `x = [c_in, t_in]`

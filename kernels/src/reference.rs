@@ -7,7 +7,9 @@ use crate::group::GroupFormat;
 use crate::mat::quantize_a16_row;
 use crate::mat::{GroupMat, Mat, Q8Mat};
 use crate::q4::{q4_get, quantize_a8_row, Q4_GROUP};
-use crate::shape::{AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, StridedConv1dShape};
+use crate::shape::{
+    AttnSegment, AttnShape, Conv1dShape, ConvTranspose1dShape, KvRows, StridedConv1dShape,
+};
 
 pub fn matmul(x: &[f32], m: usize, w: &Mat<'_>, bias: Option<&[f32]>, out: &mut [f32]) {
     let (n, k) = (w.rows(), w.cols());
@@ -236,10 +238,11 @@ pub fn attention(
         v,
         n: n_kv,
         pos0: kv_pos0,
+        layout,
     } = kv;
     let hd = s.head_dim;
     let group = s.n_heads / s.n_kv_heads;
-    let kv_stride = s.n_kv_heads * hd;
+    let (row, head) = layout.strides(s.n_kv_heads, hd);
     let mut scores = vec![0f32; n_kv];
     for i in 0..n_q {
         let pos = q_pos0 + i;
@@ -251,7 +254,7 @@ pub fn attention(
                 let pk = kv_pos0 + j;
                 let visible = pk <= pos && s.window.is_none_or(|w| pk + w > pos);
                 scores[j] = if visible {
-                    let kv = &k[j * kv_stride + kvh * hd..][..hd];
+                    let kv = &k[j * row + kvh * head..][..hd];
                     qv.iter().zip(kv).map(|(a, b)| a * b).sum::<f32>() * s.scale
                 } else {
                     f32::NEG_INFINITY
@@ -272,7 +275,7 @@ pub fn attention(
                 if p == 0.0 {
                     continue;
                 }
-                let vv = &v[j * kv_stride + kvh * hd..][..hd];
+                let vv = &v[j * row + kvh * head..][..hd];
                 for (oo, &x) in o.iter_mut().zip(vv) {
                     *oo += p * x;
                 }
@@ -280,6 +283,17 @@ pub fn attention(
             let inv = 1.0 / sum;
             o.iter_mut().for_each(|x| *x *= inv);
         }
+    }
+}
+
+/// [`attention`] of each segment, its rows of `q` and `out` in turn.
+pub fn attention_batch(q: &[f32], segs: &[AttnSegment<'_>], s: AttnShape, out: &mut [f32]) {
+    let width = s.n_heads * s.head_dim;
+    let mut row = 0;
+    for g in segs {
+        let r = row * width..(row + g.n_q) * width;
+        attention(&q[r.clone()], g.n_q, g.q_pos0, g.kv, s, &mut out[r]);
+        row += g.n_q;
     }
 }
 

@@ -14,16 +14,58 @@ pub struct AttnShape {
     pub window: Option<usize>,
 }
 
-/// The keys and values an [`attention`](crate::attention) call reads: `k`, `v` are
-/// `[n, n_kv_heads, head_dim]`, key `j` at absolute position `pos0 + j`
-/// (the cache may have dropped its oldest rows: ring buffers pass the
-/// position of their first retained row).
+/// The keys and values an [`attention`](crate::attention) call reads, key
+/// `j` at absolute position `pos0 + j` (the cache may have dropped its
+/// oldest rows: ring buffers pass the position of their first retained
+/// row), laid out in `k` and `v` as `layout` says.
 #[derive(Clone, Copy, Debug)]
 pub struct KvRows<'a> {
     pub k: &'a [f32],
     pub v: &'a [f32],
     pub n: usize,
     pub pos0: usize,
+    pub layout: KvLayout,
+}
+
+/// One sequence's queries in an [`attention_batch`](crate::attention_batch)
+/// call: `n_q` query rows at absolute positions `q_pos0..`, against `kv`.
+#[derive(Clone, Copy, Debug)]
+pub struct AttnSegment<'a> {
+    pub n_q: usize,
+    pub q_pos0: usize,
+    pub kv: KvRows<'a>,
+}
+
+/// How a KV buffer orders positions and heads.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum KvLayout {
+    /// `[n, n_kv_heads, head_dim]`: a position's heads side by side (what a
+    /// forward's k/v projection writes).
+    Positions,
+    /// `[n_kv_heads, capacity, head_dim]` with `capacity >= n`: each head's
+    /// positions contiguous, so a head's keys are one forward stream (the
+    /// LM caches: docs/performance.md, "Attention over a long context").
+    Heads { capacity: usize },
+}
+
+impl KvLayout {
+    /// `(row, head)`: the elements from one position's row of a head to the
+    /// next position's, and from one KV head to the next.
+    pub fn strides(self, n_kv_heads: usize, head_dim: usize) -> (usize, usize) {
+        match self {
+            KvLayout::Positions => (n_kv_heads * head_dim, head_dim),
+            KvLayout::Heads { capacity } => (head_dim, capacity * head_dim),
+        }
+    }
+
+    /// Elements a buffer of `n` positions needs (0 when `n` is 0).
+    pub fn len_for(self, n: usize, n_kv_heads: usize, head_dim: usize) -> usize {
+        if n == 0 || n_kv_heads == 0 {
+            return 0;
+        }
+        let (row, head) = self.strides(n_kv_heads, head_dim);
+        (n_kv_heads - 1) * head + (n - 1) * row + head_dim
+    }
 }
 
 /// Parameters of a 1-D convolution.

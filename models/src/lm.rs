@@ -8,7 +8,10 @@
 //! [`Qwen3Lm::forward_batch`] steps several sequences (each with its own
 //! cache and positions) in one pass over the weights.
 
-use tts_kernels::{attention, matmul, matmul_shared, rms_norm, rope, silu_mul, AttnShape, KvRows};
+use tts_kernels::{
+    attention_batch, matmul, matmul_shared, rms_norm, rope, silu_mul, AttnSegment, AttnShape,
+    KvLayout, KvRows,
+};
 
 use crate::checkpoint::TensorStore;
 use crate::config::LmConfig;
@@ -58,8 +61,17 @@ impl Rope {
     }
 }
 
-/// Key/value history of one sequence for every layer: `[len, kv_heads, head_dim]`,
-/// plus the working buffers of [`Qwen3Lm::forward`] for that sequence.
+/// Key/value history of one sequence for every layer, plus the working
+/// buffers of [`Qwen3Lm::forward`] for that sequence.
+///
+/// Each layer's keys (and values) are `[kv_heads, cap, head_dim]`: a head's
+/// positions are contiguous, so attention reads each head's history as one
+/// forward stream. Position-major rows (`[len, kv_heads, head_dim]`, what
+/// the k/v projections write) put a head's rows `kv_heads * head_dim`
+/// floats apart, one 512-byte piece per 4 KB page at the 0.6B's shapes,
+/// which the hardware prefetchers do not follow (docs/performance.md,
+/// "Attention over a long context"). Growing past `cap` re-lays the history
+/// out at twice the room.
 ///
 /// The buffers live here because the cache is already the per-sequence state
 /// every forward takes: after the first step at a given row count a decode
@@ -70,6 +82,11 @@ pub struct KvCache {
     k: Vec<Vec<f32>>,
     v: Vec<Vec<f32>>,
     len: usize,
+    /// Positions each head's run holds.
+    cap: usize,
+    /// KV heads and their width, as the model that bound the cache has them.
+    heads: usize,
+    head_dim: usize,
     scratch: Scratch,
 }
 
@@ -135,17 +152,56 @@ impl KvCache {
     }
     /// Forgets the sequence but keeps the allocation.
     pub fn clear(&mut self) {
-        self.k.iter_mut().for_each(Vec::clear);
-        self.v.iter_mut().for_each(Vec::clear);
         self.len = 0;
     }
     /// Makes room for `positions` positions in total without reallocating
     /// (a no-op before the cache is bound to a model by its first forward or
-    /// [`Qwen3Lm::new_cache`]). `kv_width` is `kv_heads * head_dim`.
-    fn reserve_positions(&mut self, positions: usize, kv_width: usize) {
-        let want = positions * kv_width;
+    /// [`Qwen3Lm::new_cache`]).
+    fn reserve_positions(&mut self, positions: usize) {
+        if positions > self.cap {
+            self.relayout(positions);
+        }
+    }
+    /// Room for `positions`, doubling: appends stay amortised O(1).
+    fn grow_for(&mut self, positions: usize) {
+        if positions > self.cap {
+            self.relayout(positions.max(2 * self.cap));
+        }
+    }
+    /// Moves every layer's history into buffers of `cap` positions a head.
+    fn relayout(&mut self, cap: usize) {
+        let (heads, hd, len, old) = (self.heads, self.head_dim, self.len, self.cap);
         for b in self.k.iter_mut().chain(self.v.iter_mut()) {
-            b.reserve(want.saturating_sub(b.len()));
+            let mut nb = vec![0f32; heads * cap * hd];
+            for h in 0..heads {
+                nb[h * cap * hd..][..len * hd].copy_from_slice(&b[h * old * hd..][..len * hd]);
+            }
+            *b = nb;
+        }
+        self.cap = cap;
+    }
+    /// Appends `n` positions of layer `li`, `k` and `v` position-major
+    /// (`[n, kv_heads, head_dim]`), at positions `len..len + n` (room made
+    /// by the caller; `len` advances once all layers are in).
+    fn append(&mut self, li: usize, n: usize, k: &[f32], v: &[f32]) {
+        let (heads, hd, cap, len) = (self.heads, self.head_dim, self.cap, self.len);
+        for (dst, src) in [(&mut self.k[li], k), (&mut self.v[li], v)] {
+            for i in 0..n {
+                for h in 0..heads {
+                    dst[(h * cap + len + i) * hd..][..hd]
+                        .copy_from_slice(&src[(i * heads + h) * hd..][..hd]);
+                }
+            }
+        }
+    }
+    /// Layer `li`'s history as attention reads it.
+    fn rows(&self, li: usize) -> KvRows<'_> {
+        KvRows {
+            k: &self.k[li],
+            v: &self.v[li],
+            n: self.len,
+            pos0: 0,
+            layout: KvLayout::Heads { capacity: self.cap },
         }
     }
     /// Bytes held (capacity, including the forward's working buffers), for
@@ -161,7 +217,7 @@ impl KvCache {
 }
 
 /// The keys and values of a sequence's first positions, every layer
-/// (`[len, kv_heads, head_dim]` each), copied out of a [`KvCache`]
+/// (`[kv_heads, len, head_dim]` each), copied out of a [`KvCache`]
 /// ([`KvCache::prefix`]) so another sequence with the same leading input rows
 /// can start from them ([`KvCache::load_prefix`]) instead of computing them
 /// again. Causal attention makes position `i`'s keys and values depend on
@@ -171,6 +227,8 @@ pub struct KvPrefix {
     k: Vec<Box<[f32]>>,
     v: Vec<Box<[f32]>>,
     len: usize,
+    heads: usize,
+    head_dim: usize,
 }
 
 impl KvPrefix {
@@ -192,34 +250,46 @@ impl KvCache {
     /// [`KvPrefix`].
     pub fn prefix(&self, positions: usize) -> KvPrefix {
         let len = positions.min(self.len);
+        let (heads, hd, cap) = (self.heads, self.head_dim, self.cap);
         let cut = |b: &Vec<f32>| -> Box<[f32]> {
-            let width = b.len().checked_div(self.len).unwrap_or(0);
-            b[..len * width].into()
+            (0..heads)
+                .flat_map(|h| &b[h * cap * hd..][..len * hd])
+                .copied()
+                .collect()
         };
         KvPrefix {
             k: self.k.iter().map(cut).collect(),
             v: self.v.iter().map(cut).collect(),
             len,
+            heads,
+            head_dim: hd,
         }
     }
 
     /// Starts an empty cache from `prefix`: the next forward runs at
     /// position `prefix.len()`. Returns false (and leaves the cache as it
     /// was) if the cache is not empty or the prefix was made by an LM with
-    /// another layer count.
+    /// another shape.
     pub fn load_prefix(&mut self, prefix: &KvPrefix) -> bool {
-        if self.len != 0 || self.k.len() != prefix.k.len() {
+        if self.len != 0
+            || self.k.len() != prefix.k.len()
+            || (self.heads, self.head_dim) != (prefix.heads, prefix.head_dim)
+        {
             return false;
         }
-        for (dst, src) in self.k.iter_mut().zip(&prefix.k) {
-            dst.clear();
-            dst.extend_from_slice(src);
+        self.reserve_positions(prefix.len);
+        let (heads, hd, cap, len) = (self.heads, self.head_dim, self.cap, prefix.len);
+        for (dst, src) in self
+            .k
+            .iter_mut()
+            .zip(&prefix.k)
+            .chain(self.v.iter_mut().zip(&prefix.v))
+        {
+            for h in 0..heads {
+                dst[h * cap * hd..][..len * hd].copy_from_slice(&src[h * len * hd..][..len * hd]);
+            }
         }
-        for (dst, src) in self.v.iter_mut().zip(&prefix.v) {
-            dst.clear();
-            dst.extend_from_slice(src);
-        }
-        self.len = prefix.len;
+        self.len = len;
         true
     }
 }
@@ -307,11 +377,20 @@ impl Qwen3Lm {
         &self.cfg
     }
 
+    /// Whether `cache` is laid out for this model (else a forward rebinds it).
+    fn binds(&self, cache: &KvCache) -> bool {
+        cache.k.len() == self.layers.len()
+            && (cache.heads, cache.head_dim) == (self.cfg.num_kv_heads, self.cfg.head_dim)
+    }
+
     pub fn new_cache(&self) -> KvCache {
         KvCache {
             k: vec![Vec::new(); self.layers.len()],
             v: vec![Vec::new(); self.layers.len()],
             len: 0,
+            cap: 0,
+            heads: self.cfg.num_kv_heads,
+            head_dim: self.cfg.head_dim,
             scratch: Scratch::default(),
         }
     }
@@ -326,10 +405,10 @@ impl Qwen3Lm {
 
     /// Makes room in `cache` for `positions` positions in total.
     pub fn reserve(&self, cache: &mut KvCache, positions: usize) {
-        if cache.k.len() != self.layers.len() {
+        if !self.binds(cache) {
             *cache = self.new_cache();
         }
-        cache.reserve_positions(positions, self.cfg.num_kv_heads * self.cfg.head_dim);
+        cache.reserve_positions(positions);
     }
 
     /// Bytes of the linear layers' weights (what one decode step streams).
@@ -416,12 +495,13 @@ impl Qwen3Lm {
         );
         let n: usize = lens.iter().sum();
         assert_eq!(x.len(), n * h, "lm forward: input is not [n, hidden]");
-        for cache in caches.iter_mut() {
-            if cache.k.len() != self.layers.len() {
+        for (cache, &len) in caches.iter_mut().zip(lens) {
+            if !self.binds(cache) {
                 let scratch = std::mem::take(&mut cache.scratch);
                 **cache = self.new_cache();
                 cache.scratch = scratch;
             }
+            cache.grow_for(cache.len + len);
         }
         fit(&mut sc.x, n * h).copy_from_slice(x);
         fit(&mut sc.hn, n * h);
@@ -496,25 +576,24 @@ impl Qwen3Lm {
             };
             let mut row = 0;
             for (cache, &len) in caches.iter_mut().zip(lens) {
-                let pos0 = cache.len;
-                let (kr, qr) = (row * kvd..(row + len) * kvd, row * qd..(row + len) * qd);
-                cache.k[li].extend_from_slice(&k[kr.clone()]);
-                cache.v[li].extend_from_slice(&v[kr]);
-                attention(
-                    &q[qr.clone()],
-                    len,
-                    pos0,
-                    KvRows {
-                        k: &cache.k[li],
-                        v: &cache.v[li],
-                        n: pos0 + len,
-                        pos0: 0,
-                    },
-                    shape,
-                    &mut att[qr],
-                );
+                let kr = row * kvd..(row + len) * kvd;
+                cache.append(li, len, &k[kr.clone()], &v[kr]);
                 row += len;
             }
+            // One region for every sequence's (query, head) tasks.
+            let segments: Vec<AttnSegment<'_>> = caches
+                .iter()
+                .zip(lens)
+                .map(|(cache, &len)| AttnSegment {
+                    n_q: len,
+                    q_pos0: cache.len,
+                    kv: KvRows {
+                        n: cache.len + len,
+                        ..cache.rows(li)
+                    },
+                })
+                .collect();
+            attention_batch(q, &segments, shape, att);
             matmul(att, n, &l.o.mat(), None, proj);
             x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b);
 

@@ -21,9 +21,9 @@
 
 use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
-    f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnShape,
-    Conv1dShape, ConvBf16, ConvQ8, ConvTranspose1dShape, GroupFormat, Isa, Kernels, KvRows, Mat,
-    Q4Rows, StridedConv1dShape,
+    f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnSegment,
+    AttnShape, Conv1dShape, ConvBf16, ConvQ8, ConvTranspose1dShape, GroupFormat, Isa, Kernels,
+    KvLayout, KvRows, Mat, Q4Rows, StridedConv1dShape,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -722,6 +722,7 @@ fn conv_and_attention_are_deterministic_across_thread_counts() {
                     v: &v,
                     n: 200,
                     pos0: 0,
+                    layout: KvLayout::Positions,
                 },
                 ash,
                 &mut o,
@@ -990,6 +991,7 @@ fn attention_all_shapes() {
                     v: &v[1..],
                     n: n_kv,
                     pos0: kv_pos0,
+                    layout: KvLayout::Positions,
                 },
                 sh,
                 &mut want,
@@ -1004,6 +1006,7 @@ fn attention_all_shapes() {
                     v: &v[1..],
                     n: n_kv,
                     pos0: kv_pos0,
+                    layout: KvLayout::Positions,
                 },
                 sh,
                 &mut got,
@@ -1013,6 +1016,132 @@ fn attention_all_shapes() {
                 ks.isa().name()
             );
             check_close(&what, &got, &want, |_| ATTN_ABS);
+        }
+    }
+}
+
+/// `k`/`v` position-major (`[n, kv_heads, hd]`) laid out head-major with
+/// `capacity` positions a head, the room past `n` filled with NaN (read,
+/// it would show).
+fn head_major(x: &[f32], n: usize, kv_heads: usize, hd: usize, capacity: usize) -> Vec<f32> {
+    let mut out = vec![f32::NAN; kv_heads * capacity * hd];
+    for j in 0..n {
+        for h in 0..kv_heads {
+            out[(h * capacity + j) * hd..][..hd]
+                .copy_from_slice(&x[(j * kv_heads + h) * hd..][..hd]);
+        }
+    }
+    out
+}
+
+/// Every path gives the same bits for keys and values laid out by position
+/// or by head, and for sequences attended one call each or all in one
+/// `attention_batch` (the LM caches are head-major, and a batched decode
+/// step attends every sequence in one region).
+#[test]
+fn attention_layouts_and_batches_give_the_same_bits() {
+    let mut rng = Rng(17);
+    // (heads, kv_heads, head_dim, window, segments as (n_q, q_pos0, n_kv))
+    type Segments = &'static [(usize, usize, usize)];
+    let cases: [(usize, usize, usize, Option<usize>, Segments); 4] = [
+        (
+            16,
+            8,
+            128,
+            None,
+            &[(1, 269, 270), (1, 40, 41), (1, 511, 512)],
+        ),
+        (4, 2, 24, None, &[(3, 5, 8), (1, 0, 1), (2, 30, 32)]),
+        (4, 1, 17, Some(6), &[(2, 20, 22), (5, 9, 14)]),
+        (2, 2, 8, None, &[(1, 3, 4)]),
+    ];
+    for ks in paths() {
+        for &(n_heads, n_kv_heads, head_dim, window, segs) in &cases {
+            let sh = AttnShape {
+                n_heads,
+                n_kv_heads,
+                head_dim,
+                scale: (head_dim as f32).powf(-0.5),
+                window,
+            };
+            let width = n_heads * head_dim;
+            let rows: usize = segs.iter().map(|s| s.0).sum();
+            let q = rng.vec(rows * width, 2.0);
+            let kvs: Vec<(Vec<f32>, Vec<f32>)> = segs
+                .iter()
+                .map(|&(_, _, n)| {
+                    (
+                        rng.vec(n * n_kv_heads * head_dim, 2.0),
+                        rng.vec(n * n_kv_heads * head_dim, 1.0),
+                    )
+                })
+                .collect();
+            let heads: Vec<(Vec<f32>, Vec<f32>, usize)> = segs
+                .iter()
+                .zip(&kvs)
+                .map(|(&(_, _, n), (k, v))| {
+                    let cap = n + 3;
+                    (
+                        head_major(k, n, n_kv_heads, head_dim, cap),
+                        head_major(v, n, n_kv_heads, head_dim, cap),
+                        cap,
+                    )
+                })
+                .collect();
+            let what = format!("{} attention {sh:?} segments {segs:?}", ks.isa().name());
+            // One call per segment, position-major: the reference bits.
+            let mut want = vec![0f32; rows * width];
+            let mut row = 0;
+            for (&(n_q, q_pos0, n), (k, v)) in segs.iter().zip(&kvs) {
+                let r = row * width..(row + n_q) * width;
+                let kv = KvRows {
+                    k,
+                    v,
+                    n,
+                    pos0: 0,
+                    layout: KvLayout::Positions,
+                };
+                ks.attention(&q[r.clone()], n_q, q_pos0, kv, sh, &mut want[r]);
+                row += n_q;
+            }
+            assert!(want.iter().all(|x| x.is_finite()), "{what}: non-finite");
+            // One call per segment, head-major.
+            let mut got = vec![f32::NAN; rows * width];
+            let mut row = 0;
+            for (&(n_q, q_pos0, n), (k, v, cap)) in segs.iter().zip(&heads) {
+                let r = row * width..(row + n_q) * width;
+                let layout = KvLayout::Heads { capacity: *cap };
+                let kv = KvRows {
+                    k,
+                    v,
+                    n,
+                    pos0: 0,
+                    layout,
+                };
+                ks.attention(&q[r.clone()], n_q, q_pos0, kv, sh, &mut got[r]);
+                row += n_q;
+            }
+            let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
+            assert_eq!(bits(&got), bits(&want), "{what}: head-major layout");
+            // All segments in one call, head-major.
+            let batch: Vec<AttnSegment<'_>> = segs
+                .iter()
+                .zip(&heads)
+                .map(|(&(n_q, q_pos0, n), (k, v, cap))| AttnSegment {
+                    n_q,
+                    q_pos0,
+                    kv: KvRows {
+                        k,
+                        v,
+                        n,
+                        pos0: 0,
+                        layout: KvLayout::Heads { capacity: *cap },
+                    },
+                })
+                .collect();
+            let mut got = vec![f32::NAN; rows * width];
+            ks.attention_batch(&q, &batch, sh, &mut got);
+            assert_eq!(bits(&got), bits(&want), "{what}: one batched call");
         }
     }
 }

@@ -695,6 +695,7 @@ fn transformer(tr: &Transformer, segs: &mut [Seg<'_>], frames: &[usize], bw: &mu
                         v: &cache.v[first * kvd..last * kvd],
                         n: last - first,
                         pos0: kv_pos0 + first,
+                        layout: tts_kernels::KvLayout::Positions,
                     },
                     a,
                     &mut b.att[i0 * qd..i1 * qd],

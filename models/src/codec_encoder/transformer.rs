@@ -11,7 +11,7 @@
 //! Layout: `[t, hidden]` rows inside; the public entry takes and returns
 //! the conv layout `[hidden, t]`.
 
-use tts_kernels::{AttnShape, KvRows};
+use tts_kernels::{AttnShape, KvLayout, KvRows};
 
 use super::weights::Transformer;
 use crate::config::CodecEncoderConfig;
@@ -97,6 +97,7 @@ pub(crate) fn forward(tr: &Transformer, cfg: &CodecEncoderConfig, x: &[f32], t: 
                 v: &v,
                 n: t,
                 pos0: 0,
+                layout: KvLayout::Positions,
             },
             shape,
             &mut att,

@@ -3,6 +3,7 @@
 
 mod batch;
 mod codec_batch;
+mod kv_cache;
 mod live_text;
 mod prefix_cache;
 mod speaker_encoder_cost;

@@ -953,6 +953,22 @@ fn conv_transpose1d_all_shapes() {
     }
 }
 
+/// An attention shape with the usual `head_dim^-0.5` scale.
+fn attn_shape(
+    n_heads: usize,
+    n_kv_heads: usize,
+    head_dim: usize,
+    window: Option<usize>,
+) -> AttnShape {
+    AttnShape {
+        n_heads,
+        n_kv_heads,
+        head_dim,
+        scale: (head_dim as f32).powf(-0.5),
+        window,
+    }
+}
+
 #[test]
 fn attention_all_shapes() {
     let mut rng = Rng(5);
@@ -971,13 +987,7 @@ fn attention_all_shapes() {
     ];
     for ks in paths() {
         for &(n_q, q_pos0, n_kv, kv_pos0, n_heads, n_kv_heads, head_dim, window) in &cases {
-            let sh = AttnShape {
-                n_heads,
-                n_kv_heads,
-                head_dim,
-                scale: (head_dim as f32).powf(-0.5),
-                window,
-            };
+            let sh = attn_shape(n_heads, n_kv_heads, head_dim, window);
             let q = unaligned(&rng.vec(n_q * n_heads * head_dim, 2.0));
             let k = unaligned(&rng.vec(n_kv * n_kv_heads * head_dim, 2.0));
             let v = unaligned(&rng.vec(n_kv * n_kv_heads * head_dim, 1.0));
@@ -1057,13 +1067,7 @@ fn attention_layouts_and_batches_give_the_same_bits() {
     ];
     for ks in paths() {
         for &(n_heads, n_kv_heads, head_dim, window, segs) in &cases {
-            let sh = AttnShape {
-                n_heads,
-                n_kv_heads,
-                head_dim,
-                scale: (head_dim as f32).powf(-0.5),
-                window,
-            };
+            let sh = attn_shape(n_heads, n_kv_heads, head_dim, window);
             let width = n_heads * head_dim;
             let rows: usize = segs.iter().map(|s| s.0).sum();
             let q = rng.vec(rows * width, 2.0);

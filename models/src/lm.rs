@@ -194,14 +194,19 @@ impl KvCache {
             }
         }
     }
-    /// Layer `li`'s history as attention reads it.
-    fn rows(&self, li: usize) -> KvRows<'_> {
-        KvRows {
-            k: &self.k[li],
-            v: &self.v[li],
-            n: self.len,
-            pos0: 0,
-            layout: KvLayout::Heads { capacity: self.cap },
+    /// Layer `li`'s attention for `n_q` new positions, appended after the
+    /// `len` already there: queries at `len..`, keys `0..len + n_q`.
+    fn segment(&self, li: usize, n_q: usize) -> AttnSegment<'_> {
+        AttnSegment {
+            n_q,
+            q_pos0: self.len,
+            kv: KvRows {
+                k: &self.k[li],
+                v: &self.v[li],
+                n: self.len + n_q,
+                pos0: 0,
+                layout: KvLayout::Heads { capacity: self.cap },
+            },
         }
     }
     /// Bytes held (capacity, including the forward's working buffers), for
@@ -293,6 +298,23 @@ impl KvCache {
         true
     }
 }
+
+/// Sequences whose attention segments a forward keeps on the stack (more
+/// is a heap list: a batch that large is rare and each of its steps is long).
+const STACK_SEGMENTS: usize = 16;
+
+/// A placeholder for the stack's unused segments (never read).
+const EMPTY_SEGMENT: AttnSegment<'static> = AttnSegment {
+    n_q: 0,
+    q_pos0: 0,
+    kv: KvRows {
+        k: &[],
+        v: &[],
+        n: 0,
+        pos0: 0,
+        layout: KvLayout::Positions,
+    },
+};
 
 pub struct Qwen3Lm {
     cfg: LmConfig,
@@ -580,20 +602,23 @@ impl Qwen3Lm {
                 cache.append(li, len, &k[kr.clone()], &v[kr]);
                 row += len;
             }
-            // One region for every sequence's (query, head) tasks.
-            let segments: Vec<AttnSegment<'_>> = caches
-                .iter()
-                .zip(lens)
-                .map(|(cache, &len)| AttnSegment {
-                    n_q: len,
-                    q_pos0: cache.len,
-                    kv: KvRows {
-                        n: cache.len + len,
-                        ..cache.rows(li)
-                    },
-                })
-                .collect();
-            attention_batch(q, &segments, shape, att);
+            // One region for every sequence's (query, head) tasks; the
+            // segments on the stack up to `STACK_SEGMENTS` sequences, so a
+            // decode step still allocates nothing.
+            if caches.len() <= STACK_SEGMENTS {
+                let mut stack = [EMPTY_SEGMENT; STACK_SEGMENTS];
+                for (d, (c, &len)) in stack.iter_mut().zip(caches.iter().zip(lens)) {
+                    *d = c.segment(li, len);
+                }
+                attention_batch(q, &stack[..caches.len()], shape, att);
+            } else {
+                let segments: Vec<_> = caches
+                    .iter()
+                    .zip(lens)
+                    .map(|(c, &len)| c.segment(li, len))
+                    .collect();
+                attention_batch(q, &segments, shape, att);
+            }
             matmul(att, n, &l.o.mat(), None, proj);
             x.iter_mut().zip(proj.iter()).for_each(|(a, b)| *a += b);
 

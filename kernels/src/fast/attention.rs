@@ -5,7 +5,7 @@
 //! four keys at a time, vector exp, then `sum_j p_j v_j` in key order with
 //! the output held in registers.
 
-use super::{for_blocks, Simd};
+use super::{for_blocks, Prefetch, Simd};
 use crate::shape::{AttnSegment, AttnShape, KvLayout, KvRows};
 use crate::simd::exp;
 
@@ -175,14 +175,20 @@ unsafe fn head<S: Simd>(
     // Scores four keys at a time: four independent FMA chains, each key's
     // the same chain `dot` runs (so the same bits), where one key at a
     // time left the core waiting on one chain's latency.
+    // The keys' and values' rows of this head as prefetch spans (the
+    // kernels' shared `Prefetch`: `TTS_RT_PREFETCH` applies); a hint past
+    // the last row is dropped.
+    let span = n.saturating_sub(1) * kv_stride * 4 + hd * 4;
+    let pk = Prefetch::l1(row(k.as_ptr(), 0) as *const u8, span);
+    let pv = Prefetch::l1(row(v.as_ptr(), 0) as *const u8, span);
+    let prefetch = |j: usize| {
+        if j < n {
+            pk.touch(j * kv_stride * 4, hd * 4);
+            pv.touch(j * kv_stride * 4, hd * 4);
+        }
+    };
     let mut jj = 0;
     while jj < n {
-        let prefetch = |j: usize| {
-            if j < n {
-                prefetch_row(row(k.as_ptr(), j), hd);
-                prefetch_row(row(v.as_ptr(), j), hd);
-            }
-        };
         if n - jj >= 4 {
             for t in 0..4 {
                 prefetch(jj + KEYS_AHEAD + t);
@@ -270,33 +276,15 @@ unsafe fn head<S: Simd>(
 }
 
 /// Keys ahead of the one being scored whose key and value rows are
-/// prefetched: each row is a head's `head_dim` floats in its own 4 KB
-/// stretch of the cache (rows are `n_kv_heads * head_dim` apart), a pattern
-/// the hardware prefetchers do not follow across pages.
+/// prefetched: in a position-major buffer each row is a head's `head_dim`
+/// floats in its own 4 KB stretch (rows are `n_kv_heads * head_dim`
+/// apart), a pattern the hardware prefetchers do not follow across pages.
 const KEYS_AHEAD: usize = 8;
 
 /// Vectors of a head's output kept in registers while the values are
 /// summed: 8 is a 128-wide head on AVX-512 and half of one on AVX2 (16
 /// registers: 8 sums, the weight and the value row).
 const O_REGS: usize = 8;
-
-/// Hints the lines of `len` floats from `p` into L1.
-#[inline(always)]
-fn prefetch_row(p: *const f32, len: usize) {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: prefetch is a hint that never faults; the address is computed
-    // with wrapping arithmetic and never dereferenced.
-    unsafe {
-        use core::arch::x86_64::*;
-        let mut o = 0;
-        while o < len {
-            _mm_prefetch::<_MM_HINT_T0>(p.wrapping_add(o) as *const i8);
-            o += 16;
-        }
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = (p, len);
-}
 
 /// [`dot`] of `a` with four rows at once: each result has `dot`'s bits
 /// (the same lane-wise FMA chain, horizontal sum and scalar tail).

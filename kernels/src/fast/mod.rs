@@ -102,6 +102,17 @@ impl Prefetch {
         }
     }
 
+    /// [`Prefetch::new`] into L1 whatever level the setting names (unless
+    /// it is `off`): for reads a few rows ahead that the core needs at
+    /// once (attention's next keys), not a block up to 48 KB on.
+    #[inline(always)]
+    pub(crate) fn l1(p: *const u8, bytes: usize) -> Prefetch {
+        Prefetch {
+            t1: false,
+            ..Prefetch::new(p, bytes)
+        }
+    }
+
     /// The look-ahead window of a task that reads the `bytes` from `p` as one
     /// forward stream: hinting offset `o` fetches the byte `STREAM_AHEAD`
     /// past it, never past the task's end.

@@ -471,6 +471,32 @@ impl Kernels {
         })
     }
 
+    /// See [`snake_beta_concat`].
+    #[allow(clippy::too_many_arguments)]
+    pub fn snake_beta_concat(
+        &self,
+        head: &[f32],
+        h: usize,
+        x: &[f32],
+        n: usize,
+        alpha: &[f32],
+        inv_beta: &[f32],
+        out: &mut [f32],
+    ) {
+        dispatch!(
+            self,
+            reference::snake_beta_concat(head, h, x, n, alpha, inv_beta, out),
+            |s| fast::elementwise::snake_beta_concat(s, head, h, x, n, alpha, inv_beta, out)
+        )
+    }
+
+    /// See [`add_assign`].
+    pub fn add_assign(&self, acc: &mut [f32], x: &[f32]) {
+        dispatch!(self, reference::add_assign(acc, x), |s| {
+            fast::elementwise::add_assign(s, acc, x)
+        })
+    }
+
     /// See [`attention`].
     pub fn attention(
         &self,
@@ -791,6 +817,28 @@ pub fn gelu(x: &mut [f32]) {
 /// `inv_beta = 1 / (exp(log_beta) + 1e-9)` precomputed by the caller.
 pub fn snake_beta(x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
     Kernels::selected().snake_beta(x, t, alpha, inv_beta)
+}
+
+/// [`snake_beta`] of each row of `[head | x]` (`head = [c, h]`,
+/// `x = [c, n]`, channel-major) written to `out = [c, h + n]`: the
+/// concatenation and the activation in one parallel pass, with the bits of
+/// concatenating and then calling [`snake_beta`] on this path.
+pub fn snake_beta_concat(
+    head: &[f32],
+    h: usize,
+    x: &[f32],
+    n: usize,
+    alpha: &[f32],
+    inv_beta: &[f32],
+    out: &mut [f32],
+) {
+    Kernels::selected().snake_beta_concat(head, h, x, n, alpha, inv_beta, out)
+}
+
+/// `acc += x` element by element (in parallel over large arrays; the
+/// same sums as a serial loop).
+pub fn add_assign(acc: &mut [f32], x: &[f32]) {
+    Kernels::selected().add_assign(acc, x)
 }
 
 /// How this process runs bf16 convolutions ([`Kernels::bf16_conv_path`]

@@ -225,6 +225,38 @@ pub fn snake_beta(x: &mut [f32], t: usize, alpha: &[f32], inv_beta: &[f32]) {
     }
 }
 
+/// [`snake_beta`] of `[head | x]` row by row into `out = [c, h + n]`.
+pub fn snake_beta_concat(
+    head: &[f32],
+    h: usize,
+    x: &[f32],
+    n: usize,
+    alpha: &[f32],
+    inv_beta: &[f32],
+    out: &mut [f32],
+) {
+    let w = h + n;
+    if w == 0 {
+        return;
+    }
+    let c = out.len() / w;
+    assert!(
+        out.len() == c * w && head.len() == c * h && x.len() == c * n,
+        "snake_beta_concat: out is not [c, h + n] for head [c, h] and x [c, n]"
+    );
+    for (ch, row) in out.chunks_exact_mut(w).enumerate() {
+        row[..h].copy_from_slice(&head[ch * h..(ch + 1) * h]);
+        row[h..].copy_from_slice(&x[ch * n..(ch + 1) * n]);
+    }
+    snake_beta(out, w, alpha, inv_beta);
+}
+
+/// `acc += x`, element by element.
+pub fn add_assign(acc: &mut [f32], x: &[f32]) {
+    assert_eq!(acc.len(), x.len(), "add_assign: lengths differ");
+    acc.iter_mut().zip(x).for_each(|(a, &b)| *a += b);
+}
+
 pub fn attention(
     q: &[f32],
     n_q: usize,

@@ -125,6 +125,64 @@ pub(crate) fn snake_beta<S: Simd>(s: S, x: &mut [f32], t: usize, alpha: &[f32], 
     });
 }
 
+/// [`snake_beta`] of `[head | x]` row by row (`head = [c, h]`,
+/// `x = [c, n]`) written to `out = [c, h + n]`: each task copies its rows
+/// and maps them while they are in L1, in one pass where a concatenation
+/// and an in-place map took two (the second on one thread).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn snake_beta_concat<S: Simd>(
+    s: S,
+    head: &[f32],
+    h: usize,
+    x: &[f32],
+    n: usize,
+    alpha: &[f32],
+    inv_beta: &[f32],
+    out: &mut [f32],
+) {
+    let w = h + n;
+    if w == 0 || out.is_empty() {
+        return;
+    }
+    let c = out.len() / w;
+    assert!(
+        out.len() == c * w && head.len() == c * h && x.len() == c * n,
+        "snake_beta_concat: out is not [c, h + n] for head [c, h] and x [c, n]"
+    );
+    assert!(
+        alpha.len() >= c && inv_beta.len() >= c,
+        "snake_beta_concat: alpha/beta shorter than channels"
+    );
+    for_blocks(out, w, w * 10, |ch, row| {
+        row[..h].copy_from_slice(&head[ch * h..(ch + 1) * h]);
+        row[h..].copy_from_slice(&x[ch * n..(ch + 1) * n]);
+        let f = Snake {
+            alpha: alpha[ch],
+            inv_beta: inv_beta[ch],
+        };
+        s.vectorize(
+            #[inline(always)]
+            || map_inplace(s, row, f),
+        )
+    });
+}
+
+/// Elements per task of [`add_assign`].
+const ADD_BLOCK: usize = 1 << 14;
+
+/// `acc += x`, element by element, in parallel tasks over large arrays
+/// (each sum is the one a serial loop makes).
+pub(crate) fn add_assign<S: Simd>(s: S, acc: &mut [f32], x: &[f32]) {
+    assert_eq!(acc.len(), x.len(), "add_assign: lengths differ");
+    for_blocks(acc, ADD_BLOCK, ADD_BLOCK / 4, |i, a| {
+        let x = &x[i * ADD_BLOCK..i * ADD_BLOCK + a.len()];
+        s.vectorize(
+            #[inline(always)]
+            || a.iter_mut().zip(x).for_each(|(a, &b)| *a += b),
+        )
+    });
+}
+
 pub(crate) fn rms_norm<S: Simd>(s: S, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let d = weight.len();
     assert_eq!(x.len(), out.len(), "rms_norm: x and out differ in length");

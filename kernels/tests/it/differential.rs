@@ -1290,6 +1290,54 @@ fn snake_beta_rows() {
     }
 }
 
+/// The fused concatenation + SnakeBeta has, on every path, the bits of
+/// concatenating and then calling that path's `snake_beta`; `add_assign`
+/// those of a serial loop.
+#[test]
+fn snake_beta_concat_and_add_assign_give_the_unfused_bits() {
+    let mut rng = Rng(19);
+    for ks in paths() {
+        for (c, h, n) in [(1, 0, 5), (3, 6, 1), (4, 54, 40), (96, 6, 1000), (2, 3, 0)] {
+            let head = rng.vec(c * h, 4.0);
+            let x = rng.vec(c * n, 4.0);
+            let alpha: Vec<f32> = (0..c).map(|_| (rng.f() * 3.0).exp()).collect();
+            let inv_beta: Vec<f32> = (0..c)
+                .map(|_| 1.0 / ((rng.f() * 2.0).exp() + 1e-9))
+                .collect();
+            let w = h + n;
+            let mut want = vec![0f32; c * w];
+            for ch in 0..c {
+                want[ch * w..ch * w + h].copy_from_slice(&head[ch * h..(ch + 1) * h]);
+                want[ch * w + h..(ch + 1) * w].copy_from_slice(&x[ch * n..(ch + 1) * n]);
+            }
+            ks.snake_beta(&mut want, w.max(1), &alpha, &inv_beta);
+            let mut got = vec![f32::NAN; c * w];
+            ks.snake_beta_concat(&head, h, &x, n, &alpha, &inv_beta, &mut got);
+            let name = ks.isa().name();
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{name} snake_beta_concat {c}x({h}+{n})"
+            );
+        }
+        for len in [0, 1, 17, (1 << 14) + 3, 3 * (1 << 14)] {
+            let a = rng.vec(len, 10.0);
+            let b = rng.vec(len, 10.0);
+            let want: Vec<f32> = a.iter().zip(&b).map(|(x, y)| x + y).collect();
+            let mut got = a.clone();
+            ks.add_assign(&mut got, &b);
+            assert!(
+                got.iter()
+                    .zip(&want)
+                    .all(|(x, y)| x.to_bits() == y.to_bits()),
+                "{} add_assign {len}",
+                ks.isa().name()
+            );
+        }
+    }
+}
+
 #[test]
 fn layer_norm_and_rope_match_reference() {
     let mut rng = Rng(10);

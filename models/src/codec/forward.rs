@@ -23,7 +23,7 @@
 //! Layouts: `[channels, time]` for convolutions, `[time, features]` for the
 //! transformer and the ConvNeXt pointwise MLPs (matmul rows).
 
-use super::weights::{CausalConv, CausalTransConv, Linear, Transformer, Weights};
+use super::weights::{CausalConv, CausalTransConv, Linear, Snake, Transformer, Weights};
 
 /// Queries per attention call over a long block: bounds the key range each
 /// call scans to `QUERY_BLOCK + window` instead of the whole block, so a
@@ -108,6 +108,32 @@ impl History {
         }
         for ch in 0..c {
             self.data[ch * h..(ch + 1) * h].copy_from_slice(&out[ch * w + n..(ch + 1) * w]);
+        }
+    }
+
+    /// [`Self::extend`] with `act` applied to what `out` receives (the
+    /// history keeps the raw columns): one parallel pass
+    /// ([`tts_kernels::snake_beta_concat`]), the bits of extending and
+    /// then applying `act` to `out`.
+    fn extend_snake(&mut self, x: &[f32], n: usize, act: &Snake, out: &mut Vec<f32>) {
+        let (c, h) = (self.channels, self.h);
+        debug_assert_eq!(x.len(), c * n);
+        out.clear();
+        out.resize(c * (h + n), 0.0);
+        tts_kernels::snake_beta_concat(&self.data, h, x, n, &act.alpha, &act.inv_beta, out);
+        if h == 0 {
+            return;
+        }
+        // The last h raw columns of [history | x].
+        for ch in 0..c {
+            let hist = &mut self.data[ch * h..(ch + 1) * h];
+            let xr = &x[ch * n..(ch + 1) * n];
+            if n >= h {
+                hist.copy_from_slice(&xr[n - h..]);
+            } else {
+                hist.copy_within(n.., 0);
+                hist[h - n..].copy_from_slice(xr);
+            }
         }
     }
 }
@@ -505,9 +531,11 @@ fn step_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
         for s in segs.iter_mut() {
             let (st, m) = (&mut *s.st, s.n * mult);
             let (bs, wk) = (&mut st.blocks[bi], &mut st.work);
-            bs.trans.extend(&wk.cur, m, &mut wk.cat);
+            prof!(
+                format!("block{bi} snake"),
+                bs.trans.extend_snake(&wk.cur, m, &b.act, &mut wk.cat)
+            );
             let t_in = bs.trans.h + m;
-            prof!(format!("block{bi} snake"), b.act.apply(&mut wk.cat, t_in));
             prof!(
                 format!("block{bi} trans"),
                 b.trans.run(&wk.cat, t_in, &mut wk.full, &mut wk.tmp)
@@ -519,9 +547,11 @@ fn step_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
             for s in segs.iter_mut() {
                 let (st, m) = (&mut *s.st, s.n * mult);
                 let (uh, wk) = (&mut st.blocks[bi].units[ri], &mut st.work);
-                uh.extend(&wk.cur, m, &mut wk.cat);
+                prof!(
+                    format!("block{bi} snake"),
+                    uh.extend_snake(&wk.cur, m, &u.act1, &mut wk.cat)
+                );
                 let t_in = uh.h + m;
-                prof!(format!("block{bi} snake"), u.act1.apply(&mut wk.cat, t_in));
                 prof!(
                     format!("block{bi} conv k7"),
                     u.conv1.run(&wk.cat, t_in, &mut wk.tmp)
@@ -531,10 +561,10 @@ fn step_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
                     format!("block{bi} conv 1x1"),
                     u.conv2.run(&wk.tmp, m, &mut wk.tmp2)
                 );
-                wk.cur
-                    .iter_mut()
-                    .zip(wk.tmp2.iter())
-                    .for_each(|(a, &b)| *a += b);
+                prof!(
+                    format!("block{bi} residual"),
+                    tts_kernels::add_assign(&mut wk.cur, &wk.tmp2)
+                );
             }
         }
     }
@@ -543,9 +573,12 @@ fn step_batch(w: &Weights, segs: &mut [Seg<'_>], bw: &mut BatchScratch) {
     for s in segs.iter_mut() {
         let (st, m) = (&mut *s.st, s.n * mult);
         let wk = &mut st.work;
-        st.conv_out.extend(&wk.cur, m, &mut wk.cat);
+        prof!(
+            "final snake",
+            st.conv_out
+                .extend_snake(&wk.cur, m, &w.final_act, &mut wk.cat)
+        );
         let t_in = st.conv_out.h + m;
-        prof!("final snake", w.final_act.apply(&mut wk.cat, t_in));
         prof!("conv_out", w.conv_out.run(&wk.cat, t_in, &mut wk.tmp));
         s.out.extend(wk.tmp.iter().map(|x| x.clamp(-1.0, 1.0)));
         st.frames += s.n;

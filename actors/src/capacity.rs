@@ -30,12 +30,66 @@
 //! Until anything is measured the capacity is unknown and admission falls
 //! back to the fixed `max_active_requests`; the server seeds the curve
 //! with a short calibration at start (`Engine::calibrate`).
+//!
+//! # Placement by measurement
+//! On the shared team the vocoder's step either holds the team or is lent
+//! a core beside the LMs ([`Placement`]); which is cheaper depends on the
+//! host and the batch (docs/performance.md, "A Zen 5 host: the vocoder
+//! beside the LMs"). The model keeps one set of curves per placement, and
+//! with [`LendPolicy::Measured`] ([`CapacityModel::placement`]) a batch
+//! size first runs held, then lent (each for one window), and from then
+//! on the one whose measured load is lower (by more than [`LEND_MARGIN`]
+//! for the lent one). Capacity takes each batch size at its cheaper
+//! placement. A window in which both placements stepped makes no sample.
 
 use std::collections::BTreeMap;
 use std::time::{Duration, Instant};
 
 /// Kernel groups at most: `[lm, vocoder]`.
 pub const MAX_GROUPS: usize = 2;
+
+/// How the vocoder's step takes the shared kernel team.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Placement {
+    /// The whole team for its step, the LMs' regions waiting.
+    Held,
+    /// One core beside the LM stages while they step (`Team::install_lent_as`).
+    Lent,
+}
+
+impl Placement {
+    pub const ALL: [Placement; 2] = [Placement::Held, Placement::Lent];
+
+    pub fn index(self) -> usize {
+        self as usize
+    }
+
+    pub fn name(self) -> &'static str {
+        match self {
+            Placement::Held => "held",
+            Placement::Lent => "lent",
+        }
+    }
+}
+
+/// Which placement the vocoder's steps take ([`CapacityModel::placement`]).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum LendPolicy {
+    /// Always held (the default).
+    #[default]
+    Never,
+    /// Always lent.
+    Always,
+    /// Per batch size, the placement this process measured cheaper.
+    Measured,
+}
+
+/// The lent placement is chosen only when its measured load is lower than
+/// the held one's by more than this share: a near tie stays held, whose
+/// steps deliver audio more smoothly (on the Zen 4 one stream measured
+/// 3-5% lower lent, within the runs' spread, with a larger prebuffer
+/// needed; three streams 15-25% lower).
+pub const LEND_MARGIN: f64 = 0.10;
 
 /// Weight of a new sample in a cost's moving average.
 const ALPHA: f64 = 0.25;
@@ -144,11 +198,13 @@ impl CostCurve {
 /// a stream needs, the target share and the fixed upper bound.
 #[derive(Clone, Debug)]
 pub struct CapacityModel {
-    curves: [CostCurve; MAX_GROUPS],
+    /// Per [`Placement`], one curve per group.
+    curves: [[CostCurve; MAX_GROUPS]; 2],
     groups: usize,
     frame_rate: f64,
     target: f64,
     max_streams: usize,
+    lend: LendPolicy,
 }
 
 impl CapacityModel {
@@ -162,44 +218,123 @@ impl CapacityModel {
             frame_rate,
             target,
             max_streams: max_streams.max(1),
+            lend: LendPolicy::Never,
         }
     }
 
-    /// A sample for group `g` ([`Sampler::sample`]).
-    pub fn observe(&mut self, g: usize, n: usize, cost: f64) {
-        if let Some(c) = self.curves.get_mut(g) {
+    /// This model with the vocoder's placement chosen by `lend`.
+    pub fn with_lending(mut self, lend: LendPolicy) -> Self {
+        self.lend = lend;
+        self
+    }
+
+    pub fn lend_policy(&self) -> LendPolicy {
+        self.lend
+    }
+
+    /// A sample for group `g` at placement `p` ([`Sampler::sample`]).
+    pub fn observe(&mut self, p: Placement, g: usize, n: usize, cost: f64) {
+        if let Some(c) = self.curves[p.index()].get_mut(g) {
             c.observe(n, cost);
         }
     }
 
-    pub fn curve(&self, g: usize) -> &CostCurve {
-        &self.curves[g]
+    /// Group `g`'s curve at placement `p`.
+    pub fn curve(&self, p: Placement, g: usize) -> &CostCurve {
+        &self.curves[p.index()][g]
     }
 
-    /// The stream counts every group has a figure for.
+    /// The stream counts every group has a figure for (at some placement).
     pub fn measured_streams(&self) -> Vec<usize> {
-        self.curves[0]
-            .points()
-            .map(|(n, _)| n)
+        let mut ns: Vec<usize> = self
+            .curves
+            .iter()
+            .flat_map(|c| c[0].points().map(|(n, _)| n))
             .filter(|&n| self.measured(n))
-            .collect()
+            .collect();
+        ns.sort_unstable();
+        ns.dedup();
+        ns
     }
 
-    /// Whether every group has a figure measured at exactly `n` streams.
-    pub fn measured(&self, n: usize) -> bool {
-        self.curves[..self.groups]
+    /// Whether every group has a figure measured at exactly `n` streams
+    /// at placement `p`.
+    pub fn measured_at(&self, p: Placement, n: usize) -> bool {
+        self.curves[p.index()][..self.groups]
             .iter()
             .all(|c| c.points.contains_key(&n))
     }
 
-    /// Share of the busiest group's time `n` real-time streams need;
-    /// `None` before any measurement.
-    pub fn utilization(&self, n: usize) -> Option<f64> {
-        self.curves[..self.groups]
+    /// Whether `n` streams are measured at every placement the policy
+    /// runs (both with [`LendPolicy::Measured`]).
+    pub fn measured(&self, n: usize) -> bool {
+        match self.lend {
+            LendPolicy::Never => self.measured_at(Placement::Held, n),
+            LendPolicy::Always => self.measured_at(Placement::Lent, n),
+            LendPolicy::Measured => Placement::ALL.iter().all(|&p| self.measured_at(p, n)),
+        }
+    }
+
+    /// Share of the busiest group's time `n` real-time streams need at
+    /// placement `p`; `None` before any measurement there.
+    pub fn utilization_at(&self, p: Placement, n: usize) -> Option<f64> {
+        self.curves[p.index()][..self.groups]
             .iter()
             .filter_map(|c| c.cost(n))
             .map(|c| self.frame_rate * n as f64 * c)
             .reduce(f64::max)
+    }
+
+    /// Share of the busiest group's time `n` real-time streams need, at
+    /// the placement the policy gives them ([`Self::placement`]); `None`
+    /// before any measurement.
+    pub fn utilization(&self, n: usize) -> Option<f64> {
+        match self.lend {
+            LendPolicy::Never => self.utilization_at(Placement::Held, n),
+            LendPolicy::Always => self.utilization_at(Placement::Lent, n),
+            // A batch size is taken at its lent load only once both
+            // placements were measured there and lent is the cheaper.
+            LendPolicy::Measured => match self.compared(n) {
+                Some(Placement::Lent) => self.utilization_at(Placement::Lent, n),
+                _ => self
+                    .utilization_at(Placement::Held, n)
+                    .or_else(|| self.utilization_at(Placement::Lent, n)),
+            },
+        }
+    }
+
+    /// Where the vocoder's steps run while `n` streams compute. With
+    /// [`LendPolicy::Measured`]: held until `n` is measured held, then
+    /// lent until it is measured lent, then lent only where its load is
+    /// lower than held's by more than [`LEND_MARGIN`].
+    pub fn placement(&self, n: usize) -> Placement {
+        match self.lend {
+            LendPolicy::Never => Placement::Held,
+            LendPolicy::Always => Placement::Lent,
+            LendPolicy::Measured => {
+                let n = n.max(1);
+                if !self.measured_at(Placement::Held, n) {
+                    return Placement::Held;
+                }
+                self.compared(n).unwrap_or(Placement::Lent)
+            }
+        }
+    }
+
+    /// The cheaper placement at exactly `n` streams once both were
+    /// measured there (lent only by more than [`LEND_MARGIN`]).
+    fn compared(&self, n: usize) -> Option<Placement> {
+        let n = n.max(1);
+        if !Placement::ALL.iter().all(|&p| self.measured_at(p, n)) {
+            return None;
+        }
+        match (
+            self.utilization_at(Placement::Held, n),
+            self.utilization_at(Placement::Lent, n),
+        ) {
+            (Some(h), Some(l)) if l < h * (1.0 - LEND_MARGIN) => Some(Placement::Lent),
+            _ => Some(Placement::Held),
+        }
     }
 
     /// Streams this process keeps continuous: the largest `n` (up to the
@@ -245,6 +380,12 @@ struct Window {
     at: Instant,
     busy: [Duration; MAX_GROUPS],
     frames: u64,
+    /// The vocoder's steps so far per [`Placement`].
+    steps: [u64; 2],
+    /// Where the vocoder's last step ran, as far as the counts tell
+    /// (`None` after a window in which both placements stepped): a window
+    /// in which no step started was spent in that step.
+    last: Option<Placement>,
     n: usize,
     /// The first window after `n` changed holds the newcomer's prefill
     /// (or a leaver's drain): it closes without a sample.
@@ -253,27 +394,48 @@ struct Window {
 
 impl Sampler {
     /// Looks at the figures at `now`: each group's busy total, frames made
-    /// so far and the streams computing. Returns `(n, cost per group)` when
-    /// a window of steady `n` closed with enough frames; a change of `n`
-    /// (a stream admitted or ended, whose prefill or drain would blur the
-    /// figure) starts a new window.
+    /// so far, the vocoder's steps so far per [`Placement`] and the streams
+    /// computing. Returns `(n, placement, cost per group)` when a window of
+    /// steady `n` closed with enough frames; a change of `n` (a stream
+    /// admitted or ended, whose prefill or drain would blur the figure)
+    /// starts a new window. A window in which the vocoder stepped at both
+    /// placements makes no sample; one in which it did not step counts as
+    /// held.
     pub fn sample(
         &mut self,
         now: Instant,
         busy: [Duration; MAX_GROUPS],
         frames: u64,
+        steps: [u64; 2],
         n: usize,
-    ) -> Option<(usize, [f64; MAX_GROUPS])> {
+    ) -> Option<(usize, Placement, [f64; MAX_GROUPS])> {
+        let Some(w) = self.window else {
+            self.window = Some(Window {
+                at: now,
+                busy,
+                frames,
+                steps,
+                last: Some(Placement::Held),
+                n,
+                settled: false,
+            });
+            return None;
+        };
+        let stepped = |p: Placement| steps[p.index()] > w.steps[p.index()];
+        let ran = match (stepped(Placement::Held), stepped(Placement::Lent)) {
+            (true, true) => None,
+            (false, true) => Some(Placement::Lent),
+            (true, false) => Some(Placement::Held),
+            (false, false) => w.last,
+        };
         let fresh = Window {
             at: now,
             busy,
             frames,
+            steps,
+            last: ran,
             n,
             settled: false,
-        };
-        let Some(w) = self.window else {
-            self.window = Some(fresh);
-            return None;
         };
         let elapsed = now.saturating_duration_since(w.at);
         let made = frames.saturating_sub(w.frames);
@@ -287,6 +449,10 @@ impl Sampler {
                     settled: w.settled,
                     ..fresh
                 });
+            } else if ran != w.last {
+                // Still open; its placement so far is what a step-less
+                // remainder inherits.
+                self.window = Some(Window { last: ran, ..w });
             }
             return None;
         }
@@ -297,11 +463,12 @@ impl Sampler {
         if !w.settled {
             return None;
         }
+        let placement = ran?;
         let mut cost = [0.0; MAX_GROUPS];
         for (c, (now_b, then_b)) in cost.iter_mut().zip(busy.iter().zip(w.busy)) {
             *c = now_b.saturating_sub(then_b).as_secs_f64() / made as f64;
         }
-        Some((n, cost))
+        Some((n, placement, cost))
     }
 }
 
@@ -376,7 +543,7 @@ mod tests {
     fn host(costs: &[(usize, f64)], target: f64, max: usize) -> CapacityModel {
         let mut m = CapacityModel::new(1, 12.5, target, max);
         for &(n, c) in costs {
-            m.observe(0, n, c);
+            m.observe(Placement::Held, 0, n, c);
         }
         m
     }
@@ -421,8 +588,8 @@ mod tests {
     #[test]
     fn the_busiest_group_decides() {
         let mut m = CapacityModel::new(2, 12.5, 0.9, 16);
-        m.observe(0, 1, 0.020); // LMs: 0.25 of their cores per stream
-        m.observe(1, 1, 0.030); // vocoder: 0.375
+        m.observe(Placement::Held, 0, 1, 0.020); // LMs: 0.25 of their cores per stream
+        m.observe(Placement::Held, 1, 1, 0.030); // vocoder: 0.375
         assert!((m.utilization(1).unwrap() - 0.375).abs() < 1e-9);
         assert!((m.utilization(2).unwrap() - 0.75).abs() < 1e-9);
         assert_eq!(m.streams(), Some(2));
@@ -434,37 +601,125 @@ mod tests {
     fn samples_come_from_windows_of_steady_concurrency() {
         let t0 = Instant::now();
         let mut s = Sampler::default();
+        const H: [u64; 2] = [0, 0];
         let busy = |a: u64, b: u64| [ms(a), ms(b)];
-        assert_eq!(s.sample(t0, busy(0, 0), 0, 2), None, "opens a window");
+        assert_eq!(s.sample(t0, busy(0, 0), 0, H, 2), None, "opens a window");
         // The first window after a change of `n` holds the prefill: no sample.
-        assert_eq!(s.sample(t0 + ms(300), busy(200, 5), 6, 2), None, "settling");
+        assert_eq!(
+            s.sample(t0 + ms(300), busy(200, 5), 6, H, 2),
+            None,
+            "settling"
+        );
         let t0 = t0 + ms(300);
         let busy = |a: u64, b: u64| [ms(a + 200), ms(b + 5)];
         let f = |v: u64| v + 6;
         assert_eq!(
-            s.sample(t0 + ms(100), busy(50, 10), f(4), 2),
+            s.sample(t0 + ms(100), busy(50, 10), f(4), H, 2),
             None,
             "too short"
         );
-        let (n, c) = s.sample(t0 + ms(400), busy(240, 40), f(10), 2).unwrap();
+        let (n, _, c) = s.sample(t0 + ms(400), busy(240, 40), f(10), H, 2).unwrap();
         assert_eq!(n, 2);
         assert!((c[0] - 0.024).abs() < 1e-12 && (c[1] - 0.004).abs() < 1e-12);
         // A stream arrives: the window restarts, and the one holding its
         // prefill is not sampled.
-        assert_eq!(s.sample(t0 + ms(450), busy(300, 40), f(11), 3), None);
-        assert_eq!(s.sample(t0 + ms(700), busy(400, 50), f(20), 3), None);
-        let (n, c) = s.sample(t0 + ms(900), busy(500, 50), f(30), 3).unwrap();
+        assert_eq!(s.sample(t0 + ms(450), busy(300, 40), f(11), H, 3), None);
+        assert_eq!(s.sample(t0 + ms(700), busy(400, 50), f(20), H, 3), None);
+        let (n, _, c) = s.sample(t0 + ms(900), busy(500, 50), f(30), H, 3).unwrap();
         assert_eq!(n, 3);
         assert!((c[0] - 0.010).abs() < 1e-12 && c[1] == 0.0);
         // Idle streams (paused, waiting for text) make no sample and, past
         // the longest window, restart it instead of averaging idle time.
-        assert_eq!(s.sample(t0 + ms(6000), busy(501, 50), f(31), 3), None);
-        let (n, _) = s.sample(t0 + ms(6300), busy(600, 60), f(40), 3).unwrap();
+        assert_eq!(s.sample(t0 + ms(6000), busy(501, 50), f(31), H, 3), None);
+        let (n, _, _) = s.sample(t0 + ms(6300), busy(600, 60), f(40), H, 3).unwrap();
         assert_eq!(n, 3, "a restarted window of the same streams stays settled");
         assert_eq!(
-            s.sample(t0 + ms(6600), busy(700, 60), f(50), 0),
+            s.sample(t0 + ms(6600), busy(700, 60), f(50), H, 0),
             None,
             "no streams"
         );
+    }
+
+    fn lending(held: &[(usize, f64)], lent: &[(usize, f64)]) -> CapacityModel {
+        let mut m = CapacityModel::new(1, 12.5, 0.9, 16).with_lending(LendPolicy::Measured);
+        for &(n, c) in held {
+            m.observe(Placement::Held, 0, n, c);
+        }
+        for &(n, c) in lent {
+            m.observe(Placement::Lent, 0, n, c);
+        }
+        m
+    }
+
+    #[test]
+    fn a_measured_policy_tries_held_then_lent_then_keeps_the_cheaper() {
+        let m = lending(&[], &[]);
+        assert_eq!(m.placement(2), Placement::Held, "nothing measured: held");
+        assert!(!m.measured(2));
+        let m = lending(&[(2, 0.040)], &[]);
+        assert_eq!(m.placement(2), Placement::Lent, "held measured: try lent");
+        assert!(!m.measured(2), "both placements are wanted");
+        assert_eq!(m.placement(3), Placement::Held, "3 not measured held yet");
+        // Held 2 streams: 12.5 * 2 * 0.040 = 1.0; lent 0.034: 0.85.
+        let m = lending(&[(2, 0.040)], &[(2, 0.034)]);
+        assert!(m.measured(2));
+        assert_eq!(m.placement(2), Placement::Lent);
+        assert!((m.utilization(2).unwrap() - 0.85).abs() < 1e-9);
+        assert_eq!(m.streams(), Some(2), "2 fits at its lent load");
+        // Within the margin a tie stays held, and so does its load.
+        let m = lending(&[(2, 0.040)], &[(2, 0.0395)]);
+        assert_eq!(m.placement(2), Placement::Held);
+        assert!((m.utilization(2).unwrap() - 1.0).abs() < 1e-9);
+        assert_eq!(m.streams(), Some(1));
+        // Exploring does not change what capacity counts on.
+        let m = lending(&[(1, 0.048), (2, 0.034)], &[]);
+        assert_eq!(m.placement(2), Placement::Lent);
+        assert!((m.utilization(2).unwrap() - 0.85).abs() < 1e-9);
+        assert_eq!(m.streams(), Some(2));
+    }
+
+    #[test]
+    fn fixed_policies_use_their_own_curves() {
+        let mut m = CapacityModel::new(1, 12.5, 0.9, 16);
+        m.observe(Placement::Held, 0, 1, 0.048);
+        m.observe(Placement::Lent, 0, 1, 0.010);
+        assert_eq!(m.placement(1), Placement::Held);
+        assert!((m.utilization(1).unwrap() - 0.6).abs() < 1e-9);
+        let m = m.with_lending(LendPolicy::Always);
+        assert_eq!(m.placement(1), Placement::Lent);
+        assert!(m.measured(1));
+        assert!((m.utilization(1).unwrap() - 0.125).abs() < 1e-9);
+    }
+
+    #[test]
+    fn a_window_is_sampled_at_the_one_placement_it_ran() {
+        let t0 = Instant::now();
+        let mut s = Sampler::default();
+        let busy = |a: u64| [ms(a), ms(0)];
+        assert_eq!(s.sample(t0, busy(0), 0, [0, 0], 2), None);
+        assert_eq!(
+            s.sample(t0 + ms(200), busy(150), 6, [2, 0], 2),
+            None,
+            "settling"
+        );
+        let (n, p, c) = s.sample(t0 + ms(400), busy(300), 12, [4, 0], 2).unwrap();
+        assert_eq!((n, p), (2, Placement::Held));
+        assert!((c[0] - 0.025).abs() < 1e-12);
+        assert_eq!(
+            s.sample(t0 + ms(600), busy(420), 18, [5, 1], 2),
+            None,
+            "the placement changed inside the window"
+        );
+        let (_, p, c) = s.sample(t0 + ms(800), busy(540), 24, [5, 3], 2).unwrap();
+        assert_eq!(p, Placement::Lent);
+        assert!((c[0] - 0.020).abs() < 1e-12);
+        // No step started: the window was spent in the last one (lent).
+        let (_, p, _) = s.sample(t0 + ms(1000), busy(660), 30, [5, 3], 2).unwrap();
+        assert_eq!(p, Placement::Lent);
+        // Both placements, then nothing started: neither window is sampled.
+        assert_eq!(s.sample(t0 + ms(1200), busy(780), 36, [6, 4], 2), None);
+        assert_eq!(s.sample(t0 + ms(1400), busy(900), 42, [6, 4], 2), None);
+        let (_, p, _) = s.sample(t0 + ms(1600), busy(1020), 48, [7, 4], 2).unwrap();
+        assert_eq!(p, Placement::Held);
     }
 }

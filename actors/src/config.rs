@@ -161,6 +161,16 @@ pub struct EngineConfig {
     /// `Lend` asks for the same; any other explicit `team_hold` contradicts
     /// it and is refused by [`EngineConfig::validate`].
     pub lend_core: bool,
+    /// code2wav lends a core where this process measured it cheaper
+    /// ([`crate::capacity::LendPolicy::Measured`]): per number of streams
+    /// computing, its steps run held for one window of the real-time
+    /// capacity's sampling, then lent for one, then at whichever made
+    /// frames at the lower load (lent only when lower by more than
+    /// [`crate::capacity::LEND_MARGIN`]). `lend_core` (always lent) wins
+    /// over it; the first-packet rule above holds for both. Only with the
+    /// shared team; refused beside a [`EngineConfig::team_hold`] that never
+    /// lends, as `lend_core` is.
+    pub lend_measured: bool,
     /// How the stages' steps take the kernel team, when set explicitly (a
     /// measurement switch; `tts-rt` reads it from `TTS_RT_TEAM_HOLD`).
     /// `None`, the default: each stage by its own `HOLDS_TEAM` (code2wav
@@ -283,6 +293,7 @@ impl Default for EngineConfig {
             slack_order: true,
             stage_threads: None,
             lend_core: false,
+            lend_measured: false,
             team_hold: None,
             realtime_load: None,
             #[cfg(feature = "fault-injection")]
@@ -366,16 +377,35 @@ impl EngineConfig {
         if self.kv_positions_cap == Some(0) {
             return bad("kv_positions_cap", "must be at least 1".into());
         }
-        if let Some(h) = self.team_hold.filter(|h| self.lend_core && !h.lends()) {
+        let asks = (self.lend_core || self.lend_measured).then_some(if self.lend_core {
+            "lend_core (--lend-core)"
+        } else {
+            "lend_measured (--lend-core auto)"
+        });
+        if let (Some(h), Some(asks)) = (self.team_hold.filter(|h| !h.lends()), asks) {
             return bad(
                 "team_hold",
                 format!(
-                    "`{h}` (TTS_RT_TEAM_HOLD) never lends a core, but lend_core (--lend-core) asks for one; \
+                    "`{h}` (TTS_RT_TEAM_HOLD) never lends a core, but {asks} asks for one; \
                      drop one of them, or use `lend`"
                 ),
             );
         }
         Ok(())
+    }
+
+    /// How code2wav's steps take the shared team: always lent
+    /// ([`Self::lends_core`]), lent where measured cheaper
+    /// (`lend_measured`), or never.
+    pub fn lend_policy(&self) -> crate::capacity::LendPolicy {
+        use crate::capacity::LendPolicy;
+        if self.lends_core() {
+            LendPolicy::Always
+        } else if self.lend_measured {
+            LendPolicy::Measured
+        } else {
+            LendPolicy::Never
+        }
     }
 
     /// Whether the holding stages are lent a core: `lend_core`, or an

@@ -89,6 +89,9 @@ pub struct EngineStats {
     /// Admitted requests whose first audio chunk has not been sent yet
     /// (while any waits, code2wav does not lend a core: `lend_core`).
     pub awaiting_first_packet: usize,
+    /// code2wav's steps so far held and lent (`[held, lent]`,
+    /// [`crate::capacity::Placement`]): where the lending policy put them.
+    pub placement_steps: [u64; 2],
     /// Housekeeping ticks the router has run: they stop while the engine
     /// is idle (no request held, no stage in a step).
     pub router_ticks: u64,
@@ -176,15 +179,18 @@ impl Engine {
             };
             shared.pools = Some([pool(t.lm, "lm")?, pool(t.vocoder, "vocoder")?]);
         }
-        shared.lend_core = config.lends_core();
+        shared.lend = config.lend_policy();
         shared.team_hold = config.team_hold;
         shared.slack_order = config.slack_order;
-        shared.capacity = std::sync::Mutex::new(crate::capacity::CapacityModel::new(
-            shared.groups(),
-            model.code2wav.sample_rate() as f64 / model.code2wav.samples_per_frame() as f64,
-            config.realtime_load.unwrap_or(1.0),
-            config.max_active_requests,
-        ));
+        shared.capacity = std::sync::Mutex::new(
+            crate::capacity::CapacityModel::new(
+                shared.groups(),
+                model.code2wav.sample_rate() as f64 / model.code2wav.samples_per_frame() as f64,
+                config.realtime_load.unwrap_or(1.0),
+                config.max_active_requests,
+            )
+            .with_lending(config.lend_policy()),
+        );
         let shared = Arc::new(shared);
         let dir = Arc::new(RwLock::new(None));
         let (tx, rx) = std::sync::mpsc::channel();
@@ -317,9 +323,14 @@ impl Engine {
                 })
                 .collect();
             let t0 = Instant::now();
+            // Placement by measurement times each batch size twice.
+            let round = match self.inner.shared.lend {
+                crate::capacity::LendPolicy::Measured => 2 * CALIBRATION_ROUND,
+                _ => CALIBRATION_ROUND,
+            };
             while !self.inner.shared.capacity().measured(n)
                 && !runs.iter().all(|(_, _, d)| d.is_finished())
-                && t0.elapsed() < CALIBRATION_ROUND
+                && t0.elapsed() < round
             {
                 std::thread::sleep(std::time::Duration::from_millis(5));
             }
@@ -371,6 +382,7 @@ impl Engine {
             reserved_bytes: s.reserved_bytes.load(Ordering::Acquire),
             active_requests: s.active_requests.load(Ordering::Acquire),
             awaiting_first_packet: s.awaiting_first_packet.load(Ordering::Acquire),
+            placement_steps: s.placement_steps(),
             router_ticks: s.router_ticks.load(Ordering::Acquire),
             prefix_cache_hits: prefix.hits,
             prefix_cache_misses: prefix.misses,

@@ -18,7 +18,7 @@ use tts_models::Qwen3Tts;
 use tts_models::{PredictorState, StopReason, TalkerState};
 
 use crate::admission::{request_cost, Admission, Lifecycle};
-use crate::capacity::Sampler;
+use crate::capacity::{LendPolicy, Placement, Sampler};
 use crate::config::EngineConfig;
 use crate::contract::*;
 use crate::error::EngineError;
@@ -343,14 +343,34 @@ impl Router {
     fn learn(&mut self, now: Instant) {
         let busy = self.shared.busy_totals(now);
         let frames = self.shared.frames_made.load(Ordering::Relaxed);
+        let steps = self.shared.placement_steps();
         let n = self.computing() as usize;
         self.shared.computing.store(n, Ordering::Relaxed);
-        let Some((n, costs)) = self.sampler.sample(now, busy, frames, n) else {
-            return;
-        };
+        let sample = self.sampler.sample(now, busy, frames, steps, n);
         let mut cap = self.shared.capacity();
-        for (g, c) in costs.iter().enumerate().take(self.shared.groups()) {
-            cap.observe(g, n, *c);
+        if let Some((m, placement, costs)) = sample {
+            for (g, c) in costs.iter().enumerate().take(self.shared.groups()) {
+                cap.observe(placement, g, m, *c);
+            }
+            tracing::trace!(
+                streams = m,
+                placement = placement.name(),
+                busy_ms_per_frame = format_args!("{:.2}", costs[0] * 1e3),
+                load = format_args!(
+                    "{:.3}",
+                    cap.utilization_at(placement, m).unwrap_or(f64::NAN)
+                ),
+                "capacity sample"
+            );
+        }
+        if self.shared.lend == LendPolicy::Measured {
+            let lend = cap.placement(n) == Placement::Lent;
+            if self.shared.lend_now.swap(lend, Ordering::Relaxed) != lend {
+                tracing::debug!(streams = n, lend, "code2wav placement changed");
+            }
+        }
+        if sample.is_none() {
+            return;
         }
         let streams = cap.streams();
         if self.config.realtime_load.is_some() && streams != self.logged_streams {

@@ -7,7 +7,7 @@ use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Instant;
 
-use crate::capacity::{BusyClock, CapacityModel, MAX_GROUPS};
+use crate::capacity::{BusyClock, CapacityModel, LendPolicy, Placement, MAX_GROUPS};
 use crate::contract::{Generation, StageKind};
 use crate::slack::SlackBoard;
 
@@ -77,10 +77,18 @@ pub struct Shared {
     /// with `TTS_RT_TEAMS=off` (`tts_kernels::teams_enabled`; the pools
     /// above instead).
     pub teams: Option<Teams>,
-    /// Whether the holding stages are lent a core
+    /// Whether the holding stages are lent a core: never, always
     /// ([`crate::EngineConfig::lends_core`]: `lend_core`, or `team_hold`
-    /// `lend`).
-    pub lend_core: bool,
+    /// `lend`), or where measured cheaper (`lend_measured`;
+    /// [`crate::EngineConfig::lend_policy`]).
+    pub lend: LendPolicy,
+    /// With [`LendPolicy::Measured`]: whether the holding stages lend now
+    /// (the router sets it each tick from the capacity model's
+    /// [`CapacityModel::placement`] for the streams computing).
+    pub lend_now: std::sync::atomic::AtomicBool,
+    /// The holding stages' steps so far per [`Placement`] (index), for the
+    /// capacity's windows of one placement.
+    pub placement_steps: [AtomicU64; 2],
     /// [`crate::EngineConfig::team_hold`].
     pub team_hold: Option<crate::TeamHold>,
     /// Each kernel group's busy time ([`Shared::group`]): a stage's step
@@ -163,7 +171,9 @@ impl Shared {
             fault: std::sync::Mutex::new(fault),
             pools: None,
             teams: None,
-            lend_core: false,
+            lend: LendPolicy::Never,
+            lend_now: std::sync::atomic::AtomicBool::new(false),
+            placement_steps: [AtomicU64::new(0), AtomicU64::new(0)],
             team_hold: None,
             busy: Default::default(),
             computing: AtomicUsize::new(0),
@@ -211,6 +221,29 @@ impl Shared {
     pub fn busy_totals(&self, now: Instant) -> [std::time::Duration; MAX_GROUPS] {
         let busy = self.busy.lock().unwrap_or_else(|e| e.into_inner());
         [busy[0].total(now), busy[1].total(now)]
+    }
+
+    /// Whether a holding stage's step starting now is lent a core (before
+    /// the first-packet rule).
+    pub fn lends_now(&self) -> bool {
+        match self.lend {
+            LendPolicy::Never => false,
+            LendPolicy::Always => true,
+            LendPolicy::Measured => self.lend_now.load(Ordering::Relaxed),
+        }
+    }
+
+    /// A holding stage stepped at placement `p`.
+    pub fn stepped_at(&self, p: Placement) {
+        self.placement_steps[p.index()].fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The holding stages' steps so far per placement.
+    pub fn placement_steps(&self) -> [u64; 2] {
+        [
+            self.placement_steps[0].load(Ordering::Relaxed),
+            self.placement_steps[1].load(Ordering::Relaxed),
+        ]
     }
 
     pub fn capacity(&self) -> std::sync::MutexGuard<'_, CapacityModel> {

@@ -86,11 +86,12 @@ pub struct BenchArgs {
     /// them). Default: all stages share the global pool (--threads).
     #[arg(long)]
     stage_threads: Option<StageThreads>,
-    /// code2wav decodes on one core beside the LM stages while they step
-    /// (see `serve --lend-core`). Refused beside a TTS_RT_TEAM_HOLD that
-    /// never lends (anything but `lend`).
-    #[arg(long)]
-    lend_core: bool,
+    /// code2wav decodes on one core beside the LM stages while they step:
+    /// `on` (the bare flag), `auto` (where measured cheaper) or `off` (see
+    /// `serve --lend-core`). Refused beside a TTS_RT_TEAM_HOLD that never
+    /// lends (anything but `lend`).
+    #[arg(long, value_name = "WHEN", num_args = 0..=1, default_missing_value = "on")]
+    lend_core: Option<super::serve::LendCore>,
     /// Concurrent sessions per round (comma-separated levels).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     concurrency: Vec<usize>,
@@ -197,7 +198,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs, switches: &Switches) -> Value {
         "bf16_conv": tts_kernels::bf16_conv_path(),
         "threads": rayon::current_num_threads(),
         "stage_threads": a.stage_threads,
-        "lend_core": a.lend_core,
+        "lend_core": a.lend_core.unwrap_or(super::serve::LendCore::Off).name(),
         "team_hold": switches.team_hold.map(TeamHold::name),
         "cores_online": std::thread::available_parallelism().ok().map(|n| n.get()),
         "load_avg_1m_at_start": load_avg_1m(),
@@ -409,6 +410,7 @@ fn run_scoreboard(mut a: BenchArgs, switches: &Switches) -> Result<()> {
             "one_stream_load": stats.one_stream_load,
             "measured_streams": stats.measured_streams,
             "held_for_slack": final_stats.held_for_slack,
+            "code2wav_steps_held_lent": final_stats.placement_steps,
             "levels": levels.iter().map(|l| scoreboard::level_json(l, frame_rate)).collect::<Vec<_>>(),
             "continuous_streams": scoreboard::continuous_streams(&levels),
         },
@@ -458,7 +460,8 @@ fn engine_config(a: &BenchArgs, team_hold: Option<TeamHold>) -> Result<EngineCon
         prebuffer_ms: a.prebuffer_ms,
         max_active_requests: max_conc.max(1),
         stage_threads: a.stage_threads,
-        lend_core: a.lend_core,
+        lend_core: a.lend_core == Some(super::serve::LendCore::On),
+        lend_measured: a.lend_core == Some(super::serve::LendCore::Auto),
         team_hold,
         slack_order: a.slack_order,
         ..EngineConfig::default()

@@ -135,12 +135,15 @@ pub struct ServeArgs {
     stage_threads: Option<StageThreads>,
     /// code2wav decodes on one core beside the LM stages while they step,
     /// instead of taking every core for its step (not while a request
-    /// waits for its first packet). Pays where one core nearly saturates the
-    /// memory bus; compare with `tts-rt bench --lend-core` on your host
-    /// (docs/performance.md). Default off. Refused beside a
-    /// TTS_RT_TEAM_HOLD that never lends (anything but `lend`).
-    #[arg(long)]
-    lend_core: bool,
+    /// waits for its first packet): `on` (the bare flag) always, `auto`
+    /// where this process measures it cheaper for the streams computing
+    /// (each number of streams is timed both ways once, then keeps the
+    /// cheaper), `off` never (the default). Pays where one core nearly
+    /// saturates the memory bus; compare with `tts-rt bench --lend-core` on
+    /// your host (docs/performance.md). Refused beside a TTS_RT_TEAM_HOLD
+    /// that never lends (anything but `lend`).
+    #[arg(long, value_name = "WHEN", num_args = 0..=1, default_missing_value = "on")]
+    lend_core: Option<LendCore>,
     /// Seconds in-flight streams get to finish after SIGTERM / ctrl-c.
     /// Default 10.
     #[arg(long)]
@@ -279,7 +282,8 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
         max_active_requests: a.max_requests.or(f.max_requests).unwrap_or(16),
         realtime_load: (realtime_load > 0.0).then_some(realtime_load),
         stage_threads,
-        lend_core: a.lend_core || f.lend_core.unwrap_or(false),
+        lend_core: a.lend_core.or(f.lend_core.map(LendCore::from)) == Some(LendCore::On),
+        lend_measured: a.lend_core.or(f.lend_core.map(LendCore::from)) == Some(LendCore::Auto),
         team_hold: switches.team_hold,
         ..EngineConfig::default()
     };
@@ -450,5 +454,46 @@ mod tests {
         assert_eq!(parse_host("0.0.0.0").unwrap().to_string(), "0.0.0.0");
         let e = parse_host("example.com").unwrap_err();
         assert!(e.contains("localhost"), "{e}");
+    }
+}
+
+/// `--lend-core` (`serve`, `bench`): whether code2wav lends a core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LendCore {
+    /// Always (`EngineConfig::lend_core`).
+    On,
+    /// Where this process measures it cheaper (`EngineConfig::lend_measured`).
+    Auto,
+    /// Never.
+    Off,
+}
+
+impl LendCore {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            LendCore::On => "on",
+            LendCore::Auto => "auto",
+            LendCore::Off => "off",
+        }
+    }
+}
+
+/// The config file's `lend_core`: `true`, `false`, or `"on"`, `"auto"`,
+/// `"off"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(untagged)]
+pub(crate) enum LendCoreSetting {
+    Bool(bool),
+    Word(LendCore),
+}
+
+impl From<LendCoreSetting> for LendCore {
+    fn from(s: LendCoreSetting) -> LendCore {
+        match s {
+            LendCoreSetting::Bool(true) => LendCore::On,
+            LendCoreSetting::Bool(false) => LendCore::Off,
+            LendCoreSetting::Word(w) => w,
+        }
     }
 }

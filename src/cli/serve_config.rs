@@ -43,7 +43,7 @@ pub(crate) struct ServeFile {
     pub calibrate_frames: Option<usize>,
     pub max_frames: Option<usize>,
     pub stage_threads: Option<String>,
-    pub lend_core: Option<bool>,
+    pub lend_core: Option<super::serve::LendCoreSetting>,
     pub drain_timeout_s: Option<f64>,
     pub idle_timeout_s: Option<f64>,
     pub ping_interval_s: Option<f64>,
@@ -132,6 +132,21 @@ mod tests {
     fn the_wyoming_port_is_a_key() {
         let f = ServeFile::parse("wyoming_port = 10200\n").unwrap();
         assert_eq!(f.wyoming_port, Some(10200));
+    }
+
+    #[test]
+    fn lend_core_is_a_switch_or_a_word() {
+        use super::super::serve::LendCore;
+        for (text, want) in [
+            ("lend_core = true", LendCore::On),
+            ("lend_core = false", LendCore::Off),
+            ("lend_core = \"auto\"", LendCore::Auto),
+            ("lend_core = \"on\"", LendCore::On),
+        ] {
+            let f = ServeFile::parse(text).unwrap();
+            assert_eq!(f.lend_core.map(LendCore::from), Some(want), "{text}");
+        }
+        assert!(ServeFile::parse("lend_core = \"sometimes\"").is_err());
     }
 
     #[test]

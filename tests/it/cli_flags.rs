@@ -319,7 +319,30 @@ fn accepted_switches_run_and_reach_the_engine() {
     let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
     let p = &doc["provenance"];
     assert_eq!(p["team_hold"], "lend");
-    assert_eq!(p["lend_core"], true);
+    assert_eq!(p["lend_core"], "on");
+    // `auto` lends where measured cheaper; the provenance names it.
+    let (o, err) = run(bin_without_switches()
+        .args([
+            "bench",
+            "--lengths",
+            "ten",
+            "--concurrency",
+            "1",
+            "--repeats",
+            "1",
+            "--warmup",
+            "0",
+            "--frames",
+            "2",
+            "--lend-core",
+            "auto",
+            "--json",
+            "--model",
+        ])
+        .arg(fixture("tiny-a")));
+    assert!(o.status.success(), "{err}");
+    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    assert_eq!(doc["provenance"]["lend_core"], "auto");
     assert_eq!(p["env"]["TTS_RT_TEAM_HOLD"], "lend");
     assert_eq!(p["env"]["TTS_RT_TEAMS"], "on");
     assert!(p["env"]["TTS_RT_AMX"].is_null());

@@ -35,6 +35,7 @@ use std::time::{Duration, Instant};
 use actix::prelude::*;
 
 use super::wiring::{deliver, try_deliver, with_wiring, Delivery, Directory, Handoff};
+use crate::capacity::Placement;
 use crate::config::{EngineConfig, TeamHold};
 use crate::contract::*;
 use crate::flow::{StageWaker, Wake};
@@ -293,12 +294,23 @@ impl<L: StageLogic> StageActor<L> {
         // While a request waits for its first packet (prefill, its first
         // frames, its first chunk) the team is not lent: one core for the
         // LMs would delay that packet.
-        let turns = match turns(L::HOLDS_TEAM, self.shared.team_hold, self.shared.lend_core) {
+        let turns = match turns(
+            L::HOLDS_TEAM,
+            self.shared.team_hold,
+            self.shared.lends_now(),
+        ) {
             Turns::Lent if self.shared.awaiting_first_packet.load(Ordering::Acquire) > 0 => {
                 Turns::Held
             }
             t => t,
         };
+        if L::HOLDS_TEAM {
+            // The capacity's windows are measured at one placement each.
+            self.shared.stepped_at(match turns {
+                Turns::Lent => Placement::Lent,
+                _ => Placement::Held,
+            });
+        }
         let logic = &mut self.logic;
         let team = shared.team(L::KIND);
         // The group's busy clock (real-time capacity): entered here, left

@@ -387,6 +387,25 @@ fn sessions_with_a_lent_core_get_their_own_audio() {
     });
 }
 
+/// Lending where measured cheaper (`lend_measured`) switches placements
+/// between steps as the capacity's windows close: every session still gets
+/// exactly its offline audio.
+#[test]
+fn sessions_with_a_core_lent_by_measurement_get_their_own_audio() {
+    within(180, || {
+        let m = model("tiny-a");
+        let cfg = EngineConfig {
+            lend_measured: true,
+            ..config()
+        };
+        let engine = Engine::start(m.clone(), cfg).unwrap();
+        run_concurrently(&engine, &m, mixed_requests(&m, 3, &[40, 48, 36]));
+        assert_idle(&engine);
+        let stats = engine.stats();
+        assert!(stats.placement_steps.iter().sum::<u64>() > 0, "{stats:?}");
+    });
+}
+
 #[test]
 fn cancel_is_acknowledged_and_the_next_request_is_clean() {
     within(120, || {
@@ -859,6 +878,21 @@ fn invalid_config_and_requests_are_refused_up_front() {
     let msg = err.to_string();
     assert!(
         msg.contains("team_hold") && msg.contains("lend_core"),
+        "{msg}"
+    );
+    let err = Engine::start(
+        m.clone(),
+        EngineConfig {
+            lend_measured: true,
+            team_hold: Some(TeamHold::Off),
+            ..config()
+        },
+    )
+    .err()
+    .unwrap();
+    let msg = err.to_string();
+    assert!(
+        msg.contains("team_hold") && msg.contains("--lend-core auto"),
         "{msg}"
     );
     let engine = Engine::start(m.clone(), config()).unwrap();

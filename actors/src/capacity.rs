@@ -91,6 +91,11 @@ pub enum LendPolicy {
 /// needed; three streams 15-25% lower).
 pub const LEND_MARGIN: f64 = 0.10;
 
+/// With [`LendPolicy::Measured`], every this many samples at one stream
+/// count the placement not chosen runs one window again, so a figure from
+/// one unlucky window (or from a host that since changed) is revisited.
+pub const LEND_REVISIT: u32 = 32;
+
 /// Weight of a new sample in a cost's moving average.
 const ALPHA: f64 = 0.25;
 /// A sample needs at least this many frames made over its window...
@@ -205,6 +210,9 @@ pub struct CapacityModel {
     target: f64,
     max_streams: usize,
     lend: LendPolicy,
+    /// Samples taken per stream count (the first group's), for
+    /// [`LEND_REVISIT`].
+    visits: BTreeMap<usize, u32>,
 }
 
 impl CapacityModel {
@@ -219,6 +227,7 @@ impl CapacityModel {
             target,
             max_streams: max_streams.max(1),
             lend: LendPolicy::Never,
+            visits: BTreeMap::new(),
         }
     }
 
@@ -236,6 +245,9 @@ impl CapacityModel {
     pub fn observe(&mut self, p: Placement, g: usize, n: usize, cost: f64) {
         if let Some(c) = self.curves[p.index()].get_mut(g) {
             c.observe(n, cost);
+        }
+        if g == 0 {
+            *self.visits.entry(n).or_default() += 1;
         }
     }
 
@@ -306,7 +318,8 @@ impl CapacityModel {
     /// Where the vocoder's steps run while `n` streams compute. With
     /// [`LendPolicy::Measured`]: held until `n` is measured held, then
     /// lent until it is measured lent, then lent only where its load is
-    /// lower than held's by more than [`LEND_MARGIN`].
+    /// lower than held's by more than [`LEND_MARGIN`], the other
+    /// placement again for one sample in every [`LEND_REVISIT`].
     pub fn placement(&self, n: usize) -> Placement {
         match self.lend {
             LendPolicy::Never => Placement::Held,
@@ -316,7 +329,20 @@ impl CapacityModel {
                 if !self.measured_at(Placement::Held, n) {
                     return Placement::Held;
                 }
-                self.compared(n).unwrap_or(Placement::Lent)
+                match self.compared(n) {
+                    None => Placement::Lent,
+                    Some(p) => {
+                        let visits = self.visits.get(&n).copied().unwrap_or(0);
+                        if visits % LEND_REVISIT == LEND_REVISIT - 1 {
+                            match p {
+                                Placement::Held => Placement::Lent,
+                                Placement::Lent => Placement::Held,
+                            }
+                        } else {
+                            p
+                        }
+                    }
+                }
             }
         }
     }
@@ -671,6 +697,17 @@ mod tests {
         assert_eq!(m.placement(2), Placement::Held);
         assert!((m.utilization(2).unwrap() - 1.0).abs() < 1e-9);
         assert_eq!(m.streams(), Some(1));
+        // The placement not chosen is revisited once every LEND_REVISIT
+        // samples, and capacity keeps counting on the chosen one.
+        let mut m = lending(&[(2, 0.040)], &[(2, 0.034)]);
+        let mut seen = [0; 2];
+        for _ in 0..2 * LEND_REVISIT {
+            let p = m.placement(2);
+            seen[p.index()] += 1;
+            m.observe(p, 0, 2, if p == Placement::Lent { 0.034 } else { 0.040 });
+            assert!((m.utilization(2).unwrap() - 0.85).abs() < 1e-9);
+        }
+        assert_eq!(seen, [2, 2 * LEND_REVISIT as usize - 2]);
         // Exploring does not change what capacity counts on.
         let m = lending(&[(1, 0.048), (2, 0.034)], &[]);
         assert_eq!(m.placement(2), Placement::Lent);

@@ -295,33 +295,27 @@ fn accepted_switches_run_and_reach_the_engine() {
     assert!(o.status.success(), "{err}");
     assert!(out.exists());
     // bench records the switches as read, and the team hold it ran with.
-    let (o, err) = run(bin_without_switches()
-        .env("TTS_RT_TEAM_HOLD", "lend")
-        .env("TTS_RT_TEAMS", "on")
-        .args([
-            "bench",
-            "--lengths",
-            "ten",
-            "--concurrency",
-            "1",
-            "--repeats",
-            "1",
-            "--warmup",
-            "0",
-            "--frames",
-            "2",
-            "--lend-core",
-            "--json",
-            "--model",
-        ])
-        .arg(fixture("tiny-a")));
-    assert!(o.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
+    let doc = tiny_bench_json(
+        bin_without_switches()
+            .env("TTS_RT_TEAM_HOLD", "lend")
+            .env("TTS_RT_TEAMS", "on"),
+        &["--lend-core"],
+    );
     let p = &doc["provenance"];
     assert_eq!(p["team_hold"], "lend");
     assert_eq!(p["lend_core"], "on");
+    assert_eq!(p["env"]["TTS_RT_TEAM_HOLD"], "lend");
+    assert_eq!(p["env"]["TTS_RT_TEAMS"], "on");
+    assert!(p["env"]["TTS_RT_AMX"].is_null());
     // `auto` lends where measured cheaper; the provenance names it.
-    let (o, err) = run(bin_without_switches()
+    let doc = tiny_bench_json(&mut bin_without_switches(), &["--lend-core", "auto"]);
+    assert_eq!(doc["provenance"]["lend_core"], "auto");
+}
+
+/// `bench --json` of two frames of one session on tiny-a, with `extra`
+/// flags: its report.
+fn tiny_bench_json(cmd: &mut Command, extra: &[&str]) -> serde_json::Value {
+    let (o, err) = run(cmd
         .args([
             "bench",
             "--lengths",
@@ -334,18 +328,13 @@ fn accepted_switches_run_and_reach_the_engine() {
             "0",
             "--frames",
             "2",
-            "--lend-core",
-            "auto",
             "--json",
-            "--model",
         ])
+        .args(extra)
+        .arg("--model")
         .arg(fixture("tiny-a")));
     assert!(o.status.success(), "{err}");
-    let doc: serde_json::Value = serde_json::from_slice(&o.stdout).unwrap();
-    assert_eq!(doc["provenance"]["lend_core"], "auto");
-    assert_eq!(p["env"]["TTS_RT_TEAM_HOLD"], "lend");
-    assert_eq!(p["env"]["TTS_RT_TEAMS"], "on");
-    assert!(p["env"]["TTS_RT_AMX"].is_null());
+    serde_json::from_slice(&o.stdout).unwrap()
 }
 
 #[test]

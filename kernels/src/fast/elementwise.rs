@@ -114,15 +114,17 @@ pub(crate) fn snake_beta<S: Simd>(s: S, x: &mut [f32], t: usize, alpha: &[f32], 
     );
     // ~20 flops per element (sin polynomial).
     for_blocks(x, t, t * 10, |ch, row| {
-        let f = Snake {
-            alpha: alpha[ch],
-            inv_beta: inv_beta[ch],
-        };
-        s.vectorize(
-            #[inline(always)]
-            || map_inplace(s, row, f),
-        )
+        snake_row(s, row, alpha[ch], inv_beta[ch])
     });
+}
+
+/// SnakeBeta in place on one channel's row.
+fn snake_row<S: Simd>(s: S, row: &mut [f32], alpha: f32, inv_beta: f32) {
+    let f = Snake { alpha, inv_beta };
+    s.vectorize(
+        #[inline(always)]
+        || map_inplace(s, row, f),
+    )
 }
 
 /// [`snake_beta`] of `[head | x]` row by row (`head = [c, h]`,
@@ -156,14 +158,7 @@ pub(crate) fn snake_beta_concat<S: Simd>(
     for_blocks(out, w, w * 10, |ch, row| {
         row[..h].copy_from_slice(&head[ch * h..(ch + 1) * h]);
         row[h..].copy_from_slice(&x[ch * n..(ch + 1) * n]);
-        let f = Snake {
-            alpha: alpha[ch],
-            inv_beta: inv_beta[ch],
-        };
-        s.vectorize(
-            #[inline(always)]
-            || map_inplace(s, row, f),
-        )
+        snake_row(s, row, alpha[ch], inv_beta[ch])
     });
 }
 

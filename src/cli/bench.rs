@@ -91,7 +91,7 @@ pub struct BenchArgs {
     /// `serve --lend-core`). Refused beside a TTS_RT_TEAM_HOLD that never
     /// lends (anything but `lend`).
     #[arg(long, value_name = "WHEN", num_args = 0..=1, default_missing_value = "on")]
-    lend_core: Option<super::serve::LendCore>,
+    lend_core: Option<super::serve_config::LendCore>,
     /// Concurrent sessions per round (comma-separated levels).
     #[arg(long, value_delimiter = ',', default_value = "1,2")]
     concurrency: Vec<usize>,
@@ -198,7 +198,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs, switches: &Switches) -> Value {
         "bf16_conv": tts_kernels::bf16_conv_path(),
         "threads": rayon::current_num_threads(),
         "stage_threads": a.stage_threads,
-        "lend_core": a.lend_core.unwrap_or(super::serve::LendCore::Off).name(),
+        "lend_core": a.lend_core.unwrap_or(super::serve_config::LendCore::Off).name(),
         "team_hold": switches.team_hold.map(TeamHold::name),
         "cores_online": std::thread::available_parallelism().ok().map(|n| n.get()),
         "load_avg_1m_at_start": load_avg_1m(),
@@ -460,8 +460,8 @@ fn engine_config(a: &BenchArgs, team_hold: Option<TeamHold>) -> Result<EngineCon
         prebuffer_ms: a.prebuffer_ms,
         max_active_requests: max_conc.max(1),
         stage_threads: a.stage_threads,
-        lend_core: a.lend_core == Some(super::serve::LendCore::On),
-        lend_measured: a.lend_core == Some(super::serve::LendCore::Auto),
+        lend_core: a.lend_core == Some(super::serve_config::LendCore::On),
+        lend_measured: a.lend_core == Some(super::serve_config::LendCore::Auto),
         team_hold,
         slack_order: a.slack_order,
         ..EngineConfig::default()

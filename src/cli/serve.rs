@@ -17,7 +17,7 @@ use tts_transport::ServeConfig;
 
 use super::logging::{self, LogFormat};
 use super::realtime::{self, Use};
-use super::serve_config::ServeFile;
+use super::serve_config::{LendCore, ServeFile};
 use super::switches::Switches;
 use crate::model_path;
 
@@ -454,46 +454,5 @@ mod tests {
         assert_eq!(parse_host("0.0.0.0").unwrap().to_string(), "0.0.0.0");
         let e = parse_host("example.com").unwrap_err();
         assert!(e.contains("localhost"), "{e}");
-    }
-}
-
-/// `--lend-core` (`serve`, `bench`): whether code2wav lends a core.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub(crate) enum LendCore {
-    /// Always (`EngineConfig::lend_core`).
-    On,
-    /// Where this process measures it cheaper (`EngineConfig::lend_measured`).
-    Auto,
-    /// Never.
-    Off,
-}
-
-impl LendCore {
-    pub(crate) fn name(self) -> &'static str {
-        match self {
-            LendCore::On => "on",
-            LendCore::Auto => "auto",
-            LendCore::Off => "off",
-        }
-    }
-}
-
-/// The config file's `lend_core`: `true`, `false`, or `"on"`, `"auto"`,
-/// `"off"`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
-#[serde(untagged)]
-pub(crate) enum LendCoreSetting {
-    Bool(bool),
-    Word(LendCore),
-}
-
-impl From<LendCoreSetting> for LendCore {
-    fn from(s: LendCoreSetting) -> LendCore {
-        match s {
-            LendCoreSetting::Bool(true) => LendCore::On,
-            LendCoreSetting::Bool(false) => LendCore::Off,
-            LendCoreSetting::Word(w) => w,
-        }
     }
 }

@@ -43,7 +43,7 @@ pub(crate) struct ServeFile {
     pub calibrate_frames: Option<usize>,
     pub max_frames: Option<usize>,
     pub stage_threads: Option<String>,
-    pub lend_core: Option<super::serve::LendCoreSetting>,
+    pub lend_core: Option<LendCoreSetting>,
     pub drain_timeout_s: Option<f64>,
     pub idle_timeout_s: Option<f64>,
     pub ping_interval_s: Option<f64>,
@@ -97,6 +97,47 @@ impl ServeFile {
     }
 }
 
+/// `--lend-core` (`serve`, `bench`): whether code2wav lends a core.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum, serde::Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum LendCore {
+    /// Always (`EngineConfig::lend_core`).
+    On,
+    /// Where this process measures it cheaper (`EngineConfig::lend_measured`).
+    Auto,
+    /// Never.
+    Off,
+}
+
+impl LendCore {
+    pub(crate) fn name(self) -> &'static str {
+        match self {
+            LendCore::On => "on",
+            LendCore::Auto => "auto",
+            LendCore::Off => "off",
+        }
+    }
+}
+
+/// The config file's `lend_core`: `true`, `false`, or `"on"`, `"auto"`,
+/// `"off"`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Deserialize)]
+#[serde(untagged)]
+pub(crate) enum LendCoreSetting {
+    Bool(bool),
+    Word(LendCore),
+}
+
+impl From<LendCoreSetting> for LendCore {
+    fn from(s: LendCoreSetting) -> LendCore {
+        match s {
+            LendCoreSetting::Bool(true) => LendCore::On,
+            LendCoreSetting::Bool(false) => LendCore::Off,
+            LendCoreSetting::Word(w) => w,
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -136,7 +177,6 @@ mod tests {
 
     #[test]
     fn lend_core_is_a_switch_or_a_word() {
-        use super::super::serve::LendCore;
         for (text, want) in [
             ("lend_core = true", LendCore::On),
             ("lend_core = false", LendCore::Off),

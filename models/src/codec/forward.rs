@@ -118,7 +118,7 @@ impl History {
     fn extend_snake(&mut self, x: &[f32], n: usize, act: &Snake, out: &mut Vec<f32>) {
         let (c, h) = (self.channels, self.h);
         debug_assert_eq!(x.len(), c * n);
-        out.clear();
+        // Sized, not cleared: the kernel writes every element.
         out.resize(c * (h + n), 0.0);
         tts_kernels::snake_beta_concat(&self.data, h, x, n, &act.alpha, &act.inv_beta, out);
         if h == 0 {

@@ -89,7 +89,9 @@ impl CausalConv {
     /// columns of left context; `out` becomes `[c_out, t_in - history()]`.
     pub fn run(&self, x: &[f32], t_in: usize, out: &mut Vec<f32>) {
         let t_out = t_in - self.history();
-        out.clear();
+        // Sized, not cleared: every conv path writes each output (the
+        // kernels' tests fill theirs with NaN), so zeroing a reused
+        // buffer was a serial pass over it for nothing.
         out.resize(self.shape.c_out * t_out, 0.0);
         if let Some(w) = &self.q8 {
             return tts_kernels::conv1d_q8(
@@ -201,14 +203,13 @@ impl CausalTransConv {
         let n = t_in - h;
         let t_full = (t_in - 1) * self.stride + self.kernel;
         let t_out = n * self.stride;
+        // Sized, not cleared, as in `CausalConv::run`.
         if h == 0 && self.kernel == self.stride {
             // No overlap, no trim: the full output is the answer.
-            out.clear();
             out.resize(self.c_out * t_out, 0.0);
             conv(out);
             return;
         }
-        full.clear();
         full.resize(self.c_out * t_full, 0.0);
         conv(full);
         // Drop the `h * stride` outputs that belong to the history columns and

@@ -70,6 +70,14 @@ impl Placement {
             Placement::Lent => "lent",
         }
     }
+
+    /// The placement that is not this one.
+    pub fn other(self) -> Placement {
+        match self {
+            Placement::Held => Placement::Lent,
+            Placement::Lent => Placement::Held,
+        }
+    }
 }
 
 /// Which placement the vocoder's steps take ([`CapacityModel::placement`]).
@@ -237,10 +245,6 @@ impl CapacityModel {
         self
     }
 
-    pub fn lend_policy(&self) -> LendPolicy {
-        self.lend
-    }
-
     /// A sample for group `g` at placement `p` ([`Sampler::sample`]).
     pub fn observe(&mut self, p: Placement, g: usize, n: usize, cost: f64) {
         if let Some(c) = self.curves[p.index()].get_mut(g) {
@@ -329,19 +333,12 @@ impl CapacityModel {
                 if !self.measured_at(Placement::Held, n) {
                     return Placement::Held;
                 }
+                let revisit =
+                    self.visits.get(&n).copied().unwrap_or(0) % LEND_REVISIT == LEND_REVISIT - 1;
                 match self.compared(n) {
                     None => Placement::Lent,
-                    Some(p) => {
-                        let visits = self.visits.get(&n).copied().unwrap_or(0);
-                        if visits % LEND_REVISIT == LEND_REVISIT - 1 {
-                            match p {
-                                Placement::Held => Placement::Lent,
-                                Placement::Lent => Placement::Held,
-                            }
-                        } else {
-                            p
-                        }
-                    }
+                    Some(p) if revisit => p.other(),
+                    Some(p) => p,
                 }
             }
         }
@@ -425,8 +422,9 @@ impl Sampler {
     /// steady `n` closed with enough frames; a change of `n` (a stream
     /// admitted or ended, whose prefill or drain would blur the figure)
     /// starts a new window. A window in which the vocoder stepped at both
-    /// placements makes no sample; one in which it did not step counts as
-    /// held.
+    /// placements makes no sample; one in which no step of it started was
+    /// spent in its last step, and counts at that step's placement (held
+    /// before any).
     pub fn sample(
         &mut self,
         now: Instant,

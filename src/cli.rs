@@ -133,9 +133,10 @@ struct ModelArg {
     /// compute), int8 (per-channel) or q4 (4-bit, groups of 32), quantized
     /// at load. CODE2WAV: f32 (default), bf16 (bf16 weights and
     /// activations in the vocoder's convolutions, f32 accumulation) or int8
-    /// (vocoder blocks 2-4's residual convs in int8, exact integer sums;
-    /// the rest bf16; per layer `code2wav.decoder.4.conv1=bf16` opts one
-    /// out, `code2wav.decoder.1.conv1=int8` one in; docs/precision.md).
+    /// (vocoder blocks 2-4's residual convs and blocks 3-4's transposed
+    /// convs in int8, exact integer sums; the rest bf16; per layer
+    /// `code2wav.decoder.4.conv1=bf16` opts one out,
+    /// `code2wav.decoder.1.conv1=int8` one in; docs/precision.md).
     /// Per class: `[BASE,]STAGE.CLASS=P,...` with STAGE `talker` or `cp`,
     /// CLASS `attn`, `mlp` (= `mlp_up_gate` + `mlp_down`), `mlp_up_gate`,
     /// `mlp_down` or `head`; `STAGE=P` sets attn and mlp; `code2wav=bf16`;

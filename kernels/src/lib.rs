@@ -490,6 +490,22 @@ impl Kernels {
         )
     }
 
+    /// See [`interleave_phases`].
+    pub fn interleave_phases(
+        &self,
+        rows: &[f32],
+        c_out: usize,
+        stride: usize,
+        n: usize,
+        out: &mut [f32],
+    ) {
+        dispatch!(
+            self,
+            reference::interleave_phases(rows, c_out, stride, n, out),
+            |s| fast::elementwise::interleave_phases(s, rows, c_out, stride, n, out)
+        )
+    }
+
     /// See [`add_assign`].
     pub fn add_assign(&self, acc: &mut [f32], x: &[f32]) {
         dispatch!(self, reference::add_assign(acc, x), |s| {
@@ -833,6 +849,14 @@ pub fn snake_beta_concat(
     out: &mut [f32],
 ) {
     Kernels::selected().snake_beta_concat(head, h, x, n, alpha, inv_beta, out)
+}
+
+/// A transposed convolution's phases into time: `rows = [c_out * stride,
+/// n]` holds phase `r` of channel `co` in row `co * stride + r`; `out =
+/// [c_out, n * stride]` gets `out[co, q * stride + r] = rows[co * stride +
+/// r, q]` (in parallel over channels).
+pub fn interleave_phases(rows: &[f32], c_out: usize, stride: usize, n: usize, out: &mut [f32]) {
+    Kernels::selected().interleave_phases(rows, c_out, stride, n, out)
 }
 
 /// `acc += x` element by element (in parallel over large arrays; the

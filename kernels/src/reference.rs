@@ -252,6 +252,28 @@ pub fn snake_beta_concat(
 }
 
 /// `acc += x`, element by element.
+pub fn interleave_phases(rows: &[f32], c_out: usize, stride: usize, n: usize, out: &mut [f32]) {
+    let len = c_out * stride * n;
+    assert_eq!(
+        rows.len(),
+        len,
+        "interleave_phases: rows is not [c_out * stride, n]"
+    );
+    assert_eq!(
+        out.len(),
+        len,
+        "interleave_phases: out is not [c_out, n * stride]"
+    );
+    for (co, o) in out.chunks_exact_mut((n * stride).max(1)).enumerate() {
+        for r in 0..stride {
+            let row = &rows[(co * stride + r) * n..(co * stride + r + 1) * n];
+            for (q, &v) in row.iter().enumerate() {
+                o[q * stride + r] = v;
+            }
+        }
+    }
+}
+
 pub fn add_assign(acc: &mut [f32], x: &[f32]) {
     assert_eq!(acc.len(), x.len(), "add_assign: lengths differ");
     acc.iter_mut().zip(x).for_each(|(a, &b)| *a += b);

@@ -131,4 +131,48 @@ impl ConvTranspose1dShape {
             (t_in - 1) * self.stride + self.kernel
         }
     }
+
+    /// The same layer as a stride-1 conv of `kernel / stride` taps with
+    /// `c_out * stride` output rows (`kernel` a multiple of `stride`): from
+    /// a `[c_in, c_out, kernel]` weight, the `[c_out * stride, c_in, kernel
+    /// / stride]` one in which row `co * stride + r` is phase `r` of channel
+    /// `co`. Its output `q * stride + r` reads inputs `q` (the last tap,
+    /// weight `kk = r`) back to `q - taps + 1` (tap 0, `kk = r + (taps - 1)
+    /// * stride`), so over `taps - 1` columns of history plus `n` new ones
+    /// the valid conv gives exactly the new columns' `n * stride` outputs
+    /// (in phase rows; [`crate::interleave_phases`] puts them in time order).
+    /// Nothing outside them is computed, where the transposed form computes
+    /// `(n + taps) * stride` columns and drops the history's and the tail's.
+    ///
+    /// # Panics
+    /// If `kernel` is not a positive multiple of `stride` or `w` is not
+    /// `[c_in, c_out, kernel]`.
+    pub fn phase_weights(&self, w: &[f32]) -> Vec<f32> {
+        let Self {
+            c_in,
+            c_out,
+            kernel,
+            stride,
+        } = *self;
+        assert!(
+            stride > 0 && kernel >= stride && kernel.is_multiple_of(stride),
+            "phase_weights: kernel {kernel} is not a multiple of stride {stride}"
+        );
+        assert_eq!(
+            w.len(),
+            c_in * c_out * kernel,
+            "phase_weights: weight shape"
+        );
+        let taps = kernel / stride;
+        let mut d = vec![0f32; c_out * stride * c_in * taps];
+        for (row, dr) in d.chunks_exact_mut(c_in * taps).enumerate() {
+            let (co, r) = (row / stride, row % stride);
+            for (ci, dt) in dr.chunks_exact_mut(taps).enumerate() {
+                for (t, v) in dt.iter_mut().enumerate() {
+                    *v = w[(ci * c_out + co) * kernel + r + (taps - 1 - t) * stride];
+                }
+            }
+        }
+        d
+    }
 }

@@ -178,6 +178,54 @@ pub(crate) fn add_assign<S: Simd>(s: S, acc: &mut [f32], x: &[f32]) {
     });
 }
 
+/// Output elements per task of [`interleave_phases`] (whole channels).
+const INTERLEAVE_BLOCK: usize = 1 << 14;
+
+/// See [`crate::interleave_phases`]: tasks of whole channels, each a
+/// `[stride, n]` to `[n, stride]` transpose.
+pub(crate) fn interleave_phases<S: Simd>(
+    s: S,
+    rows: &[f32],
+    c_out: usize,
+    stride: usize,
+    n: usize,
+    out: &mut [f32],
+) {
+    let len = c_out * stride * n;
+    assert_eq!(
+        rows.len(),
+        len,
+        "interleave_phases: rows is not [c_out * stride, n]"
+    );
+    assert_eq!(
+        out.len(),
+        len,
+        "interleave_phases: out is not [c_out, n * stride]"
+    );
+    let ch = n * stride;
+    if ch == 0 {
+        return;
+    }
+    let per = (INTERLEAVE_BLOCK / ch).max(1);
+    for_blocks(out, per * ch, per * ch / 4, |i, o| {
+        let co0 = i * per;
+        s.vectorize(
+            #[inline(always)]
+            || {
+                for (c, oc) in o.chunks_exact_mut(ch).enumerate() {
+                    let base = (co0 + c) * ch;
+                    for r in 0..stride {
+                        let row = &rows[base + r * n..base + (r + 1) * n];
+                        for (q, &v) in row.iter().enumerate() {
+                            oc[q * stride + r] = v;
+                        }
+                    }
+                }
+            },
+        )
+    });
+}
+
 pub(crate) fn rms_norm<S: Simd>(s: S, x: &[f32], weight: &[f32], eps: f32, out: &mut [f32]) {
     let d = weight.len();
     assert_eq!(x.len(), out.len(), "rms_norm: x and out differ in length");

@@ -1338,6 +1338,102 @@ fn snake_beta_concat_and_add_assign_give_the_unfused_bits() {
     }
 }
 
+/// A transposed conv as a dense conv over its phases
+/// (`ConvTranspose1dShape::phase_weights`, then `interleave_phases`) gives
+/// the outputs of the new columns that the transposed conv computes and
+/// trims, within f32 rounding (the sums run in another order); the
+/// interleave is a copy, the same bits on every path.
+#[test]
+fn a_transposed_conv_over_its_phases_gives_the_trimmed_outputs() {
+    let mut rng = Rng(23);
+    for (c_in, c_out, stride, taps, n) in [
+        (3, 2, 2, 1, 5),
+        (5, 4, 3, 2, 7),
+        (16, 8, 8, 2, 4),
+        (12, 6, 5, 3, 1),
+        (7, 3, 4, 2, 0),
+    ] {
+        let kernel = taps * stride;
+        let h = taps - 1;
+        let t_in = h + n;
+        let sh = ConvTranspose1dShape {
+            c_in,
+            c_out,
+            kernel,
+            stride,
+        };
+        let w = rng.vec(c_in * c_out * kernel, 0.5);
+        let b = rng.vec(c_out, 0.5);
+        let x = rng.vec(c_in * t_in, 2.0);
+        // The transposed conv, trimmed to the new columns' outputs.
+        let t_full = sh.t_out(t_in);
+        let mut full = vec![0f32; c_out * t_full];
+        reference::conv_transpose1d(&x, t_in, &w, Some(&b), sh, &mut full);
+        let want: Vec<f32> = full
+            .chunks_exact(t_full.max(1))
+            .take(if t_full == 0 { 0 } else { c_out })
+            .flat_map(|row| row[h * stride..(h + n) * stride].to_vec())
+            .collect();
+        // The phase rows, then time order.
+        let rows = c_out * stride;
+        let pb: Vec<f32> = b
+            .iter()
+            .flat_map(|&v| std::iter::repeat_n(v, stride))
+            .collect();
+        let conv = Conv1dShape {
+            c_in,
+            c_out: rows,
+            kernel: taps,
+            dilation: 1,
+            groups: 1,
+        };
+        let mut ph = vec![f32::NAN; rows * n];
+        reference::conv1d(&x, t_in, &sh.phase_weights(&w), Some(&pb), conv, &mut ph);
+        let mut got = vec![f32::NAN; c_out * n * stride];
+        reference::interleave_phases(&ph, c_out, stride, n, &mut got);
+        assert_eq!(got.len(), want.len());
+        let tag = format!("c_in={c_in} c_out={c_out} s={stride} taps={taps} n={n}");
+        let (err, norm) = got
+            .iter()
+            .zip(&want)
+            .fold((0f64, 0f64), |(e, s), (&g, &w)| {
+                (e + ((g - w) as f64).powi(2), s + (w as f64).powi(2))
+            });
+        assert!(
+            err <= 1e-12 * norm.max(1e-30),
+            "{tag}: rel-L2^2 {}",
+            err / norm
+        );
+        for ks in paths() {
+            let mut fast = vec![f32::NAN; got.len()];
+            ks.interleave_phases(&ph, c_out, stride, n, &mut fast);
+            assert!(
+                fast.iter()
+                    .zip(&got)
+                    .all(|(a, b)| a.to_bits() == b.to_bits()),
+                "{} interleave_phases {tag}",
+                ks.isa().name()
+            );
+        }
+    }
+    // Large enough for several parallel tasks.
+    let (c_out, stride, n) = (96, 3, 640);
+    let ph = rng.vec(c_out * stride * n, 1.0);
+    let mut want = vec![f32::NAN; ph.len()];
+    reference::interleave_phases(&ph, c_out, stride, n, &mut want);
+    for ks in paths() {
+        let mut got = vec![f32::NAN; ph.len()];
+        ks.interleave_phases(&ph, c_out, stride, n, &mut got);
+        assert!(
+            got.iter()
+                .zip(&want)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "{} interleave_phases 96x3x640",
+            ks.isa().name()
+        );
+    }
+}
+
 #[test]
 fn layer_norm_and_rope_match_reference() {
     let mut rng = Rng(10);

@@ -347,7 +347,7 @@ fn codec_bf16_streams_like_one_shot_and_stays_near_f32() {
     let m = Code2Wav::load_with(&dir, Code2WavPrecision::Bf16).unwrap();
     std::fs::remove_dir_all(&dir).ok();
     assert_eq!(m.precision(), Code2WavPrecision::Bf16);
-    assert!(m.w.conv_in.bf16.is_some() && m.w.blocks[0].trans.bf16.is_some());
+    assert!(m.w.conv_in.bf16.is_some() && m.w.blocks[0].trans.phases.is_some());
     assert!(
         m.w.upsample[0].convnext.dwconv.bf16.is_none(),
         "depthwise stays f32"
@@ -944,4 +944,37 @@ fn codec_conv_segments_bound() {
             &mut |x, t, _, o| c1.run(x, t, o),
         );
     }
+}
+
+/// Below f32 a transposed conv runs over its phases, in int8 where the plan
+/// names it (`decoder.B.trans`) and bf16 otherwise; f32 keeps the
+/// transposed kernel. A stream gives the one-shot decode's bits.
+#[test]
+fn transposed_convs_run_over_their_phases_below_f32() {
+    let dir = write_random_checkpoint("trans-phases", &tiny_config_json(), 0x5eed_c0de);
+    let p = crate::PrecisionPlan::parse("code2wav=int8,code2wav.decoder.2.trans=int8")
+        .unwrap()
+        .code2wav;
+    let m = Code2Wav::load_with(&dir, p).unwrap();
+    let f = Code2Wav::load(&dir).unwrap();
+    std::fs::remove_dir_all(&dir).ok();
+    let t = |m: &Code2Wav, b: usize| m.w.blocks[b].trans.phases.as_ref().map(|p| p.is_int8());
+    assert_eq!((t(&m, 0), t(&m, 1)), (Some(false), Some(true)));
+    assert!(m.w.upsample[0].trans.phases.is_some());
+    assert_eq!((t(&f, 0), t(&f, 1)), (None, None));
+    let n = 23;
+    let codes = random_codes(&m, n, 11);
+    let whole = m.decode(&codes, n).unwrap();
+    for sizes in [&[1][..], &[4, 1, 7, 2]] {
+        let got = stream(&m, &codes, n, sizes);
+        assert_eq!(got.len(), whole.len());
+        assert!(
+            got.iter()
+                .zip(&whole)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "chunks {sizes:?}"
+        );
+    }
+    let r = rel_l2(&whole, &f.decode(&codes, n).unwrap());
+    assert!(r < 0.05, "int8 phases vs f32 rel-L2 {r}");
 }

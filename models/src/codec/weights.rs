@@ -131,8 +131,8 @@ impl CausalConv {
 /// frame is known, and a stream needs `m - 1` input columns of history.
 pub(crate) struct CausalTransConv {
     pub w: F32Tensor,
-    /// The bf16 copy the forward runs instead of `w`.
-    pub bf16: Option<ConvBf16>,
+    /// The bf16 or int8 form the forward runs instead of `w` (below f32).
+    pub phases: Option<PhaseConv>,
     pub bias: Vec<f32>,
     pub c_in: usize,
     pub c_out: usize,
@@ -144,27 +144,26 @@ impl CausalTransConv {
     fn load(
         store: &TensorStore,
         prefix: &str,
-        c_in: usize,
-        c_out: usize,
-        kernel: usize,
-        stride: usize,
+        shape: ConvTranspose1dShape,
         precision: Code2WavPrecision,
+        layer: Option<Code2WavLayers>,
     ) -> Result<Self> {
+        let ConvTranspose1dShape {
+            c_in,
+            c_out,
+            kernel,
+            stride,
+        } = shape;
         debug_assert!(kernel.is_multiple_of(stride) && kernel >= stride);
+        let q8 = layer.is_some_and(|l| precision.int8(l));
         let w = F32Tensor::load(store, &format!("{prefix}.weight"), &[c_in, c_out, kernel])?;
-        let bf16 = precision.rest_bf16().then(|| {
-            ConvBf16::from_conv_transpose1d(
-                w.data(),
-                c_in,
-                c_out,
-                kernel,
-                tts_kernels::bf16_layout(),
-            )
-        });
+        let bias = store.vector(&format!("{prefix}.bias"), &[c_out])?;
+        let phases =
+            (precision.rest_bf16() || q8).then(|| PhaseConv::new(w.data(), &bias, shape, q8));
         Ok(CausalTransConv {
             w,
-            bf16,
-            bias: store.vector(&format!("{prefix}.bias"), &[c_out])?,
+            phases,
+            bias,
             c_in,
             c_out,
             kernel,
@@ -179,13 +178,16 @@ impl CausalTransConv {
 
     /// `x = [c_in, t_in]` with `history()` leading context columns; `out`
     /// becomes `[c_out, (t_in - history()) * stride]`, the outputs of the new
-    /// columns only. `full` is scratch for the untrimmed transposed conv.
+    /// columns only. `full` is scratch (the untrimmed transposed conv in
+    /// f32, the phase rows below it).
     pub fn run(&self, x: &[f32], t_in: usize, full: &mut Vec<f32>, out: &mut Vec<f32>) {
-        let conv = |out: &mut [f32]| match &self.bf16 {
-            Some(w) => {
-                tts_kernels::conv_transpose1d_bf16(x, t_in, w, Some(&self.bias), self.stride, out)
-            }
-            None => tts_kernels::conv_transpose1d(
+        let h = self.history();
+        let n = t_in - h;
+        if let Some(p) = &self.phases {
+            return p.run(x, t_in, h, full, out);
+        }
+        let conv = |out: &mut [f32]| {
+            tts_kernels::conv_transpose1d(
                 x,
                 t_in,
                 self.w.data(),
@@ -197,10 +199,8 @@ impl CausalTransConv {
                     stride: self.stride,
                 },
                 out,
-            ),
+            )
         };
-        let h = self.history();
-        let n = t_in - h;
         let t_full = (t_in - 1) * self.stride + self.kernel;
         let t_out = n * self.stride;
         // Sized, not cleared, as in `CausalConv::run`.
@@ -220,6 +220,69 @@ impl CausalTransConv {
         for row in full.chunks_exact(t_full) {
             out.extend_from_slice(&row[skip..skip + t_out]);
         }
+    }
+}
+
+/// A transposed conv run as a dense stride-1 conv over its phases
+/// ([`ConvTranspose1dShape::phase_weights`]): `c_out * stride` rows of
+/// `kernel / stride` taps, in bf16 or int8 (the f32 layer keeps the
+/// transposed kernel, which the goldens hold to), then the phases
+/// interleaved into time.
+pub(crate) struct PhaseConv {
+    bf16: Option<ConvBf16>,
+    q8: Option<ConvQ8>,
+    /// The bias of each row (`bias[co]` for each of its phases).
+    bias: Vec<f32>,
+    c_out: usize,
+    stride: usize,
+}
+
+impl PhaseConv {
+    fn new(w: &[f32], bias: &[f32], shape: ConvTranspose1dShape, q8: bool) -> Self {
+        let ConvTranspose1dShape {
+            c_in,
+            c_out,
+            kernel,
+            stride,
+        } = shape;
+        let (d, rows, taps) = (shape.phase_weights(w), c_out * stride, kernel / stride);
+        let (bf16, q8) = if q8 {
+            (None, Some(ConvQ8::from_conv1d(&d, rows, c_in, taps)))
+        } else {
+            let l = tts_kernels::bf16_layout();
+            (Some(ConvBf16::from_conv1d(&d, rows, c_in, taps, l)), None)
+        };
+        PhaseConv {
+            bf16,
+            q8,
+            bias: bias
+                .iter()
+                .flat_map(|&b| std::iter::repeat_n(b, stride))
+                .collect(),
+            c_out,
+            stride,
+        }
+    }
+
+    /// Whether it runs in int8.
+    #[cfg(test)]
+    pub fn is_int8(&self) -> bool {
+        self.q8.is_some()
+    }
+
+    /// `x = [c_in, t_in]` with `h` history columns: `out = [c_out, (t_in -
+    /// h) * stride]`; `rows` is scratch for the phase rows.
+    fn run(&self, x: &[f32], t_in: usize, h: usize, rows: &mut Vec<f32>, out: &mut Vec<f32>) {
+        let (n, s) = (t_in - h, self.stride);
+        // Sized, not cleared: the convs and the interleave write every element.
+        rows.resize(self.c_out * s * n, 0.0);
+        if let Some(w) = &self.q8 {
+            tts_kernels::conv1d_q8(x, t_in, w, Some(&self.bias), 1, rows);
+        } else if let Some(w) = &self.bf16 {
+            tts_kernels::conv1d_bf16(x, t_in, w, Some(&self.bias), 1, rows);
+        }
+        out.resize(self.c_out * n * s, 0.0);
+        tts_kernels::interleave_phases(rows, self.c_out, s, n, out);
     }
 }
 
@@ -555,11 +618,14 @@ impl Weights {
                 trans: CausalTransConv::load(
                     store,
                     &format!("{up}.0.conv"),
-                    ld,
-                    ld,
-                    r,
-                    r,
+                    ConvTranspose1dShape {
+                        c_in: ld,
+                        c_out: ld,
+                        kernel: r,
+                        stride: r,
+                    },
                     precision,
+                    None,
                 )?,
                 convnext: ConvNeXt {
                     dwconv: CausalConv::load(
@@ -659,11 +725,14 @@ impl Weights {
                 trans: CausalTransConv::load(
                     store,
                     &format!("{bp}.1.conv"),
-                    c_in,
-                    c_out,
-                    2 * rate,
-                    rate,
+                    ConvTranspose1dShape {
+                        c_in,
+                        c_out,
+                        kernel: 2 * rate,
+                        stride: rate,
+                    },
                     precision,
+                    Some(Code2WavLayers::trans(i)),
                 )?,
                 units,
             });

@@ -39,6 +39,7 @@
 //! avx512_bf16; the scalar path runs the reference.
 
 use crate::mat::bf16_to_f32;
+use crate::shape::ConvTranspose1dShape;
 use std::sync::OnceLock;
 
 /// bf16 of `x`, round-to-nearest-even, subnormals flushed to (signed) zero
@@ -162,6 +163,35 @@ impl ConvBf16 {
         Self::build(c_in, c_out, kernel, layout, |co, ci, kk| {
             w[(ci * c_out + co) * kernel + kk]
         })
+    }
+
+    /// A `ConvTranspose1d` weight `[c_in, c_out, kernel]` as the dense conv
+    /// over its phases ([`ConvTranspose1dShape::phase_weights`]: `c_out *
+    /// stride` rows of `kernel / stride` taps), in `layout`, without
+    /// building the dense f32 copy.
+    pub fn from_transpose1d_phases(
+        w: &[f32],
+        shape: ConvTranspose1dShape,
+        layout: Bf16Layout,
+    ) -> Self {
+        let ConvTranspose1dShape {
+            c_in,
+            c_out,
+            kernel,
+            stride,
+        } = shape;
+        assert_eq!(w.len(), c_out * c_in * kernel, "ConvBf16: weight shape");
+        assert!(
+            stride > 0 && kernel >= stride && kernel.is_multiple_of(stride),
+            "ConvBf16: kernel {kernel} is not a multiple of stride {stride}"
+        );
+        Self::build(
+            c_in,
+            c_out * stride,
+            kernel / stride,
+            layout,
+            |row, ci, t| w[shape.phase_index(row, ci, t)],
+        )
     }
 
     fn build(

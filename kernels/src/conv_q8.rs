@@ -34,6 +34,8 @@
 //! (the definition), AVX-512 VNNI, and on every other path a portable
 //! kernel with the reference's loops in parallel (the same bits).
 
+use crate::shape::ConvTranspose1dShape;
+
 /// Largest quantized magnitude (symmetric: -127..=127).
 pub const Q_MAX: f32 = 127.0;
 
@@ -90,18 +92,55 @@ impl ConvQ8 {
     /// From a `Conv1d` weight `[c_out, c_in, kernel]` (groups = 1).
     pub fn from_conv1d(w: &[f32], c_out: usize, c_in: usize, kernel: usize) -> Self {
         assert_eq!(w.len(), c_out * c_in * kernel, "ConvQ8: weight shape");
+        Self::build(c_out, c_in, kernel, |co, ci, kk| {
+            w[(co * c_in + ci) * kernel + kk]
+        })
+    }
+
+    /// A `ConvTranspose1d` weight `[c_in, c_out, kernel]` as the dense conv
+    /// over its phases ([`ConvTranspose1dShape::phase_weights`]: `c_out *
+    /// stride` rows of `kernel / stride` taps, each row its own scale),
+    /// without building the dense f32 copy.
+    pub fn from_transpose1d_phases(w: &[f32], shape: ConvTranspose1dShape) -> Self {
+        let ConvTranspose1dShape {
+            c_in,
+            c_out,
+            kernel,
+            stride,
+        } = shape;
+        assert_eq!(w.len(), c_out * c_in * kernel, "ConvQ8: weight shape");
+        assert!(
+            stride > 0 && kernel >= stride && kernel.is_multiple_of(stride),
+            "ConvQ8: kernel {kernel} is not a multiple of stride {stride}"
+        );
+        Self::build(c_out * stride, c_in, kernel / stride, |row, ci, t| {
+            w[shape.phase_index(row, ci, t)]
+        })
+    }
+
+    fn build(
+        c_out: usize,
+        c_in: usize,
+        kernel: usize,
+        get: impl Fn(usize, usize, usize) -> f32,
+    ) -> Self {
         assert!(kernel > 0, "ConvQ8: kernel must be >= 1");
         let quads = c_in.div_ceil(4);
         let mut packed = vec![0u32; c_out * kernel * quads];
         let mut scales = vec![0f32; c_out];
         let mut wsum = vec![0i32; c_out * kernel];
         for co in 0..c_out {
-            let row = &w[co * c_in * kernel..(co + 1) * c_in * kernel];
-            let (s, inv) = scale_of(row.iter().fold(0f32, |m, v| m.max(v.abs())));
+            let mut max = 0f32;
+            for ci in 0..c_in {
+                for kk in 0..kernel {
+                    max = max.max(get(co, ci, kk).abs());
+                }
+            }
+            let (s, inv) = scale_of(max);
             scales[co] = s;
             for ci in 0..c_in {
                 for kk in 0..kernel {
-                    let q = quantize(row[ci * kernel + kk], inv);
+                    let q = quantize(get(co, ci, kk), inv);
                     packed[(co * kernel + kk) * quads + ci / 4] |=
                         (q as u8 as u32) << (8 * (ci % 4));
                     wsum[co * kernel + kk] += q as i32;

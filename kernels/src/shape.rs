@@ -166,13 +166,22 @@ impl ConvTranspose1dShape {
         let taps = kernel / stride;
         let mut d = vec![0f32; c_out * stride * c_in * taps];
         for (row, dr) in d.chunks_exact_mut(c_in * taps).enumerate() {
-            let (co, r) = (row / stride, row % stride);
             for (ci, dt) in dr.chunks_exact_mut(taps).enumerate() {
                 for (t, v) in dt.iter_mut().enumerate() {
-                    *v = w[(ci * c_out + co) * kernel + r + (taps - 1 - t) * stride];
+                    *v = w[self.phase_index(row, ci, t)];
                 }
             }
         }
         d
+    }
+
+    /// Where element `(row, ci, t)` of [`Self::phase_weights`] lives in the
+    /// `[c_in, c_out, kernel]` weight (for building a packed copy without
+    /// the dense one).
+    #[inline]
+    pub fn phase_index(&self, row: usize, ci: usize, t: usize) -> usize {
+        let (co, r) = (row / self.stride, row % self.stride);
+        let taps = self.kernel / self.stride;
+        (ci * self.c_out + co) * self.kernel + r + (taps - 1 - t) * self.stride
     }
 }

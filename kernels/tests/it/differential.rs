@@ -1404,6 +1404,32 @@ fn a_transposed_conv_over_its_phases_gives_the_trimmed_outputs() {
             "{tag}: rel-L2^2 {}",
             err / norm
         );
+        // The packed copies built from the transposed weight are the ones
+        // built from the dense phase weight (the same outputs, bit for bit).
+        let dense = sh.phase_weights(&w);
+        let layout = tts_kernels::bf16_layout();
+        let (a, b) = (
+            ConvBf16::from_transpose1d_phases(&w, sh, layout),
+            ConvBf16::from_conv1d(&dense, rows, c_in, taps, layout),
+        );
+        let (mut oa, mut ob) = (vec![f32::NAN; rows * n], vec![f32::NAN; rows * n]);
+        tts_kernels::conv1d_bf16(&x, t_in, &a, Some(&pb), 1, &mut oa);
+        tts_kernels::conv1d_bf16(&x, t_in, &b, Some(&pb), 1, &mut ob);
+        assert!(
+            oa.iter().zip(&ob).all(|(p, q)| p.to_bits() == q.to_bits()),
+            "bf16 {tag}"
+        );
+        let (qa, qb) = (
+            ConvQ8::from_transpose1d_phases(&w, sh),
+            ConvQ8::from_conv1d(&dense, rows, c_in, taps),
+        );
+        let (mut oa, mut ob) = (vec![f32::NAN; rows * n], vec![f32::NAN; rows * n]);
+        tts_kernels::conv1d_q8(&x, t_in, &qa, Some(&pb), 1, &mut oa);
+        tts_kernels::conv1d_q8(&x, t_in, &qb, Some(&pb), 1, &mut ob);
+        assert!(
+            oa.iter().zip(&ob).all(|(p, q)| p.to_bits() == q.to_bits()),
+            "int8 {tag}"
+        );
         for ks in paths() {
             let mut fast = vec![f32::NAN; got.len()];
             ks.interleave_phases(&ph, c_out, stride, n, &mut fast);

@@ -239,18 +239,12 @@ pub(crate) struct PhaseConv {
 
 impl PhaseConv {
     fn new(w: &[f32], bias: &[f32], shape: ConvTranspose1dShape, q8: bool) -> Self {
-        let ConvTranspose1dShape {
-            c_in,
-            c_out,
-            kernel,
-            stride,
-        } = shape;
-        let (d, rows, taps) = (shape.phase_weights(w), c_out * stride, kernel / stride);
+        let ConvTranspose1dShape { c_out, stride, .. } = shape;
         let (bf16, q8) = if q8 {
-            (None, Some(ConvQ8::from_conv1d(&d, rows, c_in, taps)))
+            (None, Some(ConvQ8::from_transpose1d_phases(w, shape)))
         } else {
             let l = tts_kernels::bf16_layout();
-            (Some(ConvBf16::from_conv1d(&d, rows, c_in, taps, l)), None)
+            (Some(ConvBf16::from_transpose1d_phases(w, shape, l)), None)
         };
         PhaseConv {
             bf16,

@@ -2,6 +2,9 @@
 //! a request's [`Lifecycle`] and the admission ledger ([`Admission`],
 //! [`request_cost`]). Pure, so their tables are unit-tested here.
 
+use std::collections::HashMap;
+use std::time::{Duration, Instant};
+
 use tts_models::Qwen3Tts;
 
 use crate::config::EngineConfig;
@@ -148,10 +151,105 @@ pub(crate) fn request_cost(
     model.session_kv_bytes(positions) as u64 + audio
 }
 
+/// How long a passed probe holds its place while its request is built
+/// (tokenization, text projection; a first clone's reference decode can
+/// take seconds at full size). A submit past it is checked on its own.
+pub(crate) const PROBE_HOLD: Duration = Duration::from_secs(10);
+
+/// Places held by probes that passed and whose submits have not come yet,
+/// by session, with when each probed. Each counts as a request in flight
+/// for everyone else's probes and submits, so a burst that arrives
+/// together is refused at the probe, in a round trip to the router,
+/// instead of each refused request first building its prompt on cores the
+/// admitted ones need (docs/limits.md, "Real-time capacity").
+#[derive(Debug, Default)]
+pub(crate) struct ProbeHolds {
+    held: HashMap<SessionId, Instant>,
+}
+
+impl ProbeHolds {
+    /// Drops the holds older than [`PROBE_HOLD`] at `now`.
+    pub fn expire(&mut self, now: Instant) {
+        self.held
+            .retain(|_, at| now.saturating_duration_since(*at) < PROBE_HOLD);
+    }
+
+    /// Holds a place for `session` from `now` (a later probe of the same
+    /// session renews it).
+    pub fn hold(&mut self, session: SessionId, now: Instant) {
+        self.held.insert(session, now);
+    }
+
+    /// `session`'s submit came, or its request was dropped before it.
+    pub fn release(&mut self, session: SessionId) {
+        self.held.remove(&session);
+    }
+
+    /// The places held by sessions other than `session`.
+    pub fn others(&self, session: SessionId) -> u64 {
+        self.held.keys().filter(|&&s| s != session).count() as u64
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use crate::error::ErrorKind;
+
+    /// A probe's place counts for every other session until its submit
+    /// (or its release) and lapses after [`PROBE_HOLD`]: time in hand.
+    #[test]
+    fn a_probe_holds_a_place_until_its_submit_or_its_lapse() {
+        let t0 = Instant::now();
+        let mut h = ProbeHolds::default();
+        h.hold(1, t0);
+        assert_eq!((h.others(1), h.others(2)), (0, 1));
+        h.hold(2, t0 + Duration::from_secs(3));
+        assert_eq!((h.others(1), h.others(2), h.others(3)), (1, 1, 2));
+        // A renewed probe is still one place.
+        h.hold(2, t0 + Duration::from_secs(4));
+        assert_eq!(h.others(3), 2);
+        h.release(1);
+        assert_eq!(h.others(3), 1);
+        h.release(1);
+        assert_eq!(h.others(3), 1, "releasing twice is harmless");
+        h.expire(t0 + Duration::from_secs(4) + PROBE_HOLD - Duration::from_millis(1));
+        assert_eq!(h.others(3), 1, "not lapsed yet");
+        h.expire(t0 + Duration::from_secs(4) + PROBE_HOLD);
+        assert_eq!(h.others(3), 0, "lapsed");
+    }
+
+    /// With the holds counted as requests in flight, the probes of a burst
+    /// past the capacity are refused and a submit is not refused for its
+    /// own hold.
+    #[test]
+    fn held_places_count_against_the_real_time_capacity() {
+        let t0 = Instant::now();
+        let mut h = ProbeHolds::default();
+        let rules = |in_flight: u64| Admission {
+            shutting_down: false,
+            busy: None,
+            in_flight,
+            max_in_flight: 16,
+            realtime_streams: Some(2),
+            reserved: 0,
+            budget: u64::MAX,
+        };
+        // One stream runs; sessions 1, 2 and 3 probe together.
+        let mut passed = Vec::new();
+        for s in 1..=3 {
+            if rules(1 + h.others(s)).check(s, 0).is_ok() {
+                h.hold(s, t0);
+                passed.push(s);
+            }
+        }
+        assert_eq!(passed, [1], "one place was left");
+        let e = rules(1 + h.others(2)).check(2, 0).unwrap_err();
+        assert_eq!(e.kind(), ErrorKind::AtCapacity);
+        // Session 1's submit: its own hold does not count against it.
+        h.release(1);
+        assert!(rules(1 + h.others(1)).check(1, 0).is_ok());
+    }
 
     use Lifecycle::*;
 

@@ -17,7 +17,9 @@ use crate::error::{EngineError, ErrorKind, Result};
 use crate::flow::FlowGate;
 use crate::flow::LiveFeed;
 use crate::metrics::{ChunkLog, EngineSide, MetricsInput, Outcome, RequestMetrics};
-use crate::router::{Cancel, CancelAck, Probe, Router, Shutdown, Submit, Wire};
+use crate::router::{
+    Cancel, CancelAck, Probe, ProbeBlocking, Router, Shutdown, Submit, Unprobe, Wire,
+};
 use crate::shared::{Shared, Teams};
 
 /// What a [`Stream`] yields. Exactly one terminal event (`Done`,
@@ -438,6 +440,42 @@ pub struct Session {
     pub(crate) inner: Arc<Inner>,
 }
 
+/// A message the router's mailbox did not take: full is a refusal, closed
+/// a shutdown.
+fn router_send_error<M>(e: &actix::dev::SendError<M>) -> EngineError {
+    match e {
+        actix::dev::SendError::Full(_) => EngineError::AtCapacity {
+            resource: "router mailbox slots",
+            needed: 1,
+            in_use: 0,
+            limit: 0,
+        },
+        actix::dev::SendError::Closed(_) => EngineError::ShuttingDown,
+    }
+}
+
+/// A passed probe's place, given back ([`Unprobe`]) if the request it was
+/// for is never submitted; forgotten once the submit is on its way.
+struct ProbeHold<'a> {
+    router: &'a Addr<Router>,
+    session: SessionId,
+}
+
+impl ProbeHold<'_> {
+    /// The submit takes the place over (the router releases it there).
+    fn submitted(self) {
+        std::mem::forget(self);
+    }
+}
+
+impl Drop for ProbeHold<'_> {
+    fn drop(&mut self) {
+        self.router.do_send(Unprobe {
+            session: self.session,
+        });
+    }
+}
+
 impl Session {
     pub fn id(&self) -> SessionId {
         self.id
@@ -512,8 +550,15 @@ impl Session {
             .send(Probe { session: self.id })
             .await
             .map_err(|_| EngineError::ShuttingDown)??;
+        // The probe holds a place until the submit; building can fail, and
+        // the caller can go away meanwhile: then the hold gives it back.
+        let hold = ProbeHold {
+            router: &self.inner.router,
+            session: self.id,
+        };
         self.prime(&req).await;
         let (submit, reply, stream) = self.prepare(&req)?;
+        hold.submitted();
         self.submit(submit, reply, stream).await
     }
 
@@ -564,7 +609,23 @@ impl Session {
 
     /// [`Self::synthesize`] for callers outside an async runtime.
     pub fn synthesize_blocking(&self, req: Request) -> Result<Stream> {
+        // As `synthesize`: a full engine refuses before the request is built.
+        let (tx, rx) = oneshot::channel();
+        self.inner
+            .router
+            .try_send(ProbeBlocking {
+                session: self.id,
+                reply: tx,
+            })
+            .map_err(|e| router_send_error(&e))?;
+        rx.blocking_recv()
+            .map_err(|_| EngineError::ShuttingDown)??;
+        let hold = ProbeHold {
+            router: &self.inner.router,
+            session: self.id,
+        };
         let (submit, reply, stream) = self.prepare(&req)?;
+        hold.submitted();
         self.submit_blocking(submit, reply, stream)
     }
 
@@ -575,15 +636,10 @@ impl Session {
         reply: oneshot::Receiver<Result<RequestKey>>,
         mut stream: Stream,
     ) -> Result<Stream> {
-        self.inner.router.try_send(submit).map_err(|e| match e {
-            actix::dev::SendError::Full(_) => EngineError::AtCapacity {
-                resource: "router mailbox slots",
-                needed: 1,
-                in_use: 0,
-                limit: 0,
-            },
-            actix::dev::SendError::Closed(_) => EngineError::ShuttingDown,
-        })?;
+        self.inner
+            .router
+            .try_send(submit)
+            .map_err(|e| router_send_error(&e))?;
         stream.key = reply
             .blocking_recv()
             .map_err(|_| EngineError::ShuttingDown)??;

@@ -17,7 +17,7 @@ use tokio::sync::{mpsc, oneshot};
 use tts_models::Qwen3Tts;
 use tts_models::{PredictorState, StopReason, TalkerState};
 
-use crate::admission::{request_cost, Admission, Lifecycle};
+use crate::admission::{request_cost, Admission, Lifecycle, ProbeHolds};
 use crate::capacity::{LendPolicy, Placement, Sampler};
 use crate::config::EngineConfig;
 use crate::contract::*;
@@ -145,6 +145,8 @@ pub struct Router {
     /// Offline requests refused by real-time capacity, waiting in line (in
     /// arrival order) with when they came.
     waiting: VecDeque<(Submit, Instant)>,
+    /// Places held by passed probes until their submits.
+    probes: ProbeHolds,
 }
 
 /// Points the directory's entries for a replaced stage's messages at its
@@ -214,6 +216,7 @@ impl Router {
                 sampler: Sampler::default(),
                 logged_streams: None,
                 waiting: VecDeque::new(),
+                probes: ProbeHolds::default(),
             }
         })
     }
@@ -637,12 +640,22 @@ impl Router {
         Ok(cost)
     }
 
+    /// A [`Probe`]: the admission rules at no ledger cost; a pass holds
+    /// the session's place until its submit.
+    fn probe(&mut self, session: SessionId) -> Result<(), EngineError> {
+        let now = Instant::now();
+        self.probes.expire(now);
+        self.check(session, 0)?;
+        self.probes.hold(session, now);
+        Ok(())
+    }
+
     /// The admission rules for a request of `cost` ledger bytes.
     fn check(&self, session: SessionId, cost: u64) -> Result<(), EngineError> {
         Admission {
             shutting_down: self.shutting_down,
             busy: self.sessions.get(&session).copied(),
-            in_flight: self.computing(),
+            in_flight: self.computing() + self.probes.others(session),
             max_in_flight: self.config.max_active_requests as u64,
             realtime_streams: self
                 .config
@@ -760,6 +773,9 @@ fn realtime_refusal(e: &EngineError) -> bool {
 /// router's own figures, so a full engine refuses without the prompt,
 /// caches and states a request costs to build (under a burst of arrivals
 /// that building, not the refusal, is what the refused would wait for).
+/// A probe that passes holds its place until its submit, an [`Unprobe`]
+/// or [`crate::admission::PROBE_HOLD`] (`ProbeHolds`): the other probes
+/// of a burst count it, so they are refused here too, not after building.
 /// The submit is checked again.
 pub(crate) struct Probe {
     pub session: SessionId,
@@ -773,7 +789,48 @@ impl Handler<Probe> for Router {
     type Result = Result<(), EngineError>;
 
     fn handle(&mut self, m: Probe, _: &mut Context<Self>) -> Self::Result {
-        self.check(m.session, 0)
+        self.probe(m.session)
+    }
+}
+
+/// [`Probe`] for callers outside an async runtime: the answer comes on
+/// `reply`.
+pub(crate) struct ProbeBlocking {
+    pub session: SessionId,
+    pub reply: oneshot::Sender<Result<(), EngineError>>,
+}
+
+impl Message for ProbeBlocking {
+    type Result = ();
+}
+
+impl Handler<ProbeBlocking> for Router {
+    type Result = ();
+
+    fn handle(&mut self, m: ProbeBlocking, _: &mut Context<Self>) {
+        let r = self.probe(m.session);
+        if m.reply.send(r).is_err() {
+            // The caller is gone: nothing will be submitted.
+            self.probes.release(m.session);
+        }
+    }
+}
+
+/// Client → router: a request whose probe passed will not be submitted
+/// (building it failed, or its caller went away): its place is free.
+pub(crate) struct Unprobe {
+    pub session: SessionId,
+}
+
+impl Message for Unprobe {
+    type Result = ();
+}
+
+impl Handler<Unprobe> for Router {
+    type Result = ();
+
+    fn handle(&mut self, m: Unprobe, _: &mut Context<Self>) {
+        self.probes.release(m.session);
     }
 }
 
@@ -782,6 +839,9 @@ impl Handler<Submit> for Router {
 
     fn handle(&mut self, m: Submit, ctx: &mut Context<Self>) {
         self.ensure_ticking(ctx);
+        // Its probe's place becomes the request itself (or a refusal).
+        self.probes.release(m.session);
+        self.probes.expire(Instant::now());
         // Offline work keeps its order behind what already waits.
         self.admit_waiting(Instant::now());
         if m.offline && !self.waiting.is_empty() && self.waiting.len() < OFFLINE_LINE {

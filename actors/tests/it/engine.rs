@@ -773,6 +773,57 @@ fn a_stream_past_the_measured_real_time_capacity_is_refused_at_once() {
     });
 }
 
+/// A probe that passes holds its place until its submit: when the request
+/// then fails to build (an unknown speaker) the place goes back at once, so
+/// at a capacity of one stream the next request is admitted, not refused
+/// for a request that never started; and streams offered together past
+/// the capacity are each refused.
+#[test]
+fn a_probe_whose_request_fails_to_build_gives_its_place_back() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = one_stream_host(&m, 4);
+        assert_eq!(engine.calibrate(200).unwrap(), Some(1));
+        assert_idle(&engine);
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        // `synthesize` probes first (the blocking entry point does not).
+        let speak = |req: Request| rt.block_on(engine.open_session().synthesize(req));
+        let mut bad = request(&m, "Hi", 5, true, 0);
+        bad.speaker = Some("nobody".into());
+        assert_eq!(
+            speak(bad).err().map(|e| e.kind()),
+            Some(ErrorKind::InvalidRequest)
+        );
+        let mut first = speak(request(&m, "One stream fits.", 20, true, 0))
+            .expect("the failed request's place is free");
+        let barrier = std::sync::Barrier::new(3);
+        let refusals: Vec<Option<ErrorKind>> = std::thread::scope(|s| {
+            let handles: Vec<_> = (0..3)
+                .map(|_| {
+                    let (barrier, req) = (&barrier, request(&m, "Together.", 10, true, 0));
+                    let session = engine.open_session();
+                    s.spawn(move || {
+                        let rt = tokio::runtime::Builder::new_current_thread()
+                            .enable_all()
+                            .build()
+                            .unwrap();
+                        barrier.wait();
+                        rt.block_on(session.synthesize(req)).err().map(|e| e.kind())
+                    })
+                })
+                .collect();
+            handles.into_iter().map(|h| h.join().unwrap()).collect()
+        });
+        assert_eq!(refusals, [Some(ErrorKind::AtCapacity); 3]);
+        collect(&mut first, false).done();
+        assert_idle(&engine);
+        engine.shutdown();
+    });
+}
+
 /// The calibration takes the audio it makes as it comes: with explicit
 /// acks (as the server runs the engine) a request whose audio nobody
 /// acknowledged would pause at 4 s of audio, which a fast model makes

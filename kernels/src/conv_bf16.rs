@@ -174,24 +174,11 @@ impl ConvBf16 {
         shape: ConvTranspose1dShape,
         layout: Bf16Layout,
     ) -> Self {
-        let ConvTranspose1dShape {
-            c_in,
-            c_out,
-            kernel,
-            stride,
-        } = shape;
-        assert_eq!(w.len(), c_out * c_in * kernel, "ConvBf16: weight shape");
-        assert!(
-            stride > 0 && kernel >= stride && kernel.is_multiple_of(stride),
-            "ConvBf16: kernel {kernel} is not a multiple of stride {stride}"
-        );
-        Self::build(
-            c_in,
-            c_out * stride,
-            kernel / stride,
-            layout,
-            |row, ci, t| w[shape.phase_index(row, ci, t)],
-        )
+        let taps = shape.phase_taps(w);
+        let (c_in, rows) = (shape.c_in, shape.c_out * shape.stride);
+        Self::build(c_in, rows, taps, layout, |row, ci, t| {
+            w[shape.phase_index(row, ci, t)]
+        })
     }
 
     fn build(

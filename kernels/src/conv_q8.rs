@@ -102,18 +102,9 @@ impl ConvQ8 {
     /// stride` rows of `kernel / stride` taps, each row its own scale),
     /// without building the dense f32 copy.
     pub fn from_transpose1d_phases(w: &[f32], shape: ConvTranspose1dShape) -> Self {
-        let ConvTranspose1dShape {
-            c_in,
-            c_out,
-            kernel,
-            stride,
-        } = shape;
-        assert_eq!(w.len(), c_out * c_in * kernel, "ConvQ8: weight shape");
-        assert!(
-            stride > 0 && kernel >= stride && kernel.is_multiple_of(stride),
-            "ConvQ8: kernel {kernel} is not a multiple of stride {stride}"
-        );
-        Self::build(c_out * stride, c_in, kernel / stride, |row, ci, t| {
+        let taps = shape.phase_taps(w);
+        let (c_in, rows) = (shape.c_in, shape.c_out * shape.stride);
+        Self::build(rows, c_in, taps, |row, ci, t| {
             w[shape.phase_index(row, ci, t)]
         })
     }

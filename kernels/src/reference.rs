@@ -252,18 +252,27 @@ pub fn snake_beta_concat(
 }
 
 /// `acc += x`, element by element.
-pub fn interleave_phases(rows: &[f32], c_out: usize, stride: usize, n: usize, out: &mut [f32]) {
+/// Checks [`interleave_phases`]' shapes (every path's): `rows = [c_out *
+/// stride, n]`, `out = [c_out, n * stride]`.
+pub(crate) fn check_interleave(rows: &[f32], c_out: usize, stride: usize, n: usize, out: &[f32]) {
     let len = c_out * stride * n;
+    let shape = |what: &str| format!("interleave_phases: {what}");
     assert_eq!(
         rows.len(),
         len,
-        "interleave_phases: rows is not [c_out * stride, n]"
+        "{}",
+        shape("rows is not [c_out * stride, n]")
     );
     assert_eq!(
         out.len(),
         len,
-        "interleave_phases: out is not [c_out, n * stride]"
+        "{}",
+        shape("out is not [c_out, n * stride]")
     );
+}
+
+pub fn interleave_phases(rows: &[f32], c_out: usize, stride: usize, n: usize, out: &mut [f32]) {
+    check_interleave(rows, c_out, stride, n, out);
     for (co, o) in out.chunks_exact_mut((n * stride).max(1)).enumerate() {
         for r in 0..stride {
             let row = &rows[(co * stride + r) * n..(co * stride + r + 1) * n];

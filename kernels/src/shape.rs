@@ -148,23 +148,9 @@ impl ConvTranspose1dShape {
     /// If `kernel` is not a positive multiple of `stride` or `w` is not
     /// `[c_in, c_out, kernel]`.
     pub fn phase_weights(&self, w: &[f32]) -> Vec<f32> {
-        let Self {
-            c_in,
-            c_out,
-            kernel,
-            stride,
-        } = *self;
-        assert!(
-            stride > 0 && kernel >= stride && kernel.is_multiple_of(stride),
-            "phase_weights: kernel {kernel} is not a multiple of stride {stride}"
-        );
-        assert_eq!(
-            w.len(),
-            c_in * c_out * kernel,
-            "phase_weights: weight shape"
-        );
-        let taps = kernel / stride;
-        let mut d = vec![0f32; c_out * stride * c_in * taps];
+        let taps = self.phase_taps(w);
+        let (c_in, rows) = (self.c_in, self.c_out * self.stride);
+        let mut d = vec![0f32; rows * c_in * taps];
         for (row, dr) in d.chunks_exact_mut(c_in * taps).enumerate() {
             for (ci, dt) in dr.chunks_exact_mut(taps).enumerate() {
                 for (t, v) in dt.iter_mut().enumerate() {
@@ -173,6 +159,27 @@ impl ConvTranspose1dShape {
             }
         }
         d
+    }
+
+    /// The taps of the phase form (`kernel / stride`), checking that `w` is
+    /// this layer's `[c_in, c_out, kernel]` weight and `kernel` a positive
+    /// multiple of `stride`.
+    ///
+    /// # Panics
+    /// If either does not hold.
+    pub fn phase_taps(&self, w: &[f32]) -> usize {
+        let Self {
+            c_in,
+            c_out,
+            kernel,
+            stride,
+        } = *self;
+        assert!(
+            stride > 0 && kernel >= stride && kernel.is_multiple_of(stride),
+            "phase form: kernel {kernel} is not a multiple of stride {stride}"
+        );
+        assert_eq!(w.len(), c_in * c_out * kernel, "phase form: weight shape");
+        kernel / stride
     }
 
     /// Where element `(row, ci, t)` of [`Self::phase_weights`] lives in the

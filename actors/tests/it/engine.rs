@@ -782,23 +782,23 @@ fn a_stream_past_the_measured_real_time_capacity_is_refused_at_once() {
 fn a_probe_whose_request_fails_to_build_gives_its_place_back() {
     within(120, || {
         let m = model("tiny-a");
-        let engine = one_stream_host(&m, 4);
-        assert_eq!(engine.calibrate(200).unwrap(), Some(1));
-        assert_idle(&engine);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
-        // `synthesize` probes first (the blocking entry point does not).
-        let speak = |req: Request| rt.block_on(engine.open_session().synthesize(req));
-        let mut bad = request(&m, "Hi", 5, true, 0);
-        bad.speaker = Some("nobody".into());
-        assert_eq!(
-            speak(bad).err().map(|e| e.kind()),
-            Some(ErrorKind::InvalidRequest)
-        );
-        let mut first = speak(request(&m, "One stream fits.", 20, true, 0))
-            .expect("the failed request's place is free");
+        let engine = calibrated_one_stream_host(&m);
+        let rt = runtime();
+        let bad = || {
+            let mut r = request(&m, "Hi", 5, true, 0);
+            r.speaker = Some("nobody".into());
+            r
+        };
+        // Both entry points probe first, and give the place back.
+        let async_err = rt.block_on(engine.open_session().synthesize(bad()));
+        let blocking_err = engine.open_session().synthesize_blocking(bad());
+        for e in [async_err.err(), blocking_err.err()] {
+            assert_eq!(e.map(|e| e.kind()), Some(ErrorKind::InvalidRequest));
+        }
+        let mut first = engine
+            .open_session()
+            .synthesize_blocking(request(&m, "One stream fits.", 20, true, 0))
+            .expect("the failed requests' place is free");
         let barrier = std::sync::Barrier::new(3);
         let refusals: Vec<Option<ErrorKind>> = std::thread::scope(|s| {
             let handles: Vec<_> = (0..3)
@@ -806,12 +806,8 @@ fn a_probe_whose_request_fails_to_build_gives_its_place_back() {
                     let (barrier, req) = (&barrier, request(&m, "Together.", 10, true, 0));
                     let session = engine.open_session();
                     s.spawn(move || {
-                        let rt = tokio::runtime::Builder::new_current_thread()
-                            .enable_all()
-                            .build()
-                            .unwrap();
                         barrier.wait();
-                        rt.block_on(session.synthesize(req)).err().map(|e| e.kind())
+                        session.synthesize_blocking(req).err().map(|e| e.kind())
                     })
                 })
                 .collect();
@@ -822,6 +818,22 @@ fn a_probe_whose_request_fails_to_build_gives_its_place_back() {
         assert_idle(&engine);
         engine.shutdown();
     });
+}
+
+/// [`one_stream_host`] calibrated (one stream) and idle.
+fn calibrated_one_stream_host(m: &Arc<Qwen3Tts>) -> Engine {
+    let engine = one_stream_host(m, 4);
+    assert_eq!(engine.calibrate(200).unwrap(), Some(1));
+    assert_idle(&engine);
+    engine
+}
+
+/// A runtime for the engine's async entry points.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .unwrap()
 }
 
 /// The calibration takes the audio it makes as it comes: with explicit
@@ -859,13 +871,8 @@ fn the_calibration_is_timed_with_explicit_acks_on_a_fast_model() {
 fn offline_work_at_real_time_capacity_waits_for_a_stream_to_end() {
     within(120, || {
         let m = model("tiny-a");
-        let engine = one_stream_host(&m, 4);
-        assert_eq!(engine.calibrate(200).unwrap(), Some(1));
-        assert_idle(&engine);
-        let rt = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-            .unwrap();
+        let engine = calibrated_one_stream_host(&m);
+        let rt = runtime();
         let (a, b, c) = (
             engine.open_session(),
             engine.open_session(),

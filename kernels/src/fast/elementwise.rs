@@ -191,17 +191,7 @@ pub(crate) fn interleave_phases<S: Simd>(
     n: usize,
     out: &mut [f32],
 ) {
-    let len = c_out * stride * n;
-    assert_eq!(
-        rows.len(),
-        len,
-        "interleave_phases: rows is not [c_out * stride, n]"
-    );
-    assert_eq!(
-        out.len(),
-        len,
-        "interleave_phases: out is not [c_out, n * stride]"
-    );
+    crate::reference::check_interleave(rows, c_out, stride, n, out);
     let ch = n * stride;
     if ch == 0 {
         return;

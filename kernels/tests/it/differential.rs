@@ -1430,33 +1430,31 @@ fn a_transposed_conv_over_its_phases_gives_the_trimmed_outputs() {
             oa.iter().zip(&ob).all(|(p, q)| p.to_bits() == q.to_bits()),
             "int8 {tag}"
         );
-        for ks in paths() {
-            let mut fast = vec![f32::NAN; got.len()];
-            ks.interleave_phases(&ph, c_out, stride, n, &mut fast);
-            assert!(
-                fast.iter()
-                    .zip(&got)
-                    .all(|(a, b)| a.to_bits() == b.to_bits()),
-                "{} interleave_phases {tag}",
-                ks.isa().name()
-            );
-        }
+        interleaves_alike(&ph, (c_out, stride, n), &got, &tag);
     }
     // Large enough for several parallel tasks.
     let (c_out, stride, n) = (96, 3, 640);
     let ph = rng.vec(c_out * stride * n, 1.0);
     let mut want = vec![f32::NAN; ph.len()];
     reference::interleave_phases(&ph, c_out, stride, n, &mut want);
+    interleaves_alike(&ph, (c_out, stride, n), &want, "96x3x640");
+}
+
+/// Every path's `interleave_phases` of `ph` gives `want`'s bits.
+fn interleaves_alike(
+    ph: &[f32],
+    (c_out, stride, n): (usize, usize, usize),
+    want: &[f32],
+    tag: &str,
+) {
     for ks in paths() {
-        let mut got = vec![f32::NAN; ph.len()];
-        ks.interleave_phases(&ph, c_out, stride, n, &mut got);
-        assert!(
-            got.iter()
-                .zip(&want)
-                .all(|(a, b)| a.to_bits() == b.to_bits()),
-            "{} interleave_phases 96x3x640",
-            ks.isa().name()
-        );
+        let mut got = vec![f32::NAN; want.len()];
+        ks.interleave_phases(ph, c_out, stride, n, &mut got);
+        let same = got
+            .iter()
+            .zip(want)
+            .all(|(a, b)| a.to_bits() == b.to_bits());
+        assert!(same, "{} interleave_phases {tag}", ks.isa().name());
     }
 }
 

@@ -148,15 +148,13 @@ impl CausalTransConv {
         precision: Code2WavPrecision,
         layer: Option<Code2WavLayers>,
     ) -> Result<Self> {
-        let ConvTranspose1dShape {
-            c_in,
-            c_out,
-            kernel,
-            stride,
-        } = shape;
-        debug_assert!(kernel.is_multiple_of(stride) && kernel >= stride);
+        let ConvTranspose1dShape { c_in, c_out, .. } = shape;
         let q8 = layer.is_some_and(|l| precision.int8(l));
-        let w = F32Tensor::load(store, &format!("{prefix}.weight"), &[c_in, c_out, kernel])?;
+        let w = F32Tensor::load(
+            store,
+            &format!("{prefix}.weight"),
+            &[c_in, c_out, shape.kernel],
+        )?;
         let bias = store.vector(&format!("{prefix}.bias"), &[c_out])?;
         let phases =
             (precision.rest_bf16() || q8).then(|| PhaseConv::new(w.data(), &bias, shape, q8));
@@ -166,8 +164,8 @@ impl CausalTransConv {
             bias,
             c_in,
             c_out,
-            kernel,
-            stride,
+            kernel: shape.kernel,
+            stride: shape.stride,
         })
     }
 

@@ -87,7 +87,11 @@
 //! (pairs of input channels), activations rounded to bf16, f32
 //! accumulation; AVX-512 BF16 `vdpbf16ps` where the CPU has it, a
 //! bit-identical f32-FMA emulation on the other SIMD paths, the reference
-//! on the scalar path.
+//! on the scalar path. The decoder runs its transposed convs below f32 as
+//! dense convs over their phases ([`ConvBf16::from_transpose1d_phases`],
+//! [`interleave_phases`]); [`conv_transpose1d_bf16`] is no longer called
+//! by it and stays, tested, as what the phase form is measured against
+//! (`benches/kernels.rs`, `examples/conv_short.rs`) until it is removed.
 //!
 //! int8 convolutions ([`conv_q8`], [`conv1d_q8`]): weights quantized once
 //! per output channel into [`ConvQ8`], activations per time column, exact

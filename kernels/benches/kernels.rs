@@ -355,7 +355,8 @@ fn conv(c: &mut Criterion) {
 /// bf16 convolutions (`vdpbf16ps` and the f32-FMA emulation) and the int8
 /// one (`vpdpbusd` or portable) next to the f32 kernel on the same vocoder shapes (code2wav with 40 frames: block
 /// 1's residual units at 768 channels and 1280 samples, block 3's at 192 and
-/// block 4's at 96 channels over 25600, a 1x1, and block 2's upsampling). Scalar is left out: the
+/// block 4's at 96 channels over 25600, a 1x1, and block 1's upsampling
+/// over its phases). Scalar is left out: the
 /// reference is far too slow at these sizes.
 fn conv_bf16(c: &mut Criterion) {
     use tts_kernels::ConvBf16;
@@ -407,33 +408,53 @@ fn conv_bf16(c: &mut Criterion) {
             });
         }
     }
-    let (ci, co, k, s, t_in) = (768, 384, 10, 5, 321);
+    // Block 1's upsampling: the f32 transposed kernel, and below f32 the
+    // dense conv over its phases on `[history | new]` with the interleave
+    // (what the decoder runs).
+    let (ci, co, k, s, n) = (768, 384, 10, 5, 320);
     let sh = ConvTranspose1dShape {
         c_in: ci,
         c_out: co,
         kernel: k,
         stride: s,
     };
+    let (taps, rows) = (k / s, co * s);
+    let t_in = n + taps - 1;
     let x = data(ci * t_in, 6);
     let w = data(ci * co * k, 7);
-    let wb = ConvBf16::from_conv_transpose1d(&w, ci, co, k, tts_kernels::bf16_layout());
-    let mut out = vec![0f32; co * ((t_in - 1) * s + k)];
-    g.throughput(Throughput::Elements((ci * co * k * t_in) as u64));
-    let name = format!("transpose{ci}to{co}_k{k}s{s}_t{t_in}");
+    let wb = ConvBf16::from_transpose1d_phases(&w, sh, tts_kernels::bf16_layout());
+    let wq = tts_kernels::ConvQ8::from_transpose1d_phases(&w, sh);
+    let mut full = vec![0f32; co * ((t_in - 1) * s + k)];
+    let (mut ph, mut out) = (vec![0f32; rows * n], vec![0f32; co * n * s]);
+    g.throughput(Throughput::Elements((ci * co * k * n) as u64));
+    let name = format!("transpose{ci}to{co}_k{k}s{s}_n{n}");
     for ks in simd() {
         let id = BenchmarkId::new(format!("{} f32", ks.isa().name()), &name);
         g.bench_function(id, |b| {
-            b.iter(|| ks.conv_transpose1d(black_box(&x), t_in, &w, None, sh, &mut out))
+            b.iter(|| ks.conv_transpose1d(black_box(&x), t_in, &w, None, sh, &mut full))
         });
         for ks in bf16_variants(ks) {
             let id = BenchmarkId::new(
-                format!("{} bf16 {}", ks.isa().name(), ks.bf16_conv_path()),
+                format!("{} bf16 {} phases", ks.isa().name(), ks.bf16_conv_path()),
                 &name,
             );
             g.bench_function(id, |b| {
-                b.iter(|| ks.conv_transpose1d_bf16(black_box(&x), t_in, &wb, None, s, &mut out))
+                b.iter(|| {
+                    ks.conv1d_bf16(black_box(&x), t_in, &wb, None, 1, &mut ph);
+                    ks.interleave_phases(&ph, co, s, n, &mut out)
+                })
             });
         }
+        let id = BenchmarkId::new(
+            format!("{} int8 {} phases", ks.isa().name(), ks.q8_conv_name()),
+            &name,
+        );
+        g.bench_function(id, |b| {
+            b.iter(|| {
+                ks.conv1d_q8(black_box(&x), t_in, &wq, None, 1, &mut ph);
+                ks.interleave_phases(&ph, co, s, n, &mut out)
+            })
+        });
     }
     g.finish();
 }

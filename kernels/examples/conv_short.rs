@@ -1,5 +1,6 @@
 //! The vocoder's bf16 convolutions at the shapes a streaming step gives
-//! them (full-size 0.6B decoder; 1- and 4-frame steps), wall time per call
+//! them (full-size 0.6B decoder; 1- and 4-frame steps; the transposed
+//! ones over their phases, interleave included), wall time per call
 //! on a kernel team of `RAYON_NUM_THREADS` (default: all cores):
 //! `cargo run --release -p tts-kernels --example conv_short [-- REPS]`.
 //! Prints the median and best of REPS (30) calls per shape. Each call
@@ -8,7 +9,7 @@
 //! of an A/B separately and alternate their runs.
 
 use std::time::Instant;
-use tts_kernels::ConvBf16;
+use tts_kernels::{ConvBf16, ConvTranspose1dShape};
 
 mod common;
 use common::data;
@@ -52,33 +53,43 @@ fn main() {
     team.install(|| {
         for &(name, transposed, c_in, c_out, k, sd, t_in) in &SHAPES {
             let w = data(c_in * c_out * k, 1);
-            let cw = if transposed {
-                ConvBf16::from_conv_transpose1d(&w, c_in, c_out, k, tts_kernels::bf16_layout())
+            let layout = tts_kernels::bf16_layout();
+            // A transposed conv runs as the decoder runs it: the dense conv
+            // over its phases (`c_out * stride` rows of `k / stride` taps,
+            // `t_in` = history and new columns), then the interleave.
+            let (cw, rows, dil, taps) = if transposed {
+                let sh = ConvTranspose1dShape {
+                    c_in,
+                    c_out,
+                    kernel: k,
+                    stride: sd,
+                };
+                let cw = ConvBf16::from_transpose1d_phases(&w, sh, layout);
+                (cw, c_out * sd, 1, k / sd)
             } else {
-                ConvBf16::from_conv1d(&w, c_out, c_in, k, tts_kernels::bf16_layout())
+                (
+                    ConvBf16::from_conv1d(&w, c_out, c_in, k, layout),
+                    c_out,
+                    sd,
+                    k,
+                )
             };
             let x = data(c_in * t_in, 2);
-            let t_out = if transposed {
-                (t_in - 1) * sd + k
-            } else {
-                t_in - (k - 1) * sd
-            };
-            let mut out = vec![0f32; c_out * t_out];
+            let t_out = t_in - (taps - 1) * dil;
+            let mut out = vec![0f32; rows * t_out];
+            let mut time_order = vec![0f32; rows * t_out];
             let mut ms: Vec<f64> = (0..reps)
                 .map(|_| {
                     let t = Instant::now();
+                    tts_kernels::conv1d_bf16(&x, t_in, &cw, None, dil, &mut out);
                     if transposed {
-                        tts_kernels::conv_transpose1d_bf16(&x, t_in, &cw, None, sd, &mut out);
-                    } else {
-                        tts_kernels::conv1d_bf16(&x, t_in, &cw, None, sd, &mut out);
+                        tts_kernels::interleave_phases(&out, c_out, sd, t_out, &mut time_order);
                     }
                     t.elapsed().as_secs_f64() * 1e3
                 })
                 .collect();
             ms.sort_by(f64::total_cmp);
-            let t_cols = if transposed { t_in * sd } else { t_out };
-            let macs = (c_in * c_out * k) as f64 * t_cols as f64
-                / if transposed { sd as f64 } else { 1.0 };
+            let macs = (rows * c_in * taps * t_out) as f64;
             println!(
                 "{name:16} median {:.3} ms  best {:.3}  {:.0} G multiply-adds/s",
                 ms[ms.len() / 2],

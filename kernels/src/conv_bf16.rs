@@ -12,8 +12,10 @@
 //! channels), the 16 channels of one (pair, tap) side by side. The time
 //! tiles broadcast one channel's pair at a time (8 neighbours in one cache
 //! line); the channel tiles of short outputs load all 16 as one vector.
-//! Both `conv1d` (`[c_out, c_in, k]`) and transposed (`[c_in, c_out, k]`)
-//! weights are repacked into this one order, so one kernel serves both.
+//! `conv1d` weights (`[c_out, c_in, k]`) are repacked into this order; a
+//! transposed conv's (`[c_in, c_out, k]`) are repacked as the dense conv
+//! over its phases ([`ConvBf16::from_transpose1d_phases`]), so one kernel
+//! serves both.
 //! Activations are rounded to bf16 (RNE) in the same pairing as they enter
 //! the dot product; one 32-bit lane holds `(x[2p, t], x[2p + 1, t])`.
 //!
@@ -148,20 +150,6 @@ impl ConvBf16 {
         assert_eq!(w.len(), c_out * c_in * kernel, "ConvBf16: weight shape");
         Self::build(c_in, c_out, kernel, layout, |co, ci, kk| {
             w[(co * c_in + ci) * kernel + kk]
-        })
-    }
-
-    /// From a `ConvTranspose1d` weight `[c_in, c_out, kernel]`, in `layout`.
-    pub fn from_conv_transpose1d(
-        w: &[f32],
-        c_in: usize,
-        c_out: usize,
-        kernel: usize,
-        layout: Bf16Layout,
-    ) -> Self {
-        assert_eq!(w.len(), c_out * c_in * kernel, "ConvBf16: weight shape");
-        Self::build(c_in, c_out, kernel, layout, |co, ci, kk| {
-            w[(ci * c_out + co) * kernel + kk]
         })
     }
 
@@ -405,23 +393,12 @@ mod tests {
     }
 
     #[test]
-    fn both_weight_layouts_pack_the_same_pairs() {
+    fn the_pairs_hold_each_weight_once() {
         let (c_out, c_in, k) = (3, 5, 2);
         let w: Vec<f32> = (0..c_out * c_in * k)
             .map(|i| i as f32 * 0.37 - 4.0)
             .collect();
         let a = ConvBf16::from_conv1d(&w, c_out, c_in, k, Bf16Layout::Pairs);
-        // The same weights stored [c_in, c_out, k].
-        let mut t = vec![0f32; w.len()];
-        for co in 0..c_out {
-            for ci in 0..c_in {
-                for kk in 0..k {
-                    t[(ci * c_out + co) * k + kk] = w[(co * c_in + ci) * k + kk];
-                }
-            }
-        }
-        let b = ConvBf16::from_conv_transpose1d(&t, c_in, c_out, k, Bf16Layout::Pairs);
-        assert_eq!(a, b);
         assert_eq!(a.pairs(), 3);
         for co in 0..c_out {
             for ci in 0..c_in {

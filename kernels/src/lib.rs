@@ -82,16 +82,14 @@
 //! group-wise formats for storage and conversion (row bytes, group scales,
 //! the row quantizer, the `Mat` view of stored parts).
 //!
-//! bf16 convolutions ([`conv_bf16`], [`conv1d_bf16`],
-//! [`conv_transpose1d_bf16`]): weights packed once into [`ConvBf16`]
-//! (pairs of input channels), activations rounded to bf16, f32
-//! accumulation; AVX-512 BF16 `vdpbf16ps` where the CPU has it, a
-//! bit-identical f32-FMA emulation on the other SIMD paths, the reference
-//! on the scalar path. The decoder runs its transposed convs below f32 as
-//! dense convs over their phases ([`ConvBf16::from_transpose1d_phases`],
-//! [`interleave_phases`]); [`conv_transpose1d_bf16`] is no longer called
-//! by it and stays, tested, as what the phase form is measured against
-//! (`benches/kernels.rs`, `examples/conv_short.rs`) until it is removed.
+//! bf16 convolutions ([`conv_bf16`], [`conv1d_bf16`]): weights packed
+//! once into [`ConvBf16`] (pairs of input channels), activations rounded
+//! to bf16, f32 accumulation; AVX-512 BF16 `vdpbf16ps` where the CPU has
+//! it, a bit-identical f32-FMA emulation on the other SIMD paths, the
+//! reference on the scalar path. A transposed conv runs below f32 as the
+//! dense conv over its phases ([`ConvBf16::from_transpose1d_phases`],
+//! [`ConvQ8::from_transpose1d_phases`], then [`interleave_phases`]), so
+//! it needs no bf16 or int8 kernel of its own.
 //!
 //! int8 convolutions ([`conv_q8`], [`conv1d_q8`]): weights quantized once
 //! per output channel into [`ConvQ8`], activations per time column, exact
@@ -705,31 +703,6 @@ impl Kernels {
         fast::conv_q8::conv1d(self.q8_conv_path(), x, t_in, w, bias, dilation, out)
     }
 
-    /// See [`conv_transpose1d_bf16`].
-    pub fn conv_transpose1d_bf16(
-        &self,
-        x: &[f32],
-        t_in: usize,
-        w: &ConvBf16,
-        bias: Option<&[f32]>,
-        stride: usize,
-        out: &mut [f32],
-    ) {
-        dispatch!(
-            self,
-            reference::conv_transpose1d_bf16(x, t_in, w, bias, stride, out),
-            |s| fast::conv_bf16::conv_transpose1d(
-                self.bf16_kernel(s),
-                x,
-                t_in,
-                w,
-                bias,
-                stride,
-                out
-            )
-        )
-    }
-
     /// `vdpbf16ps` on one lane: `acc + hi(a) * hi(b) + lo(a) * lo(b)` as
     /// this CPU computes it (`a`, `b`: bf16 pairs, low half = even element),
     /// or `None` without avx512_bf16. For the test that pins
@@ -875,10 +848,10 @@ pub fn bf16_conv_path() -> &'static str {
     Kernels::selected().bf16_conv_path()
 }
 
-/// The layout the bf16 convolution entry points ([`conv1d_bf16`],
-/// [`conv_transpose1d_bf16`]) read weights in: what a loader passes to
-/// [`ConvBf16::from_conv1d`] and [`ConvBf16::from_conv_transpose1d`]
-/// ([`Kernels::bf16_layout`] of [`Kernels::selected`]).
+/// The layout the bf16 convolution entry point ([`conv1d_bf16`]) reads
+/// weights in: what a loader passes to [`ConvBf16::from_conv1d`] and
+/// [`ConvBf16::from_transpose1d_phases`] ([`Kernels::bf16_layout`] of
+/// [`Kernels::selected`]).
 pub fn bf16_layout() -> Bf16Layout {
     Kernels::selected().bf16_layout()
 }
@@ -924,20 +897,6 @@ pub fn conv1d_q8(
     out: &mut [f32],
 ) {
     Kernels::selected().conv1d_q8(x, t_in, w, bias, dilation, out)
-}
-
-/// bf16 [`conv_transpose1d`] with a weight packed by
-/// [`ConvBf16::from_conv_transpose1d`]:
-/// `out = [c_out, (t_in - 1) * stride + kernel]`.
-pub fn conv_transpose1d_bf16(
-    x: &[f32],
-    t_in: usize,
-    w: &ConvBf16,
-    bias: Option<&[f32]>,
-    stride: usize,
-    out: &mut [f32],
-) {
-    Kernels::selected().conv_transpose1d_bf16(x, t_in, w, bias, stride, out)
 }
 
 /// Causal attention of `n_q` new queries against a KV cache.

@@ -561,64 +561,6 @@ pub fn conv1d_q8(
     }
 }
 
-/// bf16 `conv_transpose1d` (no padding): `out = [c_out, (t_in - 1) *
-/// stride + kernel]`. Output `t = q * stride + r` sums the taps
-/// `kk = r + j * stride` (`j = 0, 1, ...`, `kk < kernel`) against `x[.., q - j]`, with
-/// `x` zero outside `0..t_in` (those terms are computed, as the fast paths
-/// do: adding a zero product can turn an accumulated -0 into +0); order
-/// per output: `acc = bias`, then per channel pair, per `j`: hi, lo.
-pub fn conv_transpose1d_bf16(
-    x: &[f32],
-    t_in: usize,
-    w: &ConvBf16,
-    bias: Option<&[f32]>,
-    stride: usize,
-    out: &mut [f32],
-) {
-    let k = w.kernel;
-    let t_out = if t_in == 0 {
-        0
-    } else {
-        (t_in - 1) * stride + k
-    };
-    assert_eq!(
-        x.len(),
-        w.c_in * t_in,
-        "conv_transpose1d_bf16: x is not [c_in, t_in]"
-    );
-    assert_eq!(
-        out.len(),
-        w.c_out * t_out,
-        "conv_transpose1d_bf16: out shape"
-    );
-    let xb = |ci: usize, q: isize| {
-        if ci < w.c_in && q >= 0 && (q as usize) < t_in {
-            bf16_value(x[ci * t_in + q as usize])
-        } else {
-            0.0
-        }
-    };
-    let j_n = k.div_ceil(stride);
-    for co in 0..w.c_out {
-        for t in 0..t_out {
-            let (q, r) = ((t / stride) as isize, t % stride);
-            let mut acc = flush(bias.map_or(0.0, |b| b[co]));
-            for p in 0..w.pairs() {
-                for j in 0..j_n {
-                    let kk = r + j * stride;
-                    if kk >= k {
-                        continue;
-                    }
-                    let xq = q - j as isize;
-                    acc = dp_step(acc, xb(2 * p + 1, xq), w.weight(co, 2 * p + 1, kk));
-                    acc = dp_step(acc, xb(2 * p, xq), w.weight(co, 2 * p, kk));
-                }
-            }
-            out[co * t_out + t] = acc;
-        }
-    }
-}
-
 // erf from FreeBSD's s_erf.c (as in musl/libm), f64. Public-domain-style
 // algorithm, rewritten here so the kernels crate has no libm dependency.
 #[allow(clippy::excessive_precision)]

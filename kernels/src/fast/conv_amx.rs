@@ -31,7 +31,7 @@
 //! keeps the process on `vdpbf16ps`.
 
 use super::conv::{slab_len, Tap};
-use super::conv_bf16_setup::{conv1d_setup, fill_bias, flushed, pack_par, transposed_setup};
+use super::conv_bf16_setup::{conv1d_setup, fill_bias, pack_par};
 use super::{run_tasks, SharedOut};
 use crate::conv_bf16::{pack_pairs, ConvBf16};
 use core::arch::asm;
@@ -394,46 +394,4 @@ pub(crate) fn conv1d(
         })
     };
     run_tasks(n_slabs * n_cb, task_work, task);
-}
-
-pub(crate) fn conv_transpose1d(
-    amx: Amx,
-    x: &[f32],
-    t_in: usize,
-    w: &ConvBf16,
-    bias: Option<&[f32]>,
-    stride: usize,
-    out: &mut [f32],
-) {
-    let Some(ph) = transposed_setup(x, t_in, w, bias, stride, out) else {
-        return;
-    };
-    let x_cs = t_in + 2 * ph.pad;
-    let (tiles, co16, pairs16) = w.tile_layout();
-    let xp = pack(x, w.c_in, t_in, ph.pad, pairs16);
-    let n_q = ph.t_out.div_ceil(stride);
-    let slab = slab_len(pairs16, 2 * TC, n_q);
-    ph.run(
-        w.c_out,
-        flushed(bias).as_deref(),
-        out,
-        (CO, slab, CO * 2 * pairs16 * (ph.pad + 1) * slab * stride),
-        |q0, co0, nco, y, lens| {
-            with_tiles(amx, || {
-                for ((_, taps), (yr, &len)) in ph.phases.iter().zip(y.iter_mut().zip(lens)) {
-                    let src = Src {
-                        x: &xp,
-                        x_cs,
-                        x_t0: q0,
-                        pairs16,
-                        w: tiles,
-                        co16,
-                        taps,
-                    };
-                    // SAFETY: `yr` is this task's own `[nco, len]` buffer.
-                    unsafe { src.accumulate(yr.as_mut_ptr(), len, co0, nco, 0, len) }
-                }
-            })
-        },
-    );
 }

@@ -1,5 +1,5 @@
-//! bf16 `conv1d` / `conv_transpose1d` (format and arithmetic in
-//! [`crate::conv_bf16`]).
+//! bf16 `conv1d` (format and arithmetic in [`crate::conv_bf16`]); a
+//! transposed conv runs on it as the dense conv over its phases.
 //!
 //! The same register tiling as the f32 kernels in `conv.rs` (`C` output
 //! channels x `TV` vectors of time, weights broadcast, activations loaded),
@@ -11,10 +11,10 @@
 //!   per pair (bf16 values), two FMAs per pair in the instruction's order
 //!   (high, then low): the same bits, the f32 kernel's speed.
 //!
-//! Channel blocks, the pair chunking that keeps a block's weights in L1
-//! and the transposed convolution's phase split are as in `conv.rs`.
+//! Channel blocks and the pair chunking that keeps a block's weights in L1
+//! are as in `conv.rs`.
 //!
-//! Short outputs (at most [`CHANNEL_T_MAX`] per phase: a streaming step
+//! Short outputs (at most [`CHANNEL_T_MAX`] columns: a streaming step
 //! of one frame gives `decoder.0` 4 columns) run on **channel tiles**
 //! instead where the kernel has them (AVX-512 BF16): 16 output channels
 //! per vector, up to 8 columns, one weight vector load per (pair, tap)
@@ -23,14 +23,13 @@
 //! whole cache lines. Per output the operations and their order are the
 //! time tiles', so the bits do not depend on which tile ran.
 //!
-//! [`Bf16Kernel`] names the tile a call runs on, and [`conv1d`] /
-//! [`conv_transpose1d`] here are the only place that chooses: AMX tiles go
-//! to `conv_amx.rs`, which knows nothing of this file; what both do around
-//! their tiles (the call's checks, the bias, the parallel packing) is
-//! `conv_bf16_setup.rs`.
+//! [`Bf16Kernel`] names the tile a call runs on, and [`conv1d`] here is
+//! the only place that chooses: AMX tiles go to `conv_amx.rs`, which
+//! knows nothing of this file; what both do around their tiles (the
+//! call's checks, the bias, the parallel packing) is `conv_bf16_setup.rs`.
 
 use super::conv::{slab_len, Tap};
-use super::conv_bf16_setup::{conv1d_setup, fill_bias, flushed, pack_par, transposed_setup};
+use super::conv_bf16_setup::{conv1d_setup, fill_bias, pack_par};
 use super::{run_tasks, SharedOut, Simd};
 use crate::conv_bf16::{pack_planes, ConvBf16};
 
@@ -39,23 +38,19 @@ use crate::conv_bf16::{pack_planes, ConvBf16};
 const CO: usize = 16;
 /// Columns of one channel tile (its accumulators: 2 x 8 vectors).
 const SHORT_T: usize = 8;
-/// Outputs (per phase) at or under which a kernel with channel tiles
+/// Outputs at or under which a kernel with channel tiles
 /// ([`PairKernel::CHANNEL_TILES`]) vectorises over output channels instead
-/// of time: a streaming step of one frame gives `decoder.0` 4 outputs and
-/// block 0's transposed conv 6 per phase, where a 16-lane time vector
-/// would be a quarter full; at 16 (`decoder.0` in 4-frame steps) each
+/// of time: a streaming step of one frame gives `decoder.0` 4 outputs, and
+/// block 0's transposed conv (over its phases) 4 per phase row, where a
+/// 16-lane time vector would be a quarter full; at 16 (`decoder.0` in 4-frame steps) each
 /// weight vector still serves 8 columns, where the time tiles' weight
 /// broadcasts serve one vector each.
 const CHANNEL_T_MAX: usize = 16;
 /// Output channels per task block of the channel tiles (two vectors).
 const SHORT_CO: usize = 32;
 /// Channel pairs per pass: 16 ch x 32 pairs x 7 taps x 4 B = 14 KB of
-/// weights for the vocoder's k7 convs (32 KB at kernel 16, whose phases
-/// each read two taps of it), reused from L1 by every time tile and phase.
+/// weights for the vocoder's k7 convs, reused from L1 by every time tile.
 const P_CHUNK: usize = 32;
-/// Channel pairs per pass of the channel tiles: 32 ch x 32 pairs x 16
-/// taps x 4 B = 64 KB at most, reused from L2 by every phase.
-const P_CHUNK_SHORT: usize = 32;
 
 /// A block of output channels over one packed input.
 struct Block<'a, X> {
@@ -207,31 +202,6 @@ impl<X: Copy> Block<'_, X> {
             "conv_bf16: x too short"
         );
         self.taps.iter().map(|t| t.w_off).max().unwrap_or(0)
-    }
-
-    /// Adds pairs `p0..p1` into `out = [nco, t_len]`.
-    fn accumulate<K: PairKernel<X = X>>(
-        &self,
-        k: K,
-        out: &mut [f32],
-        t_len: usize,
-        p0: usize,
-        p1: usize,
-    ) {
-        if t_len == 0 {
-            return;
-        }
-        let nco = out.len() / t_len;
-        assert_eq!(out.len(), nco * t_len);
-        let pass = Pass {
-            out_cs: t_len,
-            t0: 0,
-            t1: t_len,
-            p0,
-            p1,
-        };
-        // SAFETY: `out` is `[nco, t_len]`, exclusively borrowed.
-        unsafe { self.accumulate_raw(k, out.as_mut_ptr(), nco, pass) }
     }
 
     /// Adds pairs `p0..p1` into columns `t0..t1` of `nco` rows at `out`
@@ -683,36 +653,6 @@ pub(crate) enum Bf16Kernel<S> {
     Amx(super::conv_amx::Amx),
 }
 
-/// Asks for pairs `p0..p1` of weight groups `g0..g0 + groups` in L2
-/// before a transposed convolution's phases read them: each phase reads
-/// only its own taps, every `16 k` elements (1 KB at kernel 16), a stride
-/// the hardware prefetchers do not follow, so without this the first
-/// phase over a chunk waits on memory once per line (block 0's 38 MB
-/// transposed conv: 1.7 against 2.7 ms in 4-frame steps, 0.7 against 1.2
-/// in 1-frame steps).
-fn prefetch_pairs(
-    layout: &[u32],
-    grp: usize,
-    g0: usize,
-    groups: usize,
-    (p0, p1): (usize, usize),
-    kernel: usize,
-) {
-    for g in g0..g0 + groups {
-        let lines = &layout[g * grp + p0 * 16 * kernel..g * grp + p1 * 16 * kernel];
-        for line in lines.chunks(16) {
-            #[cfg(target_arch = "x86_64")]
-            // SAFETY: a prefetch is a hint; the address is inside `layout`.
-            unsafe {
-                use core::arch::x86_64::{_mm_prefetch, _MM_HINT_T1};
-                _mm_prefetch::<_MM_HINT_T1>(line.as_ptr() as *const i8)
-            };
-            #[cfg(not(target_arch = "x86_64"))]
-            let _ = line;
-        }
-    }
-}
-
 /// `taps` with their weight offsets in the `[c_out / 16][pairs][k][16]`
 /// layout (16 elements per tap).
 fn group_taps(taps: &[Tap]) -> Vec<Tap> {
@@ -812,97 +752,4 @@ fn conv1d_with<K: PairKernel>(
         }
     };
     run_tasks(n_tasks, task_work, task);
-}
-
-pub(crate) fn conv_transpose1d<S: Simd>(
-    k: Bf16Kernel<S>,
-    x: &[f32],
-    t_in: usize,
-    w: &ConvBf16,
-    bias: Option<&[f32]>,
-    stride: usize,
-    out: &mut [f32],
-) {
-    match k {
-        Bf16Kernel::Emulated(s) => conv_transpose1d_with(Emu(s), x, t_in, w, bias, stride, out),
-        #[cfg(target_arch = "x86_64")]
-        Bf16Kernel::Native(d) => conv_transpose1d_with(d, x, t_in, w, bias, stride, out),
-        #[cfg(target_arch = "x86_64")]
-        Bf16Kernel::Amx(a) => super::conv_amx::conv_transpose1d(a, x, t_in, w, bias, stride, out),
-    }
-}
-
-fn conv_transpose1d_with<K: PairKernel>(
-    k: K,
-    x: &[f32],
-    t_in: usize,
-    w: &ConvBf16,
-    bias: Option<&[f32]>,
-    stride: usize,
-    out: &mut [f32],
-) {
-    let Some(ph) = transposed_setup(x, t_in, w, bias, stride, out) else {
-        return;
-    };
-    let kernel = w.kernel;
-    let x_cs = t_in + 2 * ph.pad;
-    let xp = pack(k, x, w.c_in, t_in, ph.pad);
-    let pairs = w.pairs();
-    let x_ps = xp.len() / pairs.max(1);
-    let n_q = ph.t_out.div_ceil(stride);
-    let (layout, grp) = (w.pair_layout(), w.group_stride());
-    let phase_taps: Vec<Vec<Tap>> = ph.phases.iter().map(|(_, t)| group_taps(t)).collect();
-    let short = K::CHANNEL_TILES && n_q <= CHANNEL_T_MAX;
-    let co_blk = if short { SHORT_CO } else { CO };
-    let slab = slab_len(K::ROWS * pairs, K::LANES * K::C8_TV, n_q);
-    ph.run(
-        w.c_out,
-        flushed(bias).as_deref(),
-        out,
-        (
-            co_blk,
-            slab,
-            co_blk * 2 * pairs * (ph.pad + 1) * slab * stride,
-        ),
-        |q0, co0, nco, y, lens| {
-            let blk = |taps| Block {
-                x: &xp,
-                x_ps,
-                x_cs,
-                x_t0: q0,
-                pairs,
-                w: &layout[co0 / 16 * grp + co0 % 16..],
-                w_co: 1,
-                w_ci: 16 * kernel,
-                taps,
-            };
-            if short {
-                // Pair chunks outside the phases: a chunk's weights (every
-                // tap) are read once from memory and serve all phases.
-                let mut lanes: Vec<Lanes> = y
-                    .iter()
-                    .zip(lens)
-                    .map(|(yr, &len)| Lanes::gather(yr, len, nco, 0, len))
-                    .collect();
-                for p0 in (0..pairs).step_by(P_CHUNK_SHORT) {
-                    let p1 = (p0 + P_CHUNK_SHORT).min(pairs);
-                    prefetch_pairs(layout, grp, co0 / 16, nco.div_ceil(16), (p0, p1), kernel);
-                    for (taps, l) in phase_taps.iter().zip(&mut lanes) {
-                        blk(taps).channel_accumulate(k, l, (p0, p1), grp);
-                    }
-                }
-                for ((l, yr), &len) in lanes.iter().zip(y.iter_mut()).zip(lens) {
-                    l.scatter(yr, len, nco, 0);
-                }
-                return;
-            }
-            for p0 in (0..pairs).step_by(P_CHUNK) {
-                let p1 = (p0 + P_CHUNK).min(pairs);
-                prefetch_pairs(layout, grp, co0 / 16, 1, (p0, p1), kernel);
-                for (taps, (yr, &len)) in phase_taps.iter().zip(y.iter_mut().zip(lens)) {
-                    blk(taps).accumulate(k, yr, len, p0, p1);
-                }
-            }
-        },
-    );
 }

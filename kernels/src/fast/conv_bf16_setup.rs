@@ -1,10 +1,9 @@
 //! What every bf16 convolution does around its tiles, whichever tile
 //! runs it (`vdpbf16ps` or the emulation in `conv_bf16.rs`, AMX in
-//! `conv_amx.rs`): the checks of a call and the taps or phases it splits
-//! into, the bias the accumulators start from (flushed: DAZ on the
+//! `conv_amx.rs`): the checks of a call and the taps it splits into, the bias the accumulators start from (flushed: DAZ on the
 //! accumulator) and the parallel packing of the input.
 
-use super::conv::{Phases, Tap};
+use super::conv::Tap;
 use super::SharedOut;
 use crate::conv_bf16::{flush, ConvBf16};
 
@@ -44,27 +43,6 @@ pub(super) fn conv1d_setup(
     Some((taps, t_out))
 }
 
-/// Checks a `conv_transpose1d_bf16` call and splits it into phases;
-/// `None` when there is nothing to compute.
-pub(super) fn transposed_setup(
-    x: &[f32],
-    t_in: usize,
-    w: &ConvBf16,
-    bias: Option<&[f32]>,
-    stride: usize,
-    out: &[f32],
-) -> Option<Phases> {
-    assert!(stride > 0, "conv_transpose1d_bf16: stride must be >= 1");
-    check_common(x, t_in, w, bias, "conv_transpose1d_bf16");
-    let ph = Phases::split(t_in, w.kernel, stride);
-    assert_eq!(
-        out.len(),
-        w.c_out * ph.t_out,
-        "conv_transpose1d_bf16: out is not [c_out, t_out]"
-    );
-    (ph.t_out > 0 && w.c_out > 0).then_some(ph)
-}
-
 /// `out = bias` per `t_len` row (bias flushed: DAZ on the accumulator).
 pub(super) fn fill_bias(out: &mut [f32], t_len: usize, bias: Option<&[f32]>) {
     if t_len == 0 {
@@ -73,12 +51,6 @@ pub(super) fn fill_bias(out: &mut [f32], t_len: usize, bias: Option<&[f32]>) {
     for (c, row) in out.chunks_mut(t_len).enumerate() {
         row.fill(bias.map_or(0.0, |b| flush(b[c])));
     }
-}
-
-/// The bias with subnormals flushed (DAZ on the accumulator), for
-/// [`Phases::run`]'s fill.
-pub(super) fn flushed(bias: Option<&[f32]>) -> Option<Vec<f32>> {
-    bias.map(|b| b.iter().map(|&v| flush(v)).collect())
 }
 
 /// Elements per packing task (rounding is ~1 ns per element scalar; the

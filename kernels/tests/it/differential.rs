@@ -1778,63 +1778,6 @@ fn conv1d_bf16_is_bit_exact_on_every_path() {
     }
 }
 
-/// (c_in, c_out, kernel, stride, t_in)
-const CONV_TRANSPOSE1D_BF16_SHAPES: [(usize, usize, usize, usize, usize); 18] = [
-    (1, 1, 1, 1, 1),
-    (1, 1, 1, 1, 0),
-    (3, 5, 4, 2, 7),
-    (4, 4, 16, 8, 5),
-    (6, 5, 10, 5, 9),
-    (3, 2, 3, 5, 4), // kernel < stride: phases without taps
-    (2, 3, 5, 1, 10),
-    (5, 7, 6, 3, 17),
-    (64, 32, 8, 4, 100), // parallel
-    (131, 6, 10, 5, 9),  // 3 pair chunks, odd c_in
-    (70, 9, 16, 8, 3),
-    (33, 40, 10, 5, 1),
-    (24, 12, 2, 2, 40),   // kernel = stride (upsample)
-    (512, 6, 10, 5, 700), // two slabs of phase columns
-    (48, 50, 16, 8, 5),   // 6 per phase: channel tiles, 32 + 18 channels
-    (40, 33, 2, 2, 8),    // 8 per phase (kernel = stride), 32 + 1 channels
-    (24, 20, 4, 2, 16),   // 17 per phase: time tiles, just past the threshold
-    (130, 24, 16, 8, 12), // 13 per phase: channel tiles of 8 + 5 columns, 3 pair chunks
-];
-
-#[test]
-fn conv_transpose1d_bf16_is_bit_exact_on_every_path() {
-    let mut rng = Rng(22);
-    for ks in bf16_paths() {
-        for &(c_in, c_out, kernel, stride, t_in) in &CONV_TRANSPOSE1D_BF16_SHAPES {
-            let t_out = if t_in == 0 {
-                0
-            } else {
-                (t_in - 1) * stride + kernel
-            };
-            let x = unaligned(&rng.vec(c_in * t_in, 2.0));
-            let w = ConvBf16::from_conv_transpose1d(
-                &rng.vec(c_in * c_out * kernel, 0.5),
-                c_in,
-                c_out,
-                kernel,
-                tts_kernels::bf16_layout(),
-            );
-            let bias = rng.vec(c_out, 1.0);
-            for b in [None, Some(&bias[..])] {
-                let mut want = vec![0f32; c_out * t_out];
-                reference::conv_transpose1d_bf16(&x[1..], t_in, &w, b, stride, &mut want);
-                let mut got = vec![f32::NAN; c_out * t_out];
-                ks.conv_transpose1d_bf16(&x[1..], t_in, &w, b, stride, &mut got);
-                let what = format!(
-                    "{} ({}) conv_transpose1d_bf16 c_in={c_in} c_out={c_out} k={kernel} s={stride} t_in={t_in}",
-                    ks.isa().name(),
-                    ks.bf16_conv_path()
-                );
-                assert_bits(&what, &got, &want);
-            }
-        }
-    }
-}
-
 /// The AMX path against the scalar reference: the same bf16 products in
 /// another order and with the instruction's own rounding, so within the
 /// f32 accumulation error of a sum of `n` terms, `n 2^-23 sum |x w|` (a
@@ -1901,49 +1844,6 @@ fn conv1d_bf16_amx_is_within_rounding_of_the_reference() {
     }
 }
 
-#[test]
-fn conv_transpose1d_bf16_amx_is_within_rounding_of_the_reference() {
-    let mut rng = Rng(22);
-    for ks in amx_bf16_paths() {
-        for &(c_in, c_out, kernel, stride, t_in) in &CONV_TRANSPOSE1D_BF16_SHAPES {
-            let t_out = if t_in == 0 {
-                0
-            } else {
-                (t_in - 1) * stride + kernel
-            };
-            let x = unaligned(&rng.vec(c_in * t_in, 2.0));
-            let wf = rng.vec(c_in * c_out * kernel, 0.5);
-            let w = ConvBf16::from_conv_transpose1d(
-                &wf,
-                c_in,
-                c_out,
-                kernel,
-                tts_kernels::bf16_layout(),
-            );
-            let wa = ConvBf16::from_conv_transpose1d(
-                &abs_vec(&wf),
-                c_in,
-                c_out,
-                kernel,
-                tts_kernels::bf16_layout(),
-            );
-            let conv =
-                |k: Option<&Kernels>, x: &[f32], w: &ConvBf16, b: Option<&[f32]>, o: &mut [f32]| {
-                    match k {
-                        Some(k) => k.conv_transpose1d_bf16(x, t_in, w, b, stride, o),
-                        None => reference::conv_transpose1d_bf16(x, t_in, w, b, stride, o),
-                    }
-                };
-            let what = format!(
-                "amx conv_transpose1d_bf16 c_in={c_in} c_out={c_out} k={kernel} s={stride} t_in={t_in}"
-            );
-            let bias = rng.vec(c_out, 1.0);
-            let sizes = (c_out * t_out, c_in * kernel.div_ceil(stride) + 1);
-            check_amx(&what, &ks, (&x[1..], &w, &wa), &bias, sizes, &conv);
-        }
-    }
-}
-
 /// Every AMX output is computed the same way wherever it falls in a tile
 /// or slab: a window of the input gives the bits of the same outputs of
 /// the whole input (what makes a streamed decode equal its one-shot one).
@@ -1977,37 +1877,6 @@ fn conv_bf16_amx_output_bits_do_not_depend_on_the_window() {
                         part[co * n + t].to_bits(),
                         whole[co * t_out + s0 + t].to_bits(),
                         "window {s0}+{len}: channel {co}, column {t}"
-                    );
-                }
-            }
-        }
-        let (ci, co, kt, st, tt) = (50, 24, 10, 5, 90);
-        let xt = rng.vec(ci * tt, 1.0);
-        let wt = ConvBf16::from_conv_transpose1d(
-            &rng.vec(ci * co * kt, 0.5),
-            ci,
-            co,
-            kt,
-            tts_kernels::bf16_layout(),
-        );
-        let to = (tt - 1) * st + kt;
-        let mut whole = vec![0f32; co * to];
-        ks.conv_transpose1d_bf16(&xt, tt, &wt, None, st, &mut whole);
-        // The first `len` inputs alone: outputs before `len * stride` only
-        // see those inputs.
-        for len in [1, 7, 40] {
-            let win: Vec<f32> = (0..ci)
-                .flat_map(|c| xt[c * tt..c * tt + len].iter().copied())
-                .collect();
-            let n = (len - 1) * st + kt;
-            let mut part = vec![0f32; co * n];
-            ks.conv_transpose1d_bf16(&win, len, &wt, None, st, &mut part);
-            for c in 0..co {
-                for t in 0..len * st {
-                    assert_eq!(
-                        part[c * n + t].to_bits(),
-                        whole[c * to + t].to_bits(),
-                        "transposed, first {len} inputs: channel {c}, column {t}"
                     );
                 }
             }
@@ -2049,28 +1918,16 @@ fn conv_bf16_is_deterministic_across_thread_counts() {
     let mut rng = Rng(24);
     let (x, wf) = (rng.vec(100 * 300, 1.0), rng.vec(36 * 100 * 7, 1.0));
     let w = ConvBf16::from_conv1d(&wf, 36, 100, 7, tts_kernels::bf16_layout());
-    let (xt, wtf) = (rng.vec(70 * 40, 1.0), rng.vec(70 * 24 * 10, 1.0));
-    let wt = ConvBf16::from_conv_transpose1d(&wtf, 70, 24, 10, tts_kernels::bf16_layout());
     for ks in bf16_paths().into_iter().chain(amx_bf16_paths()) {
         let conv = || {
             let mut o = vec![0f32; 36 * 282];
             ks.conv1d_bf16(&x, 300, &w, None, 3, &mut o);
             o
         };
-        let convt = || {
-            let mut o = vec![0f32; 24 * (39 * 5 + 10)];
-            ks.conv_transpose1d_bf16(&xt, 40, &wt, None, 5, &mut o);
-            o
-        };
         let name = format!("{} ({})", ks.isa().name(), ks.bf16_conv_path());
         assert_eq!(
             bits_with_threads(1, conv),
             bits_with_threads(3, conv),
-            "{name}"
-        );
-        assert_eq!(
-            bits_with_threads(1, convt),
-            bits_with_threads(3, convt),
             "{name}"
         );
     }
@@ -2191,44 +2048,45 @@ fn conv_bf16_cpu_rate_report() {
             na.bf16_conv_path()
         );
     }
-    // Vocoder upsampling (blocks 1 and 3 at 40 frames).
-    for (ci, co, k, st, t_in) in [(768, 384, 10, 5, 6400), (192, 96, 6, 3, 25600)] {
+    // Vocoder upsampling (blocks 1 and 3 at 40 frames), as the decoder
+    // runs it below f32: the dense conv over its phases on `[history |
+    // new]`, then the interleave into time order.
+    for (ci, co, k, st, n) in [(768, 384, 10, 5, 6400), (192, 96, 6, 3, 25600)] {
+        let sh = ConvTranspose1dShape {
+            c_in: ci,
+            c_out: co,
+            kernel: k,
+            stride: st,
+        };
+        let (taps, rows) = (k / st, co * st);
+        let t_in = n + taps - 1;
         let x = rng.vec(ci * t_in, 1.0);
         let wf = rng.vec(ci * co * k, 1.0);
-        let w = ConvBf16::from_conv_transpose1d(&wf, ci, co, k, tts_kernels::bf16_layout());
-        let mut out = vec![0f32; co * ((t_in - 1) * st + k)];
-        let macs = (co * ci * k * t_in) as f64;
+        let w = ConvBf16::from_transpose1d_phases(&wf, sh, tts_kernels::bf16_layout());
+        let mut full = vec![0f32; co * ((t_in - 1) * st + k)];
+        let (mut ph, mut out) = (vec![0f32; rows * n], vec![0f32; co * n * st]);
+        let macs = (co * ci * k * n) as f64;
         let rate = |f: &mut (dyn FnMut() + Send)| {
             pool.install(|| {
                 f();
-                let (c0, mut n) = (thread_cpu_s().unwrap(), 0);
+                let (c0, mut i) = (thread_cpu_s().unwrap(), 0);
                 while thread_cpu_s().unwrap() - c0 < 1.0 {
                     f();
-                    n += 1;
+                    i += 1;
                 }
-                n as f64 * macs / (thread_cpu_s().unwrap() - c0) / 1e9
+                i as f64 * macs / (thread_cpu_s().unwrap() - c0) / 1e9
             })
         };
-        let f32r = rate(&mut || {
-            ks.conv_transpose1d(
-                &x,
-                t_in,
-                &wf,
-                None,
-                ConvTranspose1dShape {
-                    c_in: ci,
-                    c_out: co,
-                    kernel: k,
-                    stride: st,
-                },
-                &mut out,
-            )
-        });
-        let bf = rate(&mut || ks.conv_transpose1d_bf16(&x, t_in, &w, None, st, &mut out));
+        let f32r = rate(&mut || ks.conv_transpose1d(&x, t_in, &wf, None, sh, &mut full));
+        let mut phases = |k: &Kernels| {
+            k.conv1d_bf16(&x, t_in, &w, None, 1, &mut ph);
+            k.interleave_phases(&ph, co, st, n, &mut out);
+        };
+        let bf = rate(&mut || phases(&ks));
         let na = ks.without_amx();
-        let nar = rate(&mut || na.conv_transpose1d_bf16(&x, t_in, &w, None, st, &mut out));
+        let nar = rate(&mut || phases(&na));
         println!(
-            "transpose{ci}to{co}_k{k}s{st}_t{t_in}: G multiply-adds per CPU s: f32 {f32r:.1}, bf16 {} {bf:.1}, bf16 {} {nar:.1}",
+            "transpose{ci}to{co}_k{k}s{st}_n{n} over its phases: G multiply-adds per CPU s: f32 (transposed) {f32r:.1}, bf16 {} {bf:.1}, bf16 {} {nar:.1}",
             ks.bf16_conv_path(),
             na.bf16_conv_path()
         );

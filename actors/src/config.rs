@@ -7,7 +7,8 @@ use crate::error::{EngineError, Result};
 /// Frames per audio chunk: chunk `i` holds `frames[min(i, len - 1)]` frames
 /// (fewer for the last). A small first chunk keeps TTFP low; larger later
 /// chunks amortise the decoder's per-call cost. The decoder is stateful, so
-/// the schedule never changes the audio, only when it arrives.
+/// the schedule changes when the audio arrives, not the audio (below f32
+/// not a bit of it; at f32 within 1e-5).
 #[derive(Clone, Debug, PartialEq, Eq, serde::Serialize)]
 pub struct ChunkSchedule {
     pub frames: Vec<usize>,
@@ -41,7 +42,8 @@ impl Default for ChunkSchedule {
     }
 }
 
-/// The default chunk schedule. The first audio leaves after one frame;
+/// The default chunk schedule (chunks leave earlier where the listener
+/// needs them: [`EngineConfig::pace_chunks`]). The first audio leaves after one frame;
 /// then chunks grow by about a frame at a time, no faster than a
 /// listener's buffer does while synthesis runs at 0.7-0.8 of real time, so
 /// a 200 ms prebuffer does not run dry on the way to 8-frame chunks. (With
@@ -95,8 +97,17 @@ pub enum FaultAction {
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub chunks: ChunkSchedule,
-    /// Playback prebuffer the continuity metrics are also reported at.
+    /// Playback prebuffer the continuity metrics are also reported at, and
+    /// the one a chunk leaves early for when `pace_chunks` is on.
     pub prebuffer_ms: f64,
+    /// A chunk leaves short of its schedule size when waiting for one
+    /// more frame would bring it to a listener (playing from the first
+    /// chunk plus `prebuffer_ms`) after its buffer ran dry
+    /// (`crate::stage::pace`). The schedule still caps every chunk. Only a
+    /// vocoder below f32 is paced, whose samples are the same bits however
+    /// a stream is cut, so the audio never depends on the timing. On by
+    /// default; off cuts by the schedule alone (a measurement switch).
+    pub pace_chunks: bool,
     /// Requests in flight at once (all sessions). Also sizes the stage
     /// mailboxes, which is what makes the talker↔predictor cycle
     /// deadlock-free: at most one token per request circulates.
@@ -278,6 +289,7 @@ impl Default for EngineConfig {
         EngineConfig {
             chunks: ChunkSchedule::default(),
             prebuffer_ms: 200.0,
+            pace_chunks: true,
             max_active_requests: 16,
             memory_budget_bytes: 8 << 30,
             kv_positions_cap: None,
@@ -303,6 +315,14 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
+    /// The prebuffer a chunk leaves early for, when `pace_chunks` is on
+    /// (capped at an hour, past which it never matters).
+    pub fn paced_prebuffer(&self) -> Option<Duration> {
+        let s = (self.prebuffer_ms / 1e3).min(3600.0);
+        self.pace_chunks
+            .then(|| Duration::try_from_secs_f64(s).unwrap_or_default())
+    }
+
     /// The router's housekeeping period while every held request only
     /// waits (e.g. a live request for its next text): 20 ticks (100 ms by
     /// default), at most a quarter of the stage deadline so the watchdog

@@ -183,7 +183,12 @@ impl Router {
                 &config,
             );
             let (ca, code2wav) = spawn_stage(
-                Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch),
+                Code2WavStage::new(
+                    model.clone(),
+                    config.chunks.clone(),
+                    config.paced_prebuffer(),
+                    config.max_batch,
+                ),
                 &shared,
                 &dir,
                 &config,
@@ -521,7 +526,12 @@ impl Router {
             }
             StageKind::Code2Wav => {
                 let (arb, addr) = spawn_stage(
-                    Code2WavStage::new(model.clone(), config.chunks.clone(), config.max_batch),
+                    Code2WavStage::new(
+                        model.clone(),
+                        config.chunks.clone(),
+                        config.paced_prebuffer(),
+                        config.max_batch,
+                    ),
                     shared,
                     dir,
                     config,

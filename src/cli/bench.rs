@@ -164,6 +164,12 @@ pub struct BenchArgs {
     /// underrun first), or in arrival order with `false` (an A/B switch).
     #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
     slack_order: bool,
+    /// A chunk leaves short of its --chunks size when waiting for one more
+    /// frame would reach a listener with --prebuffer-ms after it ran dry
+    /// (as `serve` runs), or by the schedule alone with `false` (an A/B
+    /// switch).
+    #[arg(long, default_value_t = true, action = clap::ArgAction::Set)]
+    pace_chunks: bool,
     #[command(flatten)]
     voice: VoiceArgs,
 }
@@ -226,6 +232,7 @@ fn provenance(model: &Qwen3Tts, a: &BenchArgs, switches: &Switches) -> Value {
             "text_streaming": a.text_streaming,
             "seed": a.seed,
             "chunk_frames": a.chunks,
+            "pace_chunks": a.pace_chunks,
             "word_timings": a.word_timings,
             "prebuffer_ms": a.prebuffer_ms,
             "t_req": "client side: when Session::synthesize is called (includes prompt building)",
@@ -458,6 +465,7 @@ fn engine_config(a: &BenchArgs, team_hold: Option<TeamHold>) -> Result<EngineCon
     Ok(EngineConfig {
         chunks: ChunkSchedule::new(a.chunks.clone())?,
         prebuffer_ms: a.prebuffer_ms,
+        pace_chunks: a.pace_chunks,
         max_active_requests: max_conc.max(1),
         stage_threads: a.stage_threads,
         lend_core: a.lend_core == Some(super::serve_config::LendCore::On),

@@ -4,13 +4,14 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use tts_models::codec::{self, DecoderState, StepJob};
 use tts_models::Qwen3Tts;
 use tts_models::StopReason;
 
 use super::actor::{StageLogic, StepCx};
+use super::pace::Pace;
 use super::wiring::Handoff;
 use crate::config::ChunkSchedule;
 use crate::contract::*;
@@ -27,10 +28,14 @@ pub struct DecodeReq {
     times: StageTimes,
     first_frame_at: Option<Instant>,
     last_frame_at: Option<Instant>,
+    /// Its listener's deadline against the schedule.
+    pace: Pace,
 }
 
 /// The code2wav stage: owns every request's streaming decoder state and
-/// cuts the audio into chunks by the [`ChunkSchedule`]. A step takes up to
+/// cuts the audio into chunks by the [`ChunkSchedule`], a chunk leaving
+/// short of its size when waiting for one more frame would bring it to the
+/// listener late ([`super::pace`]). A step takes up to
 /// `max_batch` frames (distinct requests) and decodes every chunk they make
 /// due in **one** [`tts_models::codec::Code2Wav::decode_step_batch`] call
 /// (layer-major across the requests; the transformer's and ConvNeXt's
@@ -39,6 +44,9 @@ pub struct DecodeReq {
 pub struct Code2WavStage {
     model: Arc<Qwen3Tts>,
     schedule: ChunkSchedule,
+    /// The listener's prebuffer a chunk may leave early for (`None`: the
+    /// schedule alone).
+    paced: Option<Duration>,
     reqs: HashMap<RequestKey, DecodeReq>,
     max_batch: usize,
     scratch: codec::BatchScratch,
@@ -58,12 +66,24 @@ pub const CODE2WAV_BATCH_FRAMES: usize = 32;
 impl Code2WavStage {
     /// `max_batch` is the engine's; the stage takes at most
     /// [`CODE2WAV_BATCH_FRAMES`] / the schedule's largest chunk (at least 1).
-    pub fn new(model: Arc<Qwen3Tts>, schedule: ChunkSchedule, max_batch: usize) -> Self {
+    /// `paced`: the listener's prebuffer a chunk may leave early for
+    /// ([`super::pace`]); `None` cuts by the schedule alone, and so does a
+    /// vocoder whose samples depend on where a chunk ends (f32:
+    /// [`tts_models::codec::Code2Wav::chunking_exact`]), so a run's audio
+    /// never depends on its timing.
+    pub fn new(
+        model: Arc<Qwen3Tts>,
+        schedule: ChunkSchedule,
+        paced: Option<Duration>,
+        max_batch: usize,
+    ) -> Self {
         let largest = schedule.frames.iter().copied().max().unwrap_or(1).max(1);
         let cap = (CODE2WAV_BATCH_FRAMES / largest).max(1);
+        let paced = paced.filter(|_| model.code2wav.chunking_exact());
         Code2WavStage {
             model,
             schedule,
+            paced,
             reqs: HashMap::new(),
             max_batch: max_batch.clamp(1, cap),
             scratch: codec::BatchScratch::default(),
@@ -145,6 +165,7 @@ impl Code2WavStage {
                     times: StageTimes::default(),
                     first_frame_at: None,
                     last_frame_at: None,
+                    pace: Pace::default(),
                 },
             );
         }
@@ -162,9 +183,20 @@ impl Code2WavStage {
             r.frames += 1;
             r.first_frame_at.get_or_insert(f.produced_at);
             r.last_frame_at = Some(f.produced_at);
+            r.pace.frame(f.produced_at);
         }
+        let late = |r: &DecodeReq, prebuffer| {
+            let frame = Duration::from_secs_f64(
+                self.model.code2wav.samples_per_frame() as f64
+                    / self.model.code2wav.sample_rate() as f64,
+            );
+            r.pace
+                .cut(Instant::now(), r.pending_frames, prebuffer, frame)
+        };
         let due = r.pending_frames > 0
-            && (f.stop.is_some() || r.pending_frames >= self.schedule.size(r.next_seq));
+            && (f.stop.is_some()
+                || r.pending_frames >= self.schedule.size(r.next_seq)
+                || self.paced.is_some_and(|p| late(r, p)));
         // A bad chunk fails its own request only: it is checked here, before
         // the batch, so the batched call never sees it.
         let failed = due
@@ -232,8 +264,10 @@ impl Code2WavStage {
             model.code2wav.decode_step_batch(&mut batch, scratch)
         });
         drop(batch);
+        let done = Instant::now();
         for r in reqs {
             r.times.code2wav += d;
+            r.pace.chunk(done, r.pending_frames, d);
         }
         if let Err(e) = res {
             // Inputs were checked in `admit`, so this is unexpected; the
@@ -415,12 +449,12 @@ mod tests {
             None,
         );
         let schedule = ChunkSchedule::new(vec![1, 2]).unwrap();
-        let mut stage = Code2WavStage::new(model.clone(), schedule, 4);
+        let mut stage = Code2WavStage::new(model.clone(), schedule, None, 4);
         assert_eq!(stage.max_batch(), 4);
         // The frame budget caps the batch: 32 / the largest chunk.
         let cap = |frames: Vec<usize>, engine: usize| {
             let s = ChunkSchedule::new(frames).unwrap();
-            Code2WavStage::new(model.clone(), s, engine).max_batch()
+            Code2WavStage::new(model.clone(), s, None, engine).max_batch()
         };
         assert_eq!(cap(vec![1, 4, 8], 16), 4);
         assert_eq!(cap(vec![1, 4, 8], 3), 3);
@@ -532,5 +566,70 @@ mod tests {
         );
         assert!(stage.held().is_empty());
         assert_eq!(h.steps.load(Ordering::Relaxed), 2);
+    }
+
+    /// Frames 2 s apart against 80 ms of audio each: with pacing, every
+    /// frame leaves as it comes (waiting for another would reach the
+    /// listener late), where the schedule alone waits for an 8-frame
+    /// chunk; the audio is the same bits either way. An f32 vocoder, whose
+    /// last bits depend on where a chunk ends, is never paced.
+    #[test]
+    fn a_paced_chunk_leaves_short_of_the_schedule_with_the_same_audio() {
+        let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-a");
+        let options = tts_models::LoadOptions {
+            code2wav: tts_models::Code2WavPrecision::INT8,
+            ..Default::default()
+        };
+        let fast = Arc::new(Qwen3Tts::load_with(&dir, options).expect("load fixture"));
+        let f32 = Arc::new(Qwen3Tts::load(&dir).expect("load fixture"));
+        let q = f32.code2wav.num_quantizers();
+        let book = f32.code2wav.codebook_size();
+        let codes = |f: u64| {
+            (0..q)
+                .map(|g| ((f as usize * 17 + g * 5) % book) as u32)
+                .collect::<Vec<u32>>()
+        };
+        let shared = Shared::new(
+            #[cfg(feature = "fault-injection")]
+            None,
+        );
+        let run = |model: &Arc<Qwen3Tts>, paced: Option<Duration>| {
+            let schedule = ChunkSchedule::new(vec![1, 8]).unwrap();
+            let mut stage = Code2WavStage::new(model.clone(), schedule, paced, 1);
+            // Stamped 2 s apart (the intervals are what the pace reads).
+            let base = Instant::now();
+            let (mut sizes, mut audio) = (Vec::new(), Vec::new());
+            for i in 0..10u64 {
+                let mut f = frame(key(1), i, Some(codes(i)), i == 9);
+                f.produced_at = base + Duration::from_secs(2 * i);
+                for o in step(&mut stage, &shared, vec![f]) {
+                    if let AudioOut::Chunk(c) = o {
+                        if c.frames > 0 {
+                            sizes.push(c.frames);
+                        }
+                        audio.extend(c.samples);
+                    }
+                }
+            }
+            (sizes, audio)
+        };
+        let (paced_sizes, paced_audio) = run(&fast, Some(Duration::ZERO));
+        let (sizes, audio) = run(&fast, None);
+        assert_eq!(sizes, vec![1, 8, 1]);
+        assert_eq!(paced_sizes, vec![1; 10]);
+        assert_eq!(paced_audio.len(), audio.len());
+        assert!(
+            paced_audio
+                .iter()
+                .zip(&audio)
+                .all(|(a, b)| a.to_bits() == b.to_bits()),
+            "where a chunk ends never changes the audio"
+        );
+        assert!(!f32.code2wav.chunking_exact() && fast.code2wav.chunking_exact());
+        assert_eq!(
+            run(&f32, Some(Duration::ZERO)).0,
+            vec![1, 8, 1],
+            "f32: never paced"
+        );
     }
 }

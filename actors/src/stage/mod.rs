@@ -7,7 +7,8 @@
 //!   mailbox, local work queue in rounds, panic boundary, health atomics,
 //!   gathering of the partner stage's in-flight requests).
 //! - [`wiring`]: the directory of current recipients, one per message type.
-//! - [`talker`], [`predictor`], [`code2wav`]: the three model stages.
+//! - [`talker`], [`predictor`], [`code2wav`]: the three model stages;
+//!   [`pace`]: when code2wav lets a chunk leave short of its schedule.
 //!
 //! Stop rules mirror `FrameGenerator::next_frame` exactly: no frames (and no
 //! prefill) when `max_frames == 0`; the talker's codebook-0 token equal to
@@ -16,6 +17,7 @@
 
 pub mod actor;
 pub mod code2wav;
+pub mod pace;
 pub mod predictor;
 pub mod talker;
 pub mod wiring;

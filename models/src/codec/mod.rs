@@ -102,6 +102,20 @@ impl Code2Wav {
         self.precision
     }
 
+    /// A stream's samples are the same bits however it is cut into steps:
+    /// below f32, where every bf16 and int8 kernel computes an output the
+    /// same way at any length (`int8_stream_equals_decode`). At f32 (or
+    /// int8 with an f32 rest) the fast kernels' order depends on a call's
+    /// length, so a stream agrees with the one-shot decode within 1e-5, not
+    /// bit for bit.
+    pub fn chunking_exact(&self) -> bool {
+        match self.precision {
+            Code2WavPrecision::F32 => false,
+            Code2WavPrecision::Bf16 => true,
+            Code2WavPrecision::Int8 { rest_bf16, .. } => rest_bf16,
+        }
+    }
+
     pub fn config(&self) -> &CodecConfig {
         &self.cfg
     }

@@ -42,7 +42,7 @@ pub struct Pace {
     last_frame: Option<Instant>,
     /// Seconds between frames (running mean).
     frame_s: Option<f64>,
-    /// Decoder seconds per frame (running mean).
+    /// Decoder wall seconds per frame of its own chunks (running mean).
     decode_s: Option<f64>,
 }
 
@@ -60,7 +60,8 @@ impl Pace {
         self.last_frame = Some(at);
     }
 
-    /// A chunk of `frames` left at `at`, after `decode` of decoder time.
+    /// A chunk of `frames` left at `at`, after a decode step of `decode`
+    /// (a batched step's whole wall time: the chunk waited for all of it).
     pub fn chunk(&mut self, at: Instant, frames: usize, decode: Duration) {
         if frames == 0 {
             return;

@@ -24,24 +24,21 @@ bin=${TTS_RT:-target/release/tts-rt}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 
-echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cpus," \
-  "isa: $(grep -o -w -E 'avx512_bf16|avx512_vnni|avx512f|avx2|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+# shellcheck source=benches/arms_lib.sh
+. benches/arms_lib.sh
+host_line
 echo "binary: $bin, precision ${PRECISION:-fast}, frames ${FRAMES:-100}, repeats ${REPEATS:-3}," \
   "prebuffer ${PREBUFFER:-200} ms"
 
-n=${#arms[@]}
-for pass in $(seq 1 "$passes"); do
-  for i in $(seq 0 $((n - 1))); do
-    arm=${arms[$(((i + pass - 1) % n))]}
-    label=${arm%%=*}
-    flags=${arm#*=}
-    f="$out/$label-$pass.json"
-    load=$(cut -d' ' -f1 /proc/loadavg)
-    # shellcheck disable=SC2046 # the arm's flags are words
-    "$bin" bench --model "$model" --json --precision "${PRECISION:-fast}" --lengths ten \
-      --frames "${FRAMES:-100}" --concurrency 1 --repeats "${REPEATS:-3}" --warmup 1 \
-      --prebuffer-ms "${PREBUFFER:-200}" $(tr ',' ' ' <<<"$flags") >"$f" 2>"$f.log"
-    python3 - "$label" "$pass" "$load" "$f" <<'PY'
+# run LABEL PASS LOAD FLAG...: one run of one arm, and its line.
+run() {
+  local label=$1 pass=$2 load=$3
+  shift 3
+  local f="$out/$label-$pass.json"
+  "$bin" bench --model "$model" --json --precision "${PRECISION:-fast}" --lengths ten \
+    --frames "${FRAMES:-100}" --concurrency 1 --repeats "${REPEATS:-3}" --warmup 1 \
+    --prebuffer-ms "${PREBUFFER:-200}" "$@" >"$f" 2>"$f.log"
+  python3 - "$label" "$pass" "$load" "$f" <<'PY'
 import json, sys
 label, p, load, f = sys.argv[1:]
 c = json.load(open(f))["cells"][0]
@@ -53,8 +50,8 @@ print(f"pass {p} {label:9s} load {load:>5s} continuous {c['continuity_ok_at_preb
       f"required prebuffer ms p50 {get('required_prebuffer_ms', 'p50')} max {get('required_prebuffer_ms', 'max')}  "
       f"tpot ms p50 {get('tpot_ms', 'p50')}  code2wav ms p50 {get('code2wav_ms', 'p50')}")
 PY
-  done
-done
+}
+rotate_arms "$passes" run "${arms[@]}"
 
 python3 - "$out" "${arms[@]}" <<'PY'
 import glob, json, statistics, sys

@@ -24,24 +24,21 @@ bin=${TTS_RT:-target/release/tts-rt}
 out=${OUT:-$(mktemp -d)}
 mkdir -p "$out"
 
-echo "host: $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2 | sed 's/^ //'), $(nproc) cpus," \
-  "isa: $(grep -o -w -E 'avx512_bf16|avx512_vnni|avx512f|avx2|amx_tile' /proc/cpuinfo | sort -u | tr '\n' ' ')"
+# shellcheck source=benches/arms_lib.sh
+. benches/arms_lib.sh
+host_line
 echo "binary: $bin, precision ${PRECISION:-fast}, frames ${FRAMES:-250}, max streams ${MAX_STREAMS:-6}," \
   "repeats ${REPEATS:-2}, warm-up ${WARMUP:-0}, text ${LENGTH:-ten}"
 
-n=${#arms[@]}
-for pass in $(seq 1 "$passes"); do
-  for i in $(seq 0 $((n - 1))); do
-    arm=${arms[$(((i + pass - 1) % n))]}
-    label=${arm%%=*}
-    flags=${arm#*=}
-    f="$out/$label-$pass.json"
-    load=$(cut -d' ' -f1 /proc/loadavg)
-    # shellcheck disable=SC2046 # the arm's flags are words
-    "$bin" bench --model "$model" --scoreboard --json --precision "${PRECISION:-fast}" \
-      --lengths "${LENGTH:-ten}" --frames "${FRAMES:-250}" --max-streams "${MAX_STREAMS:-6}" \
-      --repeats "${REPEATS:-2}" --warmup "${WARMUP:-0}" $(tr ',' ' ' <<<"$flags") >"$f" 2>"$f.log"
-    python3 - "$label" "$pass" "$load" "$f" <<'PY'
+# run LABEL PASS LOAD FLAG...: one scoreboard of one arm, and its line.
+run() {
+  local label=$1 pass=$2 load=$3
+  shift 3
+  local f="$out/$label-$pass.json"
+  "$bin" bench --model "$model" --scoreboard --json --precision "${PRECISION:-fast}" \
+    --lengths "${LENGTH:-ten}" --frames "${FRAMES:-250}" --max-streams "${MAX_STREAMS:-6}" \
+    --repeats "${REPEATS:-2}" --warmup "${WARMUP:-0}" "$@" >"$f" 2>"$f.log"
+  python3 - "$label" "$pass" "$load" "$f" <<'PY'
 import json, sys
 label, p, load, f = sys.argv[1:]
 sb = json.load(open(f))["scoreboard"]
@@ -52,8 +49,8 @@ cal = sb["calibration"] or {}
 print(f"pass {p} {label:10s} load {load:>5s} capacity {sb['capacity_streams']} "
       f"(calibrated {cal.get('streams', 'off')}) held {sb['continuous_streams']}  levels {levels}")
 PY
-  done
-done
+}
+rotate_arms "$passes" run "${arms[@]}"
 
 python3 - "$out" "${arms[@]}" <<'PY'
 import glob, json, statistics, sys

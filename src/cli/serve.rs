@@ -118,6 +118,12 @@ pub struct ServeArgs {
     /// turns it off (only --max-requests bounds them). docs/limits.md.
     #[arg(long)]
     realtime_load: Option<f64>,
+    /// The prebuffer (ms) your listeners hold before they play. Request
+    /// records and /metrics report continuity at it, and a chunk leaves
+    /// ahead of its schedule when waiting for one more frame would reach
+    /// such a listener after its buffer ran dry. Default 200; 0 to 10000.
+    #[arg(long)]
+    prebuffer_ms: Option<f64>,
     /// The short calibration that seeds the real-time capacity before the
     /// server is ready: rounds of 1, 2 and 4 synthetic requests, each
     /// ending once measured (a second or so at 0.6B); this caps their
@@ -278,9 +284,15 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
         realtime_load.is_finite() && (0.0..=1.0).contains(&realtime_load),
         "--realtime-load must be a share of the cores' time from 0 (off) to 1, got {realtime_load}"
     );
+    let prebuffer_ms = a.prebuffer_ms.or(f.prebuffer_ms).unwrap_or(200.0);
+    anyhow::ensure!(
+        prebuffer_ms.is_finite() && (0.0..=10_000.0).contains(&prebuffer_ms),
+        "--prebuffer-ms must be from 0 to 10000 ms, got {prebuffer_ms}"
+    );
     let engine = EngineConfig {
         max_active_requests: a.max_requests.or(f.max_requests).unwrap_or(16),
         realtime_load: (realtime_load > 0.0).then_some(realtime_load),
+        prebuffer_ms,
         stage_threads,
         lend_core: a.lend_core.or(f.lend_core.map(LendCore::from)) == Some(LendCore::On),
         lend_measured: a.lend_core.or(f.lend_core.map(LendCore::from)) == Some(LendCore::Auto),

@@ -40,6 +40,7 @@ pub(crate) struct ServeFile {
     pub text_wait_timeout_s: Option<f64>,
     pub max_requests: Option<usize>,
     pub realtime_load: Option<f64>,
+    pub prebuffer_ms: Option<f64>,
     pub calibrate_frames: Option<usize>,
     pub max_frames: Option<usize>,
     pub stage_threads: Option<String>,
@@ -166,6 +167,16 @@ mod tests {
             dir.starts_with(example().parent().unwrap()),
             "{}",
             dir.display()
+        );
+    }
+
+    #[test]
+    fn the_prebuffer_is_a_key() {
+        let f = ServeFile::parse("prebuffer_ms = 120\n").unwrap();
+        assert_eq!(f.prebuffer_ms, Some(120.0));
+        assert_eq!(
+            ServeFile::load(&example()).unwrap().prebuffer_ms,
+            Some(200.0)
         );
     }
 

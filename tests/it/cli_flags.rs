@@ -361,3 +361,20 @@ fn a_team_hold_that_never_lends_beside_lend_core_is_refused_naming_both() {
         }
     }
 }
+
+#[test]
+fn serve_refuses_a_prebuffer_out_of_range_before_looking_for_the_model() {
+    for bad in ["-5", "NaN", "1e9"] {
+        let (o, err) = run(bin_without_switches().args([
+            "serve",
+            "--port",
+            "0",
+            &format!("--prebuffer-ms={bad}"),
+            "--model",
+            "/nonexistent/tts-rt-model",
+        ]));
+        assert_eq!(o.status.code(), Some(1), "{bad}: {err}");
+        assert!(err.contains("--prebuffer-ms"), "{bad}: {err}");
+        assert!(!err.contains("nonexistent"), "checked first: {err}");
+    }
+}

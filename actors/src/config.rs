@@ -43,8 +43,8 @@ impl Default for ChunkSchedule {
 }
 
 /// The default chunk schedule (chunks leave earlier where the listener
-/// needs them: [`EngineConfig::pace_chunks`]). The first audio leaves after one frame;
-/// then chunks grow by about a frame at a time, no faster than a
+/// needs them: [`EngineConfig::pace_chunks`]). The first audio leaves
+/// after one frame; then chunks grow by about a frame at a time, no faster than a
 /// listener's buffer does while synthesis runs at 0.7-0.8 of real time, so
 /// a 200 ms prebuffer does not run dry on the way to 8-frame chunks. (With
 /// 1, 4, 8 the third chunk, due 12 frames after the first, arrived ~350 ms

@@ -47,6 +47,8 @@ pub struct Code2WavStage {
     /// The listener's prebuffer a chunk may leave early for (`None`: the
     /// schedule alone).
     paced: Option<Duration>,
+    /// The audio of one frame.
+    frame: Duration,
     reqs: HashMap<RequestKey, DecodeReq>,
     max_batch: usize,
     scratch: codec::BatchScratch,
@@ -79,11 +81,15 @@ impl Code2WavStage {
     ) -> Self {
         let largest = schedule.frames.iter().copied().max().unwrap_or(1).max(1);
         let cap = (CODE2WAV_BATCH_FRAMES / largest).max(1);
-        let paced = paced.filter(|_| model.code2wav.chunking_exact());
+        let c2w = &model.code2wav;
+        let paced = paced.filter(|_| c2w.chunking_exact());
+        let frame =
+            Duration::from_secs_f64(c2w.samples_per_frame() as f64 / c2w.sample_rate() as f64);
         Code2WavStage {
             model,
             schedule,
             paced,
+            frame,
             reqs: HashMap::new(),
             max_batch: max_batch.clamp(1, cap),
             scratch: codec::BatchScratch::default(),
@@ -185,18 +191,12 @@ impl Code2WavStage {
             r.last_frame_at = Some(f.produced_at);
             r.pace.frame(f.produced_at);
         }
-        let late = |r: &DecodeReq, prebuffer| {
-            let frame = Duration::from_secs_f64(
-                self.model.code2wav.samples_per_frame() as f64
-                    / self.model.code2wav.sample_rate() as f64,
-            );
-            r.pace
-                .cut(Instant::now(), r.pending_frames, prebuffer, frame)
-        };
         let due = r.pending_frames > 0
             && (f.stop.is_some()
                 || r.pending_frames >= self.schedule.size(r.next_seq)
-                || self.paced.is_some_and(|p| late(r, p)));
+                || self
+                    .paced
+                    .is_some_and(|p| r.pace.cut(Instant::now(), r.pending_frames, p, self.frame)));
         // A bad chunk fails its own request only: it is checked here, before
         // the batch, so the batched call never sees it.
         let failed = due

@@ -5,9 +5,9 @@
 //! decoder's per-call cost is paid over more audio. On a host where a
 //! frame costs close to its 80 ms of audio, a chunk of the schedule's size
 //! can take longer to make than the listener has left to play: a stream
-//! with a 200 ms prebuffer ran dry at the end of the ramp (the 6 to 8 frame
-//! step) whenever a frame cost ~63 ms or more, mid-stream never
-//! (docs/benchmarks.md, "The listener's deadline").
+//! with a 200 ms prebuffer ran dry whenever a frame cost ~63 ms or more,
+//! most often at the end of the ramp (the 6 to 8 frame step;
+//! docs/benchmarks.md, "The listener's deadline").
 //!
 //! [`Pace`] keeps, per request, what the decision needs: when its first
 //! chunk left, how much audio has left since, and two running estimates

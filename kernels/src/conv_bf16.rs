@@ -296,22 +296,12 @@ impl ConvBf16 {
 }
 
 /// Pairs `p0..` of `x = [c_in, t_in]` rounded to bf16 pairs into `out`
-/// (whole rows of `pad + t_in + pad`, zero-initialised: the `pad` columns
-/// on each side and a missing odd channel stay 0).
+/// (whole rows of `t_in`; a missing odd channel is 0).
 #[inline(always)]
-pub(crate) fn pack_pairs(
-    x: &[f32],
-    c_in: usize,
-    t_in: usize,
-    pad: usize,
-    p0: usize,
-    out: &mut [u32],
-) {
-    let x_cs = t_in + 2 * pad;
-    for (i, row) in out.chunks_exact_mut(x_cs).enumerate() {
+pub(crate) fn pack_pairs(x: &[f32], c_in: usize, t_in: usize, p0: usize, out: &mut [u32]) {
+    for (i, dst) in out.chunks_exact_mut(t_in).enumerate() {
         let p = p0 + i;
         let lo = &x[2 * p * t_in..(2 * p + 1) * t_in];
-        let dst = &mut row[pad..pad + t_in];
         if 2 * p + 1 < c_in {
             let hi = &x[(2 * p + 1) * t_in..(2 * p + 2) * t_in];
             for ((d, &a), &b) in dst.iter_mut().zip(lo).zip(hi) {
@@ -326,28 +316,17 @@ pub(crate) fn pack_pairs(
 }
 
 /// The emulation's layout: `x` rounded through bf16 and kept as f32,
-/// two rows of `pad + t_in + pad` per pair (row `2p` is the low element of
+/// two rows of `t_in` per pair (row `2p` is the low element of
 /// pair `p`, row `2p + 1` the high one; a missing odd channel is a zero
 /// row). Pairs `p0..` into `out` (zero-initialised), as [`pack_pairs`].
 #[inline(always)]
-pub(crate) fn pack_planes(
-    x: &[f32],
-    c_in: usize,
-    t_in: usize,
-    pad: usize,
-    p0: usize,
-    out: &mut [f32],
-) {
-    let x_cs = t_in + 2 * pad;
-    for (i, row) in out.chunks_exact_mut(x_cs).enumerate() {
+pub(crate) fn pack_planes(x: &[f32], c_in: usize, t_in: usize, p0: usize, out: &mut [f32]) {
+    for (i, row) in out.chunks_exact_mut(t_in).enumerate() {
         let ci = 2 * p0 + i;
         if ci >= c_in {
             break;
         }
-        for (d, &a) in row[pad..pad + t_in]
-            .iter_mut()
-            .zip(&x[ci * t_in..(ci + 1) * t_in])
-        {
+        for (d, &a) in row.iter_mut().zip(&x[ci * t_in..(ci + 1) * t_in]) {
             *d = bf16_to_f32(round_bf16(a));
         }
     }

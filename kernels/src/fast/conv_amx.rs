@@ -342,14 +342,13 @@ impl Src<'_> {
     }
 }
 
-/// `x = [c_in, t_in]` as bf16 pairs `[pairs16][pad + t_in + pad]` (zero
-/// rows past the last pair, zero padding columns) plus `TC` slack.
-fn pack(x: &[f32], c_in: usize, t_in: usize, pad: usize, pairs16: usize) -> Vec<u32> {
-    let x_cs = t_in + 2 * pad;
-    let mut out = vec![0u32; pairs16 * x_cs + TC];
-    let used = c_in.div_ceil(2) * x_cs;
-    pack_par(&mut out[..used], x_cs, |p0, o| {
-        pack_pairs(x, c_in, t_in, pad, p0, o)
+/// `x = [c_in, t_in]` as bf16 pairs `[pairs16][t_in]` (zero rows past the
+/// last pair) plus `TC` slack.
+fn pack(x: &[f32], c_in: usize, t_in: usize, pairs16: usize) -> Vec<u32> {
+    let mut out = vec![0u32; pairs16 * t_in + TC];
+    let used = c_in.div_ceil(2) * t_in;
+    pack_par(&mut out[..used], t_in, |p0, o| {
+        pack_pairs(x, c_in, t_in, p0, o)
     });
     out
 }
@@ -367,7 +366,7 @@ pub(crate) fn conv1d(
         return;
     };
     let (tiles, co16, pairs16) = w.tile_layout();
-    let xp = pack(x, w.c_in, t_in, 0, pairs16);
+    let xp = pack(x, w.c_in, t_in, pairs16);
     fill_bias(out, t_out, bias);
     let slab = slab_len(pairs16, 2 * TC, t_out);
     let (n_slabs, n_cb) = (t_out.div_ceil(slab), w.c_out.div_ceil(CO));

@@ -122,7 +122,7 @@ trait PairKernel: Copy + Send + Sync {
     /// Packed rows per pair.
     const ROWS: usize;
     /// Packs pairs `p0..` of `x` into `out` (whole pairs, zeroed).
-    fn pack_rows(x: &[f32], c_in: usize, t_in: usize, pad: usize, p0: usize, out: &mut [Self::X]);
+    fn pack_rows(x: &[f32], c_in: usize, t_in: usize, p0: usize, out: &mut [Self::X]);
     /// `TV` vectors of time from `pass.t0` for `C` channels, pairs
     /// `pass.p0..pass.p1`, added to `out` (row stride `pass.out_cs`; `PART`:
     /// the last vector has `nl` lanes; `pass.t1` is not read).
@@ -377,8 +377,8 @@ impl<S: Simd> PairKernel for Emu<S> {
 
     const ROWS: usize = 2;
     #[inline(always)]
-    fn pack_rows(x: &[f32], c_in: usize, t_in: usize, pad: usize, p0: usize, out: &mut [f32]) {
-        pack_planes(x, c_in, t_in, pad, p0, out)
+    fn pack_rows(x: &[f32], c_in: usize, t_in: usize, p0: usize, out: &mut [f32]) {
+        pack_planes(x, c_in, t_in, p0, out)
     }
 
     #[inline(always)]
@@ -491,8 +491,8 @@ mod dp {
 
         const ROWS: usize = 1;
         #[inline(always)]
-        fn pack_rows(x: &[f32], c_in: usize, t_in: usize, pad: usize, p0: usize, out: &mut [u32]) {
-            pack_pairs(x, c_in, t_in, pad, p0, out)
+        fn pack_rows(x: &[f32], c_in: usize, t_in: usize, p0: usize, out: &mut [u32]) {
+            pack_pairs(x, c_in, t_in, p0, out)
         }
 
         #[inline(always)]
@@ -626,15 +626,15 @@ mod dp {
 #[cfg(target_arch = "x86_64")]
 pub(crate) use dp::{dp_lane, DpBf16};
 
-/// `x = [c_in, t_in]` packed for `K` with `pad` zero columns each side,
-/// vectorised and in parallel over pairs.
-fn pack<K: PairKernel>(k: K, x: &[f32], c_in: usize, t_in: usize, pad: usize) -> Vec<K::X> {
-    let x_ps = K::ROWS * (t_in + 2 * pad);
+/// `x = [c_in, t_in]` packed for `K`, vectorised and in parallel over
+/// pairs.
+fn pack<K: PairKernel>(k: K, x: &[f32], c_in: usize, t_in: usize) -> Vec<K::X> {
+    let x_ps = K::ROWS * t_in;
     let mut out = vec![K::X::default(); c_in.div_ceil(2) * x_ps];
     pack_par(&mut out, x_ps, |p0, o| {
         k.vectorize(
             #[inline(always)]
-            || K::pack_rows(x, c_in, t_in, pad, p0, o),
+            || K::pack_rows(x, c_in, t_in, p0, o),
         )
     });
     out
@@ -694,7 +694,7 @@ fn conv1d_with<K: PairKernel>(
     let Some((taps, t_out)) = conv1d_setup(x, t_in, w, bias, dilation, out) else {
         return;
     };
-    let xp = pack(k, x, w.c_in, t_in, 0);
+    let xp = pack(k, x, w.c_in, t_in);
     let pairs = w.pairs();
     let x_ps = xp.len() / pairs.max(1);
     let wpc = pairs * w.kernel;

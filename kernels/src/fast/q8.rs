@@ -218,6 +218,7 @@ unsafe fn part_rows(
     match path {
         Q8Path::Avx512Vnni if a.m == 1 => rows_vnni_stream(a, w, bias, j0, j1, dst),
         Q8Path::Avx512Vnni => rows_vnni(a, w, bias, j0, j1, dst),
+        Q8Path::Avx2 if a.m == 1 => rows_avx2_stream(a, w, bias, j0, j1, dst),
         Q8Path::Avx2 => rows_avx2(a, w, bias, j0, j1, dst),
     }
 }
@@ -530,6 +531,87 @@ unsafe fn block_vnni<const MR: usize, const NR: usize>(
     tot
 }
 
+/// [`rows_vnni_stream`] on AVX2: a one-row decode step reads each task's
+/// weight rows as one forward stream with the same look-ahead, where the
+/// blocks of [`rows_avx2`] read 4 rows `k` bytes apart. The sums are the
+/// same exact integers, so the bits are the blocked kernel's.
+///
+/// # Safety
+/// As [`rows_avx2`]'s, with `m == 1`.
+#[target_feature(enable = "avx2")]
+unsafe fn rows_avx2_stream(
+    a: Acts<'_>,
+    w: Q8Mat<'_>,
+    bias: Option<&[f32]>,
+    j0: usize,
+    j1: usize,
+    dst: SharedOut,
+) {
+    let (xq, sx) = (a.xq, a.sx);
+    let Q8Mat {
+        data: w,
+        scales,
+        cols: k,
+        ..
+    } = w;
+    let out = dst.ptr();
+    let (xp, wp) = (xq.as_ptr(), w.as_ptr());
+    let pf = Prefetch::ahead(wp.wrapping_add(j0 * k) as *const u8, (j1 - j0) * k);
+    for j in j0..j1 {
+        let t = row_avx2(xp, wp.add(j * k), k, pf, (j - j0) * k);
+        *out.add(j) = t as f32 * (sx[0] * scales[j]) + bias.map_or(0.0, |b| b[j]);
+    }
+}
+
+/// [`row_vnni`] on AVX2: 64 weights (one cache line) per step, as four
+/// sign extensions and `vpmaddwd`s into two accumulators; 16 at a time
+/// and then a scalar tail at the end of a block.
+///
+/// # Safety
+/// avx2 present; `x` valid for `k` i16 reads, `w` for `k` i8 reads.
+#[target_feature(enable = "avx2")]
+#[inline]
+unsafe fn row_avx2(x: *const i16, w: *const i8, k: usize, pf: Prefetch, at: usize) -> i64 {
+    let mut tot = 0i64;
+    let mut p0 = 0;
+    let madd = |p: usize| {
+        let wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(w.add(p) as *const __m128i));
+        _mm256_madd_epi16(_mm256_loadu_si256(x.add(p) as *const __m256i), wv)
+    };
+    while p0 < k {
+        let p1 = (p0 + KB).min(k);
+        let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
+        let mut p = p0;
+        while p + 64 <= p1 {
+            pf.line(at + p);
+            a0 = _mm256_add_epi32(a0, madd(p));
+            a1 = _mm256_add_epi32(a1, madd(p + 16));
+            a0 = _mm256_add_epi32(a0, madd(p + 32));
+            a1 = _mm256_add_epi32(a1, madd(p + 48));
+            p += 64;
+        }
+        while p + 16 <= p1 {
+            a0 = _mm256_add_epi32(a0, madd(p));
+            p += 16;
+        }
+        // A lane gains at most 2 * 32767 * 127 per instruction and takes
+        // at most KB / 32 + 3 instructions per block: < 2^31.
+        for v in [a0, a1] {
+            let lo = _mm256_cvtepi32_epi64(_mm256_castsi256_si128(v));
+            let hi = _mm256_cvtepi32_epi64(_mm256_extracti128_si256::<1>(v));
+            let s = _mm256_add_epi64(lo, hi);
+            let mut l = [0i64; 4];
+            _mm256_storeu_si256(l.as_mut_ptr() as *mut __m256i, s);
+            tot += l.iter().sum::<i64>();
+        }
+        for q in p..p1 {
+            tot += *x.add(q) as i64 * *w.add(q) as i64;
+        }
+        p0 = p1;
+    }
+    tot
+}
+
 /// [`block_vnni`] on AVX2: 16 inputs per `vpmaddwd`, scalar tail.
 ///
 /// # Safety
@@ -636,15 +718,30 @@ mod tests {
         }
     }
 
-    /// Worst-case magnitudes (every product +-32767 * 127, all of one
-    /// sign, past one accumulation block): the streamed and the blocked
-    /// VNNI kernels give the exact integer sum, so the same bits as the
-    /// reference.
-    #[test]
-    fn extreme_sums_stay_exact_on_both_vnni_kernels() {
-        if !matches!(Q8Path::for_avx512(), Q8Path::Avx512Vnni) {
-            return;
+    /// The paths this CPU can run.
+    fn paths() -> Vec<Q8Path> {
+        let mut p = Vec::new();
+        if is_x86_feature_detected!("avx2") {
+            p.push(Q8Path::Avx2);
         }
+        if matches!(Q8Path::for_avx512(), Q8Path::Avx512Vnni) {
+            p.push(Q8Path::Avx512Vnni);
+        }
+        p
+    }
+
+    /// Worst-case magnitudes (every product +-32767 * 127, all of one
+    /// sign, past one accumulation block): the streamed (m = 1) and the
+    /// blocked kernels of each path give the exact integer sum, so the
+    /// same bits as the reference.
+    #[test]
+    fn extreme_sums_stay_exact_on_every_int8_kernel() {
+        for path in paths() {
+            extreme_sums_stay_exact(path);
+        }
+    }
+
+    fn extreme_sums_stay_exact(path: Q8Path) {
         let (n, k) = (6, 2 * KB + 70);
         let w: Vec<i8> = (0..n * k)
             .map(|i| if (i / k) % 2 == 0 { 127 } else { -127 })
@@ -664,18 +761,51 @@ mod tests {
             crate::reference::matmul(&x, m, &mat, None, &mut want);
             let mut got = vec![f32::NAN; m * n];
             let q8 = mat.q8_mat().expect("int8");
-            matmul(Q8Path::Avx512Vnni, &x, m, q8, None, &mut got);
+            matmul(path, &x, m, q8, None, &mut got);
             assert_eq!(
                 got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
                 want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
-                "m={m}"
+                "{path:?} m={m}"
             );
             let exact = (k as f32) * (1.0 / crate::mat::A16_MAX) * 32767.0 * 127.0;
             assert!(
                 (got[0] - exact).abs() <= exact * 1e-6,
-                "m={m}: {} vs {exact}",
+                "{path:?} m={m}: {} vs {exact}",
                 got[0]
             );
+        }
+    }
+
+    /// A one-row step on every path gives the reference's bits at every
+    /// length a row can end on (whole lines, 16-input steps, the scalar
+    /// tail, past an accumulation block), with a bias, over more rows
+    /// than one task takes.
+    #[test]
+    fn one_row_steps_give_the_reference_bits_at_every_tail() {
+        for path in paths() {
+            for k in [1, 15, 16, 17, 63, 64, 65, 100, 1024, KB + 70] {
+                let n = 300;
+                let (w, scales) =
+                    crate::quantize_q8_rows(&crate::probe::data(n * k, 11 + k as u32), n, k);
+                let x = crate::probe::data(k, 5 + k as u32);
+                let bias = crate::probe::data(n, 3);
+                let mat = crate::Mat::Q8 {
+                    data: &w,
+                    scales: &scales,
+                    rows: n,
+                    cols: k,
+                };
+                let mut want = vec![0f32; n];
+                crate::reference::matmul(&x, 1, &mat, Some(&bias), &mut want);
+                let mut got = vec![f32::NAN; n];
+                let q8 = mat.q8_mat().expect("int8");
+                matmul(path, &x, 1, q8, Some(&bias), &mut got);
+                assert_eq!(
+                    got.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    want.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                    "{path:?} k={k}"
+                );
+            }
         }
     }
 }

@@ -354,7 +354,7 @@ fn slow_advice(precision: &str) -> &'static str {
         || precision.starts_with("q4")
         || precision.starts_with("iq4")
     {
-        "fewer requests at once, fewer --threads fighting other work, or a host with more memory bandwidth help (docs/performance.md)"
+        "fewer requests at once, fewer --threads fighting other work, or a host with more memory bandwidth (and AVX-512, for the vocoder) help (docs/performance.md)"
     } else {
         "--precision fast streams in real time on 2 cores at 0.6B (docs/performance.md, \"Precision by tensor\"); fewer requests at once also help"
     }

@@ -73,11 +73,11 @@ fn describe(plan: &PrecisionPlan) -> (&'static str, &'static str) {
     match plan.preset() {
         Some(Preset::Fast) => (
             "int8 LMs, int8/bf16 vocoder",
-            "as close to the stored weights as the official bf16 (codebook-0 KL 1.1e-4; official bf16 1.3e-4; the vocoder's waveform within the official bf16's own error); real time on 2 cores at 0.6B (rtf 0.5-0.8 measured, up to 1.0 on a busy host); --precision f32 for the reference numerics",
+            "as close to the stored weights as the official bf16 (codebook-0 KL 1.1e-4; official bf16 1.3e-4; the vocoder's waveform within the official bf16's own error); real time on 2 AVX-512 cores at 0.6B (rtf 0.5-0.8 measured, up to 1.0 on a busy host; 2.7 on an AVX2-only Zen 1); --precision f32 for the reference numerics",
         ),
         Some(Preset::Balanced) => (
             "int8 LMs but the code predictor's down projection and the heads, bf16 vocoder",
-            "codebook-0 KL 1.1e-4, as fast; real time on 2 cores at 0.6B, ~15% slower than fast (rtf 0.6-0.8 measured)",
+            "codebook-0 KL 1.1e-4, as fast; real time on 2 AVX-512 cores at 0.6B, ~15% slower than fast (rtf 0.6-0.8 measured)",
         ),
         Some(Preset::Reference) => (
             "stored weights, f32 vocoder",

@@ -25,6 +25,11 @@ use core::arch::x86_64::*;
 
 /// Inputs per i32 accumulation block (see the module docs).
 const KB: usize = 4096;
+/// The accumulation blocks `(p0, p1)` of `k` inputs, at most [`KB`] each.
+#[inline(always)]
+fn kb_blocks(k: usize) -> impl Iterator<Item = (usize, usize)> {
+    (0..k).step_by(KB).map(move |p0| (p0, (p0 + KB).min(k)))
+}
 /// Weight rows per block.
 const NR: usize = 4;
 /// How many blocks ahead of the one it computes a blocked (m >= 2) task
@@ -380,45 +385,59 @@ rows_fn!(
 );
 rows_fn!(rows_avx2, block_avx2, "avx2", 2);
 
-/// Output features `j0..j1` of a one-row decode step (m = 1), one weight
-/// row after the other: a task reads its rows `j0..j1` (contiguous bytes)
-/// as a single forward stream, and prefetches `STREAM_AHEAD` bytes ahead
-/// of where it reads.
-///
-/// Why not the `MR x NR` blocks of [`rows_vnni`]: a block of 4 weight rows
-/// is 4 streams `k` bytes apart, and at m = 1 the loop is bound by how fast
-/// one core pulls weights from DRAM, not by its arithmetic; one stream with
-/// a fixed look-ahead keeps more line fills in flight (docs/performance.md,
-/// "One stream per task": 5-17% more from DRAM on two threads). At m = 2..4 the
-/// blocks were as fast or faster, so they keep those. The sums are the same
-/// exact integers: the bits are the blocked kernel's.
-///
-/// # Safety
-/// As [`rows_vnni`]'s, with `m == 1`.
-#[target_feature(enable = "avx512f,avx512bw,avx512vl,avx512vnni")]
-unsafe fn rows_vnni_stream(
-    a: Acts<'_>,
-    w: Q8Mat<'_>,
-    bias: Option<&[f32]>,
-    j0: usize,
-    j1: usize,
-    dst: SharedOut,
-) {
-    let (xq, sx) = (a.xq, a.sx);
-    let Q8Mat {
-        data: w,
-        scales,
-        cols: k,
-        ..
-    } = w;
-    let out = dst.ptr();
-    let (xp, wp) = (xq.as_ptr(), w.as_ptr());
-    let pf = Prefetch::ahead(wp.wrapping_add(j0 * k) as *const u8, (j1 - j0) * k);
-    for j in j0..j1 {
-        let t = row_vnni(xp, wp.add(j * k), k, pf, (j - j0) * k);
-        *out.add(j) = t as f32 * (sx[0] * scales[j]) + bias.map_or(0.0, |b| b[j]);
-    }
+/// A one-row (m = 1) kernel over a task's rows `j0..j1`: each row's
+/// exact sum by `$row`, read as one forward stream with the task's
+/// look-ahead window.
+macro_rules! stream_fn {
+    ($(#[$doc:meta])* $name:ident, $row:ident, $feat:literal) => {
+        $(#[$doc])*
+        #[target_feature(enable = $feat)]
+        unsafe fn $name(
+            a: Acts<'_>,
+            w: Q8Mat<'_>,
+            bias: Option<&[f32]>,
+            j0: usize,
+            j1: usize,
+            dst: SharedOut,
+        ) {
+            let (xq, sx) = (a.xq, a.sx);
+            let Q8Mat {
+                data: w,
+                scales,
+                cols: k,
+                ..
+            } = w;
+            let out = dst.ptr();
+            let (xp, wp) = (xq.as_ptr(), w.as_ptr());
+            let pf = Prefetch::ahead(wp.wrapping_add(j0 * k) as *const u8, (j1 - j0) * k);
+            for j in j0..j1 {
+                let t = $row(xp, wp.add(j * k), k, pf, (j - j0) * k);
+                *out.add(j) = t as f32 * (sx[0] * scales[j]) + bias.map_or(0.0, |b| b[j]);
+            }
+        }
+    };
 }
+
+stream_fn!(
+    /// Output features `j0..j1` of a one-row decode step (m = 1), one weight
+    /// row after the other: a task reads its rows `j0..j1` (contiguous bytes)
+    /// as a single forward stream, and prefetches `STREAM_AHEAD` bytes ahead
+    /// of where it reads.
+    ///
+    /// Why not the `MR x NR` blocks of [`rows_vnni`]: a block of 4 weight rows
+    /// is 4 streams `k` bytes apart, and at m = 1 the loop is bound by how fast
+    /// one core pulls weights from DRAM, not by its arithmetic; one stream with
+    /// a fixed look-ahead keeps more line fills in flight (docs/performance.md,
+    /// "One stream per task": 5-17% more from DRAM on two threads). At m = 2..4 the
+    /// blocks were as fast or faster, so they keep those. The sums are the same
+    /// exact integers: the bits are the blocked kernel's.
+    ///
+    /// # Safety
+    /// As [`rows_vnni`]'s, with `m == 1`.
+    rows_vnni_stream,
+    row_vnni,
+    "avx512f,avx512bw,avx512vl,avx512vnni"
+);
 
 /// Exact `sum_p x[p] * w[p]` over one activation row and one weight row;
 /// `pf` is the task's look-ahead window, `at` this row's offset in it.
@@ -430,9 +449,7 @@ unsafe fn rows_vnni_stream(
 #[inline]
 unsafe fn row_vnni(x: *const i16, w: *const i8, k: usize, pf: Prefetch, at: usize) -> i64 {
     let mut tot = 0i64;
-    let mut p0 = 0;
-    while p0 < k {
-        let p1 = (p0 + KB).min(k);
+    for (p0, p1) in kb_blocks(k) {
         // Two accumulators: the two halves of each 64 weights.
         let (mut a0, mut a1) = (_mm512_setzero_si512(), _mm512_setzero_si512());
         let mut p = p0;
@@ -465,7 +482,6 @@ unsafe fn row_vnni(x: *const i16, w: *const i8, k: usize, pf: Prefetch, at: usiz
             let hi = _mm512_cvtepi32_epi64(_mm512_extracti64x4_epi64::<1>(v));
             tot += _mm512_reduce_add_epi64(_mm512_add_epi64(lo, hi));
         }
-        p0 = p1;
     }
     tot
 }
@@ -485,9 +501,7 @@ unsafe fn block_vnni<const MR: usize, const NR: usize>(
     pf: Prefetch,
 ) -> [[i64; NR]; MR] {
     let mut tot = [[0i64; NR]; MR];
-    let mut p0 = 0;
-    while p0 < k {
-        let p1 = (p0 + KB).min(k);
+    for (p0, p1) in kb_blocks(k) {
         let mut acc = [[_mm512_setzero_si512(); NR]; MR];
         let mut p = p0;
         while p + 32 <= p1 {
@@ -526,42 +540,23 @@ unsafe fn block_vnni<const MR: usize, const NR: usize>(
                 *tj += _mm512_reduce_add_epi64(_mm512_add_epi64(lo, hi));
             }
         }
-        p0 = p1;
     }
     tot
 }
 
-/// [`rows_vnni_stream`] on AVX2: a one-row decode step reads each task's
-/// weight rows as one forward stream with the same look-ahead, where the
-/// blocks of [`rows_avx2`] read 4 rows `k` bytes apart. The sums are the
-/// same exact integers, so the bits are the blocked kernel's.
-///
-/// # Safety
-/// As [`rows_avx2`]'s, with `m == 1`.
-#[target_feature(enable = "avx2")]
-unsafe fn rows_avx2_stream(
-    a: Acts<'_>,
-    w: Q8Mat<'_>,
-    bias: Option<&[f32]>,
-    j0: usize,
-    j1: usize,
-    dst: SharedOut,
-) {
-    let (xq, sx) = (a.xq, a.sx);
-    let Q8Mat {
-        data: w,
-        scales,
-        cols: k,
-        ..
-    } = w;
-    let out = dst.ptr();
-    let (xp, wp) = (xq.as_ptr(), w.as_ptr());
-    let pf = Prefetch::ahead(wp.wrapping_add(j0 * k) as *const u8, (j1 - j0) * k);
-    for j in j0..j1 {
-        let t = row_avx2(xp, wp.add(j * k), k, pf, (j - j0) * k);
-        *out.add(j) = t as f32 * (sx[0] * scales[j]) + bias.map_or(0.0, |b| b[j]);
-    }
-}
+stream_fn!(
+    /// [`rows_vnni_stream`] on AVX2: a one-row decode step reads each
+    /// task's weight rows as one forward stream with the same look-ahead,
+    /// where the blocks of [`rows_avx2`] read 4 rows `k` bytes apart. The
+    /// sums are the same exact integers, so the bits are the blocked
+    /// kernel's.
+    ///
+    /// # Safety
+    /// As [`rows_avx2`]'s, with `m == 1`.
+    rows_avx2_stream,
+    row_avx2,
+    "avx2"
+);
 
 /// [`row_vnni`] on AVX2: 64 weights (one cache line) per step, as four
 /// sign extensions and `vpmaddwd`s into two accumulators; 16 at a time
@@ -573,13 +568,11 @@ unsafe fn rows_avx2_stream(
 #[inline]
 unsafe fn row_avx2(x: *const i16, w: *const i8, k: usize, pf: Prefetch, at: usize) -> i64 {
     let mut tot = 0i64;
-    let mut p0 = 0;
     let madd = |p: usize| {
         let wv = _mm256_cvtepi8_epi16(_mm_loadu_si128(w.add(p) as *const __m128i));
         _mm256_madd_epi16(_mm256_loadu_si256(x.add(p) as *const __m256i), wv)
     };
-    while p0 < k {
-        let p1 = (p0 + KB).min(k);
+    for (p0, p1) in kb_blocks(k) {
         let (mut a0, mut a1) = (_mm256_setzero_si256(), _mm256_setzero_si256());
         let mut p = p0;
         while p + 64 <= p1 {
@@ -607,7 +600,6 @@ unsafe fn row_avx2(x: *const i16, w: *const i8, k: usize, pf: Prefetch, at: usiz
         for q in p..p1 {
             tot += *x.add(q) as i64 * *w.add(q) as i64;
         }
-        p0 = p1;
     }
     tot
 }
@@ -625,9 +617,7 @@ unsafe fn block_avx2<const MR: usize, const NR: usize>(
     pf: Prefetch,
 ) -> [[i64; NR]; MR] {
     let mut tot = [[0i64; NR]; MR];
-    let mut p0 = 0;
-    while p0 < k {
-        let p1 = (p0 + KB).min(k);
+    for (p0, p1) in kb_blocks(k) {
         let mut acc = [[_mm256_setzero_si256(); NR]; MR];
         let mut p = p0;
         while p + 16 <= p1 {
@@ -657,7 +647,6 @@ unsafe fn block_avx2<const MR: usize, const NR: usize>(
                 }
             }
         }
-        p0 = p1;
     }
     tot
 }

@@ -1,6 +1,30 @@
 # Sourced by the bench scripts that compare arms of `tts-rt bench`
-# (continuous_streams.sh, chunk_pace.sh): the host line every figure
-# carries, and the passes over the arms with their order rotated.
+# (continuous_streams.sh, chunk_pace.sh): their arguments, the host line
+# every figure carries, and the passes over the arms with their order
+# rotated. Each pass's line also gives the read rate `tts-rt bench`
+# measured at its start (`provenance.host.read_gb_s` in its JSON).
+
+# arms_args USAGE DEFAULT_PASSES DEFAULT_ARMS ARG...: the script's
+# arguments `MODEL_DIR [PASSES] [ARM...]` into `model`, `passes` and
+# `arms` (DEFAULT_ARMS, space-separated, when none is given), with `bin`
+# ($TTS_RT, else target/release/tts-rt) and `out` ($OUT, else a temp
+# dir, made).
+arms_args() {
+  local usage=$1 default_passes=$2 default_arms=$3
+  shift 3
+  model=${1:?usage: $usage}
+  passes=${2:-$default_passes}
+  shift 2 || shift $#
+  if [ $# -gt 0 ]; then
+    arms=("$@")
+  else
+    # shellcheck disable=SC2206 # the default arms are words
+    arms=($default_arms)
+  fi
+  bin=${TTS_RT:-target/release/tts-rt}
+  out=${OUT:-$(mktemp -d)}
+  mkdir -p "$out"
+}
 
 # host_line: CPU model, core count and the instruction sets that matter.
 host_line() {

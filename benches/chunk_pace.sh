@@ -15,17 +15,9 @@
 #        OUT (raw JSON; default a temp dir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${1:?usage: benches/chunk_pace.sh MODEL_DIR [PASSES] [ARM...]}
-passes=${2:-6}
-shift 2 || shift $#
-[ $# -gt 0 ] || set -- paced=--pace-chunks,true schedule=--pace-chunks,false
-arms=("$@")
-bin=${TTS_RT:-target/release/tts-rt}
-out=${OUT:-$(mktemp -d)}
-mkdir -p "$out"
-
 # shellcheck source=benches/arms_lib.sh
 . benches/arms_lib.sh
+arms_args "benches/chunk_pace.sh MODEL_DIR [PASSES] [ARM...]" 6 "paced=--pace-chunks,true schedule=--pace-chunks,false" "$@"
 host_line
 echo "binary: $bin, precision ${PRECISION:-fast}, frames ${FRAMES:-100}, repeats ${REPEATS:-3}," \
   "prebuffer ${PREBUFFER:-200} ms"
@@ -41,12 +33,15 @@ run() {
   python3 - "$label" "$pass" "$load" "$f" <<'PY'
 import json, sys
 label, p, load, f = sys.argv[1:]
-c = json.load(open(f))["cells"][0]
+doc = json.load(open(f))
+c = doc["cells"][0]
 s = c["summary"]
+read = ((doc.get("provenance") or {}).get("host") or {}).get("read_gb_s", {}).get("median")
+read = "missing" if read is None else f"{read:.1f}"
 def get(k, q):
     v = (s.get(k) or {}).get(q)
     return "missing" if v is None else f"{v:.0f}"
-print(f"pass {p} {label:9s} load {load:>5s} continuous {c['continuity_ok_at_prebuffer']}/{c['n']}  "
+print(f"pass {p} {label:9s} load {load:>5s} read {read} GB/s continuous {c['continuity_ok_at_prebuffer']}/{c['n']}  "
       f"required prebuffer ms p50 {get('required_prebuffer_ms', 'p50')} max {get('required_prebuffer_ms', 'max')}  "
       f"tpot ms p50 {get('tpot_ms', 'p50')}  code2wav ms p50 {get('code2wav_ms', 'p50')}")
 PY

@@ -9,23 +9,16 @@
 # usage: benches/continuous_streams.sh MODEL_DIR [PASSES=3] ARM...
 #   ARM = LABEL=FLAGS, FLAGS being extra bench flags with commas for spaces,
 #   e.g.  slack=--slack-order,true  arrival=--slack-order,false
-#         fixed3=--realtime-load,0,--max-streams,3
+#         fixed=--realtime-load,0   (the fixed bound: MAX_STREAMS admits;
+#         the script sets --max-streams, so an arm must not)
 #   env: TTS_RT (binary; default target/release/tts-rt), PRECISION (fast),
 #        FRAMES (250: 20 s utterances), MAX_STREAMS (6), REPEATS (2),
 #        WARMUP (0), LENGTH (ten), OUT (raw JSON; default a temp dir)
 set -euo pipefail
 cd "$(dirname "$0")/.."
-model=${1:?usage: benches/continuous_streams.sh MODEL_DIR [PASSES] ARM...}
-passes=${2:-3}
-shift 2 || shift $#
-[ $# -gt 0 ] || set -- slack=--slack-order,true arrival=--slack-order,false
-arms=("$@")
-bin=${TTS_RT:-target/release/tts-rt}
-out=${OUT:-$(mktemp -d)}
-mkdir -p "$out"
-
 # shellcheck source=benches/arms_lib.sh
 . benches/arms_lib.sh
+arms_args "benches/continuous_streams.sh MODEL_DIR [PASSES] ARM..." 3 "slack=--slack-order,true arrival=--slack-order,false" "$@"
 host_line
 echo "binary: $bin, precision ${PRECISION:-fast}, frames ${FRAMES:-250}, max streams ${MAX_STREAMS:-6}," \
   "repeats ${REPEATS:-2}, warm-up ${WARMUP:-0}, text ${LENGTH:-ten}"
@@ -41,12 +34,15 @@ run() {
   python3 - "$label" "$pass" "$load" "$f" <<'PY'
 import json, sys
 label, p, load, f = sys.argv[1:]
-sb = json.load(open(f))["scoreboard"]
+doc = json.load(open(f))
+sb = doc["scoreboard"]
+read = ((doc.get("provenance") or {}).get("host") or {}).get("read_gb_s", {}).get("median")
+read = "missing" if read is None else f"{read:.1f}"
 levels = " ".join(
     f"{l['offered']}:{'/'.join(map(str, l['admitted']))}a{'/'.join(map(str, l['continuous']))}c{'/'.join(map(str, l['refused']))}r"
     for l in sb["levels"])
 cal = sb["calibration"] or {}
-print(f"pass {p} {label:10s} load {load:>5s} capacity {sb['capacity_streams']} "
+print(f"pass {p} {label:10s} load {load:>5s} read {read} GB/s capacity {sb['capacity_streams']} "
       f"(calibrated {cal.get('streams', 'off')}) held {sb['continuous_streams']}  levels {levels}")
 PY
 }

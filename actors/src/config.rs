@@ -94,6 +94,10 @@ pub enum FaultAction {
     SlowEvery(Duration),
 }
 
+/// Longest prebuffer a chunk is paced for or a listener may declare: past
+/// an hour it never matters.
+pub const MAX_PREBUFFER: Duration = Duration::from_secs(3600);
+
 #[derive(Clone, Debug)]
 pub struct EngineConfig {
     pub chunks: ChunkSchedule,
@@ -315,12 +319,15 @@ impl Default for EngineConfig {
 }
 
 impl EngineConfig {
-    /// The prebuffer a chunk leaves early for, when `pace_chunks` is on
-    /// (capped at an hour, past which it never matters).
+    /// `prebuffer_ms` (capped at [`MAX_PREBUFFER`]).
+    pub fn prebuffer(&self) -> Duration {
+        let s = (self.prebuffer_ms / 1e3).min(MAX_PREBUFFER.as_secs_f64());
+        Duration::try_from_secs_f64(s).unwrap_or_default()
+    }
+
+    /// The prebuffer a chunk leaves early for, when `pace_chunks` is on.
     pub fn paced_prebuffer(&self) -> Option<Duration> {
-        let s = (self.prebuffer_ms / 1e3).min(3600.0);
-        self.pace_chunks
-            .then(|| Duration::try_from_secs_f64(s).unwrap_or_default())
+        self.pace_chunks.then(|| self.prebuffer())
     }
 
     /// The router's housekeeping period while every held request only

@@ -3,7 +3,7 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 use std::thread::JoinHandle;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::prelude::*;
 use tokio::sync::{mpsc, oneshot};
@@ -351,6 +351,7 @@ impl Engine {
         Session {
             id: self.inner.next_session.fetch_add(1, Ordering::Relaxed),
             inner: self.inner.clone(),
+            prebuffer: None,
         }
     }
 
@@ -438,6 +439,9 @@ impl Drop for Engine {
 pub struct Session {
     pub(crate) id: SessionId,
     pub(crate) inner: Arc<Inner>,
+    /// The prebuffer this session's listener declared
+    /// ([`Session::with_prebuffer`]); `None`: the engine's.
+    prebuffer: Option<Duration>,
 }
 
 /// A message the router's mailbox did not take: full is a refusal, closed
@@ -481,6 +485,26 @@ impl Session {
         self.id
     }
 
+    /// The same session, for requests whose listener holds `prebuffer` of
+    /// audio before it starts to play (a client's jitter buffer) instead of
+    /// the engine's `prebuffer_ms`: their continuity figures
+    /// (`underruns_at_prebuffer`, `continuity_ok_at_prebuffer`) are counted
+    /// at it, and their chunks leave early for it where the engine paces
+    /// chunks (`stage::pace`). Admission is unchanged: a stream is admitted
+    /// only while every stream keeps up in real time, whatever it buffers.
+    pub fn with_prebuffer(&self, prebuffer: Duration) -> Session {
+        Session {
+            prebuffer: Some(prebuffer.min(crate::config::MAX_PREBUFFER)),
+            ..self.clone()
+        }
+    }
+
+    /// The prebuffer this session's requests are paced and measured at.
+    pub fn prebuffer(&self) -> Duration {
+        self.prebuffer
+            .unwrap_or_else(|| self.inner.config.prebuffer())
+    }
+
     /// Builds the request's prompt on the caller's thread (validation,
     /// tokenization, text projection), then asks the engine to admit it.
     fn prepare(
@@ -522,6 +546,7 @@ impl Session {
             reply,
             live,
             offline: false,
+            prebuffer: self.prebuffer,
         };
         let stream = Stream {
             key: RequestKey {
@@ -534,7 +559,7 @@ impl Session {
             log: ChunkLog::starting_at(t_req),
             sample_rate: sr,
             samples_per_frame: model.code2wav.samples_per_frame(),
-            prebuffer_ms: cfg.prebuffer_ms,
+            prebuffer_ms: self.prebuffer().as_secs_f64() * 1e3,
             ended: false,
             router: self.inner.router.clone(),
         };

@@ -72,10 +72,7 @@ impl Session {
         empty.push(&model.tokenizer, "b")?;
         model.live_sessions(&probe, &empty)?;
         Ok(LiveRequest {
-            session: Session {
-                id: self.id,
-                inner: self.inner.clone(),
-            },
+            session: self.clone(),
             model,
             req,
             text: LiveText::new(),

@@ -25,6 +25,7 @@ use crate::error::EngineError;
 use crate::flow::FlowGate;
 use crate::flow::LiveFeed;
 use crate::shared::Shared;
+use crate::slack::Listener;
 use crate::stage::actor::spawn_stage;
 use crate::stage::code2wav::Code2WavStage;
 use crate::stage::predictor::PredictorStage;
@@ -66,6 +67,9 @@ pub(crate) struct Submit {
     /// Offline work (a body sent whole, a file): refused by real-time
     /// capacity it waits in line instead ([`OFFLINE_WAIT`] at most).
     pub offline: bool,
+    /// The prebuffer its listener declared ([`crate::Session::with_prebuffer`]);
+    /// `None`: the engine's (`EngineConfig::prebuffer_ms`).
+    pub prebuffer: Option<Duration>,
 }
 
 /// Longest an offline request waits in line for real-time capacity
@@ -695,11 +699,22 @@ impl Router {
             gate: m.gate.clone(),
             live: m.live.clone(),
         };
-        let slack = (m.gate.clone(), m.live.clone(), m.offline);
+        // Registered before the talker can start it, so every stage that
+        // looks the stream up (its slack, its prebuffer) finds it.
+        self.shared.slack.register(
+            key,
+            Listener {
+                gate: m.gate.clone(),
+                live: m.live.clone(),
+                offline: m.offline,
+                prebuffer: m.prebuffer,
+            },
+        );
         let talker = with_wiring(&self.dir, |w| w.start.clone());
         // Mailboxes hold a start per admissible request, so this only
         // fails if the talker is being replaced.
         if talker.try_send(Work(Box::new(start))).is_err() {
+            self.shared.slack.forget(key);
             let _ = m.reply.send(Err(EngineError::AtCapacity {
                 resource: "talker mailbox slots",
                 needed: 1,
@@ -709,7 +724,6 @@ impl Router {
             return;
         }
         self.next_epoch += 1;
-        self.shared.slack.register(key, slack.0, slack.1, slack.2);
         self.shared.reserved_bytes.fetch_add(cost, Ordering::AcqRel);
         self.shared.active_requests.fetch_add(1, Ordering::AcqRel);
         self.shared

@@ -41,38 +41,38 @@ pub const MAX_HOLD: Duration = Duration::from_millis(500);
 /// request and forgets it when it ends.
 #[derive(Debug, Default)]
 pub struct SlackBoard {
-    streams: Mutex<HashMap<RequestKey, Registered>>,
+    streams: Mutex<HashMap<RequestKey, Listener>>,
 }
 
+/// What the router registers of an admitted stream.
 #[derive(Debug)]
-struct Registered {
-    gate: Arc<FlowGate>,
-    live: Option<Arc<LiveFeed>>,
-    offline: bool,
+pub struct Listener {
+    pub gate: Arc<FlowGate>,
+    pub live: Option<Arc<LiveFeed>>,
+    /// No one listens as it is made (a whole-file answer): always far
+    /// ahead.
+    pub offline: bool,
+    /// The prebuffer its listener declared (`None`: the engine's). The
+    /// code2wav stage paces its chunks by it (`stage::pace`); the slack
+    /// still counts playback from the first chunk, as if it had none
+    /// (conservative: a stream is never taken for further ahead than it
+    /// is).
+    pub prebuffer: Option<Duration>,
 }
 
 impl SlackBoard {
-    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestKey, Registered>> {
+    fn lock(&self) -> std::sync::MutexGuard<'_, HashMap<RequestKey, Listener>> {
         self.streams.lock().unwrap_or_else(|e| e.into_inner())
     }
 
-    /// Router: `key` is admitted. `offline`: no one listens as it is made
-    /// (a whole-file answer), so it is always far ahead.
-    pub(crate) fn register(
-        &self,
-        key: RequestKey,
-        gate: Arc<FlowGate>,
-        live: Option<Arc<LiveFeed>>,
-        offline: bool,
-    ) {
-        self.lock().insert(
-            key,
-            Registered {
-                gate,
-                live,
-                offline,
-            },
-        );
+    /// Router: `key` is admitted.
+    pub(crate) fn register(&self, key: RequestKey, listener: Listener) {
+        self.lock().insert(key, listener);
+    }
+
+    /// The prebuffer `key`'s listener declared, if it did.
+    pub fn prebuffer(&self, key: RequestKey) -> Option<Duration> {
+        self.lock().get(&key).and_then(|l| l.prebuffer)
     }
 
     /// Router: `key` ended.
@@ -326,22 +326,33 @@ mod tests {
     }
 
     #[test]
-    fn the_board_reads_each_streams_gate_at_the_snapshots_instant() {
+    fn the_board_reads_each_streams_gate_at_the_snapshots_instant_and_keeps_its_prebuffer() {
         let t0 = Instant::now();
         let board = SlackBoard::default();
         let ahead = Arc::new(FlowGate::created_at(u64::MAX, 1000, t0));
         ahead.produced_at(0, 5000, t0);
         let newcomer = Arc::new(FlowGate::created_at(u64::MAX, 1000, t0));
         let file = Arc::new(FlowGate::created_at(u64::MAX, 1000, t0));
-        board.register(key(1), ahead, None, false);
-        board.register(key(2), newcomer, None, false);
-        board.register(key(3), file, None, true);
+        let listener = |gate, offline, prebuffer| Listener {
+            gate,
+            live: None,
+            offline,
+            prebuffer,
+        };
+        board.register(key(1), listener(ahead, false, None));
+        let declared = Some(Duration::from_millis(1500));
+        board.register(key(2), listener(newcomer, false, declared));
+        board.register(key(3), listener(file, true, None));
         let s = board.snapshot(t0 + Duration::from_millis(1000));
         assert_eq!(s.slack(key(1)), 4.0);
         assert_eq!(s.slack(key(2)), -1.0);
         assert_eq!(s.slack(key(3)), f64::INFINITY);
         assert!(s.holds(key(1), Duration::ZERO) && s.holds(key(3), Duration::ZERO));
+        // A declared prebuffer is the listener's, not audio in hand.
+        assert_eq!(board.prebuffer(key(2)), declared);
+        assert_eq!(board.prebuffer(key(1)), None);
         board.forget(key(2));
+        assert_eq!(board.prebuffer(key(2)), None);
         let s = board.snapshot(t0 + Duration::from_millis(1000));
         assert!(!s.holds(key(1), Duration::ZERO), "the newcomer is gone");
     }

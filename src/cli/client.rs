@@ -454,7 +454,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
         Incoming::Closed(why) => bail!("{url}: {why} before the session started"),
     }
     conn.send(&ClientMessage::SessionUpdate {
-        session: SessionUpdate {
+        session: Box::new(SessionUpdate {
             voice: a.voice.clone(),
             language: a.language.clone(),
             instruct: a.instruct.clone(),
@@ -476,7 +476,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
             text_mode,
             timings: a.timings_out.is_some().then_some(true),
             ..SessionUpdate::default()
-        },
+        }),
     })?;
     let session: SessionSettings = loop {
         match conn.recv()? {

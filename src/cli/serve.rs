@@ -13,7 +13,7 @@ use std::time::Duration;
 use anyhow::{Context, Result};
 use clap::Args;
 use tts_actors::{EngineConfig, StageThreads};
-use tts_transport::ServeConfig;
+use tts_transport::{protocol, ServeConfig};
 
 use super::logging::{self, LogFormat};
 use super::realtime::{self, Use};
@@ -122,6 +122,8 @@ pub struct ServeArgs {
     /// records and /metrics report continuity at it, and a chunk leaves
     /// ahead of its schedule when waiting for one more frame would reach
     /// such a listener after its buffer ran dry. Default 200; 0 to 10000.
+    /// A realtime session may declare its own (`session.update`
+    /// `prebuffer_ms`).
     #[arg(long)]
     prebuffer_ms: Option<f64>,
     /// The short calibration that seeds the real-time capacity before the
@@ -284,10 +286,14 @@ fn config(a: ServeArgs, f: ServeFile, switches: &Switches) -> Result<(ServeConfi
         realtime_load.is_finite() && (0.0..=1.0).contains(&realtime_load),
         "--realtime-load must be a share of the cores' time from 0 (off) to 1, got {realtime_load}"
     );
-    let prebuffer_ms = a.prebuffer_ms.or(f.prebuffer_ms).unwrap_or(200.0);
+    let prebuffer_ms = a
+        .prebuffer_ms
+        .or(f.prebuffer_ms)
+        .unwrap_or(protocol::DEFAULT_PREBUFFER_MS);
     anyhow::ensure!(
-        prebuffer_ms.is_finite() && (0.0..=10_000.0).contains(&prebuffer_ms),
-        "--prebuffer-ms must be from 0 to 10000 ms, got {prebuffer_ms}"
+        prebuffer_ms.is_finite() && (0.0..=protocol::MAX_PREBUFFER_MS).contains(&prebuffer_ms),
+        "--prebuffer-ms must be from 0 to {} ms, got {prebuffer_ms}",
+        protocol::MAX_PREBUFFER_MS
     );
     let engine = EngineConfig {
         max_active_requests: a.max_requests.or(f.max_requests).unwrap_or(16),

@@ -288,6 +288,25 @@ def test_resampled_session_rate_is_echoed_and_matches_http(server, rt):
     assert worst <= 1, f"resampled WebSocket audio differs from HTTP by {worst} LSB"
 
 
+def test_a_declared_prebuffer_is_echoed_and_measured_at(server, rt):
+    """A player that holds 900 ms says so; its contexts' continuity is
+    counted at it, and the audio is what HTTP gives."""
+    assert rt.update()["prebuffer_ms"] == 200, "the server's by default"
+    rt.send({"type": "session.update", "session": {"prebuffer_ms": 20_000}})
+    assert "prebuffer_ms" in rt.expect_error("invalid_setting")["message"]
+    s = rt.update(voice="ash", prebuffer_ms=900, greedy=True, max_frames=10)
+    assert s["prebuffer_ms"] == 900
+    rt.send({"type": "context.append", "context_id": "pb", "text": "Good morning."})
+    rt.send({"type": "context.end", "context_id": "pb"})
+    ctx = collect(rt, "pb")
+    assert ctx.end["type"] == "context.done", ctx.end
+    m = ctx.end["metrics"]
+    assert m["prebuffer_ms"] == 900, m
+    assert isinstance(m["continuity_ok_at_prebuffer"], bool), m
+    want, _ = http_pcm(server, "Good morning.", "ash", greedy=True, max_frames=10)
+    assert b"".join(f.payload for f in ctx.frames) == want
+
+
 def test_base64_f32_audio_matches_http_pcm_within_quantisation(server, rt):
     rt.update(voice="serena", format="f32", audio_transport="base64", greedy=True, max_frames=8)
     rt.send({"type": "context.append", "context_id": "b", "text": "Base sixty four."})

@@ -359,6 +359,8 @@
       format: ui.format.value,
       sample_rate: ac.sampleRate,
       audio_acks: true,
+      // The worklet's prebuffer: the server paces and measures for it.
+      prebuffer_ms: Math.min(Math.max(Number(ui.prebuffer.value) || 0, 0), 10000),
       // Stream-as-I-type: a short deadline, so finished words are spoken
       // while the user goes on typing.
       chunking: ui.live.checked ? { mode: 'clause', max_delay_ms: 600, min_chars: 12 } : { mode: 'clause', max_delay_ms: 400, min_chars: 24 },

@@ -30,6 +30,8 @@ pub struct DecodeReq {
     last_frame_at: Option<Instant>,
     /// Its listener's deadline against the schedule.
     pace: Pace,
+    /// The prebuffer its chunks are paced for (`None`: not paced).
+    prebuffer: Option<Duration>,
 }
 
 /// The code2wav stage: owns every request's streaming decoder state and
@@ -44,8 +46,8 @@ pub struct DecodeReq {
 pub struct Code2WavStage {
     model: Arc<Qwen3Tts>,
     schedule: ChunkSchedule,
-    /// The listener's prebuffer a chunk may leave early for (`None`: the
-    /// schedule alone).
+    /// The listener's prebuffer a chunk may leave early for, unless the
+    /// request's listener declared its own (`None`: the schedule alone).
     paced: Option<Duration>,
     /// The audio of one frame.
     frame: Duration,
@@ -172,6 +174,9 @@ impl Code2WavStage {
                     first_frame_at: None,
                     last_frame_at: None,
                     pace: Pace::default(),
+                    prebuffer: self
+                        .paced
+                        .map(|p| cx.shared.slack.prebuffer(key).unwrap_or(p)),
                 },
             );
         }
@@ -194,8 +199,7 @@ impl Code2WavStage {
         let due = r.pending_frames > 0
             && (f.stop.is_some()
                 || r.pending_frames >= self.schedule.size(r.next_seq)
-                || self
-                    .paced
+                || r.prebuffer
                     .is_some_and(|p| r.pace.cut(Instant::now(), r.pending_frames, p, self.frame)));
         // A bad chunk fails its own request only: it is checked here, before
         // the batch, so the batched call never sees it.
@@ -572,7 +576,8 @@ mod tests {
     /// frame leaves as it comes (waiting for another would reach the
     /// listener late), where the schedule alone waits for an 8-frame
     /// chunk; the audio is the same bits either way. An f32 vocoder, whose
-    /// last bits depend on where a chunk ends, is never paced.
+    /// last bits depend on where a chunk ends, is never paced. A listener's
+    /// declared prebuffer replaces the engine's.
     #[test]
     fn a_paced_chunk_leaves_short_of_the_schedule_with_the_same_audio() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-a");
@@ -593,7 +598,7 @@ mod tests {
             #[cfg(feature = "fault-injection")]
             None,
         );
-        let run = |model: &Arc<Qwen3Tts>, paced: Option<Duration>| {
+        let run_on = |shared: &Shared, model: &Arc<Qwen3Tts>, paced: Option<Duration>| {
             let schedule = ChunkSchedule::new(vec![1, 8]).unwrap();
             let mut stage = Code2WavStage::new(model.clone(), schedule, paced, 1);
             // Stamped 2 s apart (the intervals are what the pace reads).
@@ -602,7 +607,7 @@ mod tests {
             for i in 0..10u64 {
                 let mut f = frame(key(1), i, Some(codes(i)), i == 9);
                 f.produced_at = base + Duration::from_secs(2 * i);
-                for o in step(&mut stage, &shared, vec![f]) {
+                for o in step(&mut stage, shared, vec![f]) {
                     if let AudioOut::Chunk(c) = o {
                         if c.frames > 0 {
                             sizes.push(c.frames);
@@ -613,6 +618,7 @@ mod tests {
             }
             (sizes, audio)
         };
+        let run = |model: &Arc<Qwen3Tts>, paced| run_on(&shared, model, paced);
         let (paced_sizes, paced_audio) = run(&fast, Some(Duration::ZERO));
         let (sizes, audio) = run(&fast, None);
         assert_eq!(sizes, vec![1, 8, 1]);
@@ -630,6 +636,34 @@ mod tests {
             run(&f32, Some(Duration::ZERO)).0,
             vec![1, 8, 1],
             "f32: never paced"
+        );
+        // A listener that declared a minute of prebuffer has time to wait:
+        // its chunks keep the schedule's sizes, where the engine's zero
+        // would send every frame alone.
+        let declared = Shared::new(
+            #[cfg(feature = "fault-injection")]
+            None,
+        );
+        declared.slack.register(
+            key(1),
+            crate::slack::Listener {
+                gate: Arc::new(crate::flow::FlowGate::new(u64::MAX, 24_000)),
+                live: None,
+                offline: false,
+                prebuffer: Some(Duration::from_secs(60)),
+            },
+        );
+        let (sizes, audio) = run_on(&declared, &fast, Some(Duration::ZERO));
+        assert_eq!(sizes, vec![1, 8, 1]);
+        assert!(audio
+            .iter()
+            .map(|a| a.to_bits())
+            .eq(paced_audio.iter().map(|a| a.to_bits())));
+        // Its own prebuffer never turns pacing on: the engine's switch
+        // (`pace_chunks`) and the vocoder's exactness decide that.
+        assert_eq!(
+            run_on(&declared, &f32, Some(Duration::ZERO)).0,
+            vec![1, 8, 1]
         );
     }
 }

@@ -349,6 +349,34 @@ fn concurrent_sessions_each_get_their_own_audio() {
     });
 }
 
+/// A session whose listener declares its own prebuffer gets its stream's
+/// continuity counted at it (where the engine's is the default), and the
+/// same audio as offline; another session keeps the engine's.
+#[test]
+fn a_declared_prebuffer_is_what_the_streams_continuity_is_counted_at() {
+    within(120, || {
+        let m = model("tiny-a");
+        let engine = Engine::start(m.clone(), config()).unwrap();
+        let plain = engine.open_session();
+        let declared = plain.with_prebuffer(Duration::from_millis(1500));
+        assert_eq!(plain.prebuffer(), Duration::from_millis(200));
+        assert_eq!(declared.id(), plain.id(), "the same session");
+        let huge = plain.with_prebuffer(Duration::from_secs(1 << 40));
+        assert_eq!(huge.prebuffer(), Duration::from_secs(3600), "capped");
+        let req = request(&m, "Buffered by the listener.", 11, true, 0);
+        let want = reference(&m, &req);
+        for (session, ms) in [(&declared, 1500.0), (&plain, 200.0)] {
+            let mut s = session.synthesize_blocking(req.clone()).unwrap();
+            let c = collect(&mut s, false);
+            assert_matches(&m, &c, &want, "declared prebuffer");
+            let mx = c.done();
+            assert_eq!(mx.prebuffer_ms, ms);
+            assert!(mx.continuity_ok_at_prebuffer.is_some(), "{mx:?}");
+        }
+        assert_idle(&engine);
+    });
+}
+
 /// Every explicit team hold (`EngineConfig::team_hold`, the values of
 /// `TTS_RT_TEAM_HOLD`) gives every session exactly its offline audio: how a
 /// step takes the team moves regions between threads, never their bits.

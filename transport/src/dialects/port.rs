@@ -69,7 +69,13 @@ fn needs_space(prev: char, next: char) -> bool {
 
 impl Session {
     fn new(m: Arc<Loaded>, max_pending_chars: usize) -> Self {
-        let settings = crate::realtime::initial_settings(&m.speakers, m.native_rate, m.max_frames);
+        // Until the session opens and says its own.
+        let settings = crate::realtime::initial_settings(
+            &m.speakers,
+            m.native_rate,
+            m.max_frames,
+            protocol::DEFAULT_PREBUFFER_MS,
+        );
         Session {
             inbox: VecDeque::new(),
             m,

@@ -12,7 +12,8 @@ use super::session_settings::{AudioFormat, SessionUpdate};
 #[serde(tag = "type", deny_unknown_fields)]
 pub enum ClientMessage {
     #[serde(rename = "session.update")]
-    SessionUpdate { session: SessionUpdate },
+    /// Boxed: the largest message by far, and the rarest.
+    SessionUpdate { session: Box<SessionUpdate> },
     /// Text for a context (created by its first append): any fragment, e.g.
     /// one LLM token; the server segments it.
     #[serde(rename = "context.append")]

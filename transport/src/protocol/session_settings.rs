@@ -301,6 +301,12 @@ pub struct SessionUpdate {
     /// `prefill` (default) or `streaming`: see [`TextMode`].
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub text_mode: Option<TextMode>,
+    /// Milliseconds of audio the client buffers before it starts to play
+    /// (its jitter buffer): the server's `--prebuffer-ms` by default. A
+    /// context's continuity figures are counted at it, and its chunks leave
+    /// early enough for it (0..=10000).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub prebuffer_ms: Option<f64>,
 }
 
 /// The session's effective settings, echoed in `session.updated`.
@@ -327,6 +333,21 @@ pub struct SessionSettings {
     pub seed: u64,
     pub max_frames: usize,
     pub text_mode: TextMode,
+    /// The listener's prebuffer (absent from servers before it: theirs,
+    /// [`DEFAULT_PREBUFFER_MS`] unless set otherwise).
+    #[serde(default = "default_prebuffer_ms")]
+    pub prebuffer_ms: f64,
+}
+
+/// `serve --prebuffer-ms`'s default.
+pub const DEFAULT_PREBUFFER_MS: f64 = 200.0;
+
+/// Largest prebuffer a server is set to or a client declares: a listener
+/// that holds more than 10 s before it plays is not listening live.
+pub const MAX_PREBUFFER_MS: f64 = 10_000.0;
+
+fn default_prebuffer_ms() -> f64 {
+    DEFAULT_PREBUFFER_MS
 }
 
 /// Server limits announced in `session.created`.

@@ -20,6 +20,7 @@ fn settings() -> SessionSettings {
         seed: 7,
         max_frames: 100,
         text_mode: TextMode::Streaming,
+        prebuffer_ms: 350.0,
     }
 }
 
@@ -48,7 +49,7 @@ fn metrics() -> ContextMetrics {
 pub(crate) fn client_samples() -> Vec<ClientMessage> {
     vec![
         ClientMessage::SessionUpdate {
-            session: SessionUpdate {
+            session: Box::new(SessionUpdate {
                 voice: Some("alloy".into()),
                 sample_rate: Some(8000),
                 format: Some(AudioFormat::Pcm16),
@@ -63,7 +64,7 @@ pub(crate) fn client_samples() -> Vec<ClientMessage> {
                     ..Default::default()
                 }),
                 ..Default::default()
-            },
+            }),
         },
         ClientMessage::ContextAppend {
             context_id: "c1".into(),

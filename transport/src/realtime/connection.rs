@@ -10,10 +10,12 @@
 
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
+use std::time::Duration;
+
 use tokio::time::Instant;
 
 use tokio::sync::OwnedSemaphorePermit;
-use tts_actors::{Event, Stream};
+use tts_actors::{Event, Session, Stream};
 use tts_audio::StreamResampler;
 
 use crate::protocol::{
@@ -62,6 +64,13 @@ pub(super) struct RealtimeConnection {
     pub(super) last_progress: Instant,
 }
 
+/// The engine session as a context's listener sees it: its declared
+/// prebuffer (`session.update` `prebuffer_ms`) paces its chunks and counts
+/// its continuity.
+pub(super) fn listener(engine: &Session, s: &CtxSettings) -> Session {
+    engine.with_prebuffer(Duration::from_secs_f64(s.prebuffer_ms / 1e3))
+}
+
 /// Runs one session on `port` to its end.
 pub async fn run(
     st: Arc<AppState>,
@@ -73,7 +82,7 @@ pub async fn run(
     st.metrics.session_opened();
     tracing::info!(target: "tts_transport::realtime", "session open");
     let engine = m.engine.open_session();
-    let mut settings = settings::initial(&m.speakers, m.native_rate, m.max_frames);
+    let mut settings = settings::initial(&m.speakers, m.native_rate, m.max_frames, st.prebuffer_ms);
     // The family's official text mode (Base streams its text in).
     if m.kind().default_text_streaming() {
         settings.text_mode = TextMode::Streaming;
@@ -335,7 +344,7 @@ impl RealtimeConnection {
         match m {
             ClientMessage::SessionUpdate { session } => {
                 let b = Bounds::of(&self.m, self.st.max_pending_chars);
-                match settings::apply(&self.settings, session, &b) {
+                match settings::apply(&self.settings, *session, &b) {
                     Ok(s) => self.install(ws, s).await,
                     Err(e) => self.refuse(ws, e, None).await,
                 }
@@ -369,7 +378,7 @@ impl RealtimeConnection {
                         return self.refuse(ws, e, Some(&context_id)).await;
                     }
                     let template = live_template(cs);
-                    match self.engine.live(template.clone()) {
+                    match listener(&self.engine, cs).live(template.clone()) {
                         Ok(first) => Some(LiveCtx::new(template, first, &self.settings.chunking)),
                         Err(e) => {
                             let e = ProtocolError::new(

@@ -20,7 +20,7 @@ use crate::protocol::{
 use crate::validate::engine_message;
 
 use super::barge_in;
-use super::connection::{Active, RealtimeConnection};
+use super::connection::{listener, Active, RealtimeConnection};
 use super::encode::FrameEncoder;
 use super::port::{AudioOut, Port, Res};
 use super::queue::{Ctx, Next, Unacked};
@@ -165,7 +165,8 @@ impl RealtimeConnection {
         };
         c.rec.submitted(Instant::now());
         c.segments += 1;
-        match self.engine.synthesize(req).await {
+        let session = listener(&self.engine, &c.s);
+        match session.synthesize(req).await {
             Ok(stream) => self.attach_stream(ws, id, stream).await,
             Err(e) => {
                 if e.kind() == ErrorKind::AtCapacity {
@@ -258,7 +259,7 @@ impl RealtimeConnection {
                     return Ok(());
                 }
                 // The text after a cut or a flush: a new utterance.
-                match self.engine.live(l.template.clone()) {
+                match listener(&self.engine, &c.s).live(l.template.clone()) {
                     Ok(r) => l.next_request(r),
                     Err(e) => {
                         let msg = engine_message(&e);
@@ -616,7 +617,7 @@ impl RealtimeConnection {
             self.m.native_rate,
             self.m.samples_per_frame,
             c.s.rate,
-            self.st.prebuffer_ms,
+            c.s.prebuffer_ms,
         );
         if let Some(l) = &c.live {
             let pauses = l.pauses();

@@ -9,7 +9,7 @@ use tts_actors::{GenOptions, ModelKind, VoiceClone, VoiceLibrary};
 
 use crate::protocol::{
     self, AudioFormat, AudioTransport, Chunking, ChunkingMode, ChunkingUpdate, ErrorCode,
-    ProtocolError, SessionSettings, SessionUpdate, TextMode, Vad, VadUpdate,
+    ProtocolError, SessionSettings, SessionUpdate, TextMode, Vad, VadUpdate, MAX_PREBUFFER_MS,
 };
 use crate::speakers::Speakers;
 use crate::state::Loaded;
@@ -75,6 +75,8 @@ pub struct CtxSettings {
     pub timings: bool,
     pub options: GenOptions,
     pub text_mode: TextMode,
+    /// The listener's prebuffer (`session.update` `prebuffer_ms`).
+    pub prebuffer_ms: f64,
 }
 
 #[cfg(test)]
@@ -95,13 +97,19 @@ impl CtxSettings {
             timings: false,
             options: GenOptions::from_config(&Default::default()),
             text_mode: TextMode::default(),
+            prebuffer_ms: 200.0,
         }
     }
 }
 
 /// A new connection's settings: the first speaker, `auto`, the model's own
-/// rate, PCM16 in binary frames.
-pub fn initial(speakers: &Speakers, native_rate: u32, max_frames: usize) -> SessionSettings {
+/// rate, PCM16 in binary frames, the server's prebuffer.
+pub fn initial(
+    speakers: &Speakers,
+    native_rate: u32,
+    max_frames: usize,
+    prebuffer_ms: f64,
+) -> SessionSettings {
     SessionSettings {
         voice: speakers.default_speaker().unwrap_or_default().to_string(),
         language: "auto".into(),
@@ -118,6 +126,7 @@ pub fn initial(speakers: &Speakers, native_rate: u32, max_frames: usize) -> Sess
         seed: 0,
         max_frames,
         text_mode: TextMode::default(),
+        prebuffer_ms,
     }
 }
 
@@ -318,6 +327,15 @@ pub fn apply(
     if let Some(t) = u.text_mode {
         s.text_mode = t;
     }
+    if let Some(p) = u.prebuffer_ms {
+        if !(p.is_finite() && (0.0..=MAX_PREBUFFER_MS).contains(&p)) {
+            return bad(format!(
+                "prebuffer_ms {p} must be 0..={MAX_PREBUFFER_MS} (milliseconds the client buffers \
+                 before it plays)"
+            ));
+        }
+        s.prebuffer_ms = p;
+    }
     if s.chunking.mode == ChunkingMode::Live && s.text_mode != TextMode::Streaming {
         return bad(
             "chunking.mode live needs text_mode streaming: live text feeds the talker one token \
@@ -356,6 +374,7 @@ pub fn ctx_settings(s: &SessionSettings, m: &Loaded) -> CtxSettings {
         timings: s.timings,
         options: validate::gen_options(m, s.greedy, s.seed, s.max_frames),
         text_mode: s.text_mode,
+        prebuffer_ms: s.prebuffer_ms,
     }
 }
 
@@ -384,7 +403,7 @@ mod tests {
             stored: None,
             model: None,
         };
-        apply(&initial(&v, 24000, 100), u, &b)
+        apply(&initial(&v, 24000, 100, 200.0), u, &b)
     }
 
     fn invalid_setting(u: SessionUpdate) -> String {
@@ -396,7 +415,7 @@ mod tests {
 
     #[test]
     fn initial_settings_speak_the_first_speaker_at_the_native_rate() {
-        let s = initial(&speakers(), 24000, 100);
+        let s = initial(&speakers(), 24000, 100, 200.0);
         assert_eq!(s.voice, "ryan");
         assert_eq!(s.language, "auto");
         assert_eq!((s.sample_rate, s.native_sample_rate), (24000, 24000));
@@ -434,11 +453,41 @@ mod tests {
         assert_eq!((s.format, s.sample_rate), (AudioFormat::Aac, 24000));
     }
 
+    /// The listener's prebuffer: any finite 0..=10 s, into every context
+    /// opened after; anything else is refused, naming the field.
+    #[test]
+    fn a_declared_prebuffer_is_checked_and_taken() {
+        let s = applied(SessionUpdate {
+            prebuffer_ms: Some(750.0),
+            ..Default::default()
+        })
+        .expect("valid");
+        assert_eq!(s.prebuffer_ms, 750.0);
+        assert_eq!(initial(&speakers(), 24000, 100, 320.0).prebuffer_ms, 320.0);
+        for ok in [0.0, MAX_PREBUFFER_MS] {
+            let u = SessionUpdate {
+                prebuffer_ms: Some(ok),
+                ..Default::default()
+            };
+            assert_eq!(applied(u).map(|s| s.prebuffer_ms), Ok(ok));
+        }
+        for bad in [-1.0, 10_000.5, f64::NAN, f64::INFINITY] {
+            let msg = invalid_setting(SessionUpdate {
+                prebuffer_ms: Some(bad),
+                ..Default::default()
+            });
+            assert!(
+                msg.starts_with("prebuffer_ms ") && msg.contains("0..=10000"),
+                "{msg}"
+            );
+        }
+    }
+
     #[test]
     fn an_empty_update_changes_nothing() {
         assert_eq!(
             applied(SessionUpdate::default()),
-            Ok(initial(&speakers(), 24000, 100))
+            Ok(initial(&speakers(), 24000, 100, 200.0))
         );
     }
 

@@ -168,13 +168,13 @@ impl Harness {
 
     async fn manual_chunking(&mut self) {
         self.send(ClientMessage::SessionUpdate {
-            session: SessionUpdate {
+            session: Box::new(SessionUpdate {
                 chunking: Some(ChunkingUpdate {
                     mode: Some(ChunkingMode::Manual),
                     ..ChunkingUpdate::default()
                 }),
                 ..SessionUpdate::default()
-            },
+            }),
         });
         let (_, e) = self.event().await;
         assert!(matches!(e, ServerMessage::SessionUpdated { .. }), "{e:?}");

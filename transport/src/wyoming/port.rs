@@ -90,7 +90,13 @@ where
     W: AsyncWrite + Unpin + Send,
 {
     pub fn new(r: R, w: W, m: Arc<Loaded>, max_pending_chars: usize) -> Self {
-        let settings = realtime::initial_settings(&m.speakers, m.native_rate, m.max_frames);
+        // Until the session opens and says its own.
+        let settings = realtime::initial_settings(
+            &m.speakers,
+            m.native_rate,
+            m.max_frames,
+            crate::protocol::DEFAULT_PREBUFFER_MS,
+        );
         WyomingPort {
             reader: Reader::new(r),
             w,

@@ -537,6 +537,47 @@ async fn every_message_type_incremental_text_and_engine_equal_audio() -> Result<
     Ok(())
 }
 
+/// A client declares the prebuffer its player holds: the session echoes
+/// it, each context opened after counts its continuity at it (the server's
+/// `--prebuffer-ms` before), and a value out of range is refused by name,
+/// changing nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_declared_prebuffer_is_what_each_context_is_measured_at() -> Result<()> {
+    let server = start(config()).await?;
+    let (mut c, hello) = Client::connect(server.local_addr(), "").await?;
+    let ServerMessage::SessionCreated { session, .. } = hello else {
+        unreachable!()
+    };
+    assert_eq!(session.prebuffer_ms, 200.0, "the server's");
+    for bad in [json!(-5), json!(60_000)] {
+        c.send(json!({"type": "session.update", "session": {"prebuffer_ms": bad}}))
+            .await?;
+        let e = c.recv().await?;
+        assert!(format!("{e:?}").contains("prebuffer_ms"), "{e:?}");
+    }
+    let mut done = Vec::new();
+    for (id, ms) in [("p1", 1500.0), ("p2", 0.0)] {
+        c.send(json!({"type": "session.update", "session": {
+            "prebuffer_ms": ms, "greedy": true, "max_frames": 6}}))
+            .await?;
+        let ServerMessage::SessionUpdated { session } = c.msg().await? else {
+            bail!("no session.updated")
+        };
+        assert_eq!(session.prebuffer_ms, ms);
+        c.send(json!({"type": "context.append", "context_id": id, "text": "Hello there."}))
+            .await?;
+        c.send(json!({"type": "context.end", "context_id": id}))
+            .await?;
+        let ctx = c.context(id).await?;
+        let m = ctx.done_metrics()?;
+        assert_eq!(m.prebuffer_ms, ms, "{m:?}");
+        assert!(m.continuity_ok_at_prebuffer.is_some(), "{m:?}");
+        done.push(ctx.samples());
+    }
+    assert_eq!(done[0], done[1], "the prebuffer never changes the audio");
+    Ok(())
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn streaming_text_mode_feeds_the_text_per_frame() -> Result<()> {
     let server = start(config()).await?;

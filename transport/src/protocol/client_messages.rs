@@ -112,8 +112,23 @@ pub fn parse_client_text(text: &str) -> Result<ClientMessage, ProtocolError> {
         e.valid = Some(CLIENT_TYPES.iter().map(|s| s.to_string()).collect());
         return Err(e);
     }
+    // serde reads a tagged message through a buffer that forgets where in
+    // it a value was: a refused `session.update` is read again, alone, to
+    // name the setting.
+    let settings = (ty == "session.update")
+        .then(|| obj.get("session").cloned())
+        .flatten();
     serde_json::from_value(value).map_err(|e| {
-        let msg = format!("invalid {ty}: {e}");
+        let path = settings.and_then(|s| {
+            serde_path_to_error::deserialize::<_, SessionUpdate>(s)
+                .err()
+                .map(|e| e.path().to_string())
+                .filter(|p| p != ".")
+        });
+        let msg = match path {
+            Some(path) => format!("invalid {ty}: session.{path}: {e}"),
+            None => format!("invalid {ty}: {e}"),
+        };
         let mut err = ProtocolError::new(ErrorCode::InvalidMessage, msg);
         // An unknown audio format: serde's message lists the variants; the
         // `valid` field lists them for programs too.

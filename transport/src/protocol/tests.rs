@@ -326,6 +326,25 @@ fn errors_name_the_problem() {
     let e = parse_client_text(r#"{"type":"session.update","session":{"sample_rte":8000}}"#)
         .unwrap_err();
     assert!(e.message.contains("sample_rte"), "{}", e.message);
+    // A value of the wrong type: the setting is named, nested ones by path.
+    for (json, path) in [
+        (r#"{"prebuffer_ms":"lots"}"#, "session.prebuffer_ms: "),
+        (
+            r#"{"chunking":{"max_chars":-3}}"#,
+            "session.chunking.max_chars: ",
+        ),
+        (r#"{"vad":{"enabled":"yes"}}"#, "session.vad.enabled: "),
+    ] {
+        let m = format!(r#"{{"type":"session.update","session":{json}}}"#);
+        let e = parse_client_text(&m).unwrap_err();
+        assert_eq!(e.code, ErrorCode::InvalidMessage);
+        assert!(
+            e.message
+                .starts_with(&format!("invalid session.update: {path}")),
+            "{}",
+            e.message
+        );
+    }
     assert_eq!(
         code(r#"{"type":"ping","v":2}"#),
         ErrorCode::UnsupportedVersion

@@ -111,6 +111,16 @@ pub struct ClientArgs {
     timings_out: Option<PathBuf>,
 }
 
+/// The prebuffer to tell the server when playing with a fixed one: the
+/// server paces the chunks for it and counts continuity at it (capped at
+/// the most a server takes; a deeper buffer only has more slack). A measured
+/// prebuffer is not known in advance: the server's then.
+fn declared_prebuffer(play: &PlayArgs) -> Option<f64> {
+    play.prebuffer_ms
+        .filter(|_| play.play)
+        .map(|ms| (ms as f64).min(protocol::MAX_PREBUFFER_MS))
+}
+
 fn parse_text_mode(s: &str) -> std::result::Result<protocol::TextMode, String> {
     match s {
         "prefill" => Ok(protocol::TextMode::Prefill),
@@ -475,6 +485,7 @@ pub fn client(a: ClientArgs) -> Result<()> {
             max_frames: a.max_frames,
             text_mode,
             timings: a.timings_out.is_some().then_some(true),
+            prebuffer_ms: declared_prebuffer(&a.play),
             ..SessionUpdate::default()
         }),
     })?;
@@ -679,7 +690,27 @@ fn warnings(m: &ContextMetrics) -> Vec<String> {
 
 #[cfg(test)]
 mod tests {
-    use super::{realtime_url, warnings, ContextMetrics};
+    use super::{declared_prebuffer, realtime_url, warnings, ContextMetrics, PlayArgs};
+
+    #[test]
+    fn a_fixed_playback_prebuffer_is_declared_to_the_server() {
+        let play = |play, prebuffer_ms| PlayArgs {
+            play,
+            prebuffer_ms,
+            ..PlayArgs::default()
+        };
+        assert_eq!(declared_prebuffer(&play(true, Some(400))), Some(400.0));
+        assert_eq!(
+            declared_prebuffer(&play(true, Some(60_000))),
+            Some(10_000.0)
+        );
+        assert_eq!(declared_prebuffer(&play(true, None)), None, "measured");
+        assert_eq!(
+            declared_prebuffer(&play(false, Some(400))),
+            None,
+            "not played"
+        );
+    }
 
     #[test]
     fn continuity_ok_false_is_a_loud_warning_and_a_clean_stream_none() {

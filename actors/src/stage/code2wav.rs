@@ -572,10 +572,11 @@ mod tests {
         assert_eq!(h.steps.load(Ordering::Relaxed), 2);
     }
 
-    /// Frames 2 s apart against 80 ms of audio each: with pacing, every
-    /// frame leaves as it comes (waiting for another would reach the
-    /// listener late), where the schedule alone waits for an 8-frame
-    /// chunk; the audio is the same bits either way. An f32 vocoder, whose
+    /// Frames made 79 ms apart (faster than the 80 ms they play) but
+    /// reaching the decoder 90 ms apart, so a listener without a prebuffer
+    /// is always due: with pacing, every frame leaves as it comes (waiting
+    /// for another would reach the listener late), where the schedule
+    /// alone waits for an 8-frame chunk; the audio is the same bits either way. An f32 vocoder, whose
     /// last bits depend on where a chunk ends, is never paced. A listener's
     /// declared prebuffer replaces the engine's.
     #[test]
@@ -601,12 +602,16 @@ mod tests {
         let run_on = |shared: &Shared, model: &Arc<Qwen3Tts>, paced: Option<Duration>| {
             let schedule = ChunkSchedule::new(vec![1, 8]).unwrap();
             let mut stage = Code2WavStage::new(model.clone(), schedule, paced, 1);
-            // Stamped 2 s apart (the intervals are what the pace reads).
+            // Stamped 79 ms apart (the intervals are what the pace reads),
+            // handed over 90 ms apart (the deadline runs on the clock).
             let base = Instant::now();
             let (mut sizes, mut audio) = (Vec::new(), Vec::new());
             for i in 0..10u64 {
+                if i > 0 {
+                    std::thread::sleep(Duration::from_millis(90));
+                }
                 let mut f = frame(key(1), i, Some(codes(i)), i == 9);
-                f.produced_at = base + Duration::from_secs(2 * i);
+                f.produced_at = base + Duration::from_millis(79 * i);
                 for o in step(&mut stage, shared, vec![f]) {
                     if let AudioOut::Chunk(c) = o {
                         if c.frames > 0 {

@@ -17,8 +17,12 @@
 //! dry: playback from the first chunk plus the prebuffer, in real time, as
 //! the continuity figures count it (`METRICS.md`). Then the pending frames
 //! leave now, short of the schedule's size; the schedule still caps a
-//! chunk. Only a vocoder whose samples are the same bits however a stream
-//! is cut is paced (below f32: `Code2Wav::chunking_exact`), so the audio
+//! chunk. A stream whose frames come slower than they play is never cut:
+//! its listener runs dry whatever the chunks, and one-frame chunks only
+//! add decode calls, which make it slower still (on a host at 2.5x real
+//! time, ~20 ms more vocoder time a frame: docs/benchmarks.md, "The
+//! listener's own prebuffer"). Only a vocoder whose samples are the same
+//! bits however a stream is cut is paced (below f32: `Code2Wav::chunking_exact`), so the audio
 //! never depends on the timing, only when it arrives.
 //!
 //! Pure: every call takes its time, so tests drive it with their own.
@@ -76,14 +80,16 @@ impl Pace {
     /// bring them to a listener (playing from the first chunk plus
     /// `prebuffer`, `frame` of audio per frame) after its buffer ran dry.
     /// False until a chunk has left and two frames were seen (nothing to
-    /// estimate from: the schedule decides).
+    /// estimate from: the schedule decides), and while frames come at
+    /// least `frame` apart (slower than real time: cutting cannot keep the
+    /// listener playing, only slow the stream down).
     pub fn cut(&self, now: Instant, pending: usize, prebuffer: Duration, frame: Duration) -> bool {
         let (Some(first), Some(frame_s), Some(decode_s)) =
             (self.first_out, self.frame_s, self.decode_s)
         else {
             return false;
         };
-        if pending == 0 {
+        if pending == 0 || frame_s >= frame.as_secs_f64() {
             return false;
         }
         let played_out = first + prebuffer + frame.mul_f64(self.out_frames as f64);
@@ -139,6 +145,27 @@ mod tests {
         assert!(p.cut(ms(t, 560), 6, P, FRAME));
         // A longer prebuffer leaves room to wait.
         assert!(!p.cut(ms(t, 560), 6, Duration::from_millis(400), FRAME));
+    }
+
+    /// Frames 100 ms apart against 80 ms of audio: the listener is dry
+    /// whatever the chunks, so nothing is cut (one-frame chunks would only
+    /// cost decode calls); once frames come faster than they play again,
+    /// the deadline decides as before.
+    #[test]
+    fn a_stream_slower_than_real_time_is_never_cut() {
+        let t = Instant::now();
+        let mut p = Pace::default();
+        for i in 0..4 {
+            p.frame(ms(t, 100 * i));
+        }
+        p.chunk(t, 1, Duration::from_millis(10));
+        assert!(!p.cut(ms(t, 10_000), 3, P, FRAME), "long past the deadline");
+        // Faster frames pull the running interval under 80 ms.
+        for i in 0..6 {
+            p.frame(ms(t, 300 + 30 * (i + 1)));
+        }
+        assert!(p.frame_s.unwrap() < 0.08);
+        assert!(p.cut(ms(t, 10_000), 3, P, FRAME));
     }
 
     #[test]

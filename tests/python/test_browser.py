@@ -114,7 +114,9 @@ def test_browser_speaks_plays_and_stops(server, page):
     voices = page.eval_on_selector_all("#voice option", "os => os.map(o => o.value)")
     assert "alloy" in voices and len(voices) > 1, voices
 
-    # 1. A short text plays to the end, acknowledged as it plays.
+    # 1. A short text plays to the end, acknowledged as it plays; the page
+    # tells the server the prebuffer its player holds.
+    page.fill("#prebuffer", "300")
     page.fill("#text", "Hello from the browser test.")
     page.click("#speak")
     wait_for(page, "() => window.ttsDebug.chunks >= 1", "the first audio chunk")
@@ -130,6 +132,7 @@ def test_browser_speaks_plays_and_stops(server, page):
     assert d["audioState"] == "running", d
     assert d["sampleRate"] == d["audioRate"], "the server resampled to the AudioContext's rate"
     assert d["session"]["format"] == "f32" and d["session"]["audio_acks"] is True
+    assert d["session"]["prebuffer_ms"] == 300, "the page declares its player's prebuffer"
     assert d["ttfpMs"] is not None and d["ttfpMs"] > 0
     assert first["chunks"] >= 1 and first["samples"] > 0
     # Everything received was played (the tail of the buffer included).

@@ -576,9 +576,9 @@ mod tests {
     /// reaching the decoder 90 ms apart, so a listener without a prebuffer
     /// is always due: with pacing, every frame leaves as it comes (waiting
     /// for another would reach the listener late), where the schedule
-    /// alone waits for an 8-frame chunk; the audio is the same bits either way. An f32 vocoder, whose
-    /// last bits depend on where a chunk ends, is never paced. A listener's
-    /// declared prebuffer replaces the engine's.
+    /// alone waits for an 8-frame chunk; the audio is the same bits either
+    /// way. An f32 vocoder, whose last bits depend on where a chunk ends, is
+    /// never paced. A listener's declared prebuffer replaces the engine's.
     #[test]
     fn a_paced_chunk_leaves_short_of_the_schedule_with_the_same_audio() {
         let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("../tests/fixtures/tiny-a");

@@ -22,8 +22,9 @@
 //! add decode calls, which make it slower still (on a host at 2.5x real
 //! time, ~20 ms more vocoder time a frame: docs/benchmarks.md, "The
 //! listener's deadline"). Only a vocoder whose samples are the same
-//! bits however a stream is cut is paced (below f32: `Code2Wav::chunking_exact`), so the audio
-//! never depends on the timing, only when it arrives.
+//! bits however a stream is cut is paced (below f32:
+//! `Code2Wav::chunking_exact`), so the audio never depends on the timing,
+//! only when it arrives.
 //!
 //! Pure: every call takes its time, so tests drive it with their own.
 

@@ -97,7 +97,7 @@ impl CtxSettings {
             timings: false,
             options: GenOptions::from_config(&Default::default()),
             text_mode: TextMode::default(),
-            prebuffer_ms: 200.0,
+            prebuffer_ms: protocol::DEFAULT_PREBUFFER_MS,
         }
     }
 }

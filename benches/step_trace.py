@@ -14,6 +14,11 @@ those that ran alone (no code2wav step overlapping them by more than 5%)
 against those that overlapped one: what running the vocoder beside the LMs
 costs them on the shared cores. Steps of code2wav shorter than 1 ms (a frame
 taken into a pending chunk, no decode) are not counted as overlapping.
+
+It also prints the medians of those lone steps by fifth of the run, in the
+order they ran: over a long utterance the talker's step grows with its KV
+history (docs/performance.md, "Attention over a long context"). Run one
+round (`--warmup 0 --repeats 1`) for the fifths to be the utterance's.
 """
 import re
 import statistics
@@ -66,6 +71,11 @@ def main(path):
             return f"{statistics.median(v):.1f} ms (n={len(v)})" if v else "none"
 
         print(f"{stage} batch {top}: alone {med(alone)}, beside a code2wav step {med(beside)}")
+        if len(alone) >= 5:
+            n = len(alone)
+            fifths = [alone[i * n // 5 : (i + 1) * n // 5] for i in range(5)]
+            cells = " / ".join(f"{statistics.median(v):.1f}" for v in fifths)
+            print(f"{stage} batch {top} alone by fifth of the run: {cells} ms")
 
 
 if __name__ == "__main__":

@@ -128,7 +128,8 @@ struct ModelArg {
     /// Presets: `reference` (stored weights, code2wav f32: what the goldens
     /// hold to; `f32` is the same), `balanced` (int8 except the
     /// code predictor's MLP down projection, the heads and embeddings,
-    /// which stay stored bf16; code2wav bf16), `fast` (`int8,int8,int8`).
+    /// which stay stored bf16; code2wav bf16; the talker's KV cache bf16),
+    /// `fast` (`int8,int8,int8,talker.kv=bf16`).
     /// The LMs: f32 (alias bf16, stored: the checkpoint's weights, f32
     /// compute), int8 (per-channel) or q4 (4-bit, groups of 32), quantized
     /// at load. CODE2WAV: f32 (default), bf16 (bf16 weights and
@@ -139,9 +140,10 @@ struct ModelArg {
     /// `code2wav.decoder.1.conv1=int8` one in; docs/precision.md).
     /// Per class: `[BASE,]STAGE.CLASS=P,...` with STAGE `talker` or `cp`,
     /// CLASS `attn`, `mlp` (= `mlp_up_gate` + `mlp_down`), `mlp_up_gate`,
-    /// `mlp_down` or `head`; `STAGE=P` sets attn and mlp; `code2wav=bf16`;
+    /// `mlp_down` or `head`; `STAGE=P` sets attn and mlp; `STAGE.kv=f32|bf16`
+    /// the KV cache's format; `code2wav=bf16`;
     /// later items win, e.g. `talker.attn=int8,talker.mlp=q4,cp.mlp_down=bf16`
-    /// or `balanced,cp.mlp_down=int8`. Embeddings and projections always
+    /// or `balanced,cp.mlp_down=int8` or `fast,talker.kv=f32`. Embeddings and projections always
     /// keep the stored weights. `tts-rt fidelity` measures what each costs
     /// on a checkpoint; docs/performance.md, "Precision by tensor".
     #[arg(long, value_parser = parse_precision)]
@@ -414,7 +416,7 @@ mod tests {
         let one = parse_precision("int4").unwrap_err();
         assert!(one.starts_with("`int4`: talker precision: "), "{one}");
         assert!(
-            one.contains("reference, balanced, fast (int8,int8,int8)"),
+            one.contains("reference, balanced, fast (int8,int8,int8,talker.kv=bf16)"),
             "{one}"
         );
         let two = parse_precision("int4,f32").unwrap_err();

@@ -520,12 +520,30 @@ fn attention(c: &mut Criterion) {
             .collect()
     };
     let (kh, vh) = (by_head(&k), by_head(&v));
+    // The head-major cache in bf16 (the talker's KV cache below f32).
+    let half = |x: &[f32]| {
+        x.iter()
+            .map(|&x| tts_kernels::f32_to_bf16(x))
+            .collect::<Vec<u16>>()
+    };
+    let (kb, vb) = (half(&kh), half(&vh));
     let mut out = vec![0f32; nh * hd];
     g.throughput(Throughput::Elements((2 * nh * n_kv * hd) as u64));
     for ks in paths() {
         for (name, kk, vv, layout) in [
-            ("positions", &k, &v, KvLayout::Positions),
-            ("heads", &kh, &vh, KvLayout::Heads { capacity: n_kv }),
+            ("positions", (&k).into(), (&v).into(), KvLayout::Positions),
+            (
+                "heads",
+                (&kh).into(),
+                (&vh).into(),
+                KvLayout::Heads { capacity: n_kv },
+            ),
+            (
+                "heads_bf16",
+                (&kb).into(),
+                (&vb).into(),
+                KvLayout::Heads { capacity: n_kv },
+            ),
         ] {
             let id = BenchmarkId::new(
                 ks.isa().name(),

@@ -156,7 +156,8 @@ pub use settings::{
     parse_switch, KernelSettings, PrefetchLevel, SettingError, SettingsFixed, SWITCH_VALUES,
 };
 pub use shape::{
-    AttnSegment, AttnShape, Conv1dShape, ConvTranspose1dShape, KvLayout, KvRows, StridedConv1dShape,
+    AttnSegment, AttnShape, Conv1dShape, ConvTranspose1dShape, KvData, KvLayout, KvRows,
+    StridedConv1dShape,
 };
 pub use team::{teams_enabled, Team};
 

@@ -313,16 +313,20 @@ pub fn attention(
             let kvh = h / group;
             let qv = &q[(i * s.n_heads + h) * hd..][..hd];
             let mut max = f32::NEG_INFINITY;
-            for j in 0..n_kv {
+            for (j, sc) in scores.iter_mut().enumerate() {
                 let pk = kv_pos0 + j;
                 let visible = pk <= pos && s.window.is_none_or(|w| pk + w > pos);
-                scores[j] = if visible {
-                    let kv = &k[j * row + kvh * head..][..hd];
-                    qv.iter().zip(kv).map(|(a, b)| a * b).sum::<f32>() * s.scale
+                *sc = if visible {
+                    let base = j * row + kvh * head;
+                    qv.iter()
+                        .enumerate()
+                        .map(|(d, a)| a * k.get(base + d))
+                        .sum::<f32>()
+                        * s.scale
                 } else {
                     f32::NEG_INFINITY
                 };
-                max = max.max(scores[j]);
+                max = max.max(*sc);
             }
             let o = &mut out[(i * s.n_heads + h) * hd..][..hd];
             o.fill(0.0);
@@ -338,9 +342,9 @@ pub fn attention(
                 if p == 0.0 {
                     continue;
                 }
-                let vv = &v[j * row + kvh * head..][..hd];
-                for (oo, &x) in o.iter_mut().zip(vv) {
-                    *oo += p * x;
+                let base = j * row + kvh * head;
+                for (d, oo) in o.iter_mut().enumerate() {
+                    *oo += p * v.get(base + d);
                 }
             }
             let inv = 1.0 / sum;

@@ -18,13 +18,79 @@ pub struct AttnShape {
 /// `j` at absolute position `pos0 + j` (the cache may have dropped its
 /// oldest rows: ring buffers pass the position of their first retained
 /// row), laid out in `k` and `v` as `layout` says.
+/// `k` and `v` must be of one format.
 #[derive(Clone, Copy, Debug)]
 pub struct KvRows<'a> {
-    pub k: &'a [f32],
-    pub v: &'a [f32],
+    pub k: KvData<'a>,
+    pub v: KvData<'a>,
     pub n: usize,
     pub pos0: usize,
     pub layout: KvLayout,
+}
+
+/// The elements of a KV buffer: f32, or bf16 (each the upper 16 bits of an
+/// f32, round to nearest even) widened back to f32 exactly as they are
+/// read, so attention over bf16 keys and values is attention over those
+/// rounded values in f32.
+#[derive(Clone, Copy, Debug)]
+pub enum KvData<'a> {
+    F32(&'a [f32]),
+    Bf16(&'a [u16]),
+}
+
+impl KvData<'_> {
+    /// Elements held.
+    pub fn len(&self) -> usize {
+        match self {
+            KvData::F32(x) => x.len(),
+            KvData::Bf16(x) => x.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// Element `i` as f32 (exact).
+    #[inline]
+    pub fn get(&self, i: usize) -> f32 {
+        match self {
+            KvData::F32(x) => x[i],
+            KvData::Bf16(x) => f32::from_bits((x[i] as u32) << 16),
+        }
+    }
+
+    /// Whether `self` and `other` are of the same format.
+    pub fn same_format(&self, other: &KvData<'_>) -> bool {
+        matches!(
+            (self, other),
+            (KvData::F32(_), KvData::F32(_)) | (KvData::Bf16(_), KvData::Bf16(_))
+        )
+    }
+}
+
+impl<'a> From<&'a [f32]> for KvData<'a> {
+    fn from(x: &'a [f32]) -> Self {
+        KvData::F32(x)
+    }
+}
+
+impl<'a> From<&'a Vec<f32>> for KvData<'a> {
+    fn from(x: &'a Vec<f32>) -> Self {
+        KvData::F32(x)
+    }
+}
+
+impl<'a> From<&'a [u16]> for KvData<'a> {
+    fn from(x: &'a [u16]) -> Self {
+        KvData::Bf16(x)
+    }
+}
+
+impl<'a> From<&'a Vec<u16>> for KvData<'a> {
+    fn from(x: &'a Vec<u16>) -> Self {
+        KvData::Bf16(x)
+    }
 }
 
 /// One sequence's queries in an [`attention_batch`](crate::attention_batch)

@@ -90,7 +90,8 @@ pub use error::{ModelError, Result};
 pub use generator::FrameGenerator;
 pub use model::{CloneEncoders, CloneTimings, LoadOptions, Qwen3Tts};
 pub use quant::{
-    Code2WavLayers, Code2WavPrecision, Precision, PrecisionPlan, Preset, StagePlan, TensorClass,
+    Code2WavLayers, Code2WavPrecision, KvFormat, Precision, PrecisionPlan, Preset, StagePlan,
+    TensorClass,
 };
 pub use request::{CloneReference, GenOptions, Request, StopReason, VoiceClone};
 pub use speaker_encoder::SpeakerEncoder;

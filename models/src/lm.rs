@@ -3,20 +3,25 @@
 //! Per layer: `h = x + o(attn(rmsnorm(x)))`, `x' = h + down(silu(gate(y)) *
 //! up(y))` with `y = rmsnorm(h)`; q/k get a per-head RMSNorm before
 //! rotate-half RoPE; GQA; causal (optionally sliding-window) attention.
-//! The KV cache is a separate value ([`KvCache`]) owned by the caller, so one
+//! The KV cache is a separate value ([`KvCache`], `lm/kv.rs`, f32 or bf16 as
+//! the stage's plan says) owned by the caller, so one
 //! set of weights serves any number of sessions, and
 //! [`Qwen3Lm::forward_batch`] steps several sequences (each with its own
 //! cache and positions) in one pass over the weights.
 
 use tts_kernels::{
     attention_batch, matmul, matmul_shared, rms_norm, rope, silu_mul, AttnSegment, AttnShape,
-    KvLayout, KvRows,
+    KvData, KvLayout, KvRows,
 };
+
+mod kv;
+
+pub use kv::{KvCache, KvPrefix};
 
 use crate::checkpoint::TensorStore;
 use crate::config::LmConfig;
 use crate::error::Result;
-use crate::quant::{Precision, StagePlan, TensorClass};
+use crate::quant::{KvFormat, Precision, StagePlan, TensorClass};
 use crate::wcache::{PlanConverter, WeightsCache};
 use crate::weight::Weight;
 
@@ -59,35 +64,6 @@ impl Rope {
             *s = a.sin();
         }
     }
-}
-
-/// Key/value history of one sequence for every layer, plus the working
-/// buffers of [`Qwen3Lm::forward`] for that sequence.
-///
-/// Each layer's keys (and values) are `[kv_heads, cap, head_dim]`: a head's
-/// positions are contiguous, so attention reads each head's history as one
-/// forward stream. Position-major rows (`[len, kv_heads, head_dim]`, what
-/// the k/v projections write) put a head's rows `kv_heads * head_dim`
-/// floats apart, one 512-byte piece per 4 KB page at the 0.6B's shapes,
-/// which the hardware prefetchers do not follow (docs/performance.md,
-/// "Attention over a long context"). Growing past `cap` re-lays the history
-/// out at twice the room.
-///
-/// The buffers live here because the cache is already the per-sequence state
-/// every forward takes: after the first step at a given row count a decode
-/// step allocates nothing (the code predictor runs 15 one-row steps per
-/// frame, where a dozen allocations per call were a measurable share).
-#[derive(Clone, Debug, Default)]
-pub struct KvCache {
-    k: Vec<Vec<f32>>,
-    v: Vec<Vec<f32>>,
-    len: usize,
-    /// Positions each head's run holds.
-    cap: usize,
-    /// KV heads and their width, as the model that bound the cache has them.
-    heads: usize,
-    head_dim: usize,
-    scratch: Scratch,
 }
 
 /// Activations of one forward call; every buffer is fully overwritten
@@ -142,163 +118,6 @@ fn fit(v: &mut Vec<f32>, n: usize) -> &mut [f32] {
     v
 }
 
-impl KvCache {
-    /// Positions already in the cache (the next input's position).
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// Forgets the sequence but keeps the allocation.
-    pub fn clear(&mut self) {
-        self.len = 0;
-    }
-    /// Makes room for `positions` positions in total without reallocating
-    /// (a no-op before the cache is bound to a model by its first forward or
-    /// [`Qwen3Lm::new_cache`]).
-    fn reserve_positions(&mut self, positions: usize) {
-        if positions > self.cap {
-            self.relayout(positions);
-        }
-    }
-    /// Room for `positions`, doubling: appends stay amortised O(1).
-    fn grow_for(&mut self, positions: usize) {
-        if positions > self.cap {
-            self.relayout(positions.max(2 * self.cap));
-        }
-    }
-    /// Moves every layer's history into buffers of `cap` positions a head.
-    fn relayout(&mut self, cap: usize) {
-        let (heads, hd, len, old) = (self.heads, self.head_dim, self.len, self.cap);
-        for b in self.k.iter_mut().chain(self.v.iter_mut()) {
-            let mut nb = vec![0f32; heads * cap * hd];
-            for h in 0..heads {
-                nb[h * cap * hd..][..len * hd].copy_from_slice(&b[h * old * hd..][..len * hd]);
-            }
-            *b = nb;
-        }
-        self.cap = cap;
-    }
-    /// Appends `n` positions of layer `li`, `k` and `v` position-major
-    /// (`[n, kv_heads, head_dim]`), at positions `len..len + n` (room made
-    /// by the caller; `len` advances once all layers are in).
-    fn append(&mut self, li: usize, n: usize, k: &[f32], v: &[f32]) {
-        let (heads, hd, cap, len) = (self.heads, self.head_dim, self.cap, self.len);
-        for (dst, src) in [(&mut self.k[li], k), (&mut self.v[li], v)] {
-            for i in 0..n {
-                for h in 0..heads {
-                    dst[(h * cap + len + i) * hd..][..hd]
-                        .copy_from_slice(&src[(i * heads + h) * hd..][..hd]);
-                }
-            }
-        }
-    }
-    /// Layer `li`'s attention for `n_q` new positions, appended after the
-    /// `len` already there: queries at `len..`, keys `0..len + n_q`.
-    fn segment(&self, li: usize, n_q: usize) -> AttnSegment<'_> {
-        AttnSegment {
-            n_q,
-            q_pos0: self.len,
-            kv: KvRows {
-                k: &self.k[li],
-                v: &self.v[li],
-                n: self.len + n_q,
-                pos0: 0,
-                layout: KvLayout::Heads { capacity: self.cap },
-            },
-        }
-    }
-    /// Bytes held (capacity, including the forward's working buffers), for
-    /// memory accounting.
-    pub fn bytes(&self) -> usize {
-        self.k
-            .iter()
-            .chain(&self.v)
-            .map(|b| b.capacity() * 4)
-            .sum::<usize>()
-            + self.scratch.bytes()
-    }
-}
-
-/// The keys and values of a sequence's first positions, every layer
-/// (`[kv_heads, len, head_dim]` each), copied out of a [`KvCache`]
-/// ([`KvCache::prefix`]) so another sequence with the same leading input rows
-/// can start from them ([`KvCache::load_prefix`]) instead of computing them
-/// again. Causal attention makes position `i`'s keys and values depend on
-/// rows `0..=i` only, so they are the same whatever follows.
-#[derive(Clone, Debug)]
-pub struct KvPrefix {
-    k: Vec<Box<[f32]>>,
-    v: Vec<Box<[f32]>>,
-    len: usize,
-    heads: usize,
-    head_dim: usize,
-}
-
-impl KvPrefix {
-    /// Positions held.
-    pub fn len(&self) -> usize {
-        self.len
-    }
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
-    }
-    /// Bytes held.
-    pub fn bytes(&self) -> usize {
-        self.k.iter().chain(&self.v).map(|b| b.len() * 4).sum()
-    }
-}
-
-impl KvCache {
-    /// The first `positions` positions (at most [`Self::len`]) as a
-    /// [`KvPrefix`].
-    pub fn prefix(&self, positions: usize) -> KvPrefix {
-        let len = positions.min(self.len);
-        let (heads, hd, cap) = (self.heads, self.head_dim, self.cap);
-        let cut = |b: &Vec<f32>| -> Box<[f32]> {
-            (0..heads)
-                .flat_map(|h| &b[h * cap * hd..][..len * hd])
-                .copied()
-                .collect()
-        };
-        KvPrefix {
-            k: self.k.iter().map(cut).collect(),
-            v: self.v.iter().map(cut).collect(),
-            len,
-            heads,
-            head_dim: hd,
-        }
-    }
-
-    /// Starts an empty cache from `prefix`: the next forward runs at
-    /// position `prefix.len()`. Returns false (and leaves the cache as it
-    /// was) if the cache is not empty or the prefix was made by an LM with
-    /// another shape.
-    pub fn load_prefix(&mut self, prefix: &KvPrefix) -> bool {
-        if self.len != 0
-            || self.k.len() != prefix.k.len()
-            || (self.heads, self.head_dim) != (prefix.heads, prefix.head_dim)
-        {
-            return false;
-        }
-        self.reserve_positions(prefix.len);
-        let (heads, hd, cap, len) = (self.heads, self.head_dim, self.cap, prefix.len);
-        for (dst, src) in self
-            .k
-            .iter_mut()
-            .zip(&prefix.k)
-            .chain(self.v.iter_mut().zip(&prefix.v))
-        {
-            for h in 0..heads {
-                dst[h * cap * hd..][..len * hd].copy_from_slice(&src[h * len * hd..][..len * hd]);
-            }
-        }
-        self.len = len;
-        true
-    }
-}
-
 /// Sequences whose attention segments a forward keeps on the stack (more
 /// is a heap list: a batch that large is rare and each of its steps is long).
 const STACK_SEGMENTS: usize = 16;
@@ -308,8 +127,8 @@ const EMPTY_SEGMENT: AttnSegment<'static> = AttnSegment {
     n_q: 0,
     q_pos0: 0,
     kv: KvRows {
-        k: &[],
-        v: &[],
+        k: KvData::F32(&[]),
+        v: KvData::F32(&[]),
         n: 0,
         pos0: 0,
         layout: KvLayout::Positions,
@@ -321,6 +140,8 @@ pub struct Qwen3Lm {
     layers: Vec<Layer>,
     norm: Vec<f32>,
     rope: Rope,
+    /// The format its caches keep keys and values in (the plan's `kv`).
+    kv: KvFormat,
 }
 
 impl Qwen3Lm {
@@ -392,6 +213,7 @@ impl Qwen3Lm {
             layers,
             norm: store.vector(&format!("{prefix}.norm.weight"), &[h])?,
             rope: Rope::new(hd, cfg.rope_theta),
+            kv: conv.plan().kv,
         })
     }
 
@@ -399,22 +221,25 @@ impl Qwen3Lm {
         &self.cfg
     }
 
+    /// The format its KV caches keep keys and values in.
+    pub fn kv_format(&self) -> KvFormat {
+        self.kv
+    }
+
     /// Whether `cache` is laid out for this model (else a forward rebinds it).
     fn binds(&self, cache: &KvCache) -> bool {
         cache.k.len() == self.layers.len()
             && (cache.heads, cache.head_dim) == (self.cfg.num_kv_heads, self.cfg.head_dim)
+            && cache.format == self.kv
     }
 
     pub fn new_cache(&self) -> KvCache {
-        KvCache {
-            k: vec![Vec::new(); self.layers.len()],
-            v: vec![Vec::new(); self.layers.len()],
-            len: 0,
-            cap: 0,
-            heads: self.cfg.num_kv_heads,
-            head_dim: self.cfg.head_dim,
-            scratch: Scratch::default(),
-        }
+        KvCache::new(
+            self.layers.len(),
+            self.cfg.num_kv_heads,
+            self.cfg.head_dim,
+            self.kv,
+        )
     }
 
     /// A cache with room for `positions` positions: appending up to that many
@@ -446,9 +271,10 @@ impl Qwen3Lm {
             .sum()
     }
 
-    /// Bytes of KV cache per position (all layers, k and v, f32).
+    /// Bytes of KV cache per position (all layers, k and v, in the
+    /// cache's format).
     pub fn kv_bytes_per_position(&self) -> usize {
-        2 * self.layers.len() * self.cfg.num_kv_heads * self.cfg.head_dim * 4
+        2 * self.layers.len() * self.cfg.num_kv_heads * self.cfg.head_dim * self.kv.bytes()
     }
 
     /// Runs `n` input rows `x = [n, hidden]` at positions `cache.len()..`,

@@ -33,7 +33,7 @@
 
 pub mod plan;
 
-pub use plan::{PlanError, PrecisionPlan, Preset, StagePlan, TensorClass};
+pub use plan::{KvFormat, PlanError, PrecisionPlan, Preset, StagePlan, TensorClass};
 
 use rayon::prelude::*;
 use tts_kernels::{quantize_q8_row, GroupFormat, Mat, Q4Rows};

@@ -4,9 +4,10 @@
 //!
 //! Where audio is heard as it is made (`serve`, `speak --play`, and
 //! `bench`, which measures what `serve` does) the default is `fast`: on the
-//! full-size random 0.6B its int8 LMs are as close to the stored weights as
-//! the official implementation's own bf16 is (codebook-0 KL 1.1e-4 against
-//! its 1.27e-4, docs/performance.md, "The yardstick"), and one session
+//! full-size random 0.6B its int8 LMs (the talker's KV cache in bf16, as the
+//! official keeps it) are as close to the stored weights as the official
+//! implementation's own bf16 is (codebook-0 KL 1.2e-4 against its 1.27e-4,
+//! docs/performance.md, "The yardstick"), and one session
 //! streams at rtf 0.49-0.78 on the measured 2-core hosts (up to 0.98 on a
 //! Zen 4 whose memory other tenants share), where `reference` runs at
 //! 1.3-2.9: slower than real time. A file (`speak --out` without
@@ -72,12 +73,12 @@ pub(crate) fn startup_line(plan: &PrecisionPlan, defaulted: Option<Use>) -> Stri
 fn describe(plan: &PrecisionPlan) -> (&'static str, &'static str) {
     match plan.preset() {
         Some(Preset::Fast) => (
-            "int8 LMs, int8/bf16 vocoder",
-            "as close to the stored weights as the official bf16 (codebook-0 KL 1.1e-4; official bf16 1.3e-4; the vocoder's waveform within the official bf16's own error); real time on 2 AVX-512 cores at 0.6B (rtf 0.5-0.8 measured, up to 1.0 on a busy host; 2.7 on an AVX2-only Zen 1); --precision f32 for the reference numerics",
+            "int8 LMs, bf16 talker KV cache, int8/bf16 vocoder",
+            "as close to the stored weights as the official bf16 (codebook-0 KL 1.2e-4; official bf16 1.3e-4; the vocoder's waveform within the official bf16's own error); real time on 2 AVX-512 cores at 0.6B (rtf 0.5-0.8 measured, up to 1.0 on a busy host; 2.7 on an AVX2-only Zen 1); --precision f32 for the reference numerics",
         ),
         Some(Preset::Balanced) => (
-            "int8 LMs but the code predictor's down projection and the heads, bf16 vocoder",
-            "codebook-0 KL 1.1e-4, as fast; real time on 2 AVX-512 cores at 0.6B, ~15% slower than fast (rtf 0.6-0.8 measured)",
+            "int8 LMs but the code predictor's down projection and the heads, bf16 talker KV cache, bf16 vocoder",
+            "codebook-0 KL 1.2e-4, as fast; real time on 2 AVX-512 cores at 0.6B, ~15% slower than fast (rtf 0.6-0.8 measured)",
         ),
         Some(Preset::Reference) => (
             "stored weights, f32 vocoder",
@@ -136,12 +137,12 @@ mod tests {
         let fast = startup_line(&plan("fast"), Some(Use::Live));
         assert!(
             fast.starts_with(
-                "precision fast (int8 LMs, int8/bf16 vocoder, the default for live audio): "
+                "precision fast (int8 LMs, bf16 talker KV cache, int8/bf16 vocoder, the default for live audio): "
             ),
             "{fast}"
         );
         assert!(
-            fast.contains("KL 1.1e-4") && fast.contains("real time"),
+            fast.contains("KL 1.2e-4") && fast.contains("real time"),
             "{fast}"
         );
         assert!(fast.contains("--precision f32"), "{fast}");

@@ -38,8 +38,9 @@ pub struct ServeArgs {
     /// q6, iq4 or q4 for the LMs; f32, bf16 or int8 for code2wav), a preset
     /// (`reference`, `balanced`, `fast`) or per-class items
     /// (`talker.attn=int8,cp.mlp_down=bf16`);
-    /// see `tts-rt speak --help`. Default `fast` (int8 LMs, int8/bf16 vocoder:
-    /// real time on 2 cores at 0.6B); `f32` for the reference numerics.
+    /// see `tts-rt speak --help`. Default `fast` (int8 LMs, bf16 talker KV
+    /// cache, int8/bf16 vocoder: real time on 2 AVX-512 cores at 0.6B);
+    /// `f32` for the reference numerics.
     #[arg(long, value_parser = super::parse_precision)]
     precision: Option<tts_models::LoadOptions>,
     /// Cache int8/q4-converted LM weights in DIR (written once, then

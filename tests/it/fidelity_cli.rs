@@ -109,7 +109,8 @@ fn kl(a: &Value, stage: &str) -> f64 {
 /// The ranking every harness must show whatever the weights: the stored
 /// weights (zero) below int8 below q4 in each stage's KL, and `balanced`
 /// (the code predictor's down projection stored) no worse than int8 in the
-/// code predictor and equal to it in the talker (the same talker).
+/// code predictor and equal to `fast` in the talker (the same talker: int8,
+/// its KV cache bf16).
 fn assert_sane_ranking(r: &Value) {
     let (reference, int8, q4, balanced) = (
         &r["reference"],
@@ -125,7 +126,7 @@ fn assert_sane_ranking(r: &Value) {
             "{stage}: int8 {int8} q4 {q4}"
         );
     }
-    assert_eq!(kl(balanced, "codebook0"), kl(int8, "codebook0"));
+    assert_eq!(kl(balanced, "codebook0"), kl(arm(r, "fast"), "codebook0"));
     assert!(
         kl(balanced, "predicted") <= kl(int8, "predicted"),
         "balanced {balanced} int8 {int8}"
@@ -166,7 +167,7 @@ fn fidelity_lists_every_preset_and_format_by_default() {
             .map(|p| p.name().to_string()),
     );
     assert_eq!(names, want);
-    assert_eq!(arm(&r, "fast")["plan"], "int8,int8,int8");
+    assert_eq!(arm(&r, "fast")["plan"], "int8,int8,int8,talker.kv=bf16");
     assert!(arm(&r, "balanced")["plan"]
         .as_str()
         .unwrap()
@@ -207,6 +208,8 @@ fn fidelity_ranks_precisions_sanely_on_a_trained_like_proxy() {
             "Hello there.",
             "--preset",
             "balanced",
+            "--preset",
+            "fast",
             "--json",
         ],
     );

@@ -405,7 +405,7 @@ fn real_time_by_default_speak_play_runs_fast_and_a_file_the_reference() {
     assert_eq!(lines.len(), 1, "{err}");
     assert!(
         lines[0].starts_with(
-            "precision fast (int8 LMs, int8/bf16 vocoder, the default for live audio): "
+            "precision fast (int8 LMs, bf16 talker KV cache, int8/bf16 vocoder, the default for live audio): "
         ),
         "{err}"
     );

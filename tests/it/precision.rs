@@ -565,7 +565,10 @@ fn plans_convert_per_class_and_bytes_per_frame_follow_them() {
 fn balanced_sits_between_the_stored_weights_and_int8() {
     use tts_models::PrecisionPlan;
     let total = |o: LoadOptions| fixtures_report(o);
-    let int8 = total(LoadOptions::uniform(Precision::Int8));
+    // int8 with balanced's talker KV cache (bf16).
+    let int8 = total(LoadOptions::from_plan(
+        PrecisionPlan::parse("int8,talker.kv=bf16").unwrap(),
+    ));
     let balanced = total(LoadOptions::from_plan(
         PrecisionPlan::parse("balanced,code2wav=f32").unwrap(),
     ));

@@ -77,8 +77,8 @@ fn real_time_by_default_serve_runs_fast_and_says_so_at_start() {
     for (extra, line, label) in [
         (
             None,
-            "precision fast (int8 LMs, int8/bf16 vocoder, the default for live audio): ",
-            "precision=\"int8,int8,int8\"",
+            "precision fast (int8 LMs, bf16 talker KV cache, int8/bf16 vocoder, the default for live audio): ",
+            "precision=\"int8,int8,int8,talker.kv=bf16\"",
         ),
         (
             Some("f32"),

@@ -3,11 +3,47 @@
 //! SIMD dot products over the visible key range only (positions are
 //! monotonic, so the causal/window mask is a contiguous range `lo..hi`),
 //! four keys at a time, vector exp, then `sum_j p_j v_j` in key order with
-//! the output held in registers.
+//! the output held in registers. Keys and values are f32 or bf16
+//! ([`KvData`]); a bf16 element is widened to f32 as it is loaded, so the
+//! arithmetic, and its bits, are those of the f32 path over the rounded
+//! values.
 
 use super::{for_blocks, Prefetch, Simd};
-use crate::shape::{AttnSegment, AttnShape, KvLayout, KvRows};
+use crate::shape::{AttnSegment, AttnShape, KvData, KvLayout, KvRows};
 use crate::simd::exp;
+
+/// An element type of a KV buffer, loaded as f32.
+pub(crate) trait KvElem: Copy {
+    /// `S::LANES` elements at `p` as f32.
+    ///
+    /// # Safety
+    /// `p` valid for `S::LANES` reads.
+    unsafe fn load<S: Simd>(s: S, p: *const Self) -> S::V;
+    fn f32(self) -> f32;
+}
+
+impl KvElem for f32 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const f32) -> S::V {
+        s.load(p)
+    }
+    #[inline(always)]
+    fn f32(self) -> f32 {
+        self
+    }
+}
+
+/// bf16 bits: the upper half of an f32 (exact widening).
+impl KvElem for u16 {
+    #[inline(always)]
+    unsafe fn load<S: Simd>(s: S, p: *const u16) -> S::V {
+        s.load_bf16(p)
+    }
+    #[inline(always)]
+    fn f32(self) -> f32 {
+        f32::from_bits((self as u32) << 16)
+    }
+}
 
 /// Keys whose scores fit in a stack buffer (4 KB).
 const STACK_SCORES: usize = 1024;
@@ -51,6 +87,10 @@ pub(crate) fn attention_batch<S: Simd>(
         "attention: out is not [n_q, n_heads, head_dim]"
     );
     for g in segs {
+        assert!(
+            g.kv.k.same_format(&g.kv.v),
+            "attention: keys and values of different formats"
+        );
         let need = g.kv.layout.len_for(g.kv.n, sh.n_kv_heads, hd);
         assert!(
             g.kv.k.len() >= need && g.kv.v.len() >= need,
@@ -122,15 +162,32 @@ pub(crate) fn attention_batch<S: Simd>(
                     // SAFETY: every key/value row read is `j * row_stride +
                     // kvh * head_stride .. + hd` with j < hi <= kv.n, inside
                     // k and v (`len_for`, asserted); qv, o and scores are
-                    // slices of the lengths passed.
-                    let rows = HeadRows {
-                        k: kv.k,
-                        v: kv.v,
-                        lo,
-                        stride: row_stride,
-                        off: kvh * head_stride,
-                    };
-                    unsafe { head::<S>(s, qv, rows, sh.scale, scores, o) }
+                    // slices of the lengths passed; k and v are of one
+                    // format (asserted).
+                    let (lo, stride, off) = (lo, row_stride, kvh * head_stride);
+                    match (kv.k, kv.v) {
+                        (KvData::F32(k), KvData::F32(v)) => {
+                            let rows = HeadRows {
+                                k,
+                                v,
+                                lo,
+                                stride,
+                                off,
+                            };
+                            unsafe { head::<S, f32>(s, qv, rows, sh.scale, scores, o) }
+                        }
+                        (KvData::Bf16(k), KvData::Bf16(v)) => {
+                            let rows = HeadRows {
+                                k,
+                                v,
+                                lo,
+                                stride,
+                                off,
+                            };
+                            unsafe { head::<S, u16>(s, qv, rows, sh.scale, scores, o) }
+                        }
+                        _ => unreachable!("k and v formats checked above"),
+                    }
                 },
             );
         }
@@ -140,9 +197,9 @@ pub(crate) fn attention_batch<S: Simd>(
 /// The keys and values one query head reads: rows `lo..` of stride
 /// `stride` in `k` and `v`, each its head's elements at offset `off`.
 #[derive(Clone, Copy)]
-struct HeadRows<'a> {
-    k: &'a [f32],
-    v: &'a [f32],
+struct HeadRows<'a, E> {
+    k: &'a [E],
+    v: &'a [E],
     lo: usize,
     stride: usize,
     off: usize,
@@ -153,10 +210,10 @@ struct HeadRows<'a> {
 /// `kv.stride`, each with `o.len()` elements at offset `kv.off`;
 /// `q.len() == o.len()`.
 #[inline(always)]
-unsafe fn head<S: Simd>(
+unsafe fn head<S: Simd, E: KvElem>(
     s: S,
     q: &[f32],
-    kv: HeadRows<'_>,
+    kv: HeadRows<'_, E>,
     scale: f32,
     scores: &mut [f32],
     o: &mut [f32],
@@ -170,7 +227,8 @@ unsafe fn head<S: Simd>(
     } = kv;
     let hd = o.len();
     let n = scores.len();
-    let row = |base: *const f32, jj: usize| base.wrapping_add((lo + jj) * kv_stride + off);
+    let row = |base: *const E, jj: usize| base.wrapping_add((lo + jj) * kv_stride + off);
+    let esz = std::mem::size_of::<E>();
     let mut max = f32::NEG_INFINITY;
     // Scores four keys at a time: four independent FMA chains, each key's
     // the same chain `dot` runs (so the same bits), where one key at a
@@ -178,13 +236,13 @@ unsafe fn head<S: Simd>(
     // The keys' and values' rows of this head as prefetch spans (the
     // kernels' shared `Prefetch`: `TTS_RT_PREFETCH` applies); a hint past
     // the last row is dropped.
-    let span = n.saturating_sub(1) * kv_stride * 4 + hd * 4;
+    let span = (n.saturating_sub(1) * kv_stride + hd) * esz;
     let pk = Prefetch::l1(row(k.as_ptr(), 0) as *const u8, span);
     let pv = Prefetch::l1(row(v.as_ptr(), 0) as *const u8, span);
     let prefetch = |j: usize| {
         if j < n {
-            pk.touch(j * kv_stride * 4, hd * 4);
-            pv.touch(j * kv_stride * 4, hd * 4);
+            pk.touch(j * kv_stride * esz, hd * esz);
+            pv.touch(j * kv_stride * esz, hd * esz);
         }
     };
     let mut jj = 0;
@@ -249,7 +307,7 @@ unsafe fn head<S: Simd>(
             let vr = row(v.as_ptr(), jj).add(d0);
             let pv = s.splat(pj);
             for (t, a) in acc.iter_mut().enumerate() {
-                *a = s.fma(pv, s.load(vr.add(t * l)), *a);
+                *a = s.fma(pv, E::load(s, vr.add(t * l)), *a);
             }
         }
         for (t, a) in acc.into_iter().enumerate() {
@@ -262,11 +320,14 @@ unsafe fn head<S: Simd>(
         let pv = s.splat(pj);
         let mut d = d0;
         while d < dv {
-            s.store(op.add(d), s.fma(pv, s.load(vr.add(d)), s.load(op.add(d))));
+            s.store(
+                op.add(d),
+                s.fma(pv, E::load(s, vr.add(d)), s.load(op.add(d))),
+            );
             d += l;
         }
         for d in dv..hd {
-            *op.add(d) += pj * *vr.add(d);
+            *op.add(d) += pj * (*vr.add(d)).f32();
         }
     }
     let inv = 1.0 / sum;
@@ -292,14 +353,14 @@ const O_REGS: usize = 8;
 /// # Safety
 /// `a` and each of `b` valid for `n` reads.
 #[inline(always)]
-unsafe fn dot4<S: Simd>(s: S, a: *const f32, b: [*const f32; 4], n: usize) -> [f32; 4] {
+unsafe fn dot4<S: Simd, E: KvElem>(s: S, a: *const f32, b: [*const E; 4], n: usize) -> [f32; 4] {
     let nv = n - n % S::LANES;
     let mut acc = [s.splat(0.0); 4];
     let mut i = 0;
     while i < nv {
         let av = s.load(a.add(i));
         for (c, bp) in acc.iter_mut().zip(b) {
-            *c = s.fma(av, s.load(bp.add(i)), *c);
+            *c = s.fma(av, E::load(s, bp.add(i)), *c);
         }
         i += S::LANES;
     }
@@ -309,7 +370,7 @@ unsafe fn dot4<S: Simd>(s: S, a: *const f32, b: [*const f32; 4], n: usize) -> [f
     }
     for (rt, bp) in r.iter_mut().zip(b) {
         for i in nv..n {
-            *rt += *a.add(i) * *bp.add(i);
+            *rt += *a.add(i) * (*bp.add(i)).f32();
         }
     }
     r
@@ -321,17 +382,17 @@ unsafe fn dot4<S: Simd>(s: S, a: *const f32, b: [*const f32; 4], n: usize) -> [f
 /// # Safety
 /// `a` and `b` valid for `n` reads.
 #[inline(always)]
-pub(crate) unsafe fn dot<S: Simd>(s: S, a: *const f32, b: *const f32, n: usize) -> f32 {
+pub(crate) unsafe fn dot<S: Simd, E: KvElem>(s: S, a: *const f32, b: *const E, n: usize) -> f32 {
     let nv = n - n % S::LANES;
     let mut acc = s.splat(0.0);
     let mut i = 0;
     while i < nv {
-        acc = s.fma(s.load(a.add(i)), s.load(b.add(i)), acc);
+        acc = s.fma(s.load(a.add(i)), E::load(s, b.add(i)), acc);
         i += S::LANES;
     }
     let mut r = s.reduce_add(acc);
     for i in nv..n {
-        r += *a.add(i) * *b.add(i);
+        r += *a.add(i) * (*b.add(i)).f32();
     }
     r
 }
@@ -365,6 +426,38 @@ mod tests {
                 },
             );
             assert_eq!(got.map(f32::to_bits), want.map(f32::to_bits), "n = {n}");
+            // bf16 rows score as their f32 widenings do, four at a time
+            // and one at a time.
+            let half: Vec<Vec<u16>> = rows
+                .iter()
+                .map(|r| r.iter().map(|&x| crate::f32_to_bf16(x)).collect())
+                .collect();
+            let wide: Vec<Vec<f32>> = half
+                .iter()
+                .map(|r| r.iter().map(|&b| crate::bf16_to_f32(b)).collect())
+                .collect();
+            let (got, one, want) = s.vectorize(
+                #[inline(always)]
+                || {
+                    // SAFETY: every pointer is valid for `n` reads.
+                    unsafe {
+                        let got = dot4(s, a.as_ptr(), [0, 1, 2, 3].map(|t| half[t].as_ptr()), n);
+                        let want = dot4(s, a.as_ptr(), [0, 1, 2, 3].map(|t| wide[t].as_ptr()), n);
+                        let one = dot(s, a.as_ptr(), half[2].as_ptr(), n);
+                        (got, one, want)
+                    }
+                },
+            );
+            assert_eq!(
+                got.map(f32::to_bits),
+                want.map(f32::to_bits),
+                "bf16, n = {n}"
+            );
+            assert_eq!(
+                one.to_bits(),
+                want[2].to_bits(),
+                "bf16 one at a time, n = {n}"
+            );
         }
     }
 

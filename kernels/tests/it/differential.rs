@@ -21,9 +21,9 @@
 
 use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
-    f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference, AttnSegment,
-    AttnShape, Conv1dShape, ConvBf16, ConvQ8, ConvTranspose1dShape, GroupFormat, Isa, Kernels,
-    KvLayout, KvRows, Mat, Q4Rows, StridedConv1dShape,
+    bf16_to_f32, f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference,
+    AttnSegment, AttnShape, Conv1dShape, ConvBf16, ConvQ8, ConvTranspose1dShape, GroupFormat, Isa,
+    Kernels, KvLayout, KvRows, Mat, Q4Rows, StridedConv1dShape,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -718,8 +718,8 @@ fn conv_and_attention_are_deterministic_across_thread_counts() {
                 3,
                 197,
                 KvRows {
-                    k: &k,
-                    v: &v,
+                    k: k[..].into(),
+                    v: v[..].into(),
                     n: 200,
                     pos0: 0,
                     layout: KvLayout::Positions,
@@ -997,8 +997,8 @@ fn attention_all_shapes() {
                 n_q,
                 q_pos0,
                 KvRows {
-                    k: &k[1..],
-                    v: &v[1..],
+                    k: k[1..].into(),
+                    v: v[1..].into(),
                     n: n_kv,
                     pos0: kv_pos0,
                     layout: KvLayout::Positions,
@@ -1012,8 +1012,8 @@ fn attention_all_shapes() {
                 n_q,
                 q_pos0,
                 KvRows {
-                    k: &k[1..],
-                    v: &v[1..],
+                    k: k[1..].into(),
+                    v: v[1..].into(),
                     n: n_kv,
                     pos0: kv_pos0,
                     layout: KvLayout::Positions,
@@ -1099,8 +1099,8 @@ fn attention_layouts_and_batches_give_the_same_bits() {
             for (&(n_q, q_pos0, n), (k, v)) in segs.iter().zip(&kvs) {
                 let r = row * width..(row + n_q) * width;
                 let kv = KvRows {
-                    k,
-                    v,
+                    k: k.into(),
+                    v: v.into(),
                     n,
                     pos0: 0,
                     layout: KvLayout::Positions,
@@ -1116,8 +1116,8 @@ fn attention_layouts_and_batches_give_the_same_bits() {
                 let r = row * width..(row + n_q) * width;
                 let layout = KvLayout::Heads { capacity: *cap };
                 let kv = KvRows {
-                    k,
-                    v,
+                    k: k.into(),
+                    v: v.into(),
                     n,
                     pos0: 0,
                     layout,
@@ -1135,8 +1135,8 @@ fn attention_layouts_and_batches_give_the_same_bits() {
                     n_q,
                     q_pos0,
                     kv: KvRows {
-                        k,
-                        v,
+                        k: k.into(),
+                        v: v.into(),
                         n,
                         pos0: 0,
                         layout: KvLayout::Heads { capacity: *cap },
@@ -1146,6 +1146,67 @@ fn attention_layouts_and_batches_give_the_same_bits() {
             let mut got = vec![f32::NAN; rows * width];
             ks.attention_batch(&q, &batch, sh, &mut got);
             assert_eq!(bits(&got), bits(&want), "{what}: one batched call");
+            // bf16 keys and values, head-major, in one batched call: the
+            // bits of f32 attention over the rounded values (a bf16
+            // element is widened exactly as it is read).
+            let round = |x: &[f32]| x.iter().map(|&x| f32_to_bf16(x)).collect::<Vec<u16>>();
+            let widen = |x: &[u16]| x.iter().map(|&b| bf16_to_f32(b)).collect::<Vec<f32>>();
+            let halves: Vec<(Vec<u16>, Vec<u16>, usize)> = heads
+                .iter()
+                .map(|(k, v, cap)| (round(k), round(v), *cap))
+                .collect();
+            let mut want16 = vec![0f32; rows * width];
+            let mut row = 0;
+            for (&(n_q, q_pos0, n), (k, v)) in segs.iter().zip(&kvs) {
+                let r = row * width..(row + n_q) * width;
+                let (k, v) = (widen(&round(k)), widen(&round(v)));
+                let kv = KvRows {
+                    k: k[..].into(),
+                    v: v[..].into(),
+                    n,
+                    pos0: 0,
+                    layout: KvLayout::Positions,
+                };
+                ks.attention(&q[r.clone()], n_q, q_pos0, kv, sh, &mut want16[r]);
+                row += n_q;
+            }
+            let batch: Vec<AttnSegment<'_>> = segs
+                .iter()
+                .zip(&halves)
+                .map(|(&(n_q, q_pos0, n), (k, v, cap))| AttnSegment {
+                    n_q,
+                    q_pos0,
+                    kv: KvRows {
+                        k: k.into(),
+                        v: v.into(),
+                        n,
+                        pos0: 0,
+                        layout: KvLayout::Heads { capacity: *cap },
+                    },
+                })
+                .collect();
+            let mut got = vec![f32::NAN; rows * width];
+            ks.attention_batch(&q, &batch, sh, &mut got);
+            assert_eq!(bits(&got), bits(&want16), "{what}: bf16 keys and values");
+            // The reference reads bf16 as the fast paths do.
+            let mut refd = vec![f32::NAN; rows * width];
+            reference::attention_batch(&q, &batch, sh, &mut refd);
+            let mut ref32 = vec![f32::NAN; rows * width];
+            let mut row = 0;
+            for (&(n_q, q_pos0, n), (k, v)) in segs.iter().zip(&kvs) {
+                let r = row * width..(row + n_q) * width;
+                let (k, v) = (widen(&round(k)), widen(&round(v)));
+                let kv = KvRows {
+                    k: k[..].into(),
+                    v: v[..].into(),
+                    n,
+                    pos0: 0,
+                    layout: KvLayout::Positions,
+                };
+                reference::attention(&q[r.clone()], n_q, q_pos0, kv, sh, &mut ref32[r]);
+                row += n_q;
+            }
+            assert_eq!(bits(&refd), bits(&ref32), "{what}: bf16 in the reference");
         }
     }
 }

@@ -724,8 +724,8 @@ fn transformer(tr: &Transformer, segs: &mut [Seg<'_>], frames: &[usize], bw: &mu
                     i1 - i0,
                     pos0 + i0,
                     tts_kernels::KvRows {
-                        k: &cache.k[first * kvd..last * kvd],
-                        v: &cache.v[first * kvd..last * kvd],
+                        k: cache.k[first * kvd..last * kvd].into(),
+                        v: cache.v[first * kvd..last * kvd].into(),
                         n: last - first,
                         pos0: kv_pos0 + first,
                         layout: tts_kernels::KvLayout::Positions,

@@ -93,8 +93,8 @@ pub(crate) fn forward(tr: &Transformer, cfg: &CodecEncoderConfig, x: &[f32], t: 
             t,
             0,
             KvRows {
-                k: &k,
-                v: &v,
+                k: k[..].into(),
+                v: v[..].into(),
                 n: t,
                 pos0: 0,
                 layout: KvLayout::Positions,

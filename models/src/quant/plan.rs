@@ -12,6 +12,9 @@
 //! - `head`: the output heads (talker `codec_head`; the code predictor's
 //!   one `lm_head` per predicted codebook). Stored unless a plan says
 //!   otherwise.
+//! - `kv`: the KV cache's format, `f32` or `bf16` (not a weight: each
+//!   position's keys and values, rounded as they are appended and widened
+//!   exactly as attention reads them). f32 unless a plan says otherwise.
 //! - Fixed at the stored weights, refused at anything else: `embed` (the
 //!   text and codec embeddings: read one row per token, so converting them
 //!   saves memory but no bandwidth), `text_proj` (talker) and `proj` (the
@@ -20,16 +23,18 @@
 //! # Presets ([`Preset`])
 //! - `reference`: every tensor stored, code2wav f32 (what the goldens hold).
 //! - `balanced`: int8 everywhere except the code predictor's `mlp_down`,
-//!   the heads and the embeddings (stored); code2wav bf16.
+//!   the heads and the embeddings (stored); code2wav bf16; the talker's KV
+//!   cache bf16.
 //! - `fast`: both LMs' decoder linears int8, heads stored, code2wav int8
-//!   (its default set: vocoder blocks 2-4's residual convs; the rest bf16)
-//!   (`int8,int8,int8`).
+//!   (its default set: vocoder blocks 2-4's residual convs; the rest bf16),
+//!   the talker's KV cache bf16 (`int8,int8,int8,talker.kv=bf16`).
 //!
 //! # Grammar ([`PrecisionPlan::parse`], the `--precision` value)
 //! ```text
-//! SPEC  := PRESET | P | P,P | P,P,C2W | [BASE,]ITEM(,ITEM)*
-//! BASE  := PRESET | P                  (default: reference)
-//! ITEM  := STAGE.CLASS=P | STAGE=P | code2wav=C2W | code2wav.LAYER=int8|REST
+//! SPEC  := BASE | [BASE,]ITEM(,ITEM)*
+//! BASE  := PRESET | P | P,P | P,P,C2W  (default: reference)
+//! ITEM  := STAGE.CLASS=P | STAGE=P | STAGE.kv=f32|bf16 | code2wav=C2W
+//!        | code2wav.LAYER=int8|REST
 //! STAGE := talker | cp (alias code_predictor)
 //! CLASS := attn | mlp (= mlp_up_gate and mlp_down) | mlp_up_gate | mlp_down | head
 //! P     := any Precision name (f32/bf16/stored: the stored weights, int8, q4, ...)
@@ -74,25 +79,74 @@ impl TensorClass {
     }
 }
 
-/// The precision of each tensor class of one LM stage.
+/// The format an LM stage keeps its KV cache in: each position's keys and
+/// values are rounded to it as they are appended, and attention reads them
+/// back exactly (a bf16 cache halves the bytes a decode step reads from
+/// its history, and the memory a session holds; the official
+/// implementation keeps its cache in the model's dtype, bf16).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
+pub enum KvFormat {
+    #[default]
+    F32,
+    Bf16,
+}
+
+impl KvFormat {
+    pub fn name(self) -> &'static str {
+        match self {
+            KvFormat::F32 => "f32",
+            KvFormat::Bf16 => "bf16",
+        }
+    }
+
+    pub fn from_name(s: &str) -> Option<KvFormat> {
+        [KvFormat::F32, KvFormat::Bf16]
+            .into_iter()
+            .find(|f| f.name().eq_ignore_ascii_case(s.trim()))
+    }
+
+    /// Bytes of one element.
+    pub fn bytes(self) -> usize {
+        match self {
+            KvFormat::F32 => 4,
+            KvFormat::Bf16 => 2,
+        }
+    }
+}
+
+impl fmt::Display for KvFormat {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// The precision of each tensor class of one LM stage, and the format of
+/// its KV cache.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Hash)]
 pub struct StagePlan {
     pub attn: Precision,
     pub mlp_up_gate: Precision,
     pub mlp_down: Precision,
     pub head: Precision,
+    pub kv: KvFormat,
 }
 
 impl StagePlan {
-    /// The decoder linears at `p`, the head stored: what a per-stage
-    /// precision always meant.
+    /// The decoder linears at `p`, the head stored, the KV cache f32: what
+    /// a per-stage precision always meant.
     pub const fn uniform(p: Precision) -> Self {
         StagePlan {
             attn: p,
             mlp_up_gate: p,
             mlp_down: p,
             head: Precision::F32,
+            kv: KvFormat::F32,
         }
+    }
+
+    /// This plan with its KV cache in `kv`.
+    pub const fn with_kv(self, kv: KvFormat) -> Self {
+        StagePlan { kv, ..self }
     }
 
     pub fn get(&self, c: TensorClass) -> Precision {
@@ -113,9 +167,10 @@ impl StagePlan {
         }
     }
 
-    /// `Some(p)` when this is [`Self::uniform`]`(p)`.
+    /// `Some(p)` when the weights are [`Self::uniform`]`(p)`'s (whatever
+    /// the KV cache's format).
     pub fn as_uniform(&self) -> Option<Precision> {
-        (*self == StagePlan::uniform(self.attn)).then_some(self.attn)
+        (*self == StagePlan::uniform(self.attn).with_kv(self.kv)).then_some(self.attn)
     }
 
     /// The converted (non-stored) precisions of the plan, each with the
@@ -136,15 +191,20 @@ impl StagePlan {
     }
 
     /// The precision's name when uniform (`int8`), else every class
-    /// (`attn=int8;mlp_up_gate=int8;mlp_down=f32;head=f32`).
+    /// (`attn=int8;mlp_up_gate=int8;mlp_down=f32;head=f32`); a KV cache
+    /// other than f32 follows (`int8;kv=bf16`).
     pub fn name(&self) -> String {
-        match self.as_uniform() {
+        let weights = match self.as_uniform() {
             Some(p) => p.name().to_string(),
             None => TensorClass::ALL
                 .iter()
                 .map(|&c| format!("{}={}", c.name(), self.get(c)))
                 .collect::<Vec<_>>()
                 .join(";"),
+        };
+        match self.kv {
+            KvFormat::F32 => weights,
+            kv => format!("{weights};kv={kv}"),
         }
     }
 }
@@ -204,7 +264,7 @@ impl Preset {
         match self {
             Preset::Reference => PrecisionPlan::default(),
             Preset::Balanced => PrecisionPlan {
-                talker: int8,
+                talker: int8.with_kv(KvFormat::Bf16),
                 code_predictor: StagePlan {
                     mlp_down: Precision::F32,
                     ..int8
@@ -212,7 +272,7 @@ impl Preset {
                 code2wav: Code2WavPrecision::Bf16,
             },
             Preset::Fast => PrecisionPlan {
-                talker: int8,
+                talker: int8.with_kv(KvFormat::Bf16),
                 code_predictor: int8,
                 code2wav: Code2WavPrecision::INT8,
             },
@@ -268,7 +328,7 @@ fn code2wav(part: &str, v: &str) -> Result<Code2WavPrecision, PlanError> {
     })
 }
 
-const CLASSES: &str = "attn, mlp, mlp_up_gate, mlp_down or head";
+const CLASSES: &str = "attn, mlp, mlp_up_gate, mlp_down, head or kv (the KV cache)";
 
 impl PrecisionPlan {
     /// Both LMs' decoder linears at `p` (heads stored), code2wav f32.
@@ -286,11 +346,14 @@ impl PrecisionPlan {
         if parts.iter().all(|p| !p.contains('=')) {
             return Self::parse_positional(s, &parts);
         }
-        let (mut plan, items) = match parts[0] {
-            first if !first.contains('=') => {
-                (Self::parse_positional(first, &[first])?, &parts[1..])
-            }
-            _ => (PrecisionPlan::default(), &parts[..]),
+        // The base: the parts before the first item.
+        let base = parts.iter().take_while(|p| !p.contains('=')).count();
+        let (mut plan, items) = match base {
+            0 => (PrecisionPlan::default(), &parts[..]),
+            n => (
+                Self::parse_positional(&parts[..n].join(","), &parts[..n])?,
+                &parts[n..],
+            ),
         };
         for item in items {
             plan.apply(item)?;
@@ -321,7 +384,8 @@ impl PrecisionPlan {
             .map_err(stage("talker"))
             .map_err(|mut e| {
                 if parts.len() == 1 {
-                    e.problem += "; or a preset: reference, balanced, fast (int8,int8,int8)";
+                    e.problem +=
+                        "; or a preset: reference, balanced, fast (int8,int8,int8,talker.kv=bf16)";
                 }
                 e
             })?;
@@ -345,7 +409,7 @@ impl PrecisionPlan {
         let Some((key, value)) = item.split_once('=') else {
             return Err(err(
                 item,
-                "expected STAGE.CLASS=PRECISION, STAGE=PRECISION, code2wav=f32|bf16|int8 or code2wav.LAYER=int8|bf16|f32 (a preset or precision may only come first)",
+                "expected STAGE.CLASS=PRECISION, STAGE=PRECISION, STAGE.kv=f32|bf16, code2wav=f32|bf16|int8 or code2wav.LAYER=int8|bf16|f32 (a preset or precisions may only come first)",
             ));
         };
         let (key, value) = (key.trim().to_ascii_lowercase(), value.trim());
@@ -383,6 +447,15 @@ impl PrecisionPlan {
                 ))
             }
         };
+        if class == Some("kv") {
+            plan.kv = KvFormat::from_name(value).ok_or_else(|| {
+                err(
+                    item,
+                    format!("unknown KV cache format {value:?}; expected f32 or bf16"),
+                )
+            })?;
+            return Ok(());
+        }
         let p = precision(item, value)?;
         let classes: &[TensorClass] = match class {
             None | Some("linear") => &[
@@ -426,23 +499,29 @@ impl PrecisionPlan {
 
     /// A spelling [`Self::parse`] reads back: `TALKER,CP,CODE2WAV` when both
     /// stages are uniform (`int8,int8,int8`), else every class of each stage
-    /// (`talker=int8,talker.head=f32,cp.attn=int8,...,code2wav=bf16`).
+    /// (`talker=int8,talker.head=f32,cp.attn=int8,...,code2wav=bf16`); a
+    /// KV cache other than f32 follows as an item (`talker.kv=bf16`).
     pub fn name(&self) -> String {
+        let stages = [("talker", &self.talker), ("cp", &self.code_predictor)];
+        let kv = stages
+            .iter()
+            .filter(|(_, p)| p.kv != KvFormat::F32)
+            .map(|(stage, p)| format!(",{stage}.kv={}", p.kv));
         if let (Some(t), Some(c), Some(w)) = (
             self.talker.as_uniform(),
             self.code_predictor.as_uniform(),
             self.code2wav.simple_name(),
         ) {
-            return format!("{t},{c},{w}");
+            return format!("{t},{c},{w}") + &kv.collect::<String>();
         }
         let mut items = Vec::new();
-        for (stage, plan) in [("talker", &self.talker), ("cp", &self.code_predictor)] {
+        for (stage, plan) in stages {
             for c in TensorClass::ALL {
                 items.push(format!("{stage}.{}={}", c.name(), plan.get(c)));
             }
         }
         items.extend(self.code2wav.items());
-        items.join(",")
+        items.join(",") + &kv.collect::<String>()
     }
 }
 
@@ -527,12 +606,28 @@ mod tests {
         );
         assert_eq!(
             PrecisionPlan::parse("fast"),
-            PrecisionPlan::parse("int8,int8,int8")
+            PrecisionPlan::parse("int8,int8,int8,talker.kv=bf16")
+        );
+        let f = PrecisionPlan::parse("fast").unwrap();
+        assert_eq!(f.talker.kv, KvFormat::Bf16);
+        assert_eq!(f.code_predictor.kv, KvFormat::F32);
+        assert_eq!(f.talker.as_uniform(), Some(Precision::Int8));
+        assert_eq!(
+            PrecisionPlan::parse("int8,int8,int8").unwrap().talker.kv,
+            KvFormat::F32,
+            "a positional precision names the weights; the cache stays f32"
+        );
+        assert_eq!(
+            PrecisionPlan::parse("reference").unwrap().talker.kv,
+            KvFormat::F32
         );
         let b = PrecisionPlan::parse("Balanced").unwrap();
         assert_eq!(b.code_predictor.mlp_down, Precision::F32);
         assert_eq!(b.code_predictor.attn, Precision::Int8);
-        assert_eq!(b.talker, StagePlan::uniform(Precision::Int8));
+        assert_eq!(
+            b.talker,
+            StagePlan::uniform(Precision::Int8).with_kv(KvFormat::Bf16)
+        );
         assert_eq!(b.code2wav, Code2WavPrecision::Bf16);
         let q = PrecisionPlan::parse("q4,int8").unwrap();
         assert_eq!(q.talker, Precision::Q4.into());
@@ -576,6 +671,10 @@ mod tests {
             "code2wav=f32,code2wav.decoder.4.conv1=int8",
             "fast,code2wav.decoder.2.conv1=int8",
             "talker.attn=int8,code2wav=int8,code2wav.conv_out=int8",
+            "fast,talker.kv=f32",
+            "int8,q4,cp.kv=bf16",
+            "talker.attn=int8,talker.kv=bf16,cp.kv=bf16",
+            "balanced",
         ] {
             let p = PrecisionPlan::parse(s).unwrap();
             assert_eq!(
@@ -585,14 +684,18 @@ mod tests {
                 p.name()
             );
         }
-        assert_eq!(Preset::Fast.plan().name(), "int8,int8,int8");
+        assert_eq!(Preset::Fast.plan().name(), "int8,int8,int8,talker.kv=bf16");
+        assert_eq!(
+            PrecisionPlan::parse("fast,talker.kv=f32").unwrap().name(),
+            "int8,int8,int8"
+        );
         assert_eq!(
             PrecisionPlan::parse("fast,code2wav=int8,code2wav.decoder.4.conv1=bf16")
                 .unwrap()
                 .name(),
             "talker.attn=int8,talker.mlp_up_gate=int8,talker.mlp_down=int8,talker.head=f32,\
              cp.attn=int8,cp.mlp_up_gate=int8,cp.mlp_down=int8,cp.head=f32,\
-             code2wav=int8,code2wav.decoder.4.conv1=bf16"
+             code2wav=int8,code2wav.decoder.4.conv1=bf16,talker.kv=bf16"
         );
         // Opting every layer back out is bf16 again.
         let mut p = PrecisionPlan::parse("code2wav=int8").unwrap();
@@ -625,6 +728,8 @@ mod tests {
             ("int8,q5", "q5", "unknown precision"),
             ("turbo", "turbo", "balanced"),
             ("talker=int8,fast", "fast", "come first"),
+            ("fast,talker.kv=int8", "talker.kv=int8", "f32 or bf16"),
+            ("fast,cp.kv=q4", "cp.kv=q4", "KV cache"),
         ];
         for (spec, part, word) in cases {
             let e = PrecisionPlan::parse(spec).unwrap_err();
@@ -644,7 +749,8 @@ mod tests {
             )]
         );
         assert_eq!(StagePlan::default().converted(), vec![]);
-        assert_eq!(b.talker.name(), "int8");
+        assert_eq!(b.talker.name(), "int8;kv=bf16");
+        assert_eq!(StagePlan::uniform(Precision::Int8).name(), "int8");
         assert_eq!(
             b.code_predictor.name(),
             "attn=int8;mlp_up_gate=int8;mlp_down=f32;head=f32"

@@ -345,6 +345,11 @@ impl<'a> PlanConverter<'a> {
         }
     }
 
+    /// The plan the stage loads under.
+    pub fn plan(&self) -> StagePlan {
+        self.plan
+    }
+
     /// Tensor `name` of `shape`, of tensor class `class`, at the plan's
     /// precision for that class.
     pub fn weight(&self, class: TensorClass, name: &str, shape: &[usize]) -> Result<Weight> {

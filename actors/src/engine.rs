@@ -489,9 +489,12 @@ impl Session {
     /// audio before it starts to play (a client's jitter buffer) instead of
     /// the engine's `prebuffer_ms`: their continuity figures
     /// (`underruns_at_prebuffer`, `continuity_ok_at_prebuffer`) are counted
-    /// at it, and their chunks leave early for it where the engine paces
-    /// chunks (`stage::pace`). Admission is unchanged: a stream is admitted
-    /// only while every stream keeps up in real time, whatever it buffers.
+    /// at it, their chunks leave early for it where the engine paces
+    /// chunks (`stage::pace`), and the stages' scheduler models their
+    /// player as holding it before it plays (`FlowGate::
+    /// with_listener_prebuffer`; without playback acks). Admission is
+    /// unchanged: a stream is admitted only while every stream keeps up in
+    /// real time, whatever it buffers.
     pub fn with_prebuffer(&self, prebuffer: Duration) -> Session {
         Session {
             prebuffer: Some(prebuffer.min(crate::config::MAX_PREBUFFER)),
@@ -530,10 +533,14 @@ impl Session {
         let model = &self.inner.model;
         let cfg = &self.inner.config;
         let sr = model.code2wav.sample_rate();
-        let gate = Arc::new(FlowGate::new(
-            (cfg.soft_unacked_audio_s * sr as f64).ceil() as u64,
-            sr,
-        ));
+        let gate = FlowGate::new((cfg.soft_unacked_audio_s * sr as f64).ceil() as u64, sr);
+        // A listener that declared its prebuffer is modelled as holding it
+        // (its slack, crate::slack); one that did not, as playing from the
+        // first chunk.
+        let gate = Arc::new(match self.prebuffer {
+            Some(p) => gate.with_listener_prebuffer(p),
+            None => gate,
+        });
         let (tx, rx) = mpsc::channel(cfg.stream_capacity);
         let (reply, reply_rx) = oneshot::channel();
         let submit = Submit {

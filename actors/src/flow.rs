@@ -12,8 +12,9 @@
 //! not yet played — which the stage schedulers order their work by
 //! ([`crate::slack`]): from the acks where the client acknowledges what it
 //! played ([`FlowGate::acks_report_playback`]), from wall time where not
-//! (a listener that starts playing at the first chunk and plays on in real
-//! time, pausing when its buffer runs dry).
+//! (a listener that starts playing at the first chunk, or the prebuffer its
+//! client declared after it ([`FlowGate::with_listener_prebuffer`]), and
+//! plays on in real time, pausing when its buffer runs dry).
 //!
 //! Live text is flow control too, the other way round: the caller feeds
 //! the talker's text through a [`LiveFeed`], and the talker parks a request
@@ -22,7 +23,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Mutex;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use actix::{Message, Recipient};
 use tts_models::live_text::LiveRows;
@@ -47,11 +48,15 @@ pub struct FlowGate {
 }
 
 /// A listener modelled from wall time: playback starts at the first chunk
-/// and runs in real time, pausing while nothing is buffered.
+/// (after `delay`: the prebuffer its client declared) and runs in real
+/// time, pausing while nothing is buffered.
 #[derive(Debug, Default)]
 struct Player {
-    /// Samples played by `at`; `None` before the first chunk.
+    /// Samples played by `at`; `None` before the first chunk. `at` lies
+    /// ahead of the clock while the listener fills its prebuffer.
     played: Option<(f64, Instant)>,
+    /// From the first chunk to the start of playback.
+    delay: Duration,
 }
 
 impl FlowGate {
@@ -73,6 +78,19 @@ impl FlowGate {
         }
     }
 
+    /// This gate's wall-time listener holds `prebuffer` before it starts
+    /// playing (what the client declared, [`crate::Session::with_prebuffer`]):
+    /// its slack counts that audio as in hand. Without it the listener plays
+    /// from the first chunk, which never takes a stream for further ahead
+    /// than it is. Acks that report playback replace the model either way.
+    pub fn with_listener_prebuffer(self, prebuffer: Duration) -> Self {
+        {
+            let mut p = self.player.lock().unwrap_or_else(|e| e.into_inner());
+            p.delay = prebuffer;
+        }
+        self
+    }
+
     /// Router: a chunk of `n` samples with sequence number `seq` was accepted.
     pub fn produced(&self, seq: u64, n: u64) {
         self.produced_at(seq, n, Instant::now());
@@ -83,8 +101,16 @@ impl FlowGate {
         {
             let mut p = self.player.lock().unwrap_or_else(|e| e.into_inner());
             let before = self.produced.load(Ordering::Acquire);
-            let played = p.played_by(before, now, self.sample_rate);
-            p.played = Some((played, now));
+            match p.played {
+                // The first chunk: playback starts after the prebuffer.
+                None => p.played = Some((0.0, now + p.delay)),
+                // Still filling the prebuffer: the start stays where it is.
+                Some((_, at)) if now < at => {}
+                Some(_) => {
+                    let played = p.played_by(before, now, self.sample_rate);
+                    p.played = Some((played, now));
+                }
+            }
         }
         let end = self.produced.fetch_add(n, Ordering::AcqRel) + n;
         let mut ends = self.ends.lock().unwrap_or_else(|e| e.into_inner());
@@ -184,6 +210,33 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    /// A declared prebuffer: the listener starts that long after the first
+    /// chunk, so until then everything sent is in hand; a chunk arriving
+    /// meanwhile does not move the start; after it, playback runs and
+    /// pauses as without one.
+    #[test]
+    fn a_declared_prebuffer_starts_the_wall_time_listener_late() {
+        let t0 = Instant::now();
+        let g = FlowGate::created_at(u64::MAX, 1000, t0).with_listener_prebuffer(ms(300));
+        assert_eq!(g.slack_at(t0 + ms(100)), -0.1);
+        g.produced_at(0, 200, t0 + ms(100));
+        assert_eq!(g.slack_at(t0 + ms(300)), 0.2);
+        g.produced_at(1, 200, t0 + ms(350));
+        assert_eq!(g.slack_at(t0 + ms(400)), 0.4, "playback not started");
+        // Playing from 400 ms.
+        assert_eq!(g.slack_at(t0 + ms(500)), 0.3);
+        g.produced_at(2, 100, t0 + ms(600));
+        assert_eq!(g.slack_at(t0 + ms(600)), 0.3);
+        // Dry at 900 ms, and stays at zero.
+        assert_eq!(g.slack_at(t0 + ms(1200)), 0.0);
+        // The same chunks without a declaration: playing from 100 ms.
+        let plain = FlowGate::created_at(u64::MAX, 1000, t0);
+        plain.produced_at(0, 200, t0 + ms(100));
+        assert_eq!(plain.slack_at(t0 + ms(300)), 0.0);
+        plain.produced_at(1, 200, t0 + ms(350));
+        assert_eq!(plain.slack_at(t0 + ms(400)), 0.15);
     }
 
     #[test]

@@ -53,10 +53,12 @@ pub struct Listener {
     /// ahead.
     pub offline: bool,
     /// The prebuffer its listener declared (`None`: the engine's). The
-    /// code2wav stage paces its chunks by it (`stage::pace`); the slack
-    /// still counts playback from the first chunk, as if it had none
-    /// (conservative: a stream is never taken for further ahead than it
-    /// is).
+    /// code2wav stage paces its chunks by it (`stage::pace`), and the
+    /// gate's wall-time listener holds it before playing
+    /// ([`FlowGate::with_listener_prebuffer`]), so a client that buffers
+    /// more yields to one that buffers less. Without a declaration the
+    /// slack counts playback from the first chunk (conservative: a stream
+    /// is never taken for further ahead than it is).
     pub prebuffer: Option<Duration>,
 }
 
@@ -323,6 +325,39 @@ mod tests {
         assert_eq!(held.iter().map(|i| i.1).collect::<String>(), "ac");
         // 'd' waited past the bound already: it goes.
         assert_eq!(ready.iter().map(|i| i.1).collect::<String>(), "bd");
+    }
+
+    /// Two wall-time listeners sent the same audio at the same instants:
+    /// the one whose client declared a deeper prebuffer has not started
+    /// playing, so it has more in hand and the other goes first.
+    #[test]
+    fn a_client_that_buffers_more_yields_to_one_that_buffers_less() {
+        let t0 = Instant::now();
+        let ms = Duration::from_millis;
+        let board = SlackBoard::default();
+        let shallow = FlowGate::created_at(u64::MAX, 1000, t0).with_listener_prebuffer(ms(100));
+        let deep = FlowGate::created_at(u64::MAX, 1000, t0).with_listener_prebuffer(ms(1000));
+        for g in [&shallow, &deep] {
+            g.produced_at(0, 400, t0);
+            g.produced_at(1, 400, t0 + ms(300));
+        }
+        for (k, g) in [(1, shallow), (2, deep)] {
+            let listener = Listener {
+                gate: Arc::new(g),
+                live: None,
+                offline: false,
+                prebuffer: None,
+            };
+            board.register(key(k), listener);
+        }
+        let s = board.snapshot(t0 + ms(600));
+        // Shallow: playing since 100 ms, 500 played of 800.
+        assert!((s.slack(key(1)) - 0.3).abs() < 1e-9, "{}", s.slack(key(1)));
+        // Deep: starts at 1 s, everything in hand.
+        assert_eq!(s.slack(key(2)), 0.8);
+        let mut ready: VecDeque<(u64, char)> = [(2, 'd'), (1, 's')].into();
+        order(&mut ready, |i| key(i.0), |k| s.slack(k));
+        assert_eq!(ready.iter().map(|i| i.1).collect::<String>(), "sd");
     }
 
     #[test]

@@ -337,6 +337,11 @@ pub struct SessionSettings {
     /// [`DEFAULT_PREBUFFER_MS`] unless set otherwise).
     #[serde(default = "default_prebuffer_ms")]
     pub prebuffer_ms: f64,
+    /// The client set `prebuffer_ms` itself (server state, never on the
+    /// wire): the scheduler then models its player as holding it before it
+    /// plays; otherwise as playing from the first chunk.
+    #[serde(skip)]
+    pub prebuffer_declared: bool,
 }
 
 /// `serve --prebuffer-ms`'s default.

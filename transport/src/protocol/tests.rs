@@ -21,6 +21,7 @@ fn settings() -> SessionSettings {
         max_frames: 100,
         text_mode: TextMode::Streaming,
         prebuffer_ms: 350.0,
+        prebuffer_declared: false,
     }
 }
 

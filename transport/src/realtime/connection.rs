@@ -65,10 +65,16 @@ pub(super) struct RealtimeConnection {
 }
 
 /// The engine session as a context's listener sees it: its declared
-/// prebuffer (`session.update` `prebuffer_ms`) paces its chunks and counts
-/// its continuity.
+/// prebuffer (`session.update` `prebuffer_ms`) paces its chunks, counts its
+/// continuity and is what the scheduler models its player as holding; a
+/// context that declared none is the engine's (the same `--prebuffer-ms`
+/// for pacing and continuity, a player that starts at the first chunk).
 pub(super) fn listener(engine: &Session, s: &CtxSettings) -> Session {
-    engine.with_prebuffer(Duration::from_secs_f64(s.prebuffer_ms / 1e3))
+    if s.prebuffer_declared {
+        engine.with_prebuffer(Duration::from_secs_f64(s.prebuffer_ms / 1e3))
+    } else {
+        engine.clone()
+    }
 }
 
 /// Runs one session on `port` to its end.

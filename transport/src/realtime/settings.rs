@@ -75,8 +75,11 @@ pub struct CtxSettings {
     pub timings: bool,
     pub options: GenOptions,
     pub text_mode: TextMode,
-    /// The listener's prebuffer (`session.update` `prebuffer_ms`).
+    /// The listener's prebuffer (`session.update` `prebuffer_ms`; the
+    /// server's unless declared).
     pub prebuffer_ms: f64,
+    /// The client declared `prebuffer_ms` ([`SessionSettings::prebuffer_declared`]).
+    pub prebuffer_declared: bool,
 }
 
 #[cfg(test)]
@@ -98,6 +101,7 @@ impl CtxSettings {
             options: GenOptions::from_config(&Default::default()),
             text_mode: TextMode::default(),
             prebuffer_ms: protocol::DEFAULT_PREBUFFER_MS,
+            prebuffer_declared: false,
         }
     }
 }
@@ -127,6 +131,7 @@ pub fn initial(
         max_frames,
         text_mode: TextMode::default(),
         prebuffer_ms,
+        prebuffer_declared: false,
     }
 }
 
@@ -335,6 +340,7 @@ pub fn apply(
             ));
         }
         s.prebuffer_ms = p;
+        s.prebuffer_declared = true;
     }
     if s.chunking.mode == ChunkingMode::Live && s.text_mode != TextMode::Streaming {
         return bad(
@@ -375,6 +381,7 @@ pub fn ctx_settings(s: &SessionSettings, m: &Loaded) -> CtxSettings {
         options: validate::gen_options(m, s.greedy, s.seed, s.max_frames),
         text_mode: s.text_mode,
         prebuffer_ms: s.prebuffer_ms,
+        prebuffer_declared: s.prebuffer_declared,
     }
 }
 
@@ -463,7 +470,17 @@ mod tests {
         })
         .expect("valid");
         assert_eq!(s.prebuffer_ms, 750.0);
-        assert_eq!(initial(&speakers(), 24000, 100, 320.0).prebuffer_ms, 320.0);
+        // Declared: the scheduler models the player as holding it.
+        assert!(s.prebuffer_declared);
+        let first = initial(&speakers(), 24000, 100, 320.0);
+        assert_eq!(first.prebuffer_ms, 320.0);
+        assert!(!first.prebuffer_declared, "the server's is not declared");
+        let other = applied(SessionUpdate {
+            seed: Some(3),
+            ..Default::default()
+        })
+        .unwrap();
+        assert!(!other.prebuffer_declared);
         for ok in [0.0, MAX_PREBUFFER_MS] {
             let u = SessionUpdate {
                 prebuffer_ms: Some(ok),

@@ -164,28 +164,15 @@ pub(crate) fn attention_batch<S: Simd>(
                     // k and v (`len_for`, asserted); qv, o and scores are
                     // slices of the lengths passed; k and v are of one
                     // format (asserted).
-                    let (lo, stride, off) = (lo, row_stride, kvh * head_stride);
+                    let at = (lo, row_stride, kvh * head_stride);
+                    let sc = sh.scale;
                     match (kv.k, kv.v) {
-                        (KvData::F32(k), KvData::F32(v)) => {
-                            let rows = HeadRows {
-                                k,
-                                v,
-                                lo,
-                                stride,
-                                off,
-                            };
-                            unsafe { head::<S, f32>(s, qv, rows, sh.scale, scores, o) }
-                        }
-                        (KvData::Bf16(k), KvData::Bf16(v)) => {
-                            let rows = HeadRows {
-                                k,
-                                v,
-                                lo,
-                                stride,
-                                off,
-                            };
-                            unsafe { head::<S, u16>(s, qv, rows, sh.scale, scores, o) }
-                        }
+                        (KvData::F32(k), KvData::F32(v)) => unsafe {
+                            head(s, qv, HeadRows::of(k, v, at), sc, scores, o)
+                        },
+                        (KvData::Bf16(k), KvData::Bf16(v)) => unsafe {
+                            head(s, qv, HeadRows::of(k, v, at), sc, scores, o)
+                        },
                         _ => unreachable!("k and v formats checked above"),
                     }
                 },
@@ -203,6 +190,19 @@ struct HeadRows<'a, E> {
     lo: usize,
     stride: usize,
     off: usize,
+}
+
+impl<'a, E> HeadRows<'a, E> {
+    /// Rows `lo..` of stride `stride` in `k` and `v`, at offset `off`.
+    fn of(k: &'a [E], v: &'a [E], (lo, stride, off): (usize, usize, usize)) -> Self {
+        HeadRows {
+            k,
+            v,
+            lo,
+            stride,
+            off,
+        }
+    }
 }
 
 /// # Safety

@@ -23,7 +23,7 @@ use tts_kernels::q4::{q4_row_bytes, q4_row_groups, Q4_GROUP};
 use tts_kernels::{
     bf16_to_f32, f32_to_bf16, quantize_a8_row, quantize_q4_rows, quantize_q8_rows, reference,
     AttnSegment, AttnShape, Conv1dShape, ConvBf16, ConvQ8, ConvTranspose1dShape, GroupFormat, Isa,
-    Kernels, KvLayout, KvRows, Mat, Q4Rows, StridedConv1dShape,
+    Kernels, KvData, KvLayout, KvRows, Mat, Q4Rows, StridedConv1dShape,
 };
 
 const DOT_REL: f32 = 2e-5;
@@ -1044,6 +1044,27 @@ fn head_major(x: &[f32], n: usize, kv_heads: usize, hd: usize, capacity: usize) 
     out
 }
 
+/// A segment per `(n_q, q_pos0, n)` over its keys, values and layout.
+fn segments<'a>(
+    segs: &[(usize, usize, usize)],
+    kv: impl Iterator<Item = (KvData<'a>, KvData<'a>, KvLayout)>,
+) -> Vec<AttnSegment<'a>> {
+    segs.iter()
+        .zip(kv)
+        .map(|(&(n_q, q_pos0, n), (k, v, layout))| AttnSegment {
+            n_q,
+            q_pos0,
+            kv: KvRows {
+                k,
+                v,
+                n,
+                pos0: 0,
+                layout,
+            },
+        })
+        .collect()
+}
+
 /// Every path gives the same bits for keys and values laid out by position
 /// or by head, and for sequences attended one call each or all in one
 /// `attention_batch` (the LM caches are head-major, and a batched decode
@@ -1128,21 +1149,12 @@ fn attention_layouts_and_batches_give_the_same_bits() {
             let bits = |x: &[f32]| x.iter().map(|v| v.to_bits()).collect::<Vec<_>>();
             assert_eq!(bits(&got), bits(&want), "{what}: head-major layout");
             // All segments in one call, head-major.
-            let batch: Vec<AttnSegment<'_>> = segs
-                .iter()
-                .zip(&heads)
-                .map(|(&(n_q, q_pos0, n), (k, v, cap))| AttnSegment {
-                    n_q,
-                    q_pos0,
-                    kv: KvRows {
-                        k: k.into(),
-                        v: v.into(),
-                        n,
-                        pos0: 0,
-                        layout: KvLayout::Heads { capacity: *cap },
-                    },
-                })
-                .collect();
+            let batch = segments(
+                segs,
+                heads
+                    .iter()
+                    .map(|(k, v, cap)| (k.into(), v.into(), KvLayout::Heads { capacity: *cap })),
+            );
             let mut got = vec![f32::NAN; rows * width];
             ks.attention_batch(&q, &batch, sh, &mut got);
             assert_eq!(bits(&got), bits(&want), "{what}: one batched call");
@@ -1155,36 +1167,24 @@ fn attention_layouts_and_batches_give_the_same_bits() {
                 .iter()
                 .map(|(k, v, cap)| (round(k), round(v), *cap))
                 .collect();
-            let mut want16 = vec![0f32; rows * width];
-            let mut row = 0;
-            for (&(n_q, q_pos0, n), (k, v)) in segs.iter().zip(&kvs) {
-                let r = row * width..(row + n_q) * width;
-                let (k, v) = (widen(&round(k)), widen(&round(v)));
-                let kv = KvRows {
-                    k: k[..].into(),
-                    v: v[..].into(),
-                    n,
-                    pos0: 0,
-                    layout: KvLayout::Positions,
-                };
-                ks.attention(&q[r.clone()], n_q, q_pos0, kv, sh, &mut want16[r]);
-                row += n_q;
-            }
-            let batch: Vec<AttnSegment<'_>> = segs
+            let widened: Vec<(Vec<f32>, Vec<f32>)> = kvs
                 .iter()
-                .zip(&halves)
-                .map(|(&(n_q, q_pos0, n), (k, v, cap))| AttnSegment {
-                    n_q,
-                    q_pos0,
-                    kv: KvRows {
-                        k: k.into(),
-                        v: v.into(),
-                        n,
-                        pos0: 0,
-                        layout: KvLayout::Heads { capacity: *cap },
-                    },
-                })
+                .map(|(k, v)| (widen(&round(k)), widen(&round(v))))
                 .collect();
+            let wide = segments(
+                segs,
+                widened
+                    .iter()
+                    .map(|(k, v)| (k.into(), v.into(), KvLayout::Positions)),
+            );
+            let mut want16 = vec![0f32; rows * width];
+            ks.attention_batch(&q, &wide, sh, &mut want16);
+            let batch = segments(
+                segs,
+                halves
+                    .iter()
+                    .map(|(k, v, cap)| (k.into(), v.into(), KvLayout::Heads { capacity: *cap })),
+            );
             let mut got = vec![f32::NAN; rows * width];
             ks.attention_batch(&q, &batch, sh, &mut got);
             assert_eq!(bits(&got), bits(&want16), "{what}: bf16 keys and values");
@@ -1192,20 +1192,7 @@ fn attention_layouts_and_batches_give_the_same_bits() {
             let mut refd = vec![f32::NAN; rows * width];
             reference::attention_batch(&q, &batch, sh, &mut refd);
             let mut ref32 = vec![f32::NAN; rows * width];
-            let mut row = 0;
-            for (&(n_q, q_pos0, n), (k, v)) in segs.iter().zip(&kvs) {
-                let r = row * width..(row + n_q) * width;
-                let (k, v) = (widen(&round(k)), widen(&round(v)));
-                let kv = KvRows {
-                    k: k[..].into(),
-                    v: v[..].into(),
-                    n,
-                    pos0: 0,
-                    layout: KvLayout::Positions,
-                };
-                reference::attention(&q[r.clone()], n_q, q_pos0, kv, sh, &mut ref32[r]);
-                row += n_q;
-            }
+            reference::attention_batch(&q, &wide, sh, &mut ref32);
             assert_eq!(bits(&refd), bits(&ref32), "{what}: bf16 in the reference");
         }
     }

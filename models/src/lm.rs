@@ -15,8 +15,10 @@ use tts_kernels::{
 };
 
 mod kv;
+mod scratch;
 
 pub use kv::{KvCache, KvPrefix};
+use scratch::Scratch;
 
 use crate::checkpoint::TensorStore;
 use crate::config::LmConfig;
@@ -63,39 +65,6 @@ impl Rope {
             *c = a.cos();
             *s = a.sin();
         }
-    }
-}
-
-/// Activations of one forward call; every buffer is fully overwritten
-/// before it is read, so only the lengths matter between calls.
-#[derive(Clone, Debug, Default)]
-struct Scratch {
-    x: Vec<f32>,
-    hn: Vec<f32>,
-    q: Vec<f32>,
-    k: Vec<f32>,
-    v: Vec<f32>,
-    att: Vec<f32>,
-    proj: Vec<f32>,
-    gate: Vec<f32>,
-    up: Vec<f32>,
-    act: Vec<f32>,
-    /// `[n, head_dim / 2]` RoPE tables of the call's positions, computed once
-    /// per call instead of once per layer.
-    cos: Vec<f32>,
-    sin: Vec<f32>,
-    tmp: Vec<f32>,
-}
-
-impl Scratch {
-    fn bytes(&self) -> usize {
-        [
-            &self.x, &self.hn, &self.q, &self.k, &self.v, &self.att, &self.proj, &self.gate,
-            &self.up, &self.act, &self.cos, &self.sin, &self.tmp,
-        ]
-        .iter()
-        .map(|b| b.capacity() * 4)
-        .sum()
     }
 }
 

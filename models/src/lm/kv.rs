@@ -12,7 +12,7 @@
 
 use tts_kernels::{f32_to_bf16, AttnSegment, KvData, KvLayout, KvRows};
 
-use super::Scratch;
+use super::scratch::Scratch;
 use crate::quant::KvFormat;
 
 /// A layer's keys or values in the cache's format.

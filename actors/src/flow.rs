@@ -83,11 +83,11 @@ impl FlowGate {
     /// its slack counts that audio as in hand. Without it the listener plays
     /// from the first chunk, which never takes a stream for further ahead
     /// than it is. Acks that report playback replace the model either way.
-    pub fn with_listener_prebuffer(self, prebuffer: Duration) -> Self {
-        {
-            let mut p = self.player.lock().unwrap_or_else(|e| e.into_inner());
-            p.delay = prebuffer;
-        }
+    pub fn with_listener_prebuffer(mut self, prebuffer: Duration) -> Self {
+        self.player
+            .get_mut()
+            .unwrap_or_else(|e| e.into_inner())
+            .delay = prebuffer;
         self
     }
 

@@ -74,57 +74,52 @@ impl KvBuf {
 
     /// The buffer's `heads` runs of `len` positions (of `from` a head) in
     /// runs of `to` positions a head (the rest zero).
-    fn relaid(&self, heads: usize, hd: usize, len: usize, from: usize, to: usize) -> KvBuf {
-        fn relay<T: Copy + Default>(
-            b: &[T],
-            heads: usize,
-            hd: usize,
-            len: usize,
-            from: usize,
-            to: usize,
-        ) -> Vec<T> {
-            let mut nb = vec![T::default(); heads * to * hd];
-            for h in 0..heads {
-                nb[h * to * hd..][..len * hd].copy_from_slice(&b[h * from * hd..][..len * hd]);
-            }
+    fn relaid(&self, runs: Runs) -> KvBuf {
+        fn relay<T: Copy + Default>(b: &[T], r: Runs) -> Vec<T> {
+            let mut nb = vec![T::default(); r.heads * r.to * r.hd];
+            r.copy(&mut nb, b);
             nb
         }
         match self {
-            KvBuf::F32(b) => KvBuf::F32(relay(b, heads, hd, len, from, to)),
-            KvBuf::Bf16(b) => KvBuf::Bf16(relay(b, heads, hd, len, from, to)),
+            KvBuf::F32(b) => KvBuf::F32(relay(b, runs)),
+            KvBuf::Bf16(b) => KvBuf::Bf16(relay(b, runs)),
         }
     }
 
-    /// Copies `src`'s runs of `len` positions (of `from` a head) into this
-    /// buffer's runs of `to` a head; false if the formats differ.
-    fn load(
-        &mut self,
-        src: &KvBuf,
-        heads: usize,
-        hd: usize,
-        len: usize,
-        from: usize,
-        to: usize,
-    ) -> bool {
-        fn copy<T: Copy>(
-            d: &mut [T],
-            s: &[T],
-            heads: usize,
-            hd: usize,
-            len: usize,
-            from: usize,
-            to: usize,
-        ) {
-            for h in 0..heads {
-                d[h * to * hd..][..len * hd].copy_from_slice(&s[h * from * hd..][..len * hd]);
-            }
-        }
+    /// Copies `src`'s runs into this buffer's (the caller checked that the
+    /// formats match).
+    fn load(&mut self, src: &KvBuf, runs: Runs) {
         match (self, src) {
-            (KvBuf::F32(d), KvBuf::F32(s)) => copy(d, s, heads, hd, len, from, to),
-            (KvBuf::Bf16(d), KvBuf::Bf16(s)) => copy(d, s, heads, hd, len, from, to),
-            _ => return false,
+            (KvBuf::F32(d), KvBuf::F32(s)) => runs.copy(d, s),
+            (KvBuf::Bf16(d), KvBuf::Bf16(s)) => runs.copy(d, s),
+            _ => unreachable!("KV formats differ: load_prefix checks them"),
         }
-        true
+    }
+}
+
+/// Each of `heads` runs of `len` positions of `hd` elements, `from`
+/// positions a head apart in the source and `to` in the destination.
+#[derive(Clone, Copy)]
+struct Runs {
+    heads: usize,
+    hd: usize,
+    len: usize,
+    from: usize,
+    to: usize,
+}
+
+impl Runs {
+    fn copy<T: Copy>(self, d: &mut [T], s: &[T]) {
+        let Runs {
+            heads,
+            hd,
+            len,
+            from,
+            to,
+        } = self;
+        for h in 0..heads {
+            d[h * to * hd..][..len * hd].copy_from_slice(&s[h * from * hd..][..len * hd]);
+        }
     }
 }
 
@@ -197,7 +192,13 @@ impl KvCache {
     fn relayout(&mut self, cap: usize) {
         let (heads, hd, len, old) = (self.heads, self.head_dim, self.len, self.cap);
         for b in self.k.iter_mut().chain(self.v.iter_mut()) {
-            *b = b.relaid(heads, hd, len, old, cap);
+            *b = b.relaid(Runs {
+                heads,
+                hd,
+                len,
+                from: old,
+                to: cap,
+            });
         }
         self.cap = cap;
     }
@@ -282,7 +283,14 @@ impl KvCache {
     pub fn prefix(&self, positions: usize) -> KvPrefix {
         let len = positions.min(self.len);
         let (heads, hd, cap) = (self.heads, self.head_dim, self.cap);
-        let cut = |b: &KvBuf| b.relaid(heads, hd, len, cap, len);
+        let runs = Runs {
+            heads,
+            hd,
+            len,
+            from: cap,
+            to: len,
+        };
+        let cut = |b: &KvBuf| b.relaid(runs);
         KvPrefix {
             k: self.k.iter().map(cut).collect(),
             v: self.v.iter().map(cut).collect(),
@@ -312,8 +320,14 @@ impl KvCache {
             .zip(&prefix.k)
             .chain(self.v.iter_mut().zip(&prefix.v))
         {
-            let same = dst.load(src, heads, hd, len, len, cap);
-            debug_assert!(same, "formats checked above");
+            let runs = Runs {
+                heads,
+                hd,
+                len,
+                from: len,
+                to: cap,
+            };
+            dst.load(src, runs);
         }
         self.len = len;
         true

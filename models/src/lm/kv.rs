@@ -313,20 +313,20 @@ impl KvCache {
             return false;
         }
         self.reserve_positions(prefix.len);
-        let (heads, hd, cap, len) = (self.heads, self.head_dim, self.cap, prefix.len);
+        let len = prefix.len;
+        let runs = Runs {
+            heads: self.heads,
+            hd: self.head_dim,
+            len,
+            from: len,
+            to: self.cap,
+        };
         for (dst, src) in self
             .k
             .iter_mut()
             .zip(&prefix.k)
             .chain(self.v.iter_mut().zip(&prefix.v))
         {
-            let runs = Runs {
-                heads,
-                hd,
-                len,
-                from: len,
-                to: cap,
-            };
             dst.load(src, runs);
         }
         self.len = len;
